@@ -1,0 +1,153 @@
+//! Config loading: defaults, file, environment, and the errors a typo earns.
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn error_of(toml: &str, vars: &[(&str, &str)]) -> String {
+    Config::from_toml(toml, env(vars)).unwrap_err().to_string()
+}
+
+#[test]
+fn no_file_and_no_environment_gives_the_design_defaults() {
+    let config = Config::from_toml("", env(&[("HOME", "/root")])).unwrap();
+    assert_eq!(config.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(config.state, PathBuf::from("previewd.db"));
+    assert!(config.github.webhook_secret.is_none());
+    assert_eq!(config.github.api_url, "https://api.github.com");
+    assert!(config.github.credentials.is_none());
+    assert_eq!(config.sink.kind, SinkKind::Directory);
+    assert_eq!(config.sink.directory, PathBuf::from("rendered"));
+    assert_eq!(config.sink.argocd_namespace, "argocd");
+    assert_eq!(config.defaults.ttl, Duration::from_secs(72 * 3600));
+    assert_eq!(config.defaults.domain, "preview.localhost");
+    assert_eq!(config.defaults.warn_before, Duration::from_secs(24 * 3600));
+    assert_eq!(config.defaults.max_lifetime, Duration::from_secs(14 * 86_400));
+    assert!(!config.defaults.deploy_drafts);
+    assert_eq!(config.sweep_interval, Duration::from_secs(60));
+    assert!(config.api_token.is_none());
+    assert_eq!(config.clusters.len(), 1);
+    assert_eq!(config.clusters[0].name, "in-cluster");
+    assert!(config.repos.is_empty());
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let toml = r#"
+        listen = "0.0.0.0:9000"
+        [github]
+        webhook_secret = "from-file"
+        [defaults]
+        ttl = "2d"
+    "#;
+    let config = Config::from_toml(
+        toml,
+        env(&[
+            ("PREVIEWD_GITHUB_WEBHOOK_SECRET", "from-env"),
+            ("PREVIEWD_DEFAULTS_TTL", "5h"),
+            ("PREVIEWD_DEFAULTS_DEPLOY_DRAFTS", "true"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(config.listen.port(), 9000);
+    assert_eq!(config.github.webhook_secret.unwrap().expose(), "from-env");
+    assert_eq!(config.defaults.ttl, Duration::from_secs(5 * 3600));
+    assert!(config.defaults.deploy_drafts);
+}
+
+#[test]
+fn every_key_has_a_variable_that_is_accepted() {
+    for key in KEYS {
+        let value = match *key {
+            "listen" => "127.0.0.1:1",
+            "defaults.deploy_drafts" => "false",
+            "github.app_id" | "github.private_key_path" | "github.token" => continue,
+            "github.webhook_secret_file" => continue,
+            "github.api_url" => "https://ghe.example.com/api/v3",
+            "sink.kind" => "kubernetes",
+            "defaults.domain" | "sink.argocd_namespace" => "example",
+            "defaults.max_lifetime" => "20d",
+            k if k.ends_with("ttl") || k.ends_with("_before") || k.ends_with("interval") => "1h",
+            _ => "x",
+        };
+        Config::from_toml("", env(&[(&env_name(key), value)]))
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+    }
+}
+
+#[test]
+fn a_bad_duration_names_the_key_and_the_accepted_form() {
+    let message = error_of("[defaults]\nttl = \"3 days\"\n", &[]);
+    assert!(message.contains("`defaults.ttl`"), "{message}");
+    assert!(message.contains("30s, 5m, 2h, 3d"), "{message}");
+}
+
+#[test]
+fn a_bad_value_from_the_environment_names_the_variable() {
+    let message = error_of("", &[("PREVIEWD_SWEEP_INTERVAL", "often")]);
+    assert!(message.contains("`sweep.interval` (from PREVIEWD_SWEEP_INTERVAL)"), "{message}");
+    let message = error_of("", &[("PREVIEWD_DEFAULTS_DEPLOY_DRAFTS", "yes please")]);
+    assert!(message.contains("true or false"), "{message}");
+}
+
+#[test]
+fn typos_are_refused_not_ignored() {
+    assert!(error_of("[github]\nwebhook_secrett = \"x\"\n", &[]).contains("webhook_secrett"));
+    assert!(error_of("", &[("PREVIEWD_GITHUB_SECRET", "x")]).contains("PREVIEWD_GITHUB_SECRET"));
+    assert!(error_of("[sink]\nkind = \"s3\"\n", &[]).contains("directory or kubernetes"));
+    assert!(error_of("listen = \"localhost\"\n", &[]).contains("HOST:PORT"));
+}
+
+#[test]
+fn half_set_github_app_credentials_are_refused() {
+    assert!(error_of("[github]\napp_id = 12\n", &[]).contains("github.private_key_path"));
+    let both = "[github]\ntoken = \"t\"\napp_id = 12\nprivate_key_path = \"k.pem\"\n";
+    assert!(error_of(both, &[]).contains("either github.token or"));
+    let app = Config::from_toml("[github]\napp_id = 12\nprivate_key_path = \"k.pem\"\n", env(&[])).unwrap();
+    assert!(matches!(app.github.credentials, Some(GithubCredentials::App { app_id: 12, .. })));
+}
+
+#[test]
+fn a_ttl_longer_than_the_maximum_lifetime_is_refused() {
+    let message = error_of("[defaults]\nttl = \"20d\"\n", &[]);
+    assert!(message.contains("longer than max_lifetime 14d"), "{message}");
+}
+
+#[test]
+fn repos_inherit_defaults_and_form_an_allow_list() {
+    let toml = r#"
+        [defaults]
+        ttl = "1d"
+        domain = "pr.example.com"
+        [[repos]]
+        name = "Octo/App"
+        ttl = "6h"
+        [[repos]]
+        name = "octo/docs"
+        deploy_drafts = true
+    "#;
+    let config = Config::from_toml(toml, env(&[])).unwrap();
+    let app = config.policy_for(&"octo/app".parse().unwrap()).unwrap();
+    assert_eq!((app.ttl, app.domain.as_str()), (Duration::from_secs(6 * 3600), "pr.example.com"));
+    let docs = config.policy_for(&"octo/docs".parse().unwrap()).unwrap();
+    assert_eq!(docs.ttl, Duration::from_secs(86_400));
+    assert!(docs.deploy_drafts);
+    assert!(config.policy_for(&"someone/else".parse().unwrap()).is_none());
+}
+
+#[test]
+fn secrets_never_show_in_debug_output() {
+    let config = Config::from_toml("[github]\nwebhook_secret = \"hunter2\"\n", env(&[])).unwrap();
+    assert!(!format!("{config:?}").contains("hunter2"));
+}
+
+#[test]
+fn the_webhook_secret_can_come_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret");
+    std::fs::write(&path, "s3cret\n").unwrap();
+    let config = Config::from_toml("", env(&[("PREVIEWD_GITHUB_WEBHOOK_SECRET_FILE", path.to_str().unwrap())])).unwrap();
+    assert_eq!(config.github.webhook_secret.unwrap().expose(), "s3cret");
+}

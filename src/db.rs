@@ -1,0 +1,301 @@
+//! The SQLite state: opening it durably, the migrations, and every query previewd runs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, SqliteConnection, SqlitePool};
+
+use crate::intent::{Outcome, PrChange};
+use crate::webhook::{CommandComment, InstallationChange};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+
+/// WAL so readers never block the writer; `synchronous=FULL` so a commit survives power
+/// loss; foreign keys so teardown cascades; a busy timeout for a second process (a CLI).
+fn options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(5))
+}
+
+/// Opens (creating and migrating) the state; the pool is for readers and short writes.
+pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options(path))
+        .await
+        .with_context(|| format!("opening state {}", path.display()))?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .with_context(|| format!("migrating state {}", path.display()))?;
+    Ok(pool)
+}
+
+/// A dedicated connection for the single writer (see `intake`).
+pub async fn writer_connection(path: &Path) -> anyhow::Result<SqliteConnection> {
+    SqliteConnection::connect_with(&options(path))
+        .await
+        .with_context(|| format!("opening state {} for writing", path.display()))
+}
+
+pub async fn ping(pool: &SqlitePool) -> sqlx::Result<()> {
+    sqlx::query_scalar!("SELECT 1 AS one").fetch_one(pool).await.map(drop)
+}
+
+// ---- deliveries ----
+
+pub async fn delivery_outcome(
+    conn: &mut SqliteConnection,
+    hook_id: &str,
+    guid: &str,
+) -> sqlx::Result<Option<Outcome>> {
+    let outcome = sqlx::query_scalar!(
+        "SELECT outcome FROM deliveries WHERE hook_id = ?1 AND guid = ?2",
+        hook_id,
+        guid
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(outcome.as_deref().and_then(Outcome::parse))
+}
+
+pub struct DeliveryRow<'a> {
+    pub hook_id: &'a str,
+    pub guid: &'a str,
+    pub event: &'a str,
+    pub action: Option<&'a str>,
+    pub outcome: Outcome,
+    pub detail: &'a str,
+    pub received_at: i64,
+}
+
+pub async fn record_delivery(conn: &mut SqliteConnection, row: &DeliveryRow<'_>) -> sqlx::Result<()> {
+    let outcome = row.outcome.as_str();
+    sqlx::query!(
+        "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (hook_id, guid) DO UPDATE SET
+             outcome = excluded.outcome, detail = excluded.detail, received_at = excluded.received_at",
+        row.hook_id,
+        row.guid,
+        row.event,
+        row.action,
+        outcome,
+        row.detail,
+        row.received_at,
+    )
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// Deletes delivery records received before `before`; returns how many.
+pub async fn prune_deliveries(pool: &SqlitePool, before: i64) -> sqlx::Result<u64> {
+    let done = sqlx::query!("DELETE FROM deliveries WHERE received_at < ?1", before)
+        .execute(pool)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+// ---- history ----
+
+pub struct HistoryRow<'a> {
+    pub repo: &'a str,
+    pub number: u32,
+    pub what: &'a str,
+    pub actor: &'a str,
+    pub reason: &'a str,
+    pub head_sha: Option<&'a str>,
+    pub delivery: Option<&'a str>,
+    pub at: i64,
+}
+
+pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, head_sha, delivery, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        row.repo,
+        row.number,
+        row.what,
+        row.actor,
+        row.reason,
+        row.head_sha,
+        row.delivery,
+        row.at,
+    )
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+// ---- previews ----
+
+/// Writes a PR's new state unless the row already holds a newer event. Returns whether it
+/// applied. A fork PR whose new head SHA is the approved one stays deployable.
+pub async fn apply_pr_change(conn: &mut SqliteConnection, change: &PrChange, now: i64) -> sqlx::Result<bool> {
+    let pr = &change.pr;
+    let repo = pr.key.repo.as_str();
+    let repo_id = pr.repo_id as i64;
+    let installation_id = pr.installation_id.map(|id| id as i64);
+    let head_sha = pr.head_sha.as_str();
+    let desired = change.desired.map(|d| d.as_str());
+    let restart_clock = change.expires_at.is_some();
+    let expires_at = change.expires_at.unwrap_or(now + change.max_lifetime_secs);
+    let done = if change.create {
+        sqlx::query!(
+            "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
+                 head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
+                 updated_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16)
+             ON CONFLICT (repo, number) DO UPDATE SET
+                 repo_id = excluded.repo_id,
+                 installation_id = COALESCE(excluded.installation_id, previews.installation_id),
+                 title = excluded.title, author = excluded.author, head_sha = excluded.head_sha,
+                 head_ref = excluded.head_ref, base_ref = excluded.base_ref,
+                 fork = excluded.fork, draft = excluded.draft,
+                 desired = CASE
+                     WHEN excluded.desired = 'awaiting_approval' AND previews.approved_sha = excluded.head_sha
+                     THEN 'deployed' ELSE excluded.desired END,
+                 end_reason = excluded.end_reason,
+                 pr_updated_at = excluded.pr_updated_at, updated_at = excluded.updated_at,
+                 expires_at = CASE WHEN ?17
+                     THEN MIN(excluded.expires_at, previews.created_at + ?18)
+                     ELSE previews.expires_at END
+             WHERE excluded.pr_updated_at >= previews.pr_updated_at",
+            repo,
+            pr.key.number,
+            repo_id,
+            installation_id,
+            pr.title,
+            pr.author,
+            head_sha,
+            pr.head_ref,
+            pr.base_ref,
+            pr.fork,
+            pr.draft,
+            desired,
+            change.end_reason,
+            change.pr_updated_at,
+            now,
+            expires_at,
+            restart_clock,
+            change.max_lifetime_secs,
+        )
+        .execute(&mut *conn)
+        .await?
+    } else {
+        sqlx::query!(
+            "UPDATE previews SET
+                 installation_id = COALESCE(?3, installation_id),
+                 title = ?4, author = ?5, head_sha = ?6, head_ref = ?7, base_ref = ?8,
+                 fork = ?9, draft = ?10,
+                 desired = COALESCE(?11, desired),
+                 end_reason = CASE WHEN ?11 IS NULL THEN end_reason ELSE ?12 END,
+                 pr_updated_at = ?13, updated_at = ?14
+             WHERE repo = ?1 AND number = ?2 AND pr_updated_at <= ?13",
+            repo,
+            pr.key.number,
+            installation_id,
+            pr.title,
+            pr.author,
+            head_sha,
+            pr.head_ref,
+            pr.base_ref,
+            pr.fork,
+            pr.draft,
+            desired,
+            change.end_reason,
+            change.pr_updated_at,
+            now,
+        )
+        .execute(&mut *conn)
+        .await?
+    };
+    Ok(done.rows_affected() > 0)
+}
+
+// ---- commands ----
+
+/// Queues a command once per comment id; returns false for a comment already queued.
+pub async fn queue_command(conn: &mut SqliteConnection, command: &CommandComment, now: i64) -> sqlx::Result<bool> {
+    let repo = command.key.repo.as_str();
+    let comment_id = command.comment_id as i64;
+    let done = sqlx::query!(
+        "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at)
+         VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (comment_id) DO NOTHING",
+        repo,
+        command.key.number,
+        comment_id,
+        command.actor,
+        command.association,
+        command.line,
+        now,
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+// ---- installations ----
+
+pub async fn apply_installation(conn: &mut SqliteConnection, change: &InstallationChange, now: i64) -> sqlx::Result<()> {
+    let (id, account, added, removed): (u64, Option<&str>, &[_], &[_]) = match change {
+        InstallationChange::Present { id, account, repos } => {
+            let id_i = *id as i64;
+            // The event lists every repository the installation now serves.
+            sqlx::query!("DELETE FROM installation_repositories WHERE installation_id = ?1", id_i)
+                .execute(&mut *conn)
+                .await?;
+            (*id, Some(account), repos, &[])
+        }
+        InstallationChange::Gone { id } => {
+            let id_i = *id as i64;
+            sqlx::query!("DELETE FROM installations WHERE id = ?1", id_i)
+                .execute(&mut *conn)
+                .await?;
+            return Ok(());
+        }
+        InstallationChange::ReposAdded { id, account, repos } => (*id, Some(account), repos, &[]),
+        InstallationChange::ReposRemoved { id, repos } => (*id, None, &[], repos),
+    };
+    let id = id as i64;
+    sqlx::query!(
+        "INSERT INTO installations (id, account, updated_at) VALUES (?1, COALESCE(?2, ''), ?3)
+         ON CONFLICT (id) DO UPDATE SET account = COALESCE(?2, installations.account), updated_at = ?3",
+        id,
+        account,
+        now,
+    )
+    .execute(&mut *conn)
+    .await?;
+    for repo in added {
+        let repo = repo.as_str();
+        sqlx::query!(
+            "INSERT INTO installation_repositories (installation_id, repo) VALUES (?1, ?2)
+             ON CONFLICT DO NOTHING",
+            id,
+            repo
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    for repo in removed {
+        let repo = repo.as_str();
+        sqlx::query!(
+            "DELETE FROM installation_repositories WHERE installation_id = ?1 AND repo = ?2",
+            id,
+            repo
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}

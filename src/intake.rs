@@ -1,0 +1,179 @@
+//! Durable intake: a single writer records each delivery together with its intent in one
+//! transaction, committing whatever has queued up at once (group commit), so every
+//! delivery is on disk before GitHub hears back, at one fsync per batch, not per request.
+
+use std::sync::Arc;
+
+use sqlx::{Connection, SqliteConnection};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::db::{self, DeliveryRow, HistoryRow};
+use crate::intent::{Change, Intent, Outcome};
+use crate::webhook::Delivery;
+
+/// Most deliveries committed together; bounds the latency one commit adds.
+const MAX_BATCH: usize = 256;
+/// Deliveries waiting for the writer before senders wait too (backpressure).
+const QUEUE: usize = 1024;
+
+/// What became of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// Written now, with the outcome and its detail.
+    New { outcome: Outcome, detail: String },
+    /// Seen before and already handled: nothing was written.
+    Duplicate { outcome: Outcome },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    #[error("the state could not be written: {0}")]
+    Write(String),
+    #[error("previewd is shutting down")]
+    Closed,
+}
+
+struct Job {
+    delivery: Delivery,
+    intent: Intent,
+    reply: oneshot::Sender<Result<Recorded, IntakeError>>,
+}
+
+/// The handle the webhook handler records through; cheap to clone.
+#[derive(Clone)]
+pub struct Intake {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Intake {
+    /// Starts the writer on its own connection. It stops once every `Intake` is dropped,
+    /// after writing what was queued.
+    pub fn start(conn: SqliteConnection, clock: Arc<dyn Clock>) -> (Self, JoinHandle<()>) {
+        let (jobs, queue) = mpsc::channel(QUEUE);
+        let writer = tokio::spawn(write_batches(conn, queue, clock));
+        (Self { jobs }, writer)
+    }
+
+    /// Records `delivery` and `intent` durably; returns once they are committed.
+    pub async fn record(&self, delivery: Delivery, intent: Intent) -> Result<Recorded, IntakeError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { delivery, intent, reply })
+            .await
+            .map_err(|_| IntakeError::Closed)?;
+        answer.await.map_err(|_| IntakeError::Closed)?
+    }
+}
+
+async fn write_batches(mut conn: SqliteConnection, mut queue: mpsc::Receiver<Job>, clock: Arc<dyn Clock>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let now = clock.now();
+        let results = match commit(&mut conn, &batch, now).await {
+            Ok(results) => results,
+            Err(e) => {
+                tracing::error!(error = %e, deliveries = batch.len(), "commit failed; deliveries answered 503");
+                batch.iter().map(|_| Err(IntakeError::Write(e.to_string()))).collect()
+            }
+        };
+        for (job, result) in batch.drain(..).zip(results) {
+            // The handler may have gone (client hung up); the write stands regardless.
+            let _ = job.reply.send(result);
+        }
+    }
+}
+
+/// One transaction for the whole batch, a savepoint per delivery, so one bad delivery
+/// fails alone while the rest commit.
+async fn commit(conn: &mut SqliteConnection, batch: &[Job], now: i64) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
+    let mut tx = conn.begin().await?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        let mut savepoint = tx.begin().await?;
+        match record_one(&mut savepoint, &job.delivery, &job.intent, now).await {
+            Ok(recorded) => {
+                savepoint.commit().await?;
+                results.push(Ok(recorded));
+            }
+            Err(e) => {
+                savepoint.rollback().await?;
+                let d = &job.delivery;
+                tracing::error!(delivery = %d.guid, event = %d.event, error = %e, "delivery not recorded");
+                // Stored as failed so that GitHub's redelivery is processed again.
+                db::record_delivery(&mut tx, &delivery_row(d, Outcome::Failed, &e.to_string(), now)).await?;
+                results.push(Err(IntakeError::Write(e.to_string())));
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+fn delivery_row<'a>(d: &'a Delivery, outcome: Outcome, detail: &'a str, now: i64) -> DeliveryRow<'a> {
+    DeliveryRow {
+        hook_id: &d.hook_id,
+        guid: &d.guid,
+        event: &d.event,
+        action: d.action.as_deref(),
+        outcome,
+        detail,
+        received_at: now,
+    }
+}
+
+async fn record_one(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent, now: i64) -> sqlx::Result<Recorded> {
+    match db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid).await? {
+        Some(Outcome::Failed) | None => {}
+        Some(outcome) => return Ok(Recorded::Duplicate { outcome }),
+    }
+    let (outcome, detail) = apply(conn, delivery, intent, now).await?;
+    db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now)).await?;
+    Ok(Recorded::New { outcome, detail })
+}
+
+/// Writes the intent; the outcome can drop to `Ignored` when the state already knows better.
+async fn apply(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent, now: i64) -> sqlx::Result<(Outcome, String)> {
+    let history = |repo, number, what, actor, reason, head_sha| HistoryRow {
+        repo,
+        number,
+        what,
+        actor,
+        reason,
+        head_sha,
+        delivery: Some(&delivery.guid),
+        at: now,
+    };
+    match &intent.change {
+        Change::Nothing => {}
+        Change::Refusal { key, actor } => {
+            let row = history(key.repo.as_str(), key.number, "refused", actor, &intent.detail, None);
+            db::add_history(conn, &row).await?;
+        }
+        Change::PullRequest(change) => {
+            if !db::apply_pr_change(conn, change, now).await? {
+                let why = if change.create {
+                    "a newer event for this PR is already recorded"
+                } else {
+                    "no preview for this PR, or a newer event is already recorded"
+                };
+                return Ok((Outcome::Ignored, why.into()));
+            }
+            if change.desired.is_some() {
+                let pr = &change.pr;
+                let row = history(pr.key.repo.as_str(), pr.key.number, change.what, &pr.sender, &change.reason, Some(pr.head_sha.as_str()));
+                db::add_history(conn, &row).await?;
+            }
+        }
+        Change::Command(command) => {
+            if !db::queue_command(conn, command, now).await? {
+                return Ok((Outcome::Ignored, "command already queued".into()));
+            }
+            let row = history(command.key.repo.as_str(), command.key.number, "command", &command.actor, &command.line, None);
+            db::add_history(conn, &row).await?;
+        }
+        Change::Installation(change) => db::apply_installation(conn, change, now).await?,
+    }
+    Ok((intent.outcome, intent.detail.clone()))
+}

@@ -1,0 +1,239 @@
+//! What a verified delivery means for previewd's state: a pure decision from the event,
+//! the policy and the time, written down later by `intake` in one transaction.
+
+use crate::config::{Config, Policy};
+use crate::preview::{Desired, PreviewKey};
+use crate::webhook::{CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent};
+
+/// How the delivery is recorded and answered: `Accepted` is 202, the others 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted,
+    Ignored,
+    Refused,
+    /// Only ever stored, never decided here: a delivery whose write failed, to be retried.
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accepted => "accepted",
+            Self::Ignored => "ignored",
+            Self::Refused => "refused",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Accepted, Self::Ignored, Self::Refused, Self::Failed]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Intent {
+    pub outcome: Outcome,
+    /// Why, in a few words; stored with the delivery and sent back to GitHub.
+    pub detail: String,
+    pub change: Change,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Nothing,
+    /// A repository outside `[[repos]]`: only a history row.
+    Refusal { key: PreviewKey, actor: String },
+    PullRequest(PrChange),
+    Command(CommandComment),
+    Installation(InstallationChange),
+}
+
+/// The new state of one PR's preview. Applied only if the event is not older than what is
+/// already recorded (GitHub does not promise ordering).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrChange {
+    pub pr: PullRequestEvent,
+    /// `None`: only refresh what the PR looks like (title, base), never its preview.
+    pub desired: Option<Desired>,
+    /// Create the preview row when there is none (false for close, edit, label).
+    pub create: bool,
+    pub end_reason: Option<&'static str>,
+    /// New expiry (Unix seconds) when this event restarts the clock (a push).
+    pub expires_at: Option<i64>,
+    /// Cap on any expiry: the preview's creation + `max_lifetime`.
+    pub max_lifetime_secs: i64,
+    /// The event's time, or now when the payload has none.
+    pub pr_updated_at: i64,
+    /// The history row written when the change applies: what and why.
+    pub what: &'static str,
+    pub reason: String,
+}
+
+pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
+    let intent = |outcome, detail: String, change| Intent { outcome, detail, change };
+    match &delivery.payload {
+        Event::Ping => intent(Outcome::Ignored, "pong".into(), Change::Nothing),
+        Event::Ignored(why) => intent(Outcome::Ignored, why.clone(), Change::Nothing),
+        Event::Installation(change) => {
+            intent(Outcome::Accepted, "installation recorded".into(), Change::Installation(change.clone()))
+        }
+        Event::PullRequest(pr) => match config.policy_for(&pr.key.repo) {
+            None => refuse(&pr.key, &pr.sender),
+            Some(policy) => pull_request(pr, policy, now),
+        },
+        Event::Command(command) => match config.policy_for(&command.key.repo) {
+            None => refuse(&command.key, &command.actor),
+            Some(_) => intent(Outcome::Accepted, "command queued".into(), Change::Command(command.clone())),
+        },
+    }
+}
+
+fn refuse(key: &PreviewKey, actor: &str) -> Intent {
+    Intent {
+        outcome: Outcome::Refused,
+        detail: format!("{} is not in the [[repos]] allow-list", key.repo),
+        change: Change::Refusal { key: key.clone(), actor: actor.to_owned() },
+    }
+}
+
+/// The gate every "deploy this" passes: forks wait for approval, drafts for review.
+fn wanted(pr: &PullRequestEvent, policy: &Policy) -> (Desired, String) {
+    let short = pr.head_sha.short();
+    if pr.fork {
+        (Desired::AwaitingApproval, format!("fork PR at {short}: waits for `/preview approve` from a maintainer"))
+    } else if pr.draft && !policy.deploy_drafts {
+        (Desired::Draft, format!("draft at {short}: deploys when ready for review"))
+    } else {
+        (Desired::Deployed, format!("deploy {short}"))
+    }
+}
+
+fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
+    let secs = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    let (desired, reason) = wanted(pr, policy);
+    let push = |what, create| (Some(desired), create, None, Some(now.saturating_add(secs(policy.ttl))), what, reason.clone());
+    let (desired, create, end_reason, expires_at, what, reason) = match pr.action {
+        PrAction::Opened => push("opened", true),
+        PrAction::Reopened => push("reopened", true),
+        PrAction::Synchronize => push("pushed", true),
+        PrAction::ReadyForReview => push("ready_for_review", true),
+        PrAction::ConvertedToDraft => (Some(desired), true, None, None, "converted_to_draft", reason),
+        PrAction::Closed { merged } => {
+            let why = if merged { "merged" } else { "closed" };
+            (Some(Desired::Absent), false, Some(why), None, "closed", format!("PR {why}: tear down"))
+        }
+        PrAction::Labeled | PrAction::Unlabeled | PrAction::Edited => (None, false, None, None, "edited", String::new()),
+    };
+    Intent {
+        outcome: Outcome::Accepted,
+        detail: format!("{what}: {}", desired.map_or("details refreshed", |d| d.as_str())),
+        change: Change::PullRequest(PrChange {
+            pr: pr.clone(),
+            desired,
+            create,
+            end_reason,
+            expires_at,
+            max_lifetime_secs: secs(policy.max_lifetime),
+            pr_updated_at: pr.updated_at.unwrap_or(now),
+            what,
+            reason,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preview::Sha;
+
+    fn pr(action: PrAction) -> PullRequestEvent {
+        PullRequestEvent {
+            action,
+            key: "octo/app#7".parse().unwrap(),
+            repo_id: 1,
+            installation_id: None,
+            title: "Add search".into(),
+            author: "alice".into(),
+            head_sha: "ec26c3e57ca3a959ca5aad62de7213c562f8c821".parse::<Sha>().unwrap(),
+            head_ref: "search".into(),
+            base_ref: "main".into(),
+            fork: false,
+            draft: false,
+            updated_at: Some(1_000),
+            sender: "alice".into(),
+        }
+    }
+
+    fn decide_pr(pr: PullRequestEvent, config_toml: &str) -> Intent {
+        let config = Config::from_toml(config_toml, Vec::new()).unwrap();
+        let delivery = Delivery {
+            hook_id: String::new(),
+            guid: "g".into(),
+            event: "pull_request".into(),
+            action: None,
+            payload: Event::PullRequest(pr),
+        };
+        decide(&delivery, &config, 10_000)
+    }
+
+    fn change(intent: &Intent) -> &PrChange {
+        match &intent.change {
+            Change::PullRequest(change) => change,
+            other => panic!("expected a PR change, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn opened_pr_is_deployed_and_expires_after_the_ttl() {
+        let intent = decide_pr(pr(PrAction::Opened), "");
+        let change = change(&intent);
+        assert_eq!(intent.outcome, Outcome::Accepted);
+        assert_eq!(change.desired, Some(Desired::Deployed));
+        assert!(change.create);
+        assert_eq!(change.expires_at, Some(10_000 + 72 * 3600));
+        assert_eq!(change.max_lifetime_secs, 14 * 86_400);
+    }
+
+    #[test]
+    fn fork_pr_awaits_approval() {
+        let intent = decide_pr(PullRequestEvent { fork: true, ..pr(PrAction::Synchronize) }, "");
+        assert_eq!(change(&intent).desired, Some(Desired::AwaitingApproval));
+        assert!(change(&intent).reason.contains("/preview approve"));
+    }
+
+    #[test]
+    fn drafts_wait_unless_the_policy_deploys_them() {
+        let draft = PullRequestEvent { draft: true, ..pr(PrAction::Opened) };
+        assert_eq!(change(&decide_pr(draft.clone(), "")).desired, Some(Desired::Draft));
+        let deploying = decide_pr(draft, "[defaults]\ndeploy_drafts = true\n");
+        assert_eq!(change(&deploying).desired, Some(Desired::Deployed));
+    }
+
+    #[test]
+    fn closed_pr_is_absent_with_its_reason_and_never_created() {
+        let merged = decide_pr(pr(PrAction::Closed { merged: true }), "");
+        assert_eq!(change(&merged).desired, Some(Desired::Absent));
+        assert_eq!(change(&merged).end_reason, Some("merged"));
+        assert!(!change(&merged).create);
+        let closed = decide_pr(pr(PrAction::Closed { merged: false }), "");
+        assert_eq!(change(&closed).end_reason, Some("closed"));
+    }
+
+    #[test]
+    fn edits_and_labels_refresh_details_only() {
+        for action in [PrAction::Edited, PrAction::Labeled, PrAction::Unlabeled] {
+            let intent = decide_pr(pr(action), "");
+            assert_eq!(change(&intent).desired, None);
+            assert!(!change(&intent).create);
+        }
+    }
+
+    #[test]
+    fn repos_outside_the_allow_list_are_refused() {
+        let intent = decide_pr(pr(PrAction::Opened), "[[repos]]\nname = \"octo/other\"\n");
+        assert_eq!(intent.outcome, Outcome::Refused);
+        assert!(matches!(intent.change, Change::Refusal { .. }));
+    }
+}

@@ -1,0 +1,16 @@
+//! previewd: one preview environment per GitHub pull request, delivered through Argo CD.
+//!
+//! Intake (`server` → `webhook` → `intent` → `intake` → `db`) verifies and records what each
+//! PR should have; later stages render, apply and report it.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod db;
+pub mod duration;
+pub mod intake;
+pub mod intent;
+pub mod preview;
+pub mod server;
+pub mod webhook;

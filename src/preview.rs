@@ -1,0 +1,214 @@
+//! The preview model: the newtypes that name a preview and the states it moves through.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// `owner/name` of a GitHub repository, lower-cased: GitHub names are case-insensitive,
+/// and a preview must not be duplicated because a payload spelled its repo differently.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RepoName(String);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0:?} is not a repository name; expected owner/name (letters, digits, '-', '_', '.')")]
+pub struct BadRepoName(pub String);
+
+impl RepoName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn owner(&self) -> &str {
+        self.0.split_once('/').map_or("", |(owner, _)| owner)
+    }
+
+    pub fn name(&self) -> &str {
+        self.0.split_once('/').map_or("", |(_, name)| name)
+    }
+}
+
+impl FromStr for RepoName {
+    type Err = BadRepoName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let valid_part = |part: &str| {
+            !part.is_empty()
+                && part.len() <= 100
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        match s.split_once('/') {
+            Some((owner, name)) if valid_part(owner) && valid_part(name) => {
+                Ok(Self(s.to_ascii_lowercase()))
+            }
+            _ => Err(BadRepoName(s.to_owned())),
+        }
+    }
+}
+
+impl TryFrom<String> for RepoName {
+    type Error = BadRepoName;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<RepoName> for String {
+    fn from(r: RepoName) -> Self {
+        r.0
+    }
+}
+
+impl fmt::Display for RepoName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One preview per pull request: `owner/repo#number`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PreviewKey {
+    pub repo: RepoName,
+    pub number: u32,
+}
+
+impl PreviewKey {
+    pub fn new(repo: RepoName, number: u32) -> Self {
+        Self { repo, number }
+    }
+}
+
+impl fmt::Display for PreviewKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.repo, self.number)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0:?} does not name a preview; expected OWNER/REPO#NUMBER")]
+pub struct BadPreviewKey(pub String);
+
+impl FromStr for PreviewKey {
+    type Err = BadPreviewKey;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadPreviewKey(s.to_owned());
+        let (repo, number) = s.split_once('#').ok_or_else(bad)?;
+        let number = number.parse().ok().filter(|n| *n > 0).ok_or_else(bad)?;
+        Ok(Self::new(repo.parse().map_err(|_| bad())?, number))
+    }
+}
+
+/// A full 40-hex commit SHA (64 for SHA-256 repositories), lower-case.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Sha(String);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{0:?} is not a commit SHA")]
+pub struct BadSha(pub String);
+
+impl Sha {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn short(&self) -> &str {
+        &self.0[..7]
+    }
+}
+
+impl FromStr for Sha {
+    type Err = BadSha;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Ok(Self(s.to_ascii_lowercase()))
+        } else {
+            Err(BadSha(s.to_owned()))
+        }
+    }
+}
+
+impl TryFrom<String> for Sha {
+    type Error = BadSha;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Sha> for String {
+    fn from(s: Sha) -> Self {
+        s.0
+    }
+}
+
+impl fmt::Display for Sha {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What previewd wants for a pull request. Only `Deployed` puts anything on a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Desired {
+    Deployed,
+    /// A fork PR: nothing runs until an authorised user approves its head SHA.
+    AwaitingApproval,
+    /// A draft PR, while drafts are not deployed.
+    Draft,
+    Absent,
+}
+
+impl Desired {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deployed => "deployed",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Draft => "draft",
+            Self::Absent => "absent",
+        }
+    }
+}
+
+impl fmt::Display for Desired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_names_are_lower_cased_and_validated() {
+        let repo: RepoName = "Codertocat/Hello-World".parse().unwrap();
+        assert_eq!(repo.as_str(), "codertocat/hello-world");
+        assert_eq!((repo.owner(), repo.name()), ("codertocat", "hello-world"));
+        for bad in ["", "owner", "/name", "owner/", "a/b/c", "own er/x", "o/<script>"] {
+            assert!(bad.parse::<RepoName>().is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn preview_keys_round_trip() {
+        let key: PreviewKey = "Octo/App#42".parse().unwrap();
+        assert_eq!(key.to_string(), "octo/app#42");
+        for bad in ["octo/app", "octo/app#", "octo/app#0", "octo/app#-1", "octo#3"] {
+            assert!(bad.parse::<PreviewKey>().is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn shas_must_be_full_hex() {
+        let sha: Sha = "EC26C3E57CA3A959CA5AAD62DE7213C562F8C821".parse().unwrap();
+        assert_eq!(sha.short(), "ec26c3e");
+        assert!("ec26c3e".parse::<Sha>().is_err());
+        assert!("zz26c3e57ca3a959ca5aad62de7213c562f8c821".parse::<Sha>().is_err());
+    }
+}

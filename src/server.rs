@@ -1,0 +1,194 @@
+//! The HTTP edge: routes, the webhook handler (verify, parse, record, answer), health
+//! probes, the one mapping from errors to status codes, and graceful shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use axum::body::Bytes;
+use serde_json::json;
+use sqlx::SqlitePool;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::db;
+use crate::intake::{Intake, IntakeError, Recorded};
+use crate::intent::{self, Outcome};
+use crate::webhook::{self, Headers, Rejection};
+
+/// Largest delivery accepted. PR and comment payloads are tens of KB; GitHub's own cap
+/// (25 MB) only matters for events previewd does not use, such as large pushes.
+pub const MAX_BODY: usize = 5 * 1024 * 1024;
+/// Delivery records are kept this long: GitHub allows redelivery for 3 days, GHES for 7.
+const DELIVERY_RETENTION_SECS: i64 = 7 * 86_400;
+
+/// Everything a request handler may touch.
+pub struct App {
+    pub config: Config,
+    pub pool: SqlitePool,
+    pub intake: Intake,
+    pub clock: Arc<dyn Clock>,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/webhooks/github", post(github_webhook).layer(DefaultBodyLimit::max(MAX_BODY)))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(app)
+}
+
+/// Errors as the HTTP client sees them; the only place status codes are chosen.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    #[error("body is larger than {MAX_BODY} bytes")]
+    TooLarge,
+    #[error("body could not be read: {0}")]
+    BadBody(String),
+    #[error(transparent)]
+    Unavailable(#[from] IntakeError),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            Self::Rejected(Rejection::NoSecret | Rejection::BadSignature(_))
+            | Self::Rejected(Rejection::MissingHeader("X-Hub-Signature-256")) => StatusCode::UNAUTHORIZED,
+            Self::Rejected(_) | Self::BadBody(_) => StatusCode::BAD_REQUEST,
+            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            // Not the sender's fault, and worth a redelivery.
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        (status, Json(json!({ "error": self.to_string() }))).into_response()
+    }
+}
+
+async fn github_webhook(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let guid = header("x-github-delivery").unwrap_or("-");
+    let body = body.map_err(|e| {
+        let error = if e.status() == StatusCode::PAYLOAD_TOO_LARGE { ApiError::TooLarge } else { ApiError::BadBody(e.body_text()) };
+        tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
+        error
+    })?;
+    let received = Headers {
+        event: header("x-github-event"),
+        guid: header("x-github-delivery"),
+        hook_id: header("x-github-hook-id"),
+        signature: header("x-hub-signature-256"),
+        content_type: header("content-type"),
+    };
+    let delivery = webhook::receive(app.config.github.webhook_secret.as_ref(), received, &body).map_err(|e| {
+        tracing::warn!(delivery = %guid, reason = %e, "delivery rejected");
+        ApiError::from(e)
+    })?;
+    let intent = intent::decide(&delivery, &app.config, app.clock.now());
+    let (event, action) = (delivery.event.clone(), delivery.action.clone().unwrap_or_default());
+    let recorded = app.intake.record(delivery, intent).await?;
+    let (status, body) = match recorded {
+        Recorded::New { outcome, detail } => {
+            tracing::info!(delivery = %guid, %event, %action, outcome = outcome.as_str(), %detail, "delivery recorded");
+            let status = if outcome == Outcome::Accepted { StatusCode::ACCEPTED } else { StatusCode::OK };
+            (status, json!({ "delivery": guid, "outcome": outcome.as_str(), "detail": detail }))
+        }
+        Recorded::Duplicate { outcome } => {
+            tracing::info!(delivery = %guid, %event, %action, previous = outcome.as_str(), "duplicate delivery ignored");
+            (StatusCode::OK, json!({ "delivery": guid, "outcome": "duplicate", "previous": outcome.as_str() }))
+        }
+    };
+    Ok((status, Json(body)).into_response())
+}
+
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    match tokio::time::timeout(Duration::from_secs(2), db::ping(&app.pool)).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database: timed out\n").into_response(),
+    }
+}
+
+/// Opens the state and starts the writer: the parts `serve` and the tests share.
+pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<(Arc<App>, tokio::task::JoinHandle<()>)> {
+    if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let pool = db::open(&config.state).await?;
+    let (intake, writer) = Intake::start(db::writer_connection(&config.state).await?, clock.clone());
+    Ok((Arc::new(App { config, pool, intake, clock }), writer))
+}
+
+/// `previewd serve`: runs until SIGTERM or Ctrl-C, then finishes in-flight requests and
+/// the writes they started.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    if config.github.webhook_secret.is_none() {
+        tracing::warn!("github.webhook_secret is not set: every webhook delivery will be refused with 401");
+    }
+    if config.github.credentials.is_none() {
+        tracing::info!("no GitHub credentials (github.token or github.app_id): reporting to GitHub is off");
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let (app, writer) = start(config, Arc::new(SystemClock)).await?;
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        state = %app.config.state.display(),
+        "previewd is serving"
+    );
+    let pruner = tokio::spawn(prune_deliveries(app.clone()));
+    axum::serve(listener, router(app.clone()))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("serving HTTP")?;
+    pruner.abort();
+    drop(app);
+    writer.await.context("waiting for the writer to finish")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn prune_deliveries(app: Arc<App>) {
+    let mut every_hour = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        every_hour.tick().await;
+        match db::prune_deliveries(&app.pool, app.clock.now() - DELIVERY_RETENTION_SECS).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(pruned = n, "old delivery records pruned"),
+            Err(e) => tracing::warn!(error = %e, "pruning delivery records failed"),
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

@@ -1,0 +1,331 @@
+//! GitHub webhook deliveries at the edge: the signature check and the conversion of
+//! octocrab's payload types into previewd's own events. Pure: no I/O, no clock.
+
+use octocrab::models::webhook_events::payload::{
+    InstallationRepositoriesWebhookEventAction, InstallationWebhookEventAction,
+    IssueCommentWebhookEventAction, PullRequestWebhookEventAction,
+};
+use octocrab::models::webhook_events::{WebhookEvent, WebhookEventPayload, verification};
+use serde::Deserialize;
+
+use crate::config::Secret;
+use crate::preview::{PreviewKey, RepoName, Sha};
+
+/// Why a delivery was turned away. Every variant is the sender's problem (4xx).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Rejection {
+    #[error("no webhook secret is configured (github.webhook_secret), so no delivery can be verified")]
+    NoSecret,
+    #[error("missing header {0}")]
+    MissingHeader(&'static str),
+    #[error("header {0} is not valid: {1}")]
+    BadHeader(&'static str, &'static str),
+    #[error("signature does not verify: {0}")]
+    BadSignature(String),
+    #[error("content type {0:?} is not JSON; set the webhook's content type to application/json")]
+    NotJson(String),
+    #[error("body is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("{event} payload does not have the expected shape: {message}")]
+    Malformed { event: String, message: String },
+}
+
+/// The delivery headers previewd reads, as sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Headers<'a> {
+    pub event: Option<&'a str>,
+    pub guid: Option<&'a str>,
+    pub hook_id: Option<&'a str>,
+    pub signature: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+}
+
+/// A delivery that passed the checks: who sent it (for dedup) and what it says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// `X-GitHub-Hook-ID`, empty when absent; a repo hook and an App may share a GUID.
+    pub hook_id: String,
+    pub guid: String,
+    pub event: String,
+    pub action: Option<String>,
+    pub payload: Event,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    PullRequest(PullRequestEvent),
+    Command(CommandComment),
+    Ping,
+    Installation(InstallationChange),
+    /// Verified and understood, but nothing for previewd to do; the text says why.
+    Ignored(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrAction {
+    Opened,
+    Reopened,
+    Synchronize,
+    ReadyForReview,
+    ConvertedToDraft,
+    Closed { merged: bool },
+    Labeled,
+    Unlabeled,
+    Edited,
+}
+
+/// What a `pull_request` delivery says about the PR, in previewd's terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PullRequestEvent {
+    pub action: PrAction,
+    pub key: PreviewKey,
+    pub repo_id: u64,
+    pub installation_id: Option<u64>,
+    pub title: String,
+    pub author: String,
+    pub head_sha: Sha,
+    pub head_ref: String,
+    pub base_ref: String,
+    /// Head repository differs from the base, or is gone: untrusted code.
+    pub fork: bool,
+    pub draft: bool,
+    /// `pull_request.updated_at` (Unix seconds), to drop deliveries that arrive out of order.
+    pub updated_at: Option<i64>,
+    pub sender: String,
+}
+
+/// A new PR comment holding a `/preview` command line (parsed later, by the reconciler).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandComment {
+    pub key: PreviewKey,
+    pub installation_id: Option<u64>,
+    pub comment_id: u64,
+    pub actor: String,
+    pub association: String,
+    pub line: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InstallationChange {
+    /// Created, unsuspended or accepted new permissions: the installation serves these repos.
+    Present { id: u64, account: String, repos: Vec<RepoName> },
+    /// Deleted or suspended: it serves nothing.
+    Gone { id: u64 },
+    ReposAdded { id: u64, account: String, repos: Vec<RepoName> },
+    ReposRemoved { id: u64, repos: Vec<RepoName> },
+}
+
+/// Longest `/preview` line kept; the rest of a comment is never stored.
+const MAX_COMMAND_LINE: usize = 200;
+const MAX_GUID: usize = 100;
+
+/// Checks headers and signature, then parses. `secret == None` refuses everything.
+pub fn receive(secret: Option<&Secret>, headers: Headers<'_>, body: &[u8]) -> Result<Delivery, Rejection> {
+    let event = headers.event.ok_or(Rejection::MissingHeader("X-GitHub-Event"))?;
+    let guid = headers.guid.ok_or(Rejection::MissingHeader("X-GitHub-Delivery"))?;
+    if guid.is_empty() || guid.len() > MAX_GUID || !guid.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Rejection::BadHeader("X-GitHub-Delivery", "expected a GUID of printable ASCII"));
+    }
+    let hook_id = headers.hook_id.unwrap_or("");
+    if hook_id.len() > 20 || !hook_id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Rejection::BadHeader("X-GitHub-Hook-ID", "expected a number"));
+    }
+    let secret = secret.ok_or(Rejection::NoSecret)?;
+    let signature = headers.signature.ok_or(Rejection::MissingHeader("X-Hub-Signature-256"))?;
+    verify(secret, signature, body)?;
+    if let Some(content_type) = headers.content_type {
+        let essence = content_type.split(';').next().unwrap_or("").trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            return Err(Rejection::NotJson(content_type.to_owned()));
+        }
+    }
+    let (action, payload) = parse(event, body)?;
+    Ok(Delivery {
+        hook_id: hook_id.to_owned(),
+        guid: guid.to_owned(),
+        event: event.to_owned(),
+        action,
+        payload,
+    })
+}
+
+/// HMAC-SHA256 of the raw body against `sha256=<hex>`, in constant time.
+pub fn verify(secret: &Secret, signature: &str, body: &[u8]) -> Result<(), Rejection> {
+    verification::verify_signature(signature, secret.expose(), body)
+        .map_err(|e| Rejection::BadSignature(e.to_string()))
+}
+
+/// Just enough of any payload to route it: `action`, when there is one.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    action: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// Parses a verified body. Events and actions previewd does not act on are `Ignored`
+/// without a full parse, so a new action string from GitHub never breaks intake.
+pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Rejection> {
+    let envelope: Envelope<'_> =
+        serde_json::from_slice(body).map_err(|e| Rejection::InvalidJson(e.to_string()))?;
+    let action = envelope.action.map(|a| a.into_owned());
+    let known = match (event, action.as_deref()) {
+        ("ping", _) => true,
+        ("pull_request", Some(a)) => matches!(
+            a,
+            "opened" | "reopened" | "synchronize" | "ready_for_review" | "converted_to_draft"
+                | "closed" | "labeled" | "unlabeled" | "edited"
+        ),
+        ("issue_comment", Some(a)) => a == "created",
+        ("installation", Some(a)) => matches!(
+            a,
+            "created" | "deleted" | "suspend" | "unsuspend" | "new_permissions_accepted"
+        ),
+        ("installation_repositories", Some(a)) => matches!(a, "added" | "removed"),
+        _ => false,
+    };
+    if !known {
+        let what = action.as_deref().map_or(event.to_owned(), |a| format!("{event}.{a}"));
+        return Ok((action, Event::Ignored(format!("previewd does not act on {what}"))));
+    }
+    let malformed = |message: String| Rejection::Malformed { event: event.to_owned(), message };
+    let parsed = WebhookEvent::try_from_header_and_body(event, body).map_err(|e| malformed(e.to_string()))?;
+    let payload = convert(parsed).map_err(malformed)?;
+    Ok((action, payload))
+}
+
+fn convert(event: WebhookEvent) -> Result<Event, String> {
+    let installation_id = event.installation.as_ref().map(|i| i.id().0);
+    let sender = event.sender.as_ref().map(|s| s.login.clone()).unwrap_or_default();
+    let repository = event.repository.as_ref();
+    match event.specific {
+        WebhookEventPayload::Ping(_) => Ok(Event::Ping),
+        WebhookEventPayload::PullRequest(p) => {
+            let pr = &p.pull_request;
+            let action = match p.action {
+                PullRequestWebhookEventAction::Opened => PrAction::Opened,
+                PullRequestWebhookEventAction::Reopened => PrAction::Reopened,
+                PullRequestWebhookEventAction::Synchronize => PrAction::Synchronize,
+                PullRequestWebhookEventAction::ReadyForReview => PrAction::ReadyForReview,
+                PullRequestWebhookEventAction::ConvertedToDraft => PrAction::ConvertedToDraft,
+                PullRequestWebhookEventAction::Closed => PrAction::Closed { merged: pr.merged.unwrap_or(false) },
+                PullRequestWebhookEventAction::Labeled => PrAction::Labeled,
+                PullRequestWebhookEventAction::Unlabeled => PrAction::Unlabeled,
+                PullRequestWebhookEventAction::Edited => PrAction::Edited,
+                other => return Err(format!("unexpected action {other:?}")),
+            };
+            let base_repo = pr.base.repo.as_ref().ok_or("pull_request.base.repo is missing")?;
+            let full_name = repository
+                .and_then(|r| r.full_name.clone())
+                .or_else(|| base_repo.full_name.clone())
+                .ok_or("repository.full_name is missing")?;
+            let head_repo_id = pr.head.repo.as_ref().map(|r| r.id.0);
+            Ok(Event::PullRequest(PullRequestEvent {
+                action,
+                key: PreviewKey::new(full_name.parse().map_err(|e| format!("{e}"))?, pr_number(p.number)?),
+                repo_id: base_repo.id.0,
+                installation_id,
+                title: pr.title.clone().unwrap_or_default(),
+                author: pr.user.as_ref().map(|u| u.login.clone()).unwrap_or_default(),
+                head_sha: pr.head.sha.parse().map_err(|e| format!("pull_request.head.sha: {e}"))?,
+                head_ref: pr.head.ref_field.clone(),
+                base_ref: pr.base.ref_field.clone(),
+                fork: head_repo_id != Some(base_repo.id.0),
+                draft: pr.draft.unwrap_or(false),
+                updated_at: pr.updated_at.map(|t| t.timestamp()),
+                sender,
+            }))
+        }
+        WebhookEventPayload::IssueComment(c) => {
+            if c.action != IssueCommentWebhookEventAction::Created {
+                return Ok(Event::Ignored("only new comments carry commands".into()));
+            }
+            if c.issue.pull_request.is_none() {
+                return Ok(Event::Ignored("comment on an issue, not a pull request".into()));
+            }
+            if c.comment.user.r#type == "Bot" {
+                return Ok(Event::Ignored(format!("comment by bot {}", c.comment.user.login)));
+            }
+            let Some(line) = command_line(c.comment.body.as_deref().unwrap_or("")) else {
+                return Ok(Event::Ignored("comment holds no /preview command".into()));
+            };
+            let full_name = repository
+                .and_then(|r| r.full_name.clone())
+                .ok_or("repository.full_name is missing")?;
+            Ok(Event::Command(CommandComment {
+                key: PreviewKey::new(full_name.parse().map_err(|e| format!("{e}"))?, pr_number(c.issue.number)?),
+                installation_id,
+                comment_id: c.comment.id.0,
+                actor: c.comment.user.login.clone(),
+                association: c
+                    .comment
+                    .author_association
+                    .as_ref()
+                    .and_then(|a| serde_json::to_value(a).ok())
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "NONE".into()),
+                line,
+            }))
+        }
+        WebhookEventPayload::Installation(i) => {
+            let installation = event.installation.as_ref().ok_or("installation is missing")?;
+            let id = installation.id().0;
+            let account = match installation {
+                octocrab::models::webhook_events::EventInstallation::Full(full) => full.account.login.clone(),
+                _ => return Err("installation.account is missing".into()),
+            };
+            Ok(Event::Installation(match i.action {
+                InstallationWebhookEventAction::Deleted | InstallationWebhookEventAction::Suspend => {
+                    InstallationChange::Gone { id }
+                }
+                _ => InstallationChange::Present {
+                    id,
+                    account,
+                    repos: repo_names(i.repositories.iter().flatten().map(|r| r.full_name.as_str()))?,
+                },
+            }))
+        }
+        WebhookEventPayload::InstallationRepositories(i) => {
+            let installation = event.installation.as_ref().ok_or("installation is missing")?;
+            let id = installation.id().0;
+            Ok(Event::Installation(match i.action {
+                InstallationRepositoriesWebhookEventAction::Added => InstallationChange::ReposAdded {
+                    id,
+                    account: match installation {
+                        octocrab::models::webhook_events::EventInstallation::Full(full) => full.account.login.clone(),
+                        _ => sender,
+                    },
+                    repos: repo_names(i.repositories_added.iter().map(|r| r.full_name.as_str()))?,
+                },
+                _ => InstallationChange::ReposRemoved {
+                    id,
+                    repos: repo_names(i.repositories_removed.iter().map(|r| r.full_name.as_str()))?,
+                },
+            }))
+        }
+        _ => Ok(Event::Ignored("event previewd does not act on".into())),
+    }
+}
+
+fn pr_number(number: u64) -> Result<u32, String> {
+    u32::try_from(number)
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{number} is not a pull request number"))
+}
+
+fn repo_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<RepoName>, String> {
+    names.map(|n| n.parse().map_err(|e| format!("{e}"))).collect()
+}
+
+/// The first line that starts with `/preview` (as a word), trimmed and bounded.
+pub fn command_line(body: &str) -> Option<String> {
+    let line = body.lines().map(str::trim).find(|line| {
+        line.strip_prefix("/preview")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
+    })?;
+    let end = line.char_indices().nth(MAX_COMMAND_LINE).map_or(line.len(), |(i, _)| i);
+    Some(line[..end].to_owned())
+}
+
+#[cfg(test)]
+mod tests;
