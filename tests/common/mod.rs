@@ -1,0 +1,259 @@
+//! Shared test fixtures: an in-process previewd, signed deliveries built from recorded
+//! GitHub payloads, and row queries.
+#![allow(dead_code)] // each test binary uses its own subset
+
+pub mod http;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use hmac::{Hmac, Mac};
+use previewd::clock::ManualClock;
+use previewd::config::Config;
+use previewd::server::{self, App};
+use sha2::Sha256;
+use sqlx::SqlitePool;
+use tower::ServiceExt;
+
+pub const SECRET: &str = "test-secret";
+/// 2026-11-29T00:00:00Z: the manual clock's start.
+pub const NOW: i64 = 1_795_910_400;
+
+pub fn fixture_bytes(name: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/github/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// A previewd on a fresh state in a temporary directory, with a manual clock.
+pub struct TestApp {
+    pub router: Router,
+    pub app: Arc<App>,
+    pub clock: ManualClock,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestApp {
+    pub async fn start() -> Self {
+        Self::with_config(&format!("[github]\nwebhook_secret = {SECRET:?}\n")).await
+    }
+
+    /// `toml` is the config file's text; `state` is always set to the temporary directory.
+    pub async fn with_config(toml: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::in_dir(dir, toml).await
+    }
+
+    pub async fn in_dir(dir: tempfile::TempDir, toml: &str) -> Self {
+        let state = dir.path().join("previewd.db");
+        let config = Config::from_toml(toml, vec![("PREVIEWD_STATE".into(), state.display().to_string())]).unwrap();
+        let clock = ManualClock::at(NOW);
+        let (app, _writer) = server::start(config, Arc::new(clock.clone())).await.unwrap();
+        Self { router: server::router(app.clone()), app, clock, dir }
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.app.pool
+    }
+
+    pub async fn send(&self, delivery: &Delivery) -> (StatusCode, serde_json::Value) {
+        let response = self.router.clone().oneshot(delivery.request()).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+        (status, json)
+    }
+
+    pub async fn count(&self, table: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}")).fetch_one(self.pool()).await.unwrap()
+    }
+
+    /// Rows in every table previewd writes, but the migrations' own.
+    pub async fn total_rows(&self) -> i64 {
+        let mut total = 0;
+        for table in ["previews", "ledger", "sealed_secrets", "commands", "installations", "installation_repositories", "deliveries", "history"] {
+            total += self.count(table).await;
+        }
+        total
+    }
+
+    pub async fn preview(&self, repo: &str, number: u32) -> Option<PreviewRow> {
+        sqlx::query_as(
+            "SELECT desired, head_sha, fork, draft, end_reason, author, title, expires_at, created_at, installation_id
+             FROM previews WHERE repo = ?1 AND number = ?2",
+        )
+        .bind(repo)
+        .bind(number)
+        .fetch_optional(self.pool())
+        .await
+        .unwrap()
+    }
+
+    /// `(what, actor, reason)` of a preview's history, oldest first.
+    pub async fn history(&self, repo: &str, number: u32) -> Vec<(String, String, String)> {
+        sqlx::query_as("SELECT what, actor, reason FROM history WHERE repo = ?1 AND number = ?2 ORDER BY id")
+            .bind(repo)
+            .bind(number)
+            .fetch_all(self.pool())
+            .await
+            .unwrap()
+    }
+
+    pub async fn delivery_outcome(&self, guid: &str) -> Option<String> {
+        sqlx::query_scalar("SELECT outcome FROM deliveries WHERE guid = ?1")
+            .bind(guid)
+            .fetch_optional(self.pool())
+            .await
+            .unwrap()
+    }
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub struct PreviewRow {
+    pub desired: String,
+    pub head_sha: String,
+    pub fork: bool,
+    pub draft: bool,
+    pub end_reason: Option<String>,
+    pub author: String,
+    pub title: String,
+    pub expires_at: i64,
+    pub created_at: i64,
+    pub installation_id: Option<i64>,
+}
+
+/// A webhook delivery as GitHub would send it; a builder over a recorded payload.
+#[derive(Clone)]
+pub struct Delivery {
+    pub event: Option<String>,
+    pub guid: Option<String>,
+    pub hook_id: Option<String>,
+    pub signature: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+    /// Sign with this secret when no explicit signature is set.
+    pub secret: String,
+}
+
+static NEXT_GUID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Delivery {
+    /// The recorded payload `name` (e.g. `pull_request.opened`), byte for byte.
+    pub fn fixture(name: &str) -> Self {
+        let event = name.split('.').next().unwrap();
+        Self::raw(event, fixture_bytes(name))
+    }
+
+    pub fn raw(event: &str, body: Vec<u8>) -> Self {
+        let n = NEXT_GUID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self {
+            event: Some(event.into()),
+            guid: Some(format!("00000000-0000-4000-8000-{n:012}")),
+            hook_id: Some("12345".into()),
+            signature: None,
+            content_type: Some("application/json".into()),
+            body,
+            secret: SECRET.into(),
+        }
+    }
+
+    /// Edits the payload (re-serialized, then signed as sent).
+    pub fn edit(mut self, f: impl FnOnce(&mut serde_json::Value)) -> Self {
+        let mut json: serde_json::Value = serde_json::from_slice(&self.body).unwrap();
+        f(&mut json);
+        self.body = serde_json::to_vec(&json).unwrap();
+        self
+    }
+
+    pub fn number(self, number: u64) -> Self {
+        self.edit(|j| {
+            j["number"] = number.into();
+            j["pull_request"]["number"] = number.into();
+        })
+    }
+
+    pub fn at_sha(self, sha: &str) -> Self {
+        self.edit(|j| j["pull_request"]["head"]["sha"] = sha.into())
+    }
+
+    /// `pull_request.updated_at`, e.g. `2026-11-29T10:00:00Z`.
+    pub fn updated_at(self, at: &str) -> Self {
+        self.edit(|j| j["pull_request"]["updated_at"] = at.into())
+    }
+
+    pub fn guid(mut self, guid: &str) -> Self {
+        self.guid = Some(guid.into());
+        self
+    }
+
+    pub fn hook(mut self, hook_id: &str) -> Self {
+        self.hook_id = Some(hook_id.into());
+        self
+    }
+
+    pub fn signed_with(mut self, secret: &str) -> Self {
+        self.secret = secret.into();
+        self
+    }
+
+    pub fn signature(mut self, signature: &str) -> Self {
+        self.signature = Some(signature.into());
+        self
+    }
+
+    pub fn without(mut self, header: &str) -> Self {
+        match header {
+            "X-GitHub-Event" => self.event = None,
+            "X-GitHub-Delivery" => self.guid = None,
+            "X-GitHub-Hook-ID" => self.hook_id = None,
+            "X-Hub-Signature-256" => self.signature = Some(String::new()),
+            "Content-Type" => self.content_type = None,
+            other => panic!("unknown header {other}"),
+        }
+        self
+    }
+
+    pub fn content_type(mut self, value: &str) -> Self {
+        self.content_type = Some(value.into());
+        self
+    }
+
+    pub fn guid_str(&self) -> &str {
+        self.guid.as_deref().unwrap()
+    }
+
+    /// `(name, value)` pairs as sent.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let signature = match &self.signature {
+            Some(s) if s.is_empty() => None,
+            Some(s) => Some(s.clone()),
+            None => Some(sign(&self.secret, &self.body)),
+        };
+        [
+            ("X-GitHub-Event", self.event.clone()),
+            ("X-GitHub-Delivery", self.guid.clone()),
+            ("X-GitHub-Hook-ID", self.hook_id.clone()),
+            ("X-Hub-Signature-256", signature),
+            ("Content-Type", self.content_type.clone()),
+            ("User-Agent", Some("GitHub-Hookshot/test".into())),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+        .collect()
+    }
+
+    pub fn request(&self) -> Request<Body> {
+        let mut request = Request::post("/webhooks/github");
+        for (name, value) in self.headers() {
+            request = request.header(name, value);
+        }
+        request.body(Body::from(self.body.clone())).unwrap()
+    }
+}
