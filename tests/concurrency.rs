@@ -1,0 +1,32 @@
+//! Many deliveries at once: each lands exactly once, none sees "database is locked".
+
+mod common;
+
+use axum::http::StatusCode;
+use common::{Delivery, TestApp};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_concurrent_deliveries_land_exactly_once() {
+    let app = std::sync::Arc::new(TestApp::start().await);
+    let deliveries: Vec<Delivery> = (1..=200).map(|n| Delivery::fixture("pull_request.opened").number(n)).collect();
+    // Every delivery is sent twice at the same time, as a redelivery racing the original.
+    let mut tasks = Vec::new();
+    for delivery in deliveries.iter().chain(deliveries.iter()).cloned() {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move { app.send(&delivery).await }));
+    }
+    let mut accepted = 0;
+    let mut duplicates = 0;
+    for task in tasks {
+        let (status, body) = task.await.unwrap();
+        match status {
+            StatusCode::ACCEPTED => accepted += 1,
+            StatusCode::OK if body["outcome"] == "duplicate" => duplicates += 1,
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!((accepted, duplicates), (200, 200));
+    assert_eq!(app.count("deliveries").await, 200);
+    assert_eq!(app.count("previews").await, 200);
+    assert_eq!(app.count("history").await, 200);
+}

@@ -1,0 +1,130 @@
+//! The real `previewd` binary: start on embedded defaults, survive a kill, stop gracefully.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Delivery;
+use common::http::{Response, request};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    /// Starts `previewd serve` in `dir` with only `env` (and a free port) in its environment.
+    fn start(dir: &Path, env: &[(&str, &str)]) -> Self {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_previewd"))
+            .arg("serve")
+            .current_dir(dir)
+            .env_clear()
+            .env("PREVIEWD_LISTEN", &addr)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Self { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while request(&server.addr, "GET", "/healthz", &[], b"").is_err() {
+            assert!(Instant::now() < deadline, "previewd did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn deliver(&self, delivery: &Delivery) -> Response {
+        let headers: Vec<(&str, String)> = delivery.headers();
+        request(&self.addr, "POST", "/webhooks/github", &headers, &delivery.body).unwrap()
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap(); // SIGKILL: no chance to flush anything
+        self.child.wait().unwrap();
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        self.child.wait().unwrap()
+    }
+}
+
+fn count(state: &Path, sql: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let pool = previewd::db::open(state).await.unwrap();
+        let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        n
+    })
+}
+
+#[test]
+fn serve_starts_on_embedded_defaults_without_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    assert_eq!(request(&server.addr, "GET", "/readyz", &[], b"").unwrap().status, 200);
+    assert!(dir.path().join("previewd.db").exists(), "state is created in the working directory");
+    // No webhook secret configured: deliveries are refused, and the answer says why.
+    let refused = server.deliver(&Delivery::fixture("ping"));
+    assert_eq!(refused.status, 401);
+    assert!(refused.body.contains("github.webhook_secret"), "{}", refused.body);
+    assert!(server.terminate().success(), "SIGTERM is a clean stop");
+}
+
+#[test]
+fn an_accepted_delivery_survives_a_kill_and_its_redelivery_stays_a_no_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state/previewd.db");
+    let env = [("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET), ("PREVIEWD_STATE", state.to_str().unwrap())];
+    let delivery = Delivery::fixture("pull_request.opened");
+
+    let server = Server::start(dir.path(), &env);
+    assert_eq!(server.deliver(&delivery).status, 202);
+    server.kill();
+    assert_eq!(count(&state, "SELECT COUNT(*) FROM previews WHERE desired = 'deployed'"), 1);
+
+    let server = Server::start(dir.path(), &env);
+    let again = server.deliver(&delivery);
+    assert_eq!(again.status, 200);
+    assert!(again.body.contains("duplicate"), "{}", again.body);
+    assert!(server.terminate().success());
+    assert_eq!(count(&state, "SELECT COUNT(*) FROM history"), 1);
+    assert_eq!(count(&state, "SELECT COUNT(*) FROM deliveries"), 1);
+}
+
+#[test]
+fn an_invalid_value_is_refused_at_start_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PREVIEWD_DEFAULTS_TTL", "soon")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("`defaults.ttl` (from PREVIEWD_DEFAULTS_TTL)") && stderr.contains("30s, 5m"), "{stderr}");
+    assert!(!dir.path().join("previewd.db").exists(), "nothing is created on a bad config");
+}
+
+#[test]
+fn a_named_config_file_must_exist() {
+    let output = Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", "/nonexistent/previewd.toml", "serve"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/previewd.toml"));
+}
