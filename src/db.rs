@@ -76,6 +76,30 @@ pub struct DeliveryRow<'a> {
     pub received_at: i64,
 }
 
+/// Records a delivery seen for the first time (or last seen failing); returns false, and
+/// writes nothing, when it was already handled: the dedup check and the insert in one step.
+pub async fn claim_delivery(conn: &mut SqliteConnection, row: &DeliveryRow<'_>) -> sqlx::Result<bool> {
+    let outcome = row.outcome.as_str();
+    let done = sqlx::query!(
+        "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (hook_id, guid) DO UPDATE SET
+             outcome = excluded.outcome, detail = excluded.detail, received_at = excluded.received_at
+         WHERE deliveries.outcome = 'failed'",
+        row.hook_id,
+        row.guid,
+        row.event,
+        row.action,
+        outcome,
+        row.detail,
+        row.received_at,
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// Records (or overwrites) a delivery's outcome.
 pub async fn record_delivery(conn: &mut SqliteConnection, row: &DeliveryRow<'_>) -> sqlx::Result<()> {
     let outcome = row.outcome.as_str();
     sqlx::query!(

@@ -65,6 +65,11 @@ impl Intake {
             .map_err(|_| IntakeError::Closed)?;
         answer.await.map_err(|_| IntakeError::Closed)?
     }
+
+    /// False once the writer has stopped (shutdown, or a crash): nothing can be recorded.
+    pub fn is_running(&self) -> bool {
+        !self.jobs.is_closed()
+    }
 }
 
 async fn write_batches(mut conn: SqliteConnection, mut queue: mpsc::Receiver<Job>, clock: Arc<dyn Clock>) {
@@ -85,9 +90,26 @@ async fn write_batches(mut conn: SqliteConnection, mut queue: mpsc::Receiver<Job
     }
 }
 
-/// One transaction for the whole batch, a savepoint per delivery, so one bad delivery
-/// fails alone while the rest commit.
+/// One transaction for the whole batch. A delivery whose write fails is rare, so the batch
+/// first runs without per-delivery savepoints; only when one fails is it run again with
+/// them, so that one bad delivery fails alone (recorded as failed) while the rest commit.
 async fn commit(conn: &mut SqliteConnection, batch: &[Job], now: i64) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
+    let mut tx = conn.begin().await?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        match record_one(&mut tx, &job.delivery, &job.intent, now).await {
+            Ok(recorded) => results.push(Ok(recorded)),
+            Err(_) => {
+                tx.rollback().await?;
+                return commit_isolated(conn, batch, now).await;
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+async fn commit_isolated(conn: &mut SqliteConnection, batch: &[Job], now: i64) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
     let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
@@ -124,12 +146,14 @@ fn delivery_row<'a>(d: &'a Delivery, outcome: Outcome, detail: &'a str, now: i64
 }
 
 async fn record_one(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent, now: i64) -> sqlx::Result<Recorded> {
-    match db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid).await? {
-        Some(Outcome::Failed) | None => {}
-        Some(outcome) => return Ok(Recorded::Duplicate { outcome }),
+    if !db::claim_delivery(conn, &delivery_row(delivery, intent.outcome, &intent.detail, now)).await? {
+        let outcome = db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid).await?;
+        return Ok(Recorded::Duplicate { outcome: outcome.unwrap_or(intent.outcome) });
     }
     let (outcome, detail) = apply(conn, delivery, intent, now).await?;
-    db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now)).await?;
+    if (outcome, detail.as_str()) != (intent.outcome, intent.detail.as_str()) {
+        db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now)).await?;
+    }
     Ok(Recorded::New { outcome, detail })
 }
 

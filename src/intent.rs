@@ -112,34 +112,49 @@ fn wanted(pr: &PullRequestEvent, policy: &Policy) -> (Desired, String) {
 
 fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
     let secs = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-    let (desired, reason) = wanted(pr, policy);
-    let push = |what, create| (Some(desired), create, None, Some(now.saturating_add(secs(policy.ttl))), what, reason.clone());
-    let (desired, create, end_reason, expires_at, what, reason) = match pr.action {
-        PrAction::Opened => push("opened", true),
-        PrAction::Reopened => push("reopened", true),
-        PrAction::Synchronize => push("pushed", true),
-        PrAction::ReadyForReview => push("ready_for_review", true),
-        PrAction::ConvertedToDraft => (Some(desired), true, None, None, "converted_to_draft", reason),
+    let (gate, gate_reason) = wanted(pr, policy);
+    let mut change = PrChange {
+        pr: pr.clone(),
+        desired: Some(gate),
+        create: true,
+        end_reason: None,
+        // A push (or a PR coming back) restarts the preview's clock.
+        expires_at: Some(now.saturating_add(secs(policy.ttl))),
+        max_lifetime_secs: secs(policy.max_lifetime),
+        pr_updated_at: pr.updated_at.unwrap_or(now),
+        what: "",
+        reason: gate_reason,
+    };
+    match pr.action {
+        PrAction::Opened => change.what = "opened",
+        PrAction::Reopened => change.what = "reopened",
+        PrAction::Synchronize => change.what = "pushed",
+        PrAction::ReadyForReview => change.what = "ready_for_review",
+        PrAction::ConvertedToDraft => {
+            change.what = "converted_to_draft";
+            change.expires_at = None;
+        }
         PrAction::Closed { merged } => {
             let why = if merged { "merged" } else { "closed" };
-            (Some(Desired::Absent), false, Some(why), None, "closed", format!("PR {why}: tear down"))
+            change.what = "closed";
+            change.desired = Some(Desired::Absent);
+            change.end_reason = Some(why);
+            change.create = false;
+            change.expires_at = None;
+            change.reason = format!("PR {why}: tear down");
         }
-        PrAction::Labeled | PrAction::Unlabeled | PrAction::Edited => (None, false, None, None, "edited", String::new()),
-    };
+        PrAction::Labeled | PrAction::Unlabeled | PrAction::Edited => {
+            change.what = "edited";
+            change.desired = None;
+            change.create = false;
+            change.expires_at = None;
+            change.reason = String::new();
+        }
+    }
     Intent {
         outcome: Outcome::Accepted,
-        detail: format!("{what}: {}", desired.map_or("details refreshed", |d| d.as_str())),
-        change: Change::PullRequest(PrChange {
-            pr: pr.clone(),
-            desired,
-            create,
-            end_reason,
-            expires_at,
-            max_lifetime_secs: secs(policy.max_lifetime),
-            pr_updated_at: pr.updated_at.unwrap_or(now),
-            what,
-            reason,
-        }),
+        detail: format!("{}: {}", change.what, change.desired.map_or("details refreshed", |d| d.as_str())),
+        change: Change::PullRequest(change),
     }
 }
 

@@ -112,6 +112,9 @@ async fn github_webhook(
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Response {
+    if !app.intake.is_running() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "writer: stopped\n").into_response();
+    }
     match tokio::time::timeout(Duration::from_secs(2), db::ping(&app.pool)).await {
         Ok(Ok(())) => (StatusCode::OK, "ready\n").into_response(),
         Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")).into_response(),
