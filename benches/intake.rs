@@ -26,7 +26,11 @@ struct Options {
 }
 
 fn options() -> Options {
-    let mut o = Options { seconds: 10, connections: 64, rate: 500 };
+    let mut o = Options {
+        seconds: 10,
+        connections: 64,
+        rate: 500,
+    };
     let args: Vec<String> = std::env::args().collect();
     for pair in args.windows(2) {
         match pair[0].as_str() {
@@ -42,15 +46,21 @@ fn options() -> Options {
 /// Pre-signed request bodies: the recorded synchronize payload, padded to ~25 KB with a
 /// long PR description, one per PR number.
 fn bodies() -> Vec<(Vec<u8>, String)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/github/pull_request.synchronize.json");
-    let template: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/github/pull_request.synchronize.json"
+    );
+    let template: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     (1..=DISTINCT_PRS)
         .map(|n| {
             let mut json = template.clone();
             json["number"] = n.into();
             json["pull_request"]["number"] = n.into();
             let base = serde_json::to_vec(&json).unwrap().len();
-            json["pull_request"]["body"] = "Lorem ipsum dolor sit amet. ".repeat((25_000 - base) / 28).into();
+            json["pull_request"]["body"] = "Lorem ipsum dolor sit amet. "
+                .repeat((25_000 - base) / 28)
+                .into();
             let body = serde_json::to_vec(&json).unwrap();
             let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
             mac.update(&body);
@@ -71,7 +81,10 @@ impl Client {
     async fn connect(addr: &str) -> io::Result<Self> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Self { stream: BufReader::new(stream), addr: addr.into() })
+        Ok(Self {
+            stream: BufReader::new(stream),
+            addr: addr.into(),
+        })
     }
 
     /// One delivery on this keep-alive connection; returns the status code.
@@ -89,7 +102,11 @@ impl Client {
         stream.write_all(body).await?;
         let mut line = String::new();
         self.stream.read_line(&mut line).await?;
-        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| io::Error::other(line.clone()))?;
+        let status = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| io::Error::other(line.clone()))?;
         let mut length = 0;
         loop {
             line.clear();
@@ -195,13 +212,21 @@ async fn offered(addr: &str, bodies: Arc<Vec<(Vec<u8>, String)>>, o: &Options) -
         all.extend(latencies);
         errors += e;
     }
-    report(&format!("offered {}/s", o.rate), all, errors, start.elapsed());
+    report(
+        &format!("offered {}/s", o.rate),
+        all,
+        errors,
+        start.elapsed(),
+    );
     total
 }
 
 type Work = (u64, Instant);
 
-fn async_channel() -> (tokio::sync::mpsc::Sender<Work>, Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Work>>>) {
+fn async_channel() -> (
+    tokio::sync::mpsc::Sender<Work>,
+    Arc<tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Work>>>,
+) {
     let (tx, rx) = tokio::sync::mpsc::channel(100_000);
     (tx, Arc::new(tokio::sync::Mutex::new(rx)))
 }
@@ -226,7 +251,10 @@ fn start_server(dir: &std::path::Path, addr: &str) -> Child {
 
 fn peak_rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
 }
 
 fn main() {
@@ -235,7 +263,11 @@ fn main() {
     let dir = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-intake"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let addr = format!("127.0.0.1:{port}");
     let mut server = start_server(&dir, &addr);
     let bodies = Arc::new(bodies());
@@ -246,7 +278,10 @@ fn main() {
         o.connections,
         o.seconds
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let sent = runtime.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(&addr).await.is_err() {
@@ -258,12 +293,20 @@ fn main() {
     if let Some(kib) = peak_rss_kib(server.id()) {
         println!("server peak RSS: {:.1} MiB", kib as f64 / 1024.0);
     }
-    let _ = Command::new("kill").args(["-TERM", &server.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
     let _ = server.wait();
     let recorded = runtime.block_on(async {
         let pool = previewd::db::open(&dir.join("previewd.db")).await.unwrap();
-        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM deliveries").fetch_one(&pool).await.unwrap()
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM deliveries")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
     });
     println!("deliveries sent: {sent}, delivery rows recorded: {recorded}");
-    assert_eq!(sent as i64, recorded, "every delivery must be recorded exactly once");
+    assert_eq!(
+        sent as i64, recorded,
+        "every delivery must be recorded exactly once"
+    );
 }

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use crate::config::Config;
 
 #[derive(Debug, Parser)]
-#[command(name = "previewd", version, about = "Preview environments for GitHub pull requests, delivered through Argo CD")]
+#[command(
+    name = "previewd",
+    version,
+    about = "Preview environments for GitHub pull requests, delivered through Argo CD"
+)]
 pub struct Cli {
     /// TOML config file; without it, ./previewd.toml if present, else the embedded defaults
     #[arg(long, global = true, value_name = "FILE")]
@@ -60,5 +64,8 @@ fn init_logging(filter: &str) {
         eprintln!("previewd: log filter {filter:?} is invalid ({e}); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

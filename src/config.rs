@@ -54,7 +54,10 @@ pub struct GithubConfig {
 #[derive(Debug, Clone)]
 pub enum GithubCredentials {
     Token(Secret),
-    App { app_id: u64, private_key_path: PathBuf },
+    App {
+        app_id: u64,
+        private_key_path: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +104,10 @@ impl Config {
         if self.repos.is_empty() {
             return Some(&self.defaults);
         }
-        self.repos.iter().find(|r| &r.name == repo).map(|r| &r.policy)
+        self.repos
+            .iter()
+            .find(|r| &r.name == repo)
+            .map(|r| &r.policy)
     }
 
     /// Loads `path` (when given, it must exist; the default `previewd.toml` may be absent),
@@ -171,7 +177,9 @@ pub enum ConfigError {
         problem: String,
         expected: String,
     },
-    #[error("unknown environment variable {0}; previewd reads PREVIEWD_<SECTION>_<KEY> for the keys in the README")]
+    #[error(
+        "unknown environment variable {0}; previewd reads PREVIEWD_<SECTION>_<KEY> for the keys in the README"
+    )]
     UnknownVariable(String),
 }
 
@@ -376,19 +384,30 @@ impl Validator {
         }
     }
 
-    fn duration(&self, key: &str, raw: Option<&str>, default: &str) -> Result<Duration, ConfigError> {
+    fn duration(
+        &self,
+        key: &str,
+        raw: Option<&str>,
+        default: &str,
+    ) -> Result<Duration, ConfigError> {
         let text = raw.unwrap_or(default);
         match duration::parse(text) {
             Ok(d) if !d.is_zero() => Ok(d),
-            _ => Err(self.invalid(key, format!("{text:?} is not a positive duration"), duration::ACCEPTED_FORM)),
+            _ => Err(self.invalid(
+                key,
+                format!("{text:?} is not a positive duration"),
+                duration::ACCEPTED_FORM,
+            )),
         }
     }
 
     fn secret(&self, key: &str, raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
         match raw {
-            Some(s) if s.trim().is_empty() => {
-                Err(self.invalid(key, "the value is empty".into(), "a non-empty secret, or no key at all"))
-            }
+            Some(s) if s.trim().is_empty() => Err(self.invalid(
+                key,
+                "the value is empty".into(),
+                "a non-empty secret, or no key at all",
+            )),
             other => Ok(other.map(Secret)),
         }
     }
@@ -396,7 +415,11 @@ impl Validator {
     fn config(&self, raw: Raw) -> Result<Config, ConfigError> {
         let listen_text = raw.listen.as_deref().unwrap_or("127.0.0.1:8080");
         let listen = listen_text.parse().map_err(|_| {
-            self.invalid("listen", format!("{listen_text:?} is not a socket address"), "HOST:PORT, like 127.0.0.1:8080 or [::]:8080")
+            self.invalid(
+                "listen",
+                format!("{listen_text:?} is not a socket address"),
+                "HOST:PORT, like 127.0.0.1:8080 or [::]:8080",
+            )
         })?;
         let defaults = self.policy("defaults", &raw.defaults, None)?;
         let repos = raw
@@ -425,7 +448,11 @@ impl Validator {
                 .enumerate()
                 .map(|(i, c)| {
                     if !seen.insert(c.name.clone()) || !is_dns_label(&c.name) {
-                        return Err(self.invalid(&format!("clusters[{i}].name"), format!("{:?} is empty, invalid or repeated", c.name), "a unique lower-case DNS label"));
+                        return Err(self.invalid(
+                            &format!("clusters[{i}].name"),
+                            format!("{:?} is empty, invalid or repeated", c.name),
+                            "a unique lower-case DNS label",
+                        ));
                     }
                     Ok(Cluster {
                         name: c.name,
@@ -438,7 +465,11 @@ impl Validator {
         };
         let log = raw.log.unwrap_or_else(|| "info".into());
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log) {
-            return Err(self.invalid("log", format!("{log:?} is not a log filter ({e})"), "a level such as info or debug, or a filter like previewd=debug,info"));
+            return Err(self.invalid(
+                "log",
+                format!("{log:?} is not a log filter ({e})"),
+                "a level such as info or debug, or a filter like previewd=debug,info",
+            ));
         }
         Ok(Config {
             listen,
@@ -457,24 +488,49 @@ impl Validator {
     fn github(&self, raw: RawGithub) -> Result<GithubConfig, ConfigError> {
         let webhook_secret = match (raw.webhook_secret, raw.webhook_secret_file) {
             (Some(_), Some(_)) => {
-                return Err(self.invalid("github.webhook_secret_file", "both webhook_secret and webhook_secret_file are set".into(), "only one of them"));
+                return Err(self.invalid(
+                    "github.webhook_secret_file",
+                    "both webhook_secret and webhook_secret_file are set".into(),
+                    "only one of them",
+                ));
             }
             (secret, None) => self.secret("github.webhook_secret", secret)?,
             (None, Some(path)) => {
                 let text = std::fs::read_to_string(&path).map_err(|e| {
-                    self.invalid("github.webhook_secret_file", format!("cannot read {path:?}: {e}"), "a readable file holding the secret")
+                    self.invalid(
+                        "github.webhook_secret_file",
+                        format!("cannot read {path:?}: {e}"),
+                        "a readable file holding the secret",
+                    )
                 })?;
-                self.secret("github.webhook_secret_file", Some(text.trim_end_matches(['\n', '\r']).to_owned()))?
+                self.secret(
+                    "github.webhook_secret_file",
+                    Some(text.trim_end_matches(['\n', '\r']).to_owned()),
+                )?
             }
         };
-        let api_url = raw.api_url.unwrap_or_else(|| "https://api.github.com".into());
+        let api_url = raw
+            .api_url
+            .unwrap_or_else(|| "https://api.github.com".into());
         if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
-            return Err(self.invalid("github.api_url", format!("{api_url:?} is not an http(s) URL"), "a URL like https://api.github.com or https://ghe.example.com/api/v3"));
+            return Err(self.invalid(
+                "github.api_url",
+                format!("{api_url:?} is not an http(s) URL"),
+                "a URL like https://api.github.com or https://ghe.example.com/api/v3",
+            ));
         }
         let token = self.secret("github.token", raw.token)?;
         let app_id = raw
             .app_id
-            .map(|id| id.parse::<u64>().map_err(|_| self.invalid("github.app_id", format!("{id:?} is not a number"), "the numeric App ID from the App's settings page")))
+            .map(|id| {
+                id.parse::<u64>().map_err(|_| {
+                    self.invalid(
+                        "github.app_id",
+                        format!("{id:?} is not a number"),
+                        "the numeric App ID from the App's settings page",
+                    )
+                })
+            })
             .transpose()?;
         let credentials = match (token, app_id, raw.private_key_path) {
             (None, None, None) => None,
@@ -484,13 +540,25 @@ impl Validator {
                 private_key_path: path.into(),
             }),
             (Some(_), _, _) => {
-                return Err(self.invalid("github.token", "both a token and App credentials are set".into(), "either github.token or github.app_id + github.private_key_path"));
+                return Err(self.invalid(
+                    "github.token",
+                    "both a token and App credentials are set".into(),
+                    "either github.token or github.app_id + github.private_key_path",
+                ));
             }
             (None, Some(_), None) => {
-                return Err(self.invalid("github.private_key_path", "github.app_id is set without it".into(), "the path of the App's PEM private key"));
+                return Err(self.invalid(
+                    "github.private_key_path",
+                    "github.app_id is set without it".into(),
+                    "the path of the App's PEM private key",
+                ));
             }
             (None, None, Some(_)) => {
-                return Err(self.invalid("github.app_id", "github.private_key_path is set without it".into(), "the numeric App ID"));
+                return Err(self.invalid(
+                    "github.app_id",
+                    "github.private_key_path is set without it".into(),
+                    "the numeric App ID",
+                ));
             }
         };
         Ok(GithubConfig {
@@ -504,11 +572,21 @@ impl Validator {
         let kind = match raw.kind.as_deref().unwrap_or("directory") {
             "directory" => SinkKind::Directory,
             "kubernetes" => SinkKind::Kubernetes,
-            other => return Err(self.invalid("sink.kind", format!("{other:?} is not a sink"), "directory or kubernetes")),
+            other => {
+                return Err(self.invalid(
+                    "sink.kind",
+                    format!("{other:?} is not a sink"),
+                    "directory or kubernetes",
+                ));
+            }
         };
         let argocd_namespace = raw.argocd_namespace.unwrap_or_else(|| "argocd".into());
         if !is_dns_label(&argocd_namespace) {
-            return Err(self.invalid("sink.argocd_namespace", format!("{argocd_namespace:?} is not a namespace name"), "a lower-case RFC 1123 label"));
+            return Err(self.invalid(
+                "sink.argocd_namespace",
+                format!("{argocd_namespace:?} is not a namespace name"),
+                "a lower-case RFC 1123 label",
+            ));
         }
         Ok(SinkConfig {
             kind,
@@ -518,7 +596,12 @@ impl Validator {
     }
 
     /// `base` is the `[defaults]` policy a `[[repos]]` entry inherits from.
-    fn policy(&self, section: &str, raw: &RawPolicy, base: Option<&Policy>) -> Result<Policy, ConfigError> {
+    fn policy(
+        &self,
+        section: &str,
+        raw: &RawPolicy,
+        base: Option<&Policy>,
+    ) -> Result<Policy, ConfigError> {
         let fallback = |field: &str, builtin: &'static str| -> String {
             base.map_or(builtin.into(), |b| match field {
                 "ttl" => duration::format(b.ttl),
@@ -528,24 +611,47 @@ impl Validator {
         };
         let key = |field: &str| format!("{section}.{field}");
         let ttl = self.duration(&key("ttl"), raw.ttl.as_deref(), &fallback("ttl", "72h"))?;
-        let warn_before = self.duration(&key("warn_before"), raw.warn_before.as_deref(), &fallback("warn_before", "24h"))?;
-        let max_lifetime = self.duration(&key("max_lifetime"), raw.max_lifetime.as_deref(), &fallback("max_lifetime", "14d"))?;
+        let warn_before = self.duration(
+            &key("warn_before"),
+            raw.warn_before.as_deref(),
+            &fallback("warn_before", "24h"),
+        )?;
+        let max_lifetime = self.duration(
+            &key("max_lifetime"),
+            raw.max_lifetime.as_deref(),
+            &fallback("max_lifetime", "14d"),
+        )?;
         if ttl > max_lifetime {
-            return Err(self.invalid(&key("ttl"), format!("{} is longer than max_lifetime {}", duration::format(ttl), duration::format(max_lifetime)), "a ttl no longer than max_lifetime"));
+            return Err(self.invalid(
+                &key("ttl"),
+                format!(
+                    "{} is longer than max_lifetime {}",
+                    duration::format(ttl),
+                    duration::format(max_lifetime)
+                ),
+                "a ttl no longer than max_lifetime",
+            ));
         }
         let domain = raw
             .domain
             .clone()
             .unwrap_or_else(|| base.map_or("preview.localhost".into(), |b| b.domain.clone()));
         if domain.is_empty() || domain.len() > 200 || !domain.split('.').all(is_dns_label) {
-            return Err(self.invalid(&key("domain"), format!("{domain:?} is not a DNS name"), "a lower-case DNS name like preview.example.com"));
+            return Err(self.invalid(
+                &key("domain"),
+                format!("{domain:?} is not a DNS name"),
+                "a lower-case DNS name like preview.example.com",
+            ));
         }
         Ok(Policy {
             ttl,
             domain,
             warn_before,
             max_lifetime,
-            deploy_drafts: raw.deploy_drafts.or(base.map(|b| b.deploy_drafts)).unwrap_or(false),
+            deploy_drafts: raw
+                .deploy_drafts
+                .or(base.map(|b| b.deploy_drafts))
+                .unwrap_or(false),
         })
     }
 }
@@ -554,7 +660,8 @@ impl Validator {
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }

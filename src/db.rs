@@ -46,7 +46,10 @@ pub async fn writer_connection(path: &Path) -> anyhow::Result<SqliteConnection> 
 }
 
 pub async fn ping(pool: &SqlitePool) -> sqlx::Result<()> {
-    sqlx::query_scalar!("SELECT 1 AS one").fetch_one(pool).await.map(drop)
+    sqlx::query_scalar!("SELECT 1 AS one")
+        .fetch_one(pool)
+        .await
+        .map(drop)
 }
 
 // ---- deliveries ----
@@ -78,7 +81,10 @@ pub struct DeliveryRow<'a> {
 
 /// Records a delivery seen for the first time (or last seen failing); returns false, and
 /// writes nothing, when it was already handled: the dedup check and the insert in one step.
-pub async fn claim_delivery(conn: &mut SqliteConnection, row: &DeliveryRow<'_>) -> sqlx::Result<bool> {
+pub async fn claim_delivery(
+    conn: &mut SqliteConnection,
+    row: &DeliveryRow<'_>,
+) -> sqlx::Result<bool> {
     let outcome = row.outcome.as_str();
     let done = sqlx::query!(
         "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
@@ -100,7 +106,10 @@ pub async fn claim_delivery(conn: &mut SqliteConnection, row: &DeliveryRow<'_>) 
 }
 
 /// Records (or overwrites) a delivery's outcome.
-pub async fn record_delivery(conn: &mut SqliteConnection, row: &DeliveryRow<'_>) -> sqlx::Result<()> {
+pub async fn record_delivery(
+    conn: &mut SqliteConnection,
+    row: &DeliveryRow<'_>,
+) -> sqlx::Result<()> {
     let outcome = row.outcome.as_str();
     sqlx::query!(
         "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
@@ -163,7 +172,11 @@ pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> s
 
 /// Writes a PR's new state unless the row already holds a newer event. Returns whether it
 /// applied. A fork PR whose new head SHA is the approved one stays deployable.
-pub async fn apply_pr_change(conn: &mut SqliteConnection, change: &PrChange, now: i64) -> sqlx::Result<bool> {
+pub async fn apply_pr_change(
+    conn: &mut SqliteConnection,
+    change: &PrChange,
+    now: i64,
+) -> sqlx::Result<bool> {
     let pr = &change.pr;
     let repo = pr.key.repo.as_str();
     let repo_id = pr.repo_id as i64;
@@ -248,7 +261,11 @@ pub async fn apply_pr_change(conn: &mut SqliteConnection, change: &PrChange, now
 // ---- commands ----
 
 /// Queues a command once per comment id; returns false for a comment already queued.
-pub async fn queue_command(conn: &mut SqliteConnection, command: &CommandComment, now: i64) -> sqlx::Result<bool> {
+pub async fn queue_command(
+    conn: &mut SqliteConnection,
+    command: &CommandComment,
+    now: i64,
+) -> sqlx::Result<bool> {
     let repo = command.key.repo.as_str();
     let comment_id = command.comment_id as i64;
     let done = sqlx::query!(
@@ -270,14 +287,21 @@ pub async fn queue_command(conn: &mut SqliteConnection, command: &CommandComment
 
 // ---- installations ----
 
-pub async fn apply_installation(conn: &mut SqliteConnection, change: &InstallationChange, now: i64) -> sqlx::Result<()> {
+pub async fn apply_installation(
+    conn: &mut SqliteConnection,
+    change: &InstallationChange,
+    now: i64,
+) -> sqlx::Result<()> {
     let (id, account, added, removed): (u64, Option<&str>, &[_], &[_]) = match change {
         InstallationChange::Present { id, account, repos } => {
             let id_i = *id as i64;
             // The event lists every repository the installation now serves.
-            sqlx::query!("DELETE FROM installation_repositories WHERE installation_id = ?1", id_i)
-                .execute(&mut *conn)
-                .await?;
+            sqlx::query!(
+                "DELETE FROM installation_repositories WHERE installation_id = ?1",
+                id_i
+            )
+            .execute(&mut *conn)
+            .await?;
             (*id, Some(account), repos, &[])
         }
         InstallationChange::Gone { id } => {

@@ -71,7 +71,17 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_duration() {
-        for bad in ["", "3", "h", "3x", "-1h", "1.5h", "3 d", "1h30", "9999999999d"] {
+        for bad in [
+            "",
+            "3",
+            "h",
+            "3x",
+            "-1h",
+            "1.5h",
+            "3 d",
+            "1h30",
+            "9999999999d",
+        ] {
             assert_eq!(parse(bad), Err(BadDuration(bad.into())), "{bad:?}");
         }
     }

@@ -57,10 +57,18 @@ impl Intake {
     }
 
     /// Records `delivery` and `intent` durably; returns once they are committed.
-    pub async fn record(&self, delivery: Delivery, intent: Intent) -> Result<Recorded, IntakeError> {
+    pub async fn record(
+        &self,
+        delivery: Delivery,
+        intent: Intent,
+    ) -> Result<Recorded, IntakeError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job { delivery, intent, reply })
+            .send(Job {
+                delivery,
+                intent,
+                reply,
+            })
             .await
             .map_err(|_| IntakeError::Closed)?;
         answer.await.map_err(|_| IntakeError::Closed)?
@@ -72,7 +80,11 @@ impl Intake {
     }
 }
 
-async fn write_batches(mut conn: SqliteConnection, mut queue: mpsc::Receiver<Job>, clock: Arc<dyn Clock>) {
+async fn write_batches(
+    mut conn: SqliteConnection,
+    mut queue: mpsc::Receiver<Job>,
+    clock: Arc<dyn Clock>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let now = clock.now();
@@ -80,7 +92,10 @@ async fn write_batches(mut conn: SqliteConnection, mut queue: mpsc::Receiver<Job
             Ok(results) => results,
             Err(e) => {
                 tracing::error!(error = %e, deliveries = batch.len(), "commit failed; deliveries answered 503");
-                batch.iter().map(|_| Err(IntakeError::Write(e.to_string()))).collect()
+                batch
+                    .iter()
+                    .map(|_| Err(IntakeError::Write(e.to_string())))
+                    .collect()
             }
         };
         for (job, result) in batch.drain(..).zip(results) {
@@ -93,7 +108,11 @@ async fn write_batches(mut conn: SqliteConnection, mut queue: mpsc::Receiver<Job
 /// One transaction for the whole batch. A delivery whose write fails is rare, so the batch
 /// first runs without per-delivery savepoints; only when one fails is it run again with
 /// them, so that one bad delivery fails alone (recorded as failed) while the rest commit.
-async fn commit(conn: &mut SqliteConnection, batch: &[Job], now: i64) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
+async fn commit(
+    conn: &mut SqliteConnection,
+    batch: &[Job],
+    now: i64,
+) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
     let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
@@ -109,7 +128,11 @@ async fn commit(conn: &mut SqliteConnection, batch: &[Job], now: i64) -> sqlx::R
     Ok(results)
 }
 
-async fn commit_isolated(conn: &mut SqliteConnection, batch: &[Job], now: i64) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
+async fn commit_isolated(
+    conn: &mut SqliteConnection,
+    batch: &[Job],
+    now: i64,
+) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
     let mut tx = conn.begin().await?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
@@ -124,7 +147,11 @@ async fn commit_isolated(conn: &mut SqliteConnection, batch: &[Job], now: i64) -
                 let d = &job.delivery;
                 tracing::error!(delivery = %d.guid, event = %d.event, error = %e, "delivery not recorded");
                 // Stored as failed so that GitHub's redelivery is processed again.
-                db::record_delivery(&mut tx, &delivery_row(d, Outcome::Failed, &e.to_string(), now)).await?;
+                db::record_delivery(
+                    &mut tx,
+                    &delivery_row(d, Outcome::Failed, &e.to_string(), now),
+                )
+                .await?;
                 results.push(Err(IntakeError::Write(e.to_string())));
             }
         }
@@ -133,7 +160,12 @@ async fn commit_isolated(conn: &mut SqliteConnection, batch: &[Job], now: i64) -
     Ok(results)
 }
 
-fn delivery_row<'a>(d: &'a Delivery, outcome: Outcome, detail: &'a str, now: i64) -> DeliveryRow<'a> {
+fn delivery_row<'a>(
+    d: &'a Delivery,
+    outcome: Outcome,
+    detail: &'a str,
+    now: i64,
+) -> DeliveryRow<'a> {
     DeliveryRow {
         hook_id: &d.hook_id,
         guid: &d.guid,
@@ -145,10 +177,22 @@ fn delivery_row<'a>(d: &'a Delivery, outcome: Outcome, detail: &'a str, now: i64
     }
 }
 
-async fn record_one(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent, now: i64) -> sqlx::Result<Recorded> {
-    if !db::claim_delivery(conn, &delivery_row(delivery, intent.outcome, &intent.detail, now)).await? {
+async fn record_one(
+    conn: &mut SqliteConnection,
+    delivery: &Delivery,
+    intent: &Intent,
+    now: i64,
+) -> sqlx::Result<Recorded> {
+    if !db::claim_delivery(
+        conn,
+        &delivery_row(delivery, intent.outcome, &intent.detail, now),
+    )
+    .await?
+    {
         let outcome = db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid).await?;
-        return Ok(Recorded::Duplicate { outcome: outcome.unwrap_or(intent.outcome) });
+        return Ok(Recorded::Duplicate {
+            outcome: outcome.unwrap_or(intent.outcome),
+        });
     }
     let (outcome, detail) = apply(conn, delivery, intent, now).await?;
     if (outcome, detail.as_str()) != (intent.outcome, intent.detail.as_str()) {
@@ -158,7 +202,12 @@ async fn record_one(conn: &mut SqliteConnection, delivery: &Delivery, intent: &I
 }
 
 /// Writes the intent; the outcome can drop to `Ignored` when the state already knows better.
-async fn apply(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent, now: i64) -> sqlx::Result<(Outcome, String)> {
+async fn apply(
+    conn: &mut SqliteConnection,
+    delivery: &Delivery,
+    intent: &Intent,
+    now: i64,
+) -> sqlx::Result<(Outcome, String)> {
     let history = |repo, number, what, actor, reason, head_sha| HistoryRow {
         repo,
         number,
@@ -172,7 +221,14 @@ async fn apply(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent
     match &intent.change {
         Change::Nothing => {}
         Change::Refusal { key, actor } => {
-            let row = history(key.repo.as_str(), key.number, "refused", actor, &intent.detail, None);
+            let row = history(
+                key.repo.as_str(),
+                key.number,
+                "refused",
+                actor,
+                &intent.detail,
+                None,
+            );
             db::add_history(conn, &row).await?;
         }
         Change::PullRequest(change) => {
@@ -186,7 +242,14 @@ async fn apply(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent
             }
             if change.desired.is_some() {
                 let pr = &change.pr;
-                let row = history(pr.key.repo.as_str(), pr.key.number, change.what, &pr.sender, &change.reason, Some(pr.head_sha.as_str()));
+                let row = history(
+                    pr.key.repo.as_str(),
+                    pr.key.number,
+                    change.what,
+                    &pr.sender,
+                    &change.reason,
+                    Some(pr.head_sha.as_str()),
+                );
                 db::add_history(conn, &row).await?;
             }
         }
@@ -194,7 +257,14 @@ async fn apply(conn: &mut SqliteConnection, delivery: &Delivery, intent: &Intent
             if !db::queue_command(conn, command, now).await? {
                 return Ok((Outcome::Ignored, "command already queued".into()));
             }
-            let row = history(command.key.repo.as_str(), command.key.number, "command", &command.actor, &command.line, None);
+            let row = history(
+                command.key.repo.as_str(),
+                command.key.number,
+                "command",
+                &command.actor,
+                &command.line,
+                None,
+            );
             db::add_history(conn, &row).await?;
         }
         Change::Installation(change) => db::apply_installation(conn, change, now).await?,

@@ -3,7 +3,9 @@
 
 use crate::config::{Config, Policy};
 use crate::preview::{Desired, PreviewKey};
-use crate::webhook::{CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent};
+use crate::webhook::{
+    CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent,
+};
 
 /// How the delivery is recorded and answered: `Accepted` is 202, the others 200.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +46,10 @@ pub struct Intent {
 pub enum Change {
     Nothing,
     /// A repository outside `[[repos]]`: only a history row.
-    Refusal { key: PreviewKey, actor: String },
+    Refusal {
+        key: PreviewKey,
+        actor: String,
+    },
     PullRequest(PrChange),
     Command(CommandComment),
     Installation(InstallationChange),
@@ -72,20 +77,30 @@ pub struct PrChange {
 }
 
 pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
-    let intent = |outcome, detail: String, change| Intent { outcome, detail, change };
+    let intent = |outcome, detail: String, change| Intent {
+        outcome,
+        detail,
+        change,
+    };
     match &delivery.payload {
         Event::Ping => intent(Outcome::Ignored, "pong".into(), Change::Nothing),
         Event::Ignored(why) => intent(Outcome::Ignored, why.clone(), Change::Nothing),
-        Event::Installation(change) => {
-            intent(Outcome::Accepted, "installation recorded".into(), Change::Installation(change.clone()))
-        }
+        Event::Installation(change) => intent(
+            Outcome::Accepted,
+            "installation recorded".into(),
+            Change::Installation(change.clone()),
+        ),
         Event::PullRequest(pr) => match config.policy_for(&pr.key.repo) {
             None => refuse(&pr.key, &pr.sender),
             Some(policy) => pull_request(pr, policy, now),
         },
         Event::Command(command) => match config.policy_for(&command.key.repo) {
             None => refuse(&command.key, &command.actor),
-            Some(_) => intent(Outcome::Accepted, "command queued".into(), Change::Command(command.clone())),
+            Some(_) => intent(
+                Outcome::Accepted,
+                "command queued".into(),
+                Change::Command(command.clone()),
+            ),
         },
     }
 }
@@ -94,7 +109,10 @@ fn refuse(key: &PreviewKey, actor: &str) -> Intent {
     Intent {
         outcome: Outcome::Refused,
         detail: format!("{} is not in the [[repos]] allow-list", key.repo),
-        change: Change::Refusal { key: key.clone(), actor: actor.to_owned() },
+        change: Change::Refusal {
+            key: key.clone(),
+            actor: actor.to_owned(),
+        },
     }
 }
 
@@ -102,9 +120,15 @@ fn refuse(key: &PreviewKey, actor: &str) -> Intent {
 fn wanted(pr: &PullRequestEvent, policy: &Policy) -> (Desired, String) {
     let short = pr.head_sha.short();
     if pr.fork {
-        (Desired::AwaitingApproval, format!("fork PR at {short}: waits for `/preview approve` from a maintainer"))
+        (
+            Desired::AwaitingApproval,
+            format!("fork PR at {short}: waits for `/preview approve` from a maintainer"),
+        )
     } else if pr.draft && !policy.deploy_drafts {
-        (Desired::Draft, format!("draft at {short}: deploys when ready for review"))
+        (
+            Desired::Draft,
+            format!("draft at {short}: deploys when ready for review"),
+        )
     } else {
         (Desired::Deployed, format!("deploy {short}"))
     }
@@ -153,7 +177,11 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
     }
     Intent {
         outcome: Outcome::Accepted,
-        detail: format!("{}: {}", change.what, change.desired.map_or("details refreshed", |d| d.as_str())),
+        detail: format!(
+            "{}: {}",
+            change.what,
+            change.desired.map_or("details refreshed", |d| d.as_str())
+        ),
         change: Change::PullRequest(change),
     }
 }
@@ -171,7 +199,9 @@ mod tests {
             installation_id: None,
             title: "Add search".into(),
             author: "alice".into(),
-            head_sha: "ec26c3e57ca3a959ca5aad62de7213c562f8c821".parse::<Sha>().unwrap(),
+            head_sha: "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+                .parse::<Sha>()
+                .unwrap(),
             head_ref: "search".into(),
             base_ref: "main".into(),
             fork: false,
@@ -213,15 +243,27 @@ mod tests {
 
     #[test]
     fn fork_pr_awaits_approval() {
-        let intent = decide_pr(PullRequestEvent { fork: true, ..pr(PrAction::Synchronize) }, "");
+        let intent = decide_pr(
+            PullRequestEvent {
+                fork: true,
+                ..pr(PrAction::Synchronize)
+            },
+            "",
+        );
         assert_eq!(change(&intent).desired, Some(Desired::AwaitingApproval));
         assert!(change(&intent).reason.contains("/preview approve"));
     }
 
     #[test]
     fn drafts_wait_unless_the_policy_deploys_them() {
-        let draft = PullRequestEvent { draft: true, ..pr(PrAction::Opened) };
-        assert_eq!(change(&decide_pr(draft.clone(), "")).desired, Some(Desired::Draft));
+        let draft = PullRequestEvent {
+            draft: true,
+            ..pr(PrAction::Opened)
+        };
+        assert_eq!(
+            change(&decide_pr(draft.clone(), "")).desired,
+            Some(Desired::Draft)
+        );
         let deploying = decide_pr(draft, "[defaults]\ndeploy_drafts = true\n");
         assert_eq!(change(&deploying).desired, Some(Desired::Deployed));
     }

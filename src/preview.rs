@@ -190,7 +190,15 @@ mod tests {
         let repo: RepoName = "Codertocat/Hello-World".parse().unwrap();
         assert_eq!(repo.as_str(), "codertocat/hello-world");
         assert_eq!((repo.owner(), repo.name()), ("codertocat", "hello-world"));
-        for bad in ["", "owner", "/name", "owner/", "a/b/c", "own er/x", "o/<script>"] {
+        for bad in [
+            "",
+            "owner",
+            "/name",
+            "owner/",
+            "a/b/c",
+            "own er/x",
+            "o/<script>",
+        ] {
             assert!(bad.parse::<RepoName>().is_err(), "{bad:?} was accepted");
         }
     }
@@ -199,7 +207,13 @@ mod tests {
     fn preview_keys_round_trip() {
         let key: PreviewKey = "Octo/App#42".parse().unwrap();
         assert_eq!(key.to_string(), "octo/app#42");
-        for bad in ["octo/app", "octo/app#", "octo/app#0", "octo/app#-1", "octo#3"] {
+        for bad in [
+            "octo/app",
+            "octo/app#",
+            "octo/app#0",
+            "octo/app#-1",
+            "octo#3",
+        ] {
             assert!(bad.parse::<PreviewKey>().is_err(), "{bad:?} was accepted");
         }
     }
@@ -209,6 +223,10 @@ mod tests {
         let sha: Sha = "EC26C3E57CA3A959CA5AAD62DE7213C562F8C821".parse().unwrap();
         assert_eq!(sha.short(), "ec26c3e");
         assert!("ec26c3e".parse::<Sha>().is_err());
-        assert!("zz26c3e57ca3a959ca5aad62de7213c562f8c821".parse::<Sha>().is_err());
+        assert!(
+            "zz26c3e57ca3a959ca5aad62de7213c562f8c821"
+                .parse::<Sha>()
+                .is_err()
+        );
     }
 }

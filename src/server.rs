@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use axum::body::Bytes;
 use serde_json::json;
 use sqlx::SqlitePool;
 
@@ -38,7 +38,10 @@ pub struct App {
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/webhooks/github", post(github_webhook).layer(DefaultBodyLimit::max(MAX_BODY)))
+        .route(
+            "/webhooks/github",
+            post(github_webhook).layer(DefaultBodyLimit::max(MAX_BODY)),
+        )
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(app)
@@ -61,7 +64,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match &self {
             Self::Rejected(Rejection::NoSecret | Rejection::BadSignature(_))
-            | Self::Rejected(Rejection::MissingHeader("X-Hub-Signature-256")) => StatusCode::UNAUTHORIZED,
+            | Self::Rejected(Rejection::MissingHeader("X-Hub-Signature-256")) => {
+                StatusCode::UNAUTHORIZED
+            }
             Self::Rejected(_) | Self::BadBody(_) => StatusCode::BAD_REQUEST,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             // Not the sender's fault, and worth a redelivery.
@@ -79,7 +84,11 @@ async fn github_webhook(
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let guid = header("x-github-delivery").unwrap_or("-");
     let body = body.map_err(|e| {
-        let error = if e.status() == StatusCode::PAYLOAD_TOO_LARGE { ApiError::TooLarge } else { ApiError::BadBody(e.body_text()) };
+        let error = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge
+        } else {
+            ApiError::BadBody(e.body_text())
+        };
         tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
         error
     })?;
@@ -90,22 +99,36 @@ async fn github_webhook(
         signature: header("x-hub-signature-256"),
         content_type: header("content-type"),
     };
-    let delivery = webhook::receive(app.config.github.webhook_secret.as_ref(), received, &body).map_err(|e| {
-        tracing::warn!(delivery = %guid, reason = %e, "delivery rejected");
-        ApiError::from(e)
-    })?;
+    let delivery = webhook::receive(app.config.github.webhook_secret.as_ref(), received, &body)
+        .map_err(|e| {
+            tracing::warn!(delivery = %guid, reason = %e, "delivery rejected");
+            ApiError::from(e)
+        })?;
     let intent = intent::decide(&delivery, &app.config, app.clock.now());
-    let (event, action) = (delivery.event.clone(), delivery.action.clone().unwrap_or_default());
+    let (event, action) = (
+        delivery.event.clone(),
+        delivery.action.clone().unwrap_or_default(),
+    );
     let recorded = app.intake.record(delivery, intent).await?;
     let (status, body) = match recorded {
         Recorded::New { outcome, detail } => {
             tracing::info!(delivery = %guid, %event, %action, outcome = outcome.as_str(), %detail, "delivery recorded");
-            let status = if outcome == Outcome::Accepted { StatusCode::ACCEPTED } else { StatusCode::OK };
-            (status, json!({ "delivery": guid, "outcome": outcome.as_str(), "detail": detail }))
+            let status = if outcome == Outcome::Accepted {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            (
+                status,
+                json!({ "delivery": guid, "outcome": outcome.as_str(), "detail": detail }),
+            )
         }
         Recorded::Duplicate { outcome } => {
             tracing::info!(delivery = %guid, %event, %action, previous = outcome.as_str(), "duplicate delivery ignored");
-            (StatusCode::OK, json!({ "delivery": guid, "outcome": "duplicate", "previous": outcome.as_str() }))
+            (
+                StatusCode::OK,
+                json!({ "delivery": guid, "outcome": "duplicate", "previous": outcome.as_str() }),
+            )
         }
     };
     Ok((status, Json(body)).into_response())
@@ -123,23 +146,39 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 }
 
 /// Opens the state and starts the writer: the parts `serve` and the tests share.
-pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<(Arc<App>, tokio::task::JoinHandle<()>)> {
+pub async fn start(
+    config: Config,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<(Arc<App>, tokio::task::JoinHandle<()>)> {
     if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let pool = db::open(&config.state).await?;
-    let (intake, writer) = Intake::start(db::writer_connection(&config.state).await?, clock.clone());
-    Ok((Arc::new(App { config, pool, intake, clock }), writer))
+    let (intake, writer) =
+        Intake::start(db::writer_connection(&config.state).await?, clock.clone());
+    Ok((
+        Arc::new(App {
+            config,
+            pool,
+            intake,
+            clock,
+        }),
+        writer,
+    ))
 }
 
 /// `previewd serve`: runs until SIGTERM or Ctrl-C, then finishes in-flight requests and
 /// the writes they started.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     if config.github.webhook_secret.is_none() {
-        tracing::warn!("github.webhook_secret is not set: every webhook delivery will be refused with 401");
+        tracing::warn!(
+            "github.webhook_secret is not set: every webhook delivery will be refused with 401"
+        );
     }
     if config.github.credentials.is_none() {
-        tracing::info!("no GitHub credentials (github.token or github.app_id): reporting to GitHub is off");
+        tracing::info!(
+            "no GitHub credentials (github.token or github.app_id): reporting to GitHub is off"
+        );
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

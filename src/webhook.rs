@@ -14,7 +14,9 @@ use crate::preview::{PreviewKey, RepoName, Sha};
 /// Why a delivery was turned away. Every variant is the sender's problem (4xx).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Rejection {
-    #[error("no webhook secret is configured (github.webhook_secret), so no delivery can be verified")]
+    #[error(
+        "no webhook secret is configured (github.webhook_secret), so no delivery can be verified"
+    )]
     NoSecret,
     #[error("missing header {0}")]
     MissingHeader(&'static str),
@@ -108,11 +110,24 @@ pub struct CommandComment {
 #[derive(Debug, Clone, PartialEq)]
 pub enum InstallationChange {
     /// Created, unsuspended or accepted new permissions: the installation serves these repos.
-    Present { id: u64, account: String, repos: Vec<RepoName> },
+    Present {
+        id: u64,
+        account: String,
+        repos: Vec<RepoName>,
+    },
     /// Deleted or suspended: it serves nothing.
-    Gone { id: u64 },
-    ReposAdded { id: u64, account: String, repos: Vec<RepoName> },
-    ReposRemoved { id: u64, repos: Vec<RepoName> },
+    Gone {
+        id: u64,
+    },
+    ReposAdded {
+        id: u64,
+        account: String,
+        repos: Vec<RepoName>,
+    },
+    ReposRemoved {
+        id: u64,
+        repos: Vec<RepoName>,
+    },
 }
 
 /// Longest `/preview` line kept; the rest of a comment is never stored.
@@ -120,18 +135,34 @@ const MAX_COMMAND_LINE: usize = 200;
 const MAX_GUID: usize = 100;
 
 /// Checks headers and signature, then parses. `secret == None` refuses everything.
-pub fn receive(secret: Option<&Secret>, headers: Headers<'_>, body: &[u8]) -> Result<Delivery, Rejection> {
-    let event = headers.event.ok_or(Rejection::MissingHeader("X-GitHub-Event"))?;
-    let guid = headers.guid.ok_or(Rejection::MissingHeader("X-GitHub-Delivery"))?;
+pub fn receive(
+    secret: Option<&Secret>,
+    headers: Headers<'_>,
+    body: &[u8],
+) -> Result<Delivery, Rejection> {
+    let event = headers
+        .event
+        .ok_or(Rejection::MissingHeader("X-GitHub-Event"))?;
+    let guid = headers
+        .guid
+        .ok_or(Rejection::MissingHeader("X-GitHub-Delivery"))?;
     if guid.is_empty() || guid.len() > MAX_GUID || !guid.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Rejection::BadHeader("X-GitHub-Delivery", "expected a GUID of printable ASCII"));
+        return Err(Rejection::BadHeader(
+            "X-GitHub-Delivery",
+            "expected a GUID of printable ASCII",
+        ));
     }
     let hook_id = headers.hook_id.unwrap_or("");
     if hook_id.len() > 20 || !hook_id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Rejection::BadHeader("X-GitHub-Hook-ID", "expected a number"));
+        return Err(Rejection::BadHeader(
+            "X-GitHub-Hook-ID",
+            "expected a number",
+        ));
     }
     let secret = secret.ok_or(Rejection::NoSecret)?;
-    let signature = headers.signature.ok_or(Rejection::MissingHeader("X-Hub-Signature-256"))?;
+    let signature = headers
+        .signature
+        .ok_or(Rejection::MissingHeader("X-Hub-Signature-256"))?;
     verify(secret, signature, body)?;
     if let Some(content_type) = headers.content_type {
         let essence = content_type.split(';').next().unwrap_or("").trim();
@@ -172,8 +203,15 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
         ("ping", _) => true,
         ("pull_request", Some(a)) => matches!(
             a,
-            "opened" | "reopened" | "synchronize" | "ready_for_review" | "converted_to_draft"
-                | "closed" | "labeled" | "unlabeled" | "edited"
+            "opened"
+                | "reopened"
+                | "synchronize"
+                | "ready_for_review"
+                | "converted_to_draft"
+                | "closed"
+                | "labeled"
+                | "unlabeled"
+                | "edited"
         ),
         ("issue_comment", Some(a)) => a == "created",
         ("installation", Some(a)) => matches!(
@@ -184,18 +222,31 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
         _ => false,
     };
     if !known {
-        let what = action.as_deref().map_or(event.to_owned(), |a| format!("{event}.{a}"));
-        return Ok((action, Event::Ignored(format!("previewd does not act on {what}"))));
+        let what = action
+            .as_deref()
+            .map_or(event.to_owned(), |a| format!("{event}.{a}"));
+        return Ok((
+            action,
+            Event::Ignored(format!("previewd does not act on {what}")),
+        ));
     }
-    let malformed = |message: String| Rejection::Malformed { event: event.to_owned(), message };
-    let parsed = WebhookEvent::try_from_header_and_body(event, body).map_err(|e| malformed(e.to_string()))?;
+    let malformed = |message: String| Rejection::Malformed {
+        event: event.to_owned(),
+        message,
+    };
+    let parsed = WebhookEvent::try_from_header_and_body(event, body)
+        .map_err(|e| malformed(e.to_string()))?;
     let payload = convert(parsed).map_err(malformed)?;
     Ok((action, payload))
 }
 
 fn convert(event: WebhookEvent) -> Result<Event, String> {
     let installation_id = event.installation.as_ref().map(|i| i.id().0);
-    let sender = event.sender.as_ref().map(|s| s.login.clone()).unwrap_or_default();
+    let sender = event
+        .sender
+        .as_ref()
+        .map(|s| s.login.clone())
+        .unwrap_or_default();
     let repository = event.repository.as_ref();
     match event.specific {
         WebhookEventPayload::Ping(_) => Ok(Event::Ping),
@@ -207,13 +258,19 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                 PullRequestWebhookEventAction::Synchronize => PrAction::Synchronize,
                 PullRequestWebhookEventAction::ReadyForReview => PrAction::ReadyForReview,
                 PullRequestWebhookEventAction::ConvertedToDraft => PrAction::ConvertedToDraft,
-                PullRequestWebhookEventAction::Closed => PrAction::Closed { merged: pr.merged.unwrap_or(false) },
+                PullRequestWebhookEventAction::Closed => PrAction::Closed {
+                    merged: pr.merged.unwrap_or(false),
+                },
                 PullRequestWebhookEventAction::Labeled => PrAction::Labeled,
                 PullRequestWebhookEventAction::Unlabeled => PrAction::Unlabeled,
                 PullRequestWebhookEventAction::Edited => PrAction::Edited,
                 other => return Err(format!("unexpected action {other:?}")),
             };
-            let base_repo = pr.base.repo.as_ref().ok_or("pull_request.base.repo is missing")?;
+            let base_repo = pr
+                .base
+                .repo
+                .as_ref()
+                .ok_or("pull_request.base.repo is missing")?;
             let full_name = repository
                 .and_then(|r| r.full_name.clone())
                 .or_else(|| base_repo.full_name.clone())
@@ -221,12 +278,23 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
             let head_repo_id = pr.head.repo.as_ref().map(|r| r.id.0);
             Ok(Event::PullRequest(PullRequestEvent {
                 action,
-                key: PreviewKey::new(full_name.parse().map_err(|e| format!("{e}"))?, pr_number(p.number)?),
+                key: PreviewKey::new(
+                    full_name.parse().map_err(|e| format!("{e}"))?,
+                    pr_number(p.number)?,
+                ),
                 repo_id: base_repo.id.0,
                 installation_id,
                 title: pr.title.clone().unwrap_or_default(),
-                author: pr.user.as_ref().map(|u| u.login.clone()).unwrap_or_default(),
-                head_sha: pr.head.sha.parse().map_err(|e| format!("pull_request.head.sha: {e}"))?,
+                author: pr
+                    .user
+                    .as_ref()
+                    .map(|u| u.login.clone())
+                    .unwrap_or_default(),
+                head_sha: pr
+                    .head
+                    .sha
+                    .parse()
+                    .map_err(|e| format!("pull_request.head.sha: {e}"))?,
                 head_ref: pr.head.ref_field.clone(),
                 base_ref: pr.base.ref_field.clone(),
                 fork: head_repo_id != Some(base_repo.id.0),
@@ -240,10 +308,15 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                 return Ok(Event::Ignored("only new comments carry commands".into()));
             }
             if c.issue.pull_request.is_none() {
-                return Ok(Event::Ignored("comment on an issue, not a pull request".into()));
+                return Ok(Event::Ignored(
+                    "comment on an issue, not a pull request".into(),
+                ));
             }
             if c.comment.user.r#type == "Bot" {
-                return Ok(Event::Ignored(format!("comment by bot {}", c.comment.user.login)));
+                return Ok(Event::Ignored(format!(
+                    "comment by bot {}",
+                    c.comment.user.login
+                )));
             }
             let Some(line) = command_line(c.comment.body.as_deref().unwrap_or("")) else {
                 return Ok(Event::Ignored("comment holds no /preview command".into()));
@@ -252,7 +325,10 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                 .and_then(|r| r.full_name.clone())
                 .ok_or("repository.full_name is missing")?;
             Ok(Event::Command(CommandComment {
-                key: PreviewKey::new(full_name.parse().map_err(|e| format!("{e}"))?, pr_number(c.issue.number)?),
+                key: PreviewKey::new(
+                    full_name.parse().map_err(|e| format!("{e}"))?,
+                    pr_number(c.issue.number)?,
+                ),
                 installation_id,
                 comment_id: c.comment.id.0,
                 actor: c.comment.user.login.clone(),
@@ -267,35 +343,53 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
             }))
         }
         WebhookEventPayload::Installation(i) => {
-            let installation = event.installation.as_ref().ok_or("installation is missing")?;
+            let installation = event
+                .installation
+                .as_ref()
+                .ok_or("installation is missing")?;
             let id = installation.id().0;
             let account = match installation {
-                octocrab::models::webhook_events::EventInstallation::Full(full) => full.account.login.clone(),
+                octocrab::models::webhook_events::EventInstallation::Full(full) => {
+                    full.account.login.clone()
+                }
                 _ => return Err("installation.account is missing".into()),
             };
             Ok(Event::Installation(match i.action {
-                InstallationWebhookEventAction::Deleted | InstallationWebhookEventAction::Suspend => {
-                    InstallationChange::Gone { id }
-                }
+                InstallationWebhookEventAction::Deleted
+                | InstallationWebhookEventAction::Suspend => InstallationChange::Gone { id },
                 _ => InstallationChange::Present {
                     id,
                     account,
-                    repos: repo_names(i.repositories.iter().flatten().map(|r| r.full_name.as_str()))?,
+                    repos: repo_names(
+                        i.repositories
+                            .iter()
+                            .flatten()
+                            .map(|r| r.full_name.as_str()),
+                    )?,
                 },
             }))
         }
         WebhookEventPayload::InstallationRepositories(i) => {
-            let installation = event.installation.as_ref().ok_or("installation is missing")?;
+            let installation = event
+                .installation
+                .as_ref()
+                .ok_or("installation is missing")?;
             let id = installation.id().0;
             Ok(Event::Installation(match i.action {
-                InstallationRepositoriesWebhookEventAction::Added => InstallationChange::ReposAdded {
-                    id,
-                    account: match installation {
-                        octocrab::models::webhook_events::EventInstallation::Full(full) => full.account.login.clone(),
-                        _ => sender,
-                    },
-                    repos: repo_names(i.repositories_added.iter().map(|r| r.full_name.as_str()))?,
-                },
+                InstallationRepositoriesWebhookEventAction::Added => {
+                    InstallationChange::ReposAdded {
+                        id,
+                        account: match installation {
+                            octocrab::models::webhook_events::EventInstallation::Full(full) => {
+                                full.account.login.clone()
+                            }
+                            _ => sender,
+                        },
+                        repos: repo_names(
+                            i.repositories_added.iter().map(|r| r.full_name.as_str()),
+                        )?,
+                    }
+                }
                 _ => InstallationChange::ReposRemoved {
                     id,
                     repos: repo_names(i.repositories_removed.iter().map(|r| r.full_name.as_str()))?,
@@ -314,7 +408,9 @@ fn pr_number(number: u64) -> Result<u32, String> {
 }
 
 fn repo_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<RepoName>, String> {
-    names.map(|n| n.parse().map_err(|e| format!("{e}"))).collect()
+    names
+        .map(|n| n.parse().map_err(|e| format!("{e}")))
+        .collect()
 }
 
 /// The first line that starts with `/preview` (as a word), trimmed and bounded.
@@ -323,7 +419,10 @@ pub fn command_line(body: &str) -> Option<String> {
         line.strip_prefix("/preview")
             .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
     })?;
-    let end = line.char_indices().nth(MAX_COMMAND_LINE).map_or(line.len(), |(i, _)| i);
+    let end = line
+        .char_indices()
+        .nth(MAX_COMMAND_LINE)
+        .map_or(line.len(), |(i, _)| i);
     Some(line[..end].to_owned())
 }
 

@@ -8,10 +8,13 @@ use common::{Delivery, TestApp};
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_deliveries_land_exactly_once() {
     let app = std::sync::Arc::new(TestApp::start().await);
-    let deliveries: Vec<Delivery> = (1..=200).map(|n| Delivery::fixture("pull_request.opened").number(n)).collect();
+    let deliveries: Vec<Delivery> = (1..=200)
+        .map(|n| Delivery::fixture("pull_request.opened").number(n))
+        .collect();
     // Every delivery is sent twice at the same time, as a redelivery racing the original.
     let mut tasks = Vec::new();
-    for delivery in deliveries.iter().chain(deliveries.iter()).cloned() {
+    for delivery in deliveries.iter().chain(&deliveries) {
+        let delivery = delivery.clone();
         let app = app.clone();
         tasks.push(tokio::spawn(async move { app.send(&delivery).await }));
     }
@@ -39,23 +42,39 @@ async fn a_delivery_that_cannot_be_written_fails_alone_and_its_redelivery_succee
         .execute(app.pool())
         .await
         .unwrap();
-    let deliveries: Vec<Delivery> = (1..=40).map(|n| Delivery::fixture("pull_request.opened").number(n)).collect();
+    let deliveries: Vec<Delivery> = (1..=40)
+        .map(|n| Delivery::fixture("pull_request.opened").number(n))
+        .collect();
     let mut tasks = Vec::new();
-    for delivery in deliveries.iter().cloned() {
+    for delivery in &deliveries {
+        let delivery = delivery.clone();
         let app = app.clone();
         tasks.push(tokio::spawn(async move { app.send(&delivery).await }));
     }
     for (n, task) in (1..=40).zip(tasks) {
         let (status, body) = task.await.unwrap();
-        let expected = if n == 13 { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::ACCEPTED };
+        let expected = if n == 13 {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::ACCEPTED
+        };
         assert_eq!(status, expected, "PR {n}: {body}");
     }
     assert_eq!(app.count("previews").await, 39);
     let failed = &deliveries[12];
-    assert_eq!(app.delivery_outcome(failed.guid_str()).await.as_deref(), Some("failed"));
+    assert_eq!(
+        app.delivery_outcome(failed.guid_str()).await.as_deref(),
+        Some("failed")
+    );
 
-    sqlx::query("DROP TRIGGER refuse_pr_13").execute(app.pool()).await.unwrap();
+    sqlx::query("DROP TRIGGER refuse_pr_13")
+        .execute(app.pool())
+        .await
+        .unwrap();
     assert_eq!(app.send(failed).await.0, StatusCode::ACCEPTED);
     assert_eq!(app.count("previews").await, 40);
-    assert_eq!(app.delivery_outcome(failed.guid_str()).await.as_deref(), Some("accepted"));
+    assert_eq!(
+        app.delivery_outcome(failed.guid_str()).await.as_deref(),
+        Some("accepted")
+    );
 }

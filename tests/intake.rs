@@ -13,37 +13,149 @@ async fn every_recorded_payload_gets_the_answer_and_rows_it_should() {
     // (fixture, status, outcome, preview rows, history rows, queued commands, installations)
     let cases = [
         ("pull_request.opened", 202, "accepted", 1, 1, 0, 0),
-        ("pull_request.opened.with-null-body", 202, "accepted", 1, 1, 0, 0),
+        (
+            "pull_request.opened.with-null-body",
+            202,
+            "accepted",
+            1,
+            1,
+            0,
+            0,
+        ),
         ("pull_request.reopened", 202, "accepted", 1, 1, 0, 0),
         ("pull_request.synchronize", 202, "accepted", 1, 1, 0, 0),
         ("pull_request.synchronize.fork", 202, "accepted", 1, 1, 0, 0),
         ("pull_request.ready_for_review", 202, "accepted", 1, 1, 0, 0),
-        ("pull_request.ready_for_review.with-installation", 202, "accepted", 1, 1, 0, 0),
-        ("pull_request.converted_to_draft", 202, "accepted", 1, 1, 0, 0),
-        ("pull_request.converted_to_draft.with-installation", 202, "accepted", 1, 1, 0, 0),
+        (
+            "pull_request.ready_for_review.with-installation",
+            202,
+            "accepted",
+            1,
+            1,
+            0,
+            0,
+        ),
+        (
+            "pull_request.converted_to_draft",
+            202,
+            "accepted",
+            1,
+            1,
+            0,
+            0,
+        ),
+        (
+            "pull_request.converted_to_draft.with-installation",
+            202,
+            "accepted",
+            1,
+            1,
+            0,
+            0,
+        ),
         // Closing, editing or labelling a PR previewd never saw creates nothing.
         ("pull_request.closed.unmerged", 200, "ignored", 0, 0, 0, 0),
-        ("pull_request.closed.merged.fork", 200, "ignored", 0, 0, 0, 0),
+        (
+            "pull_request.closed.merged.fork",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
         ("pull_request.edited", 200, "ignored", 0, 0, 0, 0),
         ("pull_request.labeled", 200, "ignored", 0, 0, 0, 0),
         ("pull_request.unlabeled", 200, "ignored", 0, 0, 0, 0),
-        ("issue_comment.created.pull_request", 200, "ignored", 0, 0, 0, 0),
-        ("issue_comment.created.pull_request.collaborator", 200, "ignored", 0, 0, 0, 0),
+        (
+            "issue_comment.created.pull_request",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
+        (
+            "issue_comment.created.pull_request.collaborator",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
         ("issue_comment.created.issue", 200, "ignored", 0, 0, 0, 0),
-        ("issue_comment.created.issue.with-installation", 200, "ignored", 0, 0, 0, 0),
-        ("issue_comment.edited.pull_request", 200, "ignored", 0, 0, 0, 0),
-        ("issue_comment.edited.pull_request.bot-sticky", 200, "ignored", 0, 0, 0, 0),
+        (
+            "issue_comment.created.issue.with-installation",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
+        (
+            "issue_comment.edited.pull_request",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
+        (
+            "issue_comment.edited.pull_request.bot-sticky",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
         ("issue_comment.edited.issue", 200, "ignored", 0, 0, 0, 0),
-        ("issue_comment.deleted.pull_request", 200, "ignored", 0, 0, 0, 0),
+        (
+            "issue_comment.deleted.pull_request",
+            200,
+            "ignored",
+            0,
+            0,
+            0,
+            0,
+        ),
         ("issue_comment.deleted.issue", 200, "ignored", 0, 0, 0, 0),
         ("ping", 200, "ignored", 0, 0, 0, 0),
         ("ping.with-app_id", 200, "ignored", 0, 0, 0, 0),
         ("push", 200, "ignored", 0, 0, 0, 0),
         ("installation.created", 202, "accepted", 0, 0, 0, 1),
-        ("installation.created.with-requester", 202, "accepted", 0, 0, 0, 1),
+        (
+            "installation.created.with-requester",
+            202,
+            "accepted",
+            0,
+            0,
+            0,
+            1,
+        ),
         ("installation.deleted", 202, "accepted", 0, 0, 0, 0),
-        ("installation_repositories.added", 202, "accepted", 0, 0, 0, 1),
-        ("installation_repositories.removed", 202, "accepted", 0, 0, 0, 1),
+        (
+            "installation_repositories.added",
+            202,
+            "accepted",
+            0,
+            0,
+            0,
+            1,
+        ),
+        (
+            "installation_repositories.removed",
+            202,
+            "accepted",
+            0,
+            0,
+            0,
+            1,
+        ),
     ];
     for (name, status, outcome, previews, history, commands, installations) in cases {
         let app = TestApp::start().await;
@@ -51,7 +163,11 @@ async fn every_recorded_payload_gets_the_answer_and_rows_it_should() {
         let (got_status, body) = app.send(&delivery).await;
         assert_eq!(got_status.as_u16(), status, "{name}: {body}");
         assert_eq!(body["outcome"], outcome, "{name}: {body}");
-        assert_eq!(app.delivery_outcome(delivery.guid_str()).await.as_deref(), Some(outcome), "{name}");
+        assert_eq!(
+            app.delivery_outcome(delivery.guid_str()).await.as_deref(),
+            Some(outcome),
+            "{name}"
+        );
         assert_eq!(app.count("deliveries").await, 1, "{name}");
         assert_eq!(app.count("previews").await, previews, "{name}");
         assert_eq!(app.count("history").await, history, "{name}");
@@ -67,11 +183,21 @@ async fn opened_pr_records_a_deployed_preview_that_expires_after_the_ttl() {
     let preview = app.preview(HELLO, 2).await.unwrap();
     assert_eq!(preview.desired, "deployed");
     assert_eq!(preview.head_sha, HEAD);
-    assert_eq!((preview.author.as_str(), preview.title.as_str()), ("Codertocat", "Update the README with new information."));
+    assert_eq!(
+        (preview.author.as_str(), preview.title.as_str()),
+        ("Codertocat", "Update the README with new information.")
+    );
     assert_eq!(preview.installation_id, Some(1));
     assert_eq!(preview.created_at, NOW);
     assert_eq!(preview.expires_at, NOW + 72 * 3600);
-    assert_eq!(app.history(HELLO, 2).await, vec![("opened".into(), "Codertocat".into(), "deploy ec26c3e".into())]);
+    assert_eq!(
+        app.history(HELLO, 2).await,
+        vec![(
+            "opened".into(),
+            "Codertocat".into(),
+            "deploy ec26c3e".into()
+        )]
+    );
 }
 
 #[tokio::test]
@@ -80,7 +206,9 @@ async fn push_moves_the_preview_to_the_new_head_and_restarts_its_clock() {
     app.send(&Delivery::fixture("pull_request.opened")).await;
     app.clock.advance(3600);
     let new_head = "1111111111111111111111111111111111111111";
-    let push = Delivery::fixture("pull_request.synchronize").at_sha(new_head).updated_at("2019-05-15T16:00:00Z");
+    let push = Delivery::fixture("pull_request.synchronize")
+        .at_sha(new_head)
+        .updated_at("2019-05-15T16:00:00Z");
     assert_eq!(app.send(&push).await.0, StatusCode::ACCEPTED);
     let preview = app.preview(HELLO, 2).await.unwrap();
     assert_eq!(preview.head_sha, new_head);
@@ -93,15 +221,24 @@ async fn pushes_never_extend_a_preview_past_its_maximum_lifetime() {
     let app = TestApp::with_config("[github]\nwebhook_secret = \"test-secret\"\n[defaults]\nttl = \"2d\"\nmax_lifetime = \"3d\"\n").await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     app.clock.advance(2 * 86_400);
-    app.send(&Delivery::fixture("pull_request.synchronize").updated_at("2019-05-20T00:00:00Z")).await;
-    assert_eq!(app.preview(HELLO, 2).await.unwrap().expires_at, NOW + 3 * 86_400);
+    app.send(&Delivery::fixture("pull_request.synchronize").updated_at("2019-05-20T00:00:00Z"))
+        .await;
+    assert_eq!(
+        app.preview(HELLO, 2).await.unwrap().expires_at,
+        NOW + 3 * 86_400
+    );
 }
 
 #[tokio::test]
 async fn a_late_older_event_never_rolls_the_preview_back() {
     let app = TestApp::start().await;
     let newer = "2222222222222222222222222222222222222222";
-    app.send(&Delivery::fixture("pull_request.synchronize").at_sha(newer).updated_at("2019-05-15T17:00:00Z")).await;
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(newer)
+            .updated_at("2019-05-15T17:00:00Z"),
+    )
+    .await;
     let (status, body) = app.send(&Delivery::fixture("pull_request.opened")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["outcome"], "ignored");
@@ -113,38 +250,70 @@ async fn a_late_older_event_never_rolls_the_preview_back() {
 async fn closed_pr_marks_its_preview_absent_with_the_reason() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    let (status, _) = app.send(&Delivery::fixture("pull_request.closed.unmerged")).await;
+    let (status, _) = app
+        .send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let preview = app.preview(HELLO, 2).await.unwrap();
-    assert_eq!((preview.desired.as_str(), preview.end_reason.as_deref()), ("absent", Some("closed")));
+    assert_eq!(
+        (preview.desired.as_str(), preview.end_reason.as_deref()),
+        ("absent", Some("closed"))
+    );
     let merged = Delivery::fixture("pull_request.closed.unmerged")
         .edit(|j| j["pull_request"]["merged"] = true.into())
         .updated_at("2019-05-15T15:30:00Z");
     app.send(&merged).await;
-    assert_eq!(app.preview(HELLO, 2).await.unwrap().end_reason.as_deref(), Some("merged"));
-    let whats: Vec<String> = app.history(HELLO, 2).await.into_iter().map(|h| h.2).collect();
-    assert_eq!(whats, ["deploy ec26c3e", "PR closed: tear down", "PR merged: tear down"]);
+    assert_eq!(
+        app.preview(HELLO, 2).await.unwrap().end_reason.as_deref(),
+        Some("merged")
+    );
+    let whats: Vec<String> = app
+        .history(HELLO, 2)
+        .await
+        .into_iter()
+        .map(|h| h.2)
+        .collect();
+    assert_eq!(
+        whats,
+        [
+            "deploy ec26c3e",
+            "PR closed: tear down",
+            "PR merged: tear down"
+        ]
+    );
 }
 
 #[tokio::test]
 async fn reopened_pr_is_deployed_again() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    app.send(&Delivery::fixture("pull_request.closed.unmerged")).await;
-    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z")).await;
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
+        .await;
     let preview = app.preview(HELLO, 2).await.unwrap();
-    assert_eq!((preview.desired.as_str(), preview.end_reason), ("deployed", None));
+    assert_eq!(
+        (preview.desired.as_str(), preview.end_reason),
+        ("deployed", None)
+    );
 }
 
 #[tokio::test]
 async fn fork_pr_is_recorded_as_awaiting_approval_and_never_deployed() {
     let app = TestApp::start().await;
-    let (status, _) = app.send(&Delivery::fixture("pull_request.synchronize.fork")).await;
+    let (status, _) = app
+        .send(&Delivery::fixture("pull_request.synchronize.fork"))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED);
-    let preview = app.preview("googlecloudplatform/python-docs-samples-1", 1).await.unwrap();
+    let preview = app
+        .preview("googlecloudplatform/python-docs-samples-1", 1)
+        .await
+        .unwrap();
     assert_eq!(preview.desired, "awaiting_approval");
     assert!(preview.fork);
-    let history = app.history("googlecloudplatform/python-docs-samples-1", 1).await;
+    let history = app
+        .history("googlecloudplatform/python-docs-samples-1", 1)
+        .await;
     assert_eq!(history[0].1, "dandhlee"); // the sender who pushed, not the PR author
     assert!(history[0].2.contains("/preview approve"), "{history:?}");
 }
@@ -152,10 +321,14 @@ async fn fork_pr_is_recorded_as_awaiting_approval_and_never_deployed() {
 #[tokio::test]
 async fn drafts_wait_until_ready_for_review() {
     let app = TestApp::start().await;
-    app.send(&Delivery::fixture("pull_request.converted_to_draft")).await;
+    app.send(&Delivery::fixture("pull_request.converted_to_draft"))
+        .await;
     let preview = app.preview(HELLO, 2).await.unwrap();
     assert_eq!((preview.desired.as_str(), preview.draft), ("draft", true));
-    app.send(&Delivery::fixture("pull_request.ready_for_review").updated_at("2019-05-15T15:30:00Z")).await;
+    app.send(
+        &Delivery::fixture("pull_request.ready_for_review").updated_at("2019-05-15T15:30:00Z"),
+    )
+    .await;
     assert_eq!(app.preview(HELLO, 2).await.unwrap().desired, "deployed");
 }
 
@@ -166,10 +339,19 @@ async fn redelivery_of_a_processed_delivery_is_a_harmless_200() {
     assert_eq!(app.send(&delivery).await.0, StatusCode::ACCEPTED);
     let (status, body) = app.send(&delivery).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!((body["outcome"].as_str(), body["previous"].as_str()), (Some("duplicate"), Some("accepted")));
-    assert_eq!((app.count("deliveries").await, app.count("history").await), (1, 1));
+    assert_eq!(
+        (body["outcome"].as_str(), body["previous"].as_str()),
+        (Some("duplicate"), Some("accepted"))
+    );
+    assert_eq!(
+        (app.count("deliveries").await, app.count("history").await),
+        (1, 1)
+    );
     // The same GUID through another hook (a repo hook beside the App) is its own delivery.
-    assert_eq!(app.send(&delivery.clone().hook("999")).await.1["outcome"], "accepted");
+    assert_eq!(
+        app.send(&delivery.clone().hook("999")).await.1["outcome"],
+        "accepted"
+    );
     assert_eq!(app.count("deliveries").await, 2);
 }
 
@@ -183,19 +365,28 @@ async fn redelivery_of_a_failed_delivery_is_processed_again() {
         .await
         .unwrap();
     assert_eq!(app.send(&delivery).await.0, StatusCode::ACCEPTED);
-    assert_eq!(app.delivery_outcome(delivery.guid_str()).await.as_deref(), Some("accepted"));
+    assert_eq!(
+        app.delivery_outcome(delivery.guid_str()).await.as_deref(),
+        Some("accepted")
+    );
     assert_eq!(app.preview(HELLO, 2).await.unwrap().desired, "deployed");
 }
 
 #[tokio::test]
 async fn repositories_outside_the_allow_list_are_refused_politely() {
-    let app = TestApp::with_config("[github]\nwebhook_secret = \"test-secret\"\n[[repos]]\nname = \"octo/app\"\n").await;
+    let app = TestApp::with_config(
+        "[github]\nwebhook_secret = \"test-secret\"\n[[repos]]\nname = \"octo/app\"\n",
+    )
+    .await;
     let (status, body) = app.send(&Delivery::fixture("pull_request.opened")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["outcome"], "refused");
     assert_eq!(app.count("previews").await, 0);
     let history = app.history(HELLO, 2).await;
-    assert_eq!((history[0].0.as_str(), history[0].1.as_str()), ("refused", "Codertocat"));
+    assert_eq!(
+        (history[0].0.as_str(), history[0].1.as_str()),
+        ("refused", "Codertocat")
+    );
 }
 
 #[tokio::test]
@@ -209,10 +400,19 @@ async fn preview_commands_are_queued_once_with_their_author() {
     });
     assert_eq!(app.send(&comment).await.0, StatusCode::ACCEPTED);
     // The same comment through a second hook is not queued twice.
-    assert_eq!(app.send(&comment.clone().hook("777")).await.1["outcome"], "ignored");
+    assert_eq!(
+        app.send(&comment.clone().hook("777")).await.1["outcome"],
+        "ignored"
+    );
     let (line, actor, linked): (String, String, bool) =
-        sqlx::query_as("SELECT line, actor, preview_id IS NOT NULL FROM commands").fetch_one(app.pool()).await.unwrap();
-    assert_eq!((line.as_str(), actor.as_str(), linked), ("/preview extend 2d", "chhsia0", true));
+        sqlx::query_as("SELECT line, actor, preview_id IS NOT NULL FROM commands")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (line.as_str(), actor.as_str(), linked),
+        ("/preview extend 2d", "chhsia0", true)
+    );
     assert_eq!(app.history(HELLO, 2).await.last().unwrap().0, "command");
 }
 
@@ -220,15 +420,28 @@ async fn preview_commands_are_queued_once_with_their_author() {
 async fn installations_track_the_repositories_they_serve() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("installation.created")).await;
-    let repos: Vec<String> = sqlx::query_scalar("SELECT repo FROM installation_repositories WHERE installation_id = 957387")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let repos: Vec<String> = sqlx::query_scalar(
+        "SELECT repo FROM installation_repositories WHERE installation_id = 957387",
+    )
+    .fetch_all(app.pool())
+    .await
+    .unwrap();
     assert_eq!(repos, ["codertocat/hello-world"]);
-    app.send(&Delivery::fixture("installation_repositories.added")).await;
+    app.send(&Delivery::fixture("installation_repositories.added"))
+        .await;
     assert_eq!(app.count("installation_repositories").await, 2);
-    app.send(&Delivery::fixture("installation.deleted").edit(|j| j["installation"]["id"] = 957387.into())).await;
-    assert_eq!((app.count("installations").await, app.count("installation_repositories").await), (0, 0));
+    app.send(
+        &Delivery::fixture("installation.deleted")
+            .edit(|j| j["installation"]["id"] = 957387.into()),
+    )
+    .await;
+    assert_eq!(
+        (
+            app.count("installations").await,
+            app.count("installation_repositories").await
+        ),
+        (0, 0)
+    );
 }
 
 #[tokio::test]
@@ -236,7 +449,13 @@ async fn without_a_webhook_secret_every_delivery_is_refused() {
     let app = TestApp::with_config("").await;
     let (status, body) = app.send(&Delivery::fixture("pull_request.opened")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert!(body["error"].as_str().unwrap().contains("github.webhook_secret"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("github.webhook_secret"),
+        "{body}"
+    );
     assert_eq!(app.total_rows().await, 0);
 }
 
@@ -245,7 +464,9 @@ async fn health_and_readiness_answer() {
     use tower::ServiceExt;
     let app = TestApp::start().await;
     for path in ["/healthz", "/readyz"] {
-        let request = axum::http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+        let request = axum::http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
         let response = app.router.clone().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
     }
@@ -254,9 +475,18 @@ async fn health_and_readiness_answer() {
 #[tokio::test]
 async fn state_is_durable_wal_with_foreign_keys() {
     let app = TestApp::start().await;
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(app.pool()).await.unwrap();
-    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous").fetch_one(app.pool()).await.unwrap();
-    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys").fetch_one(app.pool()).await.unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
     assert_eq!((mode.as_str(), synchronous, foreign_keys), ("wal", 2, 1));
 }
 
@@ -264,7 +494,10 @@ async fn state_is_durable_wal_with_foreign_keys() {
 async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    let id: i64 = sqlx::query_scalar("SELECT id FROM previews").fetch_one(app.pool()).await.unwrap();
+    let id: i64 = sqlx::query_scalar("SELECT id FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
     sqlx::query("INSERT INTO ledger (preview_id, kind, name, state, created_at) VALUES (?1, 'Application', 'pr-2', 'applied', 0)")
         .bind(id)
         .execute(app.pool())
@@ -275,8 +508,14 @@ async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
         .execute(app.pool())
         .await
         .unwrap();
-    sqlx::query("DELETE FROM previews").execute(app.pool()).await.unwrap();
-    assert_eq!((app.count("ledger").await, app.count("sealed_secrets").await), (0, 0));
+    sqlx::query("DELETE FROM previews")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        (app.count("ledger").await, app.count("sealed_secrets").await),
+        (0, 0)
+    );
     assert_eq!(app.count("history").await, 1);
     let tamper = sqlx::query("DELETE FROM history").execute(app.pool()).await;
     assert!(tamper.unwrap_err().to_string().contains("append-only"));

@@ -15,7 +15,11 @@ struct Server {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Server {
@@ -43,7 +47,14 @@ impl Server {
 
     fn deliver(&self, delivery: &Delivery) -> Response {
         let headers: Vec<(&str, String)> = delivery.headers();
-        request(&self.addr, "POST", "/webhooks/github", &headers, &delivery.body).unwrap()
+        request(
+            &self.addr,
+            "POST",
+            "/webhooks/github",
+            &headers,
+            &delivery.body,
+        )
+        .unwrap()
     }
 
     fn kill(mut self) {
@@ -53,13 +64,22 @@ impl Server {
 
     fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
         self.child.wait().unwrap()
     }
 }
 
 fn count(state: &Path, sql: &str) -> i64 {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         let pool = previewd::db::open(state).await.unwrap();
         let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
@@ -72,12 +92,24 @@ fn count(state: &Path, sql: &str) -> i64 {
 fn serve_starts_on_embedded_defaults_without_a_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), &[]);
-    assert_eq!(request(&server.addr, "GET", "/readyz", &[], b"").unwrap().status, 200);
-    assert!(dir.path().join("previewd.db").exists(), "state is created in the working directory");
+    assert_eq!(
+        request(&server.addr, "GET", "/readyz", &[], b"")
+            .unwrap()
+            .status,
+        200
+    );
+    assert!(
+        dir.path().join("previewd.db").exists(),
+        "state is created in the working directory"
+    );
     // No webhook secret configured: deliveries are refused, and the answer says why.
     let refused = server.deliver(&Delivery::fixture("ping"));
     assert_eq!(refused.status, 401);
-    assert!(refused.body.contains("github.webhook_secret"), "{}", refused.body);
+    assert!(
+        refused.body.contains("github.webhook_secret"),
+        "{}",
+        refused.body
+    );
     assert!(server.terminate().success(), "SIGTERM is a clean stop");
 }
 
@@ -85,13 +117,22 @@ fn serve_starts_on_embedded_defaults_without_a_config_file() {
 fn an_accepted_delivery_survives_a_kill_and_its_redelivery_stays_a_no_op() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state/previewd.db");
-    let env = [("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET), ("PREVIEWD_STATE", state.to_str().unwrap())];
+    let env = [
+        ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+        ("PREVIEWD_STATE", state.to_str().unwrap()),
+    ];
     let delivery = Delivery::fixture("pull_request.opened");
 
     let server = Server::start(dir.path(), &env);
     assert_eq!(server.deliver(&delivery).status, 202);
     server.kill();
-    assert_eq!(count(&state, "SELECT COUNT(*) FROM previews WHERE desired = 'deployed'"), 1);
+    assert_eq!(
+        count(
+            &state,
+            "SELECT COUNT(*) FROM previews WHERE desired = 'deployed'"
+        ),
+        1
+    );
 
     let server = Server::start(dir.path(), &env);
     let again = server.deliver(&delivery);
@@ -114,8 +155,15 @@ fn an_invalid_value_is_refused_at_start_naming_the_key() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("`defaults.ttl` (from PREVIEWD_DEFAULTS_TTL)") && stderr.contains("30s, 5m"), "{stderr}");
-    assert!(!dir.path().join("previewd.db").exists(), "nothing is created on a bad config");
+    assert!(
+        stderr.contains("`defaults.ttl` (from PREVIEWD_DEFAULTS_TTL)")
+            && stderr.contains("30s, 5m"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("previewd.db").exists(),
+        "nothing is created on a bad config"
+    );
 }
 
 #[test]

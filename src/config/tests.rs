@@ -3,7 +3,10 @@
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn error_of(toml: &str, vars: &[(&str, &str)]) -> String {
@@ -24,7 +27,10 @@ fn no_file_and_no_environment_gives_the_design_defaults() {
     assert_eq!(config.defaults.ttl, Duration::from_secs(72 * 3600));
     assert_eq!(config.defaults.domain, "preview.localhost");
     assert_eq!(config.defaults.warn_before, Duration::from_secs(24 * 3600));
-    assert_eq!(config.defaults.max_lifetime, Duration::from_secs(14 * 86_400));
+    assert_eq!(
+        config.defaults.max_lifetime,
+        Duration::from_secs(14 * 86_400)
+    );
     assert!(!config.defaults.deploy_drafts);
     assert_eq!(config.sweep_interval, Duration::from_secs(60));
     assert!(config.api_token.is_none());
@@ -87,7 +93,10 @@ fn a_bad_duration_names_the_key_and_the_accepted_form() {
 #[test]
 fn a_bad_value_from_the_environment_names_the_variable() {
     let message = error_of("", &[("PREVIEWD_SWEEP_INTERVAL", "often")]);
-    assert!(message.contains("`sweep.interval` (from PREVIEWD_SWEEP_INTERVAL)"), "{message}");
+    assert!(
+        message.contains("`sweep.interval` (from PREVIEWD_SWEEP_INTERVAL)"),
+        "{message}"
+    );
     let message = error_of("", &[("PREVIEWD_DEFAULTS_DEPLOY_DRAFTS", "yes please")]);
     assert!(message.contains("true or false"), "{message}");
 }
@@ -105,14 +114,24 @@ fn half_set_github_app_credentials_are_refused() {
     assert!(error_of("[github]\napp_id = 12\n", &[]).contains("github.private_key_path"));
     let both = "[github]\ntoken = \"t\"\napp_id = 12\nprivate_key_path = \"k.pem\"\n";
     assert!(error_of(both, &[]).contains("either github.token or"));
-    let app = Config::from_toml("[github]\napp_id = 12\nprivate_key_path = \"k.pem\"\n", env(&[])).unwrap();
-    assert!(matches!(app.github.credentials, Some(GithubCredentials::App { app_id: 12, .. })));
+    let app = Config::from_toml(
+        "[github]\napp_id = 12\nprivate_key_path = \"k.pem\"\n",
+        env(&[]),
+    )
+    .unwrap();
+    assert!(matches!(
+        app.github.credentials,
+        Some(GithubCredentials::App { app_id: 12, .. })
+    ));
 }
 
 #[test]
 fn a_ttl_longer_than_the_maximum_lifetime_is_refused() {
     let message = error_of("[defaults]\nttl = \"20d\"\n", &[]);
-    assert!(message.contains("longer than max_lifetime 14d"), "{message}");
+    assert!(
+        message.contains("longer than max_lifetime 14d"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -130,11 +149,18 @@ fn repos_inherit_defaults_and_form_an_allow_list() {
     "#;
     let config = Config::from_toml(toml, env(&[])).unwrap();
     let app = config.policy_for(&"octo/app".parse().unwrap()).unwrap();
-    assert_eq!((app.ttl, app.domain.as_str()), (Duration::from_secs(6 * 3600), "pr.example.com"));
+    assert_eq!(
+        (app.ttl, app.domain.as_str()),
+        (Duration::from_secs(6 * 3600), "pr.example.com")
+    );
     let docs = config.policy_for(&"octo/docs".parse().unwrap()).unwrap();
     assert_eq!(docs.ttl, Duration::from_secs(86_400));
     assert!(docs.deploy_drafts);
-    assert!(config.policy_for(&"someone/else".parse().unwrap()).is_none());
+    assert!(
+        config
+            .policy_for(&"someone/else".parse().unwrap())
+            .is_none()
+    );
 }
 
 #[test]
@@ -148,6 +174,13 @@ fn the_webhook_secret_can_come_from_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("secret");
     std::fs::write(&path, "s3cret\n").unwrap();
-    let config = Config::from_toml("", env(&[("PREVIEWD_GITHUB_WEBHOOK_SECRET_FILE", path.to_str().unwrap())])).unwrap();
+    let config = Config::from_toml(
+        "",
+        env(&[(
+            "PREVIEWD_GITHUB_WEBHOOK_SECRET_FILE",
+            path.to_str().unwrap(),
+        )]),
+    )
+    .unwrap();
     assert_eq!(config.github.webhook_secret.unwrap().expose(), "s3cret");
 }

@@ -3,13 +3,18 @@
 use super::*;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/github/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/github/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 fn event_of(name: &str) -> Event {
     let header = name.split('.').next().unwrap();
-    parse(header, &fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}")).1
+    parse(header, &fixture(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .1
 }
 
 fn secret(s: &str) -> Secret {
@@ -23,7 +28,14 @@ fn secret(s: &str) -> Secret {
 #[test]
 fn githubs_published_signature_test_vector_verifies() {
     let signature = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
-    assert_eq!(verify(&secret("It's a Secret to Everybody"), signature, b"Hello, World!"), Ok(()));
+    assert_eq!(
+        verify(
+            &secret("It's a Secret to Everybody"),
+            signature,
+            b"Hello, World!"
+        ),
+        Ok(())
+    );
 }
 
 #[test]
@@ -34,18 +46,36 @@ fn altered_bodies_secrets_and_signatures_fail() {
     assert!(verify(&secret("another secret"), good, b"Hello, World!").is_err());
     assert!(verify(&s, &good.replace("757", "758"), b"Hello, World!").is_err());
     assert!(verify(&s, &good.replace("sha256=", ""), b"Hello, World!").is_err());
-    assert!(verify(&s, "sha1=0123456789abcdef0123456789abcdef01234567", b"Hello, World!").is_err());
+    assert!(
+        verify(
+            &s,
+            "sha1=0123456789abcdef0123456789abcdef01234567",
+            b"Hello, World!"
+        )
+        .is_err()
+    );
     assert!(verify(&s, "sha256=zz", b"Hello, World!").is_err());
 }
 
 #[test]
 fn opened_pr_becomes_a_pull_request_event() {
-    let Event::PullRequest(pr) = event_of("pull_request.opened") else { panic!("not a PR") };
+    let Event::PullRequest(pr) = event_of("pull_request.opened") else {
+        panic!("not a PR")
+    };
     assert_eq!(pr.action, PrAction::Opened);
     assert_eq!(pr.key.to_string(), "codertocat/hello-world#2");
-    assert_eq!(pr.head_sha.as_str(), "ec26c3e57ca3a959ca5aad62de7213c562f8c821");
-    assert_eq!((pr.head_ref.as_str(), pr.base_ref.as_str()), ("changes", "master"));
-    assert_eq!((pr.author.as_str(), pr.sender.as_str()), ("Codertocat", "Codertocat"));
+    assert_eq!(
+        pr.head_sha.as_str(),
+        "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+    );
+    assert_eq!(
+        (pr.head_ref.as_str(), pr.base_ref.as_str()),
+        ("changes", "master")
+    );
+    assert_eq!(
+        (pr.author.as_str(), pr.sender.as_str()),
+        ("Codertocat", "Codertocat")
+    );
     assert_eq!(pr.installation_id, Some(1));
     assert!(!pr.fork && !pr.draft);
     assert_eq!(pr.updated_at, Some(1_557_933_633));
@@ -53,21 +83,33 @@ fn opened_pr_becomes_a_pull_request_event() {
 
 #[test]
 fn forks_are_told_by_repository_id_not_by_the_fork_flag() {
-    let Event::PullRequest(fork) = event_of("pull_request.synchronize.fork") else { panic!() };
+    let Event::PullRequest(fork) = event_of("pull_request.synchronize.fork") else {
+        panic!()
+    };
     assert!(fork.fork);
     // Both sides of this PR have `fork: true`, yet head and base repositories differ.
-    let Event::PullRequest(merged) = event_of("pull_request.closed.merged.fork") else { panic!() };
+    let Event::PullRequest(merged) = event_of("pull_request.closed.merged.fork") else {
+        panic!()
+    };
     assert!(merged.fork);
     assert_eq!(merged.action, PrAction::Closed { merged: true });
-    let Event::PullRequest(same_repo) = event_of("pull_request.synchronize") else { panic!() };
+    let Event::PullRequest(same_repo) = event_of("pull_request.synchronize") else {
+        panic!()
+    };
     assert!(!same_repo.fork);
 }
 
 #[test]
 fn a_deleted_head_repository_counts_as_a_fork() {
-    let mut json: serde_json::Value = serde_json::from_slice(&fixture("pull_request.synchronize")).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("pull_request.synchronize")).unwrap();
     json["pull_request"]["head"]["repo"] = serde_json::Value::Null;
-    let Event::PullRequest(pr) = parse("pull_request", json.to_string().as_bytes()).unwrap().1 else { panic!() };
+    let Event::PullRequest(pr) = parse("pull_request", json.to_string().as_bytes())
+        .unwrap()
+        .1
+    else {
+        panic!()
+    };
     assert!(pr.fork);
 }
 
@@ -77,26 +119,42 @@ fn every_pull_request_action_previewd_knows_is_converted() {
         ("pull_request.reopened", PrAction::Reopened),
         ("pull_request.synchronize", PrAction::Synchronize),
         ("pull_request.ready_for_review", PrAction::ReadyForReview),
-        ("pull_request.converted_to_draft", PrAction::ConvertedToDraft),
-        ("pull_request.closed.unmerged", PrAction::Closed { merged: false }),
+        (
+            "pull_request.converted_to_draft",
+            PrAction::ConvertedToDraft,
+        ),
+        (
+            "pull_request.closed.unmerged",
+            PrAction::Closed { merged: false },
+        ),
         ("pull_request.labeled", PrAction::Labeled),
         ("pull_request.unlabeled", PrAction::Unlabeled),
         ("pull_request.edited", PrAction::Edited),
         ("pull_request.opened.with-null-body", PrAction::Opened),
     ];
     for (name, action) in cases {
-        let Event::PullRequest(pr) = event_of(name) else { panic!("{name}") };
+        let Event::PullRequest(pr) = event_of(name) else {
+            panic!("{name}")
+        };
         assert_eq!(pr.action, action, "{name}");
     }
-    let Event::PullRequest(draft) = event_of("pull_request.converted_to_draft") else { panic!() };
+    let Event::PullRequest(draft) = event_of("pull_request.converted_to_draft") else {
+        panic!()
+    };
     assert!(draft.draft);
 }
 
 #[test]
 fn a_preview_command_on_a_pr_is_queued_with_its_author() {
-    let mut json: serde_json::Value = serde_json::from_slice(&fixture("issue_comment.created.pull_request")).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("issue_comment.created.pull_request")).unwrap();
     json["comment"]["body"] = "LGTM!\r\n  /preview extend 2d  \nthanks".into();
-    let Event::Command(command) = parse("issue_comment", json.to_string().as_bytes()).unwrap().1 else { panic!() };
+    let Event::Command(command) = parse("issue_comment", json.to_string().as_bytes())
+        .unwrap()
+        .1
+    else {
+        panic!()
+    };
     assert_eq!(command.key.to_string(), "chhsia0/knative-route-demo#3");
     assert_eq!(command.line, "/preview extend 2d");
     assert_eq!(command.actor, "chhsia0");
@@ -106,7 +164,10 @@ fn a_preview_command_on_a_pr_is_queued_with_its_author() {
 #[test]
 fn comments_that_are_not_commands_are_ignored() {
     // The recorded comment says `/build`, not `/preview`.
-    assert!(matches!(event_of("issue_comment.created.pull_request"), Event::Ignored(_)));
+    assert!(matches!(
+        event_of("issue_comment.created.pull_request"),
+        Event::Ignored(_)
+    ));
     for name in [
         "issue_comment.created.issue",
         "issue_comment.created.issue.with-installation",
@@ -122,7 +183,8 @@ fn comments_that_are_not_commands_are_ignored() {
 
 #[test]
 fn bots_cannot_issue_commands() {
-    let mut json: serde_json::Value = serde_json::from_slice(&fixture("issue_comment.created.pull_request")).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("issue_comment.created.pull_request")).unwrap();
     json["comment"]["body"] = "/preview destroy".into();
     json["comment"]["user"]["type"] = "Bot".into();
     let (_, event) = parse("issue_comment", json.to_string().as_bytes()).unwrap();
@@ -132,21 +194,49 @@ fn bots_cannot_issue_commands() {
 #[test]
 fn command_lines_must_start_with_the_word_preview() {
     assert_eq!(command_line("/preview"), Some("/preview".into()));
-    assert_eq!(command_line("/preview   help"), Some("/preview   help".into()));
+    assert_eq!(
+        command_line("/preview   help"),
+        Some("/preview   help".into())
+    );
     assert_eq!(command_line("/previews please"), None);
     assert_eq!(command_line("please /preview destroy"), None);
-    assert_eq!(command_line(&format!("/preview {}", "x".repeat(500))).unwrap().chars().count(), 200);
-    assert_eq!(command_line(&format!("/preview {}", "é".repeat(300))).unwrap().chars().count(), 200);
+    assert_eq!(
+        command_line(&format!("/preview {}", "x".repeat(500)))
+            .unwrap()
+            .chars()
+            .count(),
+        200
+    );
+    assert_eq!(
+        command_line(&format!("/preview {}", "é".repeat(300)))
+            .unwrap()
+            .chars()
+            .count(),
+        200
+    );
 }
 
 #[test]
 fn installations_list_the_repositories_they_serve() {
-    let Event::Installation(InstallationChange::Present { id, account, repos }) = event_of("installation.created") else { panic!() };
+    let Event::Installation(InstallationChange::Present { id, account, repos }) =
+        event_of("installation.created")
+    else {
+        panic!()
+    };
     assert_eq!((id, account.as_str()), (957_387, "Codertocat"));
     assert_eq!(repos[0].as_str(), "codertocat/hello-world");
-    assert_eq!(event_of("installation.deleted"), Event::Installation(InstallationChange::Gone { id: 2 }));
-    assert!(matches!(event_of("installation_repositories.added"), Event::Installation(InstallationChange::ReposAdded { .. })));
-    assert!(matches!(event_of("installation_repositories.removed"), Event::Installation(InstallationChange::ReposRemoved { .. })));
+    assert_eq!(
+        event_of("installation.deleted"),
+        Event::Installation(InstallationChange::Gone { id: 2 })
+    );
+    assert!(matches!(
+        event_of("installation_repositories.added"),
+        Event::Installation(InstallationChange::ReposAdded { .. })
+    ));
+    assert!(matches!(
+        event_of("installation_repositories.removed"),
+        Event::Installation(InstallationChange::ReposRemoved { .. })
+    ));
     assert_eq!(event_of("ping"), Event::Ping);
     assert_eq!(event_of("ping.with-app_id"), Event::Ping);
 }
@@ -154,7 +244,8 @@ fn installations_list_the_repositories_they_serve() {
 #[test]
 fn unknown_events_and_new_actions_are_ignored_not_rejected() {
     assert!(matches!(event_of("push"), Event::Ignored(_)));
-    let mut json: serde_json::Value = serde_json::from_slice(&fixture("pull_request.opened")).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("pull_request.opened")).unwrap();
     json["action"] = "teleported".into();
     let (action, event) = parse("pull_request", json.to_string().as_bytes()).unwrap();
     assert_eq!(action.as_deref(), Some("teleported"));
@@ -163,27 +254,102 @@ fn unknown_events_and_new_actions_are_ignored_not_rejected() {
 
 #[test]
 fn wrong_types_and_broken_json_are_rejected() {
-    let mut json: serde_json::Value = serde_json::from_slice(&fixture("pull_request.opened")).unwrap();
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("pull_request.opened")).unwrap();
     json["pull_request"]["head"]["sha"] = 42.into();
-    assert!(matches!(parse("pull_request", json.to_string().as_bytes()), Err(Rejection::Malformed { .. })));
+    assert!(matches!(
+        parse("pull_request", json.to_string().as_bytes()),
+        Err(Rejection::Malformed { .. })
+    ));
     json["pull_request"]["head"]["sha"] = "not-a-sha".into();
-    assert!(matches!(parse("pull_request", json.to_string().as_bytes()), Err(Rejection::Malformed { .. })));
+    assert!(matches!(
+        parse("pull_request", json.to_string().as_bytes()),
+        Err(Rejection::Malformed { .. })
+    ));
     let body = fixture("pull_request.opened");
-    assert!(matches!(parse("pull_request", &body[..body.len() / 2]), Err(Rejection::InvalidJson(_))));
-    assert!(matches!(parse("pull_request", b"payload=%7B%7D"), Err(Rejection::InvalidJson(_))));
+    assert!(matches!(
+        parse("pull_request", &body[..body.len() / 2]),
+        Err(Rejection::InvalidJson(_))
+    ));
+    assert!(matches!(
+        parse("pull_request", b"payload=%7B%7D"),
+        Err(Rejection::InvalidJson(_))
+    ));
 }
 
 #[test]
 fn receive_checks_headers_before_the_body() {
     let s = secret("It's a Secret to Everybody");
     let signature = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
-    let headers = Headers { event: Some("ping"), guid: Some("g-1"), hook_id: Some("7"), signature: Some(signature), content_type: Some("application/json") };
-    assert_eq!(receive(None, headers, b"Hello, World!"), Err(Rejection::NoSecret));
-    assert_eq!(receive(Some(&s), Headers { event: None, ..headers }, b"Hello, World!"), Err(Rejection::MissingHeader("X-GitHub-Event")));
-    assert_eq!(receive(Some(&s), Headers { guid: None, ..headers }, b"Hello, World!"), Err(Rejection::MissingHeader("X-GitHub-Delivery")));
-    assert_eq!(receive(Some(&s), Headers { signature: None, ..headers }, b"Hello, World!"), Err(Rejection::MissingHeader("X-Hub-Signature-256")));
-    assert!(matches!(receive(Some(&s), Headers { hook_id: Some("x; drop"), ..headers }, b"Hello, World!"), Err(Rejection::BadHeader(..))));
-    assert!(matches!(receive(Some(&s), Headers { content_type: Some("application/x-www-form-urlencoded"), ..headers }, b"Hello, World!"), Err(Rejection::NotJson(_))));
+    let headers = Headers {
+        event: Some("ping"),
+        guid: Some("g-1"),
+        hook_id: Some("7"),
+        signature: Some(signature),
+        content_type: Some("application/json"),
+    };
+    assert_eq!(
+        receive(None, headers, b"Hello, World!"),
+        Err(Rejection::NoSecret)
+    );
+    assert_eq!(
+        receive(
+            Some(&s),
+            Headers {
+                event: None,
+                ..headers
+            },
+            b"Hello, World!"
+        ),
+        Err(Rejection::MissingHeader("X-GitHub-Event"))
+    );
+    assert_eq!(
+        receive(
+            Some(&s),
+            Headers {
+                guid: None,
+                ..headers
+            },
+            b"Hello, World!"
+        ),
+        Err(Rejection::MissingHeader("X-GitHub-Delivery"))
+    );
+    assert_eq!(
+        receive(
+            Some(&s),
+            Headers {
+                signature: None,
+                ..headers
+            },
+            b"Hello, World!"
+        ),
+        Err(Rejection::MissingHeader("X-Hub-Signature-256"))
+    );
+    assert!(matches!(
+        receive(
+            Some(&s),
+            Headers {
+                hook_id: Some("x; drop"),
+                ..headers
+            },
+            b"Hello, World!"
+        ),
+        Err(Rejection::BadHeader(..))
+    ));
+    assert!(matches!(
+        receive(
+            Some(&s),
+            Headers {
+                content_type: Some("application/x-www-form-urlencoded"),
+                ..headers
+            },
+            b"Hello, World!"
+        ),
+        Err(Rejection::NotJson(_))
+    ));
     // Signature and headers fine, body not JSON.
-    assert!(matches!(receive(Some(&s), headers, b"Hello, World!"), Err(Rejection::InvalidJson(_))));
+    assert!(matches!(
+        receive(Some(&s), headers, b"Hello, World!"),
+        Err(Rejection::InvalidJson(_))
+    ));
 }

@@ -10,10 +10,19 @@ pub struct Response {
 }
 
 /// One request on its own connection (`Connection: close`).
-pub fn request(addr: &str, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> std::io::Result<Response> {
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<Response> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -28,6 +37,8 @@ pub fn request(addr: &str, method: &str, path: &str, headers: &[(&str, String)],
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("no status line in {text:?}")))?;
-    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_owned());
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned());
     Ok(Response { status, body })
 }

@@ -22,7 +22,10 @@ pub const SECRET: &str = "test-secret";
 pub const NOW: i64 = 1_795_910_400;
 
 pub fn fixture_bytes(name: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/github/{name}.json", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/fixtures/github/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -53,10 +56,21 @@ impl TestApp {
 
     pub async fn in_dir(dir: tempfile::TempDir, toml: &str) -> Self {
         let state = dir.path().join("previewd.db");
-        let config = Config::from_toml(toml, vec![("PREVIEWD_STATE".into(), state.display().to_string())]).unwrap();
+        let config = Config::from_toml(
+            toml,
+            vec![("PREVIEWD_STATE".into(), state.display().to_string())],
+        )
+        .unwrap();
         let clock = ManualClock::at(NOW);
-        let (app, _writer) = server::start(config, Arc::new(clock.clone())).await.unwrap();
-        Self { router: server::router(app.clone()), app, clock, dir }
+        let (app, _writer) = server::start(config, Arc::new(clock.clone()))
+            .await
+            .unwrap();
+        Self {
+            router: server::router(app.clone()),
+            app,
+            clock,
+            dir,
+        }
     }
 
     pub fn pool(&self) -> &SqlitePool {
@@ -64,21 +78,40 @@ impl TestApp {
     }
 
     pub async fn send(&self, delivery: &Delivery) -> (StatusCode, serde_json::Value) {
-        let response = self.router.clone().oneshot(delivery.request()).await.unwrap();
+        let response = self
+            .router
+            .clone()
+            .oneshot(delivery.request())
+            .await
+            .unwrap();
         let status = response.status();
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
         let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
         (status, json)
     }
 
     pub async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}")).fetch_one(self.pool()).await.unwrap()
+        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+            .fetch_one(self.pool())
+            .await
+            .unwrap()
     }
 
     /// Rows in every table previewd writes, but the migrations' own.
     pub async fn total_rows(&self) -> i64 {
         let mut total = 0;
-        for table in ["previews", "ledger", "sealed_secrets", "commands", "installations", "installation_repositories", "deliveries", "history"] {
+        for table in [
+            "previews",
+            "ledger",
+            "sealed_secrets",
+            "commands",
+            "installations",
+            "installation_repositories",
+            "deliveries",
+            "history",
+        ] {
             total += self.count(table).await;
         }
         total
@@ -98,12 +131,14 @@ impl TestApp {
 
     /// `(what, actor, reason)` of a preview's history, oldest first.
     pub async fn history(&self, repo: &str, number: u32) -> Vec<(String, String, String)> {
-        sqlx::query_as("SELECT what, actor, reason FROM history WHERE repo = ?1 AND number = ?2 ORDER BY id")
-            .bind(repo)
-            .bind(number)
-            .fetch_all(self.pool())
-            .await
-            .unwrap()
+        sqlx::query_as(
+            "SELECT what, actor, reason FROM history WHERE repo = ?1 AND number = ?2 ORDER BY id",
+        )
+        .bind(repo)
+        .bind(number)
+        .fetch_all(self.pool())
+        .await
+        .unwrap()
     }
 
     pub async fn delivery_outcome(&self, guid: &str) -> Option<String> {
