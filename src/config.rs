@@ -41,6 +41,64 @@ pub struct Config {
     pub api_token: Option<Secret>,
     pub clusters: Vec<Cluster>,
     pub repos: Vec<RepoConfig>,
+    pub chart: ChartConfig,
+    pub database: DatabaseConfig,
+    pub tls: TlsConfig,
+    pub dns: DnsConfig,
+}
+
+/// Where Argo CD finds `helpers-chart/`: this repository, pinned to a revision.
+#[derive(Debug, Clone)]
+pub struct ChartConfig {
+    pub repo_url: String,
+    pub path: String,
+    pub revision: String,
+    /// The AppProject that restricts helper Applications to preview destinations.
+    pub project: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatabaseMode {
+    /// A role and database on a shared PostgreSQL server, made by a Job in `namespace`.
+    Shared,
+    /// CloudNativePG `DatabaseRole` + `Database` in the shared Cluster's `namespace`.
+    Cnpg,
+    Off,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseConfig {
+    pub mode: DatabaseMode,
+    /// shared: the provisioner namespace holding the admin credentials; cnpg: the Cluster's.
+    pub namespace: String,
+    pub admin_secret: String,
+    /// The server as previews reach it (shared mode; cnpg uses `<cluster>-rw.<namespace>.svc`).
+    pub host: String,
+    pub port: u16,
+    pub image: String,
+    pub cnpg_cluster: String,
+    pub drop_on_delete: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    CertManager,
+    /// A `kubernetes.io/tls` SealedSecret from previewd's preview CA.
+    Sealed,
+    Off,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    pub mode: TlsMode,
+    pub issuer: String,
+    pub issuer_kind: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct DnsConfig {
+    pub enabled: bool,
+    pub ttl: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -90,15 +148,39 @@ pub struct Cluster {
     pub server: String,
     pub sealing_cert: Option<PathBuf>,
     pub capacity: Option<u32>,
+    /// Where the cluster's ingress answers: DNS records for its previews point here.
+    pub ingress_target: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct RepoConfig {
     pub name: RepoName,
     pub policy: Policy,
+    pub app: AppConfig,
+}
+
+/// What previewd knows of a repository's app: its image, migrations and seed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppConfig {
+    /// Image repository; previews run the tag of the PR's head SHA.
+    pub image: Option<String>,
+    pub migrate_command: Vec<String>,
+    /// A seed set shipped with previewd (see `seeds/`).
+    pub seed: Option<String>,
+    /// Or a seed command run in the app image.
+    pub seed_command: Vec<String>,
 }
 
 impl Config {
+    /// The app settings of `repo` (empty when it has no `[[repos]]` entry).
+    pub fn app_for(&self, repo: &RepoName) -> AppConfig {
+        self.repos
+            .iter()
+            .find(|r| &r.name == repo)
+            .map(|r| r.app.clone())
+            .unwrap_or_default()
+    }
+
     /// The policy for `repo`, or `None` when `[[repos]]` is set and does not list it.
     pub fn policy_for(&self, repo: &RepoName) -> Option<&Policy> {
         if self.repos.is_empty() {
@@ -205,6 +287,52 @@ struct Raw {
     clusters: Vec<RawCluster>,
     #[serde(default)]
     repos: Vec<RawRepo>,
+    #[serde(default)]
+    chart: RawChart,
+    #[serde(default)]
+    database: RawDatabase,
+    #[serde(default)]
+    tls: RawTls,
+    #[serde(default)]
+    dns: RawDns,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChart {
+    repo_url: Option<String>,
+    path: Option<String>,
+    revision: Option<String>,
+    project: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDatabase {
+    mode: Option<String>,
+    namespace: Option<String>,
+    admin_secret: Option<String>,
+    host: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    port: Option<String>,
+    image: Option<String>,
+    cnpg_cluster: Option<String>,
+    drop_on_delete: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    mode: Option<String>,
+    issuer: Option<String>,
+    issuer_kind: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDns {
+    enabled: Option<bool>,
+    ttl: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -257,14 +385,24 @@ struct RawCluster {
     server: String,
     sealing_cert: Option<String>,
     capacity: Option<u32>,
+    ingress_target: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRepo {
     name: String,
-    #[serde(flatten)]
-    policy: RawPolicy,
+    ttl: Option<String>,
+    domain: Option<String>,
+    warn_before: Option<String>,
+    max_lifetime: Option<String>,
+    deploy_drafts: Option<bool>,
+    image: Option<String>,
+    #[serde(default)]
+    migrate_command: Vec<String>,
+    seed: Option<String>,
+    #[serde(default)]
+    seed_command: Vec<String>,
 }
 
 /// `app_id = 12345` and `app_id = "12345"` both work; validation parses the text.
@@ -303,6 +441,23 @@ pub const KEYS: &[&str] = &[
     "defaults.deploy_drafts",
     "sweep.interval",
     "api.token",
+    "chart.repo_url",
+    "chart.path",
+    "chart.revision",
+    "chart.project",
+    "database.mode",
+    "database.namespace",
+    "database.admin_secret",
+    "database.host",
+    "database.port",
+    "database.image",
+    "database.cnpg_cluster",
+    "database.drop_on_delete",
+    "tls.mode",
+    "tls.issuer",
+    "tls.issuer_kind",
+    "dns.enabled",
+    "dns.ttl",
 ];
 
 pub fn env_name(key: &str) -> String {
@@ -319,8 +474,8 @@ impl Raw {
         let Some(key) = KEYS.iter().find(|key| env_name(key) == name) else {
             return Err(ConfigError::UnknownVariable(name.to_owned()));
         };
-        if *key == "defaults.deploy_drafts" {
-            self.defaults.deploy_drafts = Some(match value.as_str() {
+        if let Some(slot) = self.bool_slot(key) {
+            *slot = Some(match value.as_str() {
                 "true" | "1" => true,
                 "false" | "0" => false,
                 _ => {
@@ -336,6 +491,15 @@ impl Raw {
             *slot = Some(value);
         }
         Ok(Some((*key).to_owned()))
+    }
+
+    fn bool_slot(&mut self, key: &str) -> Option<&mut Option<bool>> {
+        Some(match key {
+            "defaults.deploy_drafts" => &mut self.defaults.deploy_drafts,
+            "database.drop_on_delete" => &mut self.database.drop_on_delete,
+            "dns.enabled" => &mut self.dns.enabled,
+            _ => return None,
+        })
     }
 
     fn text_slot(&mut self, key: &str) -> Option<&mut Option<String>> {
@@ -358,6 +522,21 @@ impl Raw {
             "defaults.max_lifetime" => &mut self.defaults.max_lifetime,
             "sweep.interval" => &mut self.sweep.interval,
             "api.token" => &mut self.api.token,
+            "chart.repo_url" => &mut self.chart.repo_url,
+            "chart.path" => &mut self.chart.path,
+            "chart.revision" => &mut self.chart.revision,
+            "chart.project" => &mut self.chart.project,
+            "database.mode" => &mut self.database.mode,
+            "database.namespace" => &mut self.database.namespace,
+            "database.admin_secret" => &mut self.database.admin_secret,
+            "database.host" => &mut self.database.host,
+            "database.port" => &mut self.database.port,
+            "database.image" => &mut self.database.image,
+            "database.cnpg_cluster" => &mut self.database.cnpg_cluster,
+            "tls.mode" => &mut self.tls.mode,
+            "tls.issuer" => &mut self.tls.issuer,
+            "tls.issuer_kind" => &mut self.tls.issuer_kind,
+            "dns.ttl" => &mut self.dns.ttl,
             _ => return None,
         })
     }
@@ -430,8 +609,19 @@ impl Validator {
                 let name = r.name.parse().map_err(|e: crate::preview::BadRepoName| {
                     self.invalid(&format!("repos[{i}].name"), e.to_string(), "owner/repo")
                 })?;
-                let policy = self.policy(&format!("repos[{i}]"), &r.policy, Some(&defaults))?;
-                Ok(RepoConfig { name, policy })
+                let raw_policy = RawPolicy {
+                    ttl: r.ttl.clone(),
+                    domain: r.domain.clone(),
+                    warn_before: r.warn_before.clone(),
+                    max_lifetime: r.max_lifetime.clone(),
+                    deploy_drafts: r.deploy_drafts,
+                };
+                let policy = self.policy(&format!("repos[{i}]"), &raw_policy, Some(&defaults))?;
+                Ok(RepoConfig {
+                    name,
+                    policy,
+                    app: self.app(i, r)?,
+                })
             })
             .collect::<Result<Vec<_>, ConfigError>>()?;
         let clusters = if raw.clusters.is_empty() {
@@ -440,6 +630,7 @@ impl Validator {
                 server: "https://kubernetes.default.svc".into(),
                 sealing_cert: None,
                 capacity: None,
+                ingress_target: None,
             }]
         } else {
             let mut seen = BTreeSet::new();
@@ -454,11 +645,19 @@ impl Validator {
                             "a unique lower-case DNS label",
                         ));
                     }
+                    if let Some(target) = c.ingress_target.as_deref().filter(|t| !is_dns_name(t)) {
+                        return Err(self.invalid(
+                            &format!("clusters[{i}].ingress_target"),
+                            format!("{target:?} is not a host name or IPv4 address"),
+                            "a DNS name like ingress.example.com, or an IPv4 address",
+                        ));
+                    }
                     Ok(Cluster {
                         name: c.name,
                         server: c.server,
                         sealing_cert: c.sealing_cert.map(PathBuf::from),
                         capacity: c.capacity,
+                        ingress_target: c.ingress_target,
                     })
                 })
                 .collect::<Result<_, _>>()?
@@ -482,6 +681,169 @@ impl Validator {
             api_token: self.secret("api.token", raw.api.token)?,
             clusters,
             repos,
+            chart: self.chart(raw.chart)?,
+            database: self.database(raw.database)?,
+            tls: self.tls(raw.tls)?,
+            dns: DnsConfig {
+                enabled: raw.dns.enabled.unwrap_or(true),
+                ttl: self.duration("dns.ttl", raw.dns.ttl.as_deref(), "5m")?,
+            },
+        })
+    }
+
+    fn app(&self, i: usize, r: &RawRepo) -> Result<AppConfig, ConfigError> {
+        let key = |field: &str| format!("repos[{i}].{field}");
+        if let Some(image) = r.image.as_deref().filter(|image| {
+            image.is_empty() || image.contains(char::is_whitespace) || image.contains('@')
+        }) {
+            return Err(self.invalid(
+                &key("image"),
+                format!("{image:?} is not an image repository"),
+                "a repository without tag, like ghcr.io/acme/shop",
+            ));
+        }
+        if r.image.is_none() && !(r.migrate_command.is_empty() && r.seed_command.is_empty()) {
+            return Err(self.invalid(
+                &key("image"),
+                "commands are set but no image runs them".into(),
+                "the app's image repository",
+            ));
+        }
+        if let Some(seed) = &r.seed {
+            if !r.seed_command.is_empty() {
+                return Err(self.invalid(
+                    &key("seed"),
+                    "both seed and seed_command are set".into(),
+                    "one of them",
+                ));
+            }
+            if crate::seeds::find(seed).is_none() {
+                return Err(self.invalid(
+                    &key("seed"),
+                    format!("{seed:?} is not a seed set previewd ships"),
+                    &crate::seeds::names().join(", "),
+                ));
+            }
+        }
+        Ok(AppConfig {
+            image: r.image.clone(),
+            migrate_command: r.migrate_command.clone(),
+            seed: r.seed.clone(),
+            seed_command: r.seed_command.clone(),
+        })
+    }
+
+    fn chart(&self, raw: RawChart) -> Result<ChartConfig, ConfigError> {
+        let revision = raw
+            .revision
+            .unwrap_or_else(|| format!("v{}", env!("CARGO_PKG_VERSION")));
+        if revision.is_empty() || revision == "HEAD" {
+            return Err(self.invalid(
+                "chart.revision",
+                format!("{revision:?} is not pinned"),
+                "a tag or commit SHA, so that every preview renders the chart it was tested with",
+            ));
+        }
+        let project = raw.project.unwrap_or_else(|| "previews".into());
+        if !is_dns_label(&project) {
+            return Err(self.invalid(
+                "chart.project",
+                format!("{project:?} is not an AppProject name"),
+                "a lower-case RFC 1123 label",
+            ));
+        }
+        Ok(ChartConfig {
+            repo_url: raw
+                .repo_url
+                .unwrap_or_else(|| "https://github.com/previewd/previewd.git".into()),
+            path: raw.path.unwrap_or_else(|| "helpers-chart".into()),
+            revision,
+            project,
+        })
+    }
+
+    fn database(&self, raw: RawDatabase) -> Result<DatabaseConfig, ConfigError> {
+        let mode = match raw.mode.as_deref().unwrap_or("shared") {
+            "shared" => DatabaseMode::Shared,
+            "cnpg" => DatabaseMode::Cnpg,
+            "off" => DatabaseMode::Off,
+            other => {
+                return Err(self.invalid(
+                    "database.mode",
+                    format!("{other:?} is not a database mode"),
+                    "shared, cnpg or off",
+                ));
+            }
+        };
+        let label =
+            |key: &str, value: Option<String>, default: &str| -> Result<String, ConfigError> {
+                let value = value.unwrap_or_else(|| default.into());
+                if is_dns_label(&value) {
+                    Ok(value)
+                } else {
+                    Err(self.invalid(
+                        key,
+                        format!("{value:?} is not a valid name"),
+                        "a lower-case RFC 1123 label",
+                    ))
+                }
+            };
+        let namespace = label(
+            "database.namespace",
+            raw.namespace,
+            if mode == DatabaseMode::Cnpg {
+                "postgres"
+            } else {
+                "previewd-system"
+            },
+        )?;
+        let port_text = raw.port.unwrap_or_else(|| "5432".into());
+        let port = port_text.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+            self.invalid(
+                "database.port",
+                format!("{port_text:?} is not a port"),
+                "a number from 1 to 65535",
+            )
+        })?;
+        Ok(DatabaseConfig {
+            mode,
+            admin_secret: label("database.admin_secret", raw.admin_secret, "postgres-admin")?,
+            cnpg_cluster: label("database.cnpg_cluster", raw.cnpg_cluster, "shared-pg")?,
+            host: raw
+                .host
+                .unwrap_or_else(|| format!("postgres.{namespace}.svc")),
+            port,
+            image: raw.image.unwrap_or_else(|| "postgres:17-alpine".into()),
+            drop_on_delete: raw.drop_on_delete.unwrap_or(true),
+            namespace,
+        })
+    }
+
+    fn tls(&self, raw: RawTls) -> Result<TlsConfig, ConfigError> {
+        let mode = match raw.mode.as_deref().unwrap_or("cert-manager") {
+            "cert-manager" => TlsMode::CertManager,
+            "sealed" => TlsMode::Sealed,
+            "off" => TlsMode::Off,
+            other => {
+                return Err(self.invalid(
+                    "tls.mode",
+                    format!("{other:?} is not a TLS mode"),
+                    "cert-manager, sealed or off",
+                ));
+            }
+        };
+        let issuer_kind = raw.issuer_kind.unwrap_or_else(|| "ClusterIssuer".into());
+        if !matches!(issuer_kind.as_str(), "ClusterIssuer" | "Issuer") {
+            return Err(self.invalid(
+                "tls.issuer_kind",
+                format!("{issuer_kind:?} is not an issuer kind"),
+                "ClusterIssuer or Issuer",
+            ));
+        }
+        Ok(TlsConfig {
+            mode,
+            issuer: raw.issuer.unwrap_or_else(|| "previewd-previews".into()),
+            issuer_kind,
         })
     }
 
@@ -636,7 +998,7 @@ impl Validator {
             .domain
             .clone()
             .unwrap_or_else(|| base.map_or("preview.localhost".into(), |b| b.domain.clone()));
-        if domain.is_empty() || domain.len() > 200 || !domain.split('.').all(is_dns_label) {
+        if domain.len() > 200 || !is_dns_name(&domain) {
             return Err(self.invalid(
                 &key("domain"),
                 format!("{domain:?} is not a DNS name"),
@@ -654,6 +1016,11 @@ impl Validator {
                 .unwrap_or(false),
         })
     }
+}
+
+/// A DNS name (labels separated by dots), which also covers IPv4 addresses.
+pub fn is_dns_name(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// An RFC 1123 label: what Kubernetes accepts as a namespace and DNS as one name part.

@@ -181,6 +181,70 @@ impl fmt::Display for Desired {
     }
 }
 
+/// What rendering needs to know of one preview: the PR as last recorded, and where it runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preview {
+    pub key: PreviewKey,
+    pub head_sha: Sha,
+    pub author: String,
+    pub title: String,
+    pub fork: bool,
+    /// Fork PRs: the head SHA a maintainer approved (the only one that may deploy).
+    pub approved_sha: Option<Sha>,
+    pub cluster: String,
+    /// Bumped by `/preview reseed`: a database not seeded at this generation is seeded again.
+    pub seed_generation: u32,
+}
+
+impl Preview {
+    /// A same-repository PR, for tests: `Preview::test().fork().at_sha("…")`.
+    pub fn test() -> Self {
+        Self {
+            key: PreviewKey::new("octo/app".parse().expect("valid"), 7),
+            head_sha: "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+                .parse()
+                .expect("valid"),
+            author: "alice".into(),
+            title: "Add search".into(),
+            fork: false,
+            approved_sha: None,
+            cluster: "in-cluster".into(),
+            seed_generation: 1,
+        }
+    }
+
+    pub fn fork(mut self) -> Self {
+        self.fork = true;
+        self
+    }
+
+    /// Approves the current head SHA.
+    pub fn approved(mut self) -> Self {
+        self.approved_sha = Some(self.head_sha.clone());
+        self
+    }
+
+    pub fn at_sha(mut self, sha: &str) -> Self {
+        self.head_sha = sha.parse().expect("a full SHA");
+        self
+    }
+
+    pub fn of(mut self, key: &str) -> Self {
+        self.key = key.parse().expect("OWNER/REPO#N");
+        self
+    }
+
+    pub fn titled(mut self, title: &str) -> Self {
+        self.title = title.into();
+        self
+    }
+
+    pub fn on(mut self, cluster: &str) -> Self {
+        self.cluster = cluster.into();
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

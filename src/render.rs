@@ -1,0 +1,252 @@
+//! Rendering, pure: a preview and the configuration in, the helper Application out, with
+//! everything `helpers-chart/` needs in `helm.valuesObject`. No I/O; `status` and
+//! `operation` are never written (Argo CD owns them).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::config::{AppConfig, Cluster, Config, DatabaseMode, TlsMode};
+use crate::naming::Names;
+use crate::preview::Preview;
+use crate::seeds;
+
+pub const CASCADE_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io";
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "previewd");
+pub const LABEL_REPO: &str = "previewd.dev/repo";
+pub const LABEL_PR: &str = "previewd.dev/pr";
+/// Longest PR title kept in an annotation.
+const MAX_TITLE: usize = 200;
+
+/// A secret sealed for the preview's cluster, ready for the chart (see `seal`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSecret {
+    pub name: String,
+    pub namespace: String,
+    /// `strict`, `namespace-wide` or `cluster-wide`
+    pub scope: &'static str,
+    pub type_: String,
+    pub encrypted_data: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RenderError {
+    #[error("preview {preview} is placed on cluster {cluster:?}, which is not configured")]
+    UnknownCluster { preview: String, cluster: String },
+    #[error("fork PR {preview} is not approved at {sha}: nothing may be deployed")]
+    NotApproved { preview: String, sha: String },
+}
+
+/// The names of the Secrets a preview's chart refers to; `seal` makes them.
+pub struct SecretNames {
+    /// In the preview namespace: DATABASE_URL and PG* for migrations, seed and the app.
+    pub database_url: String,
+    /// In the provisioner namespace (shared mode): the role's PASSWORD.
+    pub database_password: String,
+    /// In the CloudNativePG Cluster's namespace (cnpg mode): basic-auth username/password.
+    pub database_role: String,
+    /// In the preview namespace: the `kubernetes.io/tls` Secret.
+    pub tls: String,
+}
+
+impl SecretNames {
+    pub fn of(names: &Names) -> Self {
+        Self {
+            database_url: format!("{}-db", names.slug),
+            database_password: format!("{}-db-password", names.slug),
+            database_role: format!("{}-db-role", names.slug),
+            tls: format!("{}-tls", names.slug),
+        }
+    }
+}
+
+/// The helper Application for `preview`.
+pub fn helper_application(
+    preview: &Preview,
+    config: &Config,
+    sealed: &[SealedSecret],
+) -> Result<Value, RenderError> {
+    if preview.fork && preview.approved_sha.as_ref() != Some(&preview.head_sha) {
+        return Err(RenderError::NotApproved {
+            preview: preview.key.to_string(),
+            sha: preview.head_sha.to_string(),
+        });
+    }
+    let cluster = config
+        .clusters
+        .iter()
+        .find(|c| c.name == preview.cluster)
+        .ok_or_else(|| RenderError::UnknownCluster {
+            preview: preview.key.to_string(),
+            cluster: preview.cluster.clone(),
+        })?;
+    let policy = config
+        .policy_for(&preview.key.repo)
+        .unwrap_or(&config.defaults);
+    let names = Names::of(&preview.key, &policy.domain);
+    let labels = labels(preview, &names);
+    let title: String = preview.title.chars().take(MAX_TITLE).collect();
+    let mut annotations = json!({
+        "previewd.dev/repo": preview.key.repo.as_str(),
+        "previewd.dev/head-sha": preview.head_sha.as_str(),
+        "previewd.dev/author": preview.author,
+        "previewd.dev/title": title,
+        "link.argocd.argoproj.io/preview": format!("https://{}", names.host),
+    });
+    if let Some(sha) = &preview.approved_sha {
+        annotations["previewd.dev/approved-sha"] = json!(sha.as_str());
+    }
+    Ok(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {
+            "name": names.application,
+            "namespace": config.sink.argocd_namespace,
+            "labels": labels,
+            "annotations": annotations,
+            // Deleting the Application deletes everything it made, the namespace included.
+            "finalizers": [CASCADE_FINALIZER],
+        },
+        "spec": {
+            "project": config.chart.project,
+            "source": {
+                "repoURL": config.chart.repo_url,
+                "path": config.chart.path,
+                "targetRevision": config.chart.revision,
+                "helm": {
+                    "releaseName": names.slug,
+                    "valuesObject": values(preview, config, cluster, &names, sealed),
+                },
+            },
+            "destination": {"server": cluster.server, "namespace": names.slug},
+            "syncPolicy": {
+                "automated": {"prune": true, "selfHeal": true},
+                "syncOptions": ["PrunePropagationPolicy=foreground"],
+                "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
+            },
+        },
+    }))
+}
+
+fn labels(preview: &Preview, names: &Names) -> Value {
+    json!({
+        MANAGED_BY.0: MANAGED_BY.1,
+        LABEL_REPO: names.repo_label,
+        LABEL_PR: preview.key.number.to_string(),
+    })
+}
+
+/// `helm.valuesObject`: every value `helpers-chart/values.schema.json` describes.
+pub fn values(
+    preview: &Preview,
+    config: &Config,
+    cluster: &Cluster,
+    names: &Names,
+    sealed: &[SealedSecret],
+) -> Value {
+    let app = config.app_for(&preview.key.repo);
+    let secrets = SecretNames::of(names);
+    let database = &config.database;
+    let database_on = database.mode != DatabaseMode::Off;
+    json!({
+        "preview": {
+            "repo": preview.key.repo.as_str(),
+            "number": preview.key.number,
+            "sha": preview.head_sha.as_str(),
+            "author": preview.author,
+            "host": names.host,
+        },
+        "namespace": names.slug,
+        "labels": labels(preview, names),
+        "sealedSecrets": sealed.iter().map(|s| json!({
+            "name": s.name,
+            "namespace": s.namespace,
+            "scope": s.scope,
+            "type": s.type_,
+            "encryptedData": s.encrypted_data,
+        })).collect::<Vec<_>>(),
+        "tls": match config.tls.mode {
+            TlsMode::CertManager => json!({
+                "mode": "cert-manager",
+                "secretName": secrets.tls,
+                "issuer": {"name": config.tls.issuer, "kind": config.tls.issuer_kind},
+            }),
+            TlsMode::Sealed => json!({"mode": "sealed", "secretName": secrets.tls}),
+            TlsMode::Off => json!({"mode": "off"}),
+        },
+        "database": match database.mode {
+            DatabaseMode::Off => json!({"mode": "off"}),
+            DatabaseMode::Shared => json!({
+                "mode": "shared",
+                "name": names.database,
+                "role": names.database,
+                "urlSecret": secrets.database_url,
+                "shared": {
+                    "namespace": database.namespace,
+                    "adminSecret": database.admin_secret,
+                    "passwordSecret": secrets.database_password,
+                    "image": database.image,
+                    "dropOnDelete": database.drop_on_delete,
+                },
+            }),
+            DatabaseMode::Cnpg => json!({
+                "mode": "cnpg",
+                "name": names.database,
+                "role": names.database,
+                "urlSecret": secrets.database_url,
+                "cnpg": {
+                    "namespace": database.namespace,
+                    "cluster": database.cnpg_cluster,
+                    "passwordSecret": secrets.database_role,
+                },
+            }),
+        },
+        "migrations": migrations(&app, preview),
+        "seed": if database_on { seed(&app, preview, &database.image) } else { json!({"enabled": false}) },
+        "dns": match (&cluster.ingress_target, config.dns.enabled) {
+            (Some(target), true) => json!({"enabled": true, "target": target, "ttl": config.dns.ttl.as_secs()}),
+            _ => json!({"enabled": false}),
+        },
+    })
+}
+
+fn image(app: &AppConfig, preview: &Preview) -> Option<String> {
+    app.image
+        .as_ref()
+        .map(|image| format!("{image}:{}", preview.head_sha))
+}
+
+fn migrations(app: &AppConfig, preview: &Preview) -> Value {
+    match image(app, preview) {
+        Some(image) if !app.migrate_command.is_empty() => {
+            json!({"enabled": true, "image": image, "command": app.migrate_command})
+        }
+        _ => json!({"enabled": false}),
+    }
+}
+
+fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
+    if let Some(files) = app.seed.as_deref().and_then(seeds::find) {
+        let files: BTreeMap<&str, &str> = files.iter().copied().collect();
+        return json!({
+            "enabled": true,
+            "generation": preview.seed_generation,
+            "mode": "sql",
+            "image": psql_image,
+            "files": files,
+        });
+    }
+    match image(app, preview) {
+        Some(image) if !app.seed_command.is_empty() => json!({
+            "enabled": true,
+            "generation": preview.seed_generation,
+            "mode": "command",
+            "command": app.seed_command,
+            "commandImage": image,
+        }),
+        _ => json!({"enabled": false}),
+    }
+}
+
+#[cfg(test)]
+mod tests;

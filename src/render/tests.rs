@@ -1,0 +1,126 @@
+//! The helper Application as Argo CD will receive it, snapshot-tested.
+
+use super::*;
+
+const CONFIG: &str = r#"
+[defaults]
+domain = "preview.example.com"
+
+[chart]
+repo_url = "https://github.com/acme/previewd.git"
+revision = "v0.1.0"
+
+[[clusters]]
+name = "eu-1"
+server = "https://eu-1.k8s.example.com"
+ingress_target = "ingress.eu-1.example.com"
+
+[[repos]]
+name = "octo/app"
+image = "ghcr.io/octo/app"
+migrate_command = ["bin/migrate", "--yes"]
+seed = "example"
+
+[[repos]]
+name = "octo/worker"
+image = "ghcr.io/octo/worker"
+seed_command = ["bin/seed"]
+"#;
+
+fn config() -> Config {
+    Config::from_toml(CONFIG, Vec::new()).unwrap()
+}
+
+fn render(preview: &Preview) -> Value {
+    helper_application(preview, &config(), &[]).unwrap()
+}
+
+fn yaml(preview: &Preview) -> String {
+    crate::yaml::to_string(&render(preview))
+}
+
+#[test]
+fn normal_pr_renders_the_helper_application() {
+    insta::assert_snapshot!(yaml(&Preview::test().on("eu-1")));
+}
+
+#[test]
+fn fork_pr_after_approval_renders_with_the_approved_sha() {
+    insta::assert_snapshot!(yaml(&Preview::test().on("eu-1").fork().approved()));
+}
+
+#[test]
+fn fork_pr_without_approval_of_its_head_renders_nothing() {
+    let preview = Preview::test()
+        .on("eu-1")
+        .fork()
+        .approved()
+        .at_sha("1111111111111111111111111111111111111111");
+    assert!(matches!(
+        helper_application(&preview, &config(), &[]),
+        Err(RenderError::NotApproved { .. })
+    ));
+}
+
+#[test]
+fn very_long_repository_names_get_valid_hashed_names() {
+    let long = format!(
+        "{}/{}#98765",
+        "o".repeat(39),
+        "very-long-repository-name-".repeat(3).trim_end_matches('-')
+    );
+    insta::assert_snapshot!(yaml(&Preview::test().on("eu-1").of(&long)));
+}
+
+#[test]
+fn unicode_titles_are_kept_as_text() {
+    let preview = Preview::test()
+        .on("eu-1")
+        .titled("Añadir búsqueda 🔍 — \"quotes\" & <tags>\nsecond line");
+    let app = render(&preview);
+    assert_eq!(
+        app["metadata"]["annotations"]["previewd.dev/title"],
+        "Añadir búsqueda 🔍 — \"quotes\" & <tags>\nsecond line"
+    );
+    insta::assert_snapshot!(yaml(&preview));
+}
+
+#[test]
+fn command_seeds_run_in_the_app_image() {
+    let values = &render(&Preview::test().on("eu-1").of("octo/worker#3"))["spec"]["source"]["helm"]
+        ["valuesObject"];
+    assert_eq!(values["seed"]["mode"], "command");
+    assert_eq!(
+        values["seed"]["commandImage"],
+        "ghcr.io/octo/worker:ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+    );
+    assert_eq!(values["migrations"]["enabled"], false);
+}
+
+#[test]
+fn status_and_operation_are_never_written() {
+    let app = render(&Preview::test().on("eu-1"));
+    assert!(app.get("status").is_none() && app.get("operation").is_none());
+    assert_eq!(app["metadata"]["finalizers"][0], CASCADE_FINALIZER);
+}
+
+#[test]
+fn an_unknown_cluster_is_an_error_not_a_guess() {
+    let error = helper_application(&Preview::test().on("mars-1"), &config(), &[]).unwrap_err();
+    assert!(error.to_string().contains("mars-1"), "{error}");
+}
+
+#[test]
+fn the_embedded_defaults_render_on_the_in_cluster_cluster() {
+    let defaults = Config::from_toml("", Vec::new()).unwrap();
+    let app = helper_application(&Preview::test(), &defaults, &[]).unwrap();
+    assert_eq!(
+        app["spec"]["destination"]["server"],
+        "https://kubernetes.default.svc"
+    );
+    assert_eq!(app["metadata"]["namespace"], "argocd");
+    assert_eq!(
+        app["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"],
+        false
+    );
+}

@@ -1,0 +1,144 @@
+//! A small YAML writer for JSON values: block style, and every string that could be read
+//! back as anything else (a number, a boolean, a null, or with special characters) written
+//! as a JSON string, which YAML reads identically. Output only; previewd never parses YAML.
+
+use serde_json::Value;
+
+pub fn to_string(value: &Value) -> String {
+    let mut out = String::new();
+    match value {
+        Value::Object(map) if !map.is_empty() => write_map(&mut out, map, 0),
+        Value::Array(items) if !items.is_empty() => write_list(&mut out, items, 0),
+        scalar => {
+            out.push_str(&scalar_text(scalar));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn write_map(out: &mut String, map: &serde_json::Map<String, Value>, indent: usize) {
+    for (key, value) in map {
+        out.push_str(&" ".repeat(indent));
+        out.push_str(&string_text(key));
+        out.push(':');
+        write_child(out, value, indent);
+    }
+}
+
+fn write_list(out: &mut String, items: &[Value], indent: usize) {
+    for item in items {
+        out.push_str(&" ".repeat(indent));
+        out.push('-');
+        match item {
+            // `- key: value` with the rest of the map aligned under the first key.
+            Value::Object(map) if !map.is_empty() => {
+                let mut nested = String::new();
+                write_map(&mut nested, map, indent + 2);
+                out.push(' ');
+                out.push_str(&nested[indent + 2..]);
+            }
+            other => write_child(out, other, indent),
+        }
+    }
+}
+
+fn write_child(out: &mut String, value: &Value, indent: usize) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            out.push('\n');
+            write_map(out, map, indent + 2);
+        }
+        Value::Array(items) if !items.is_empty() => {
+            out.push('\n');
+            write_list(out, items, indent + 2);
+        }
+        scalar => {
+            out.push(' ');
+            out.push_str(&scalar_text(scalar));
+            out.push('\n');
+        }
+    }
+}
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => string_text(s),
+        Value::Object(_) => "{}".into(),
+        Value::Array(_) => "[]".into(),
+        other => other.to_string(),
+    }
+}
+
+fn string_text(s: &str) -> String {
+    let reserved = [
+        "y", "yes", "n", "no", "true", "false", "on", "off", "null", "~",
+    ];
+    let plain = s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_'))
+        && !reserved.contains(&s.to_ascii_lowercase().as_str());
+    if plain {
+        s.to_owned()
+    } else {
+        Value::String(s.to_owned()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn writes_nested_maps_lists_and_scalars() {
+        let value = json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "metadata": {"name": "app", "labels": {"previewd.dev/pr": "7"}, "finalizers": ["resources-finalizer.argocd.argoproj.io"]},
+            "spec": {"list": [{"a": 1, "b": [true, null]}, "x"], "empty": {}, "none": []}
+        });
+        let expected = "\
+apiVersion: argoproj.io/v1alpha1
+metadata:
+  name: app
+  labels:
+    previewd.dev/pr: \"7\"
+  finalizers:
+    - resources-finalizer.argocd.argoproj.io
+spec:
+  list:
+    - a: 1
+      b:
+        - true
+        - null
+    - x
+  empty: {}
+  none: []
+";
+        assert_eq!(to_string(&value), expected);
+    }
+
+    #[test]
+    fn strings_that_would_change_meaning_are_quoted() {
+        for s in [
+            "on",
+            "Off",
+            "yes",
+            "null",
+            "~",
+            "123",
+            "1e3",
+            "a: b",
+            "- x",
+            "#c",
+            "",
+            " lead",
+            "é",
+            "multi\nline",
+            "<script>",
+        ] {
+            let text = to_string(&json!({ "k": s }));
+            assert!(text.starts_with("k: \""), "{s:?} was written as {text:?}");
+        }
+    }
+}
