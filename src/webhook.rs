@@ -96,6 +96,22 @@ pub struct PullRequestEvent {
     pub sender: String,
 }
 
+impl PullRequestEvent {
+    /// The preview this PR would have on `cluster`.
+    pub fn preview(&self, cluster: &str) -> crate::preview::Preview {
+        crate::preview::Preview {
+            key: self.key.clone(),
+            head_sha: self.head_sha.clone(),
+            author: self.author.clone(),
+            title: self.title.clone(),
+            fork: self.fork,
+            approved_sha: None,
+            cluster: cluster.to_owned(),
+            seed_generation: 1,
+        }
+    }
+}
+
 /// A new PR comment holding a `/preview` command line (parsed later, by the reconciler).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandComment {

@@ -2,6 +2,9 @@
 """Renders helpers-chart with the real Helm library and validates every object.
 
 Usage: check_chart.py CHART VALUES.json [--release NAME] [--dump OUT.json]
+       check_chart.py CHART --application APP.yaml [--dump OUT.json]
+           (a helper Application as previewd writes it: the Application itself is validated
+            against its CRD, then the chart is rendered with its release name and values)
        check_chart.py CHART VALUES.json --expect-schema-error TEXT
        check_chart.py --manifests FILE.json        (objects previewd rendered itself)
 
@@ -133,12 +136,24 @@ def main():
     ap.add_argument("--release", default="preview")
     ap.add_argument("--dump")
     ap.add_argument("--manifests")
+    ap.add_argument("--application")
     ap.add_argument("--expect-schema-error")
     args = ap.parse_args()
     if args.manifests:
         objects = [doc for doc in yaml.safe_load_all(Path(args.manifests).read_text()) if doc]
         return 1 if validate(objects) else 0
-    values = json.loads(Path(args.values).read_text())
+    prefix = []
+    if args.application:
+        docs = [doc for doc in yaml.safe_load_all(Path(args.application).read_text()) if doc]
+        apps = [d for d in docs if d.get("kind") == "Application"]
+        if len(apps) != 1:
+            print(f"expected one Application in {args.application}, found {len(apps)}")
+            return 2
+        prefix = apps
+        helm_source = apps[0]["spec"]["source"]["helm"]
+        values, args.release = helm_source["valuesObject"], helm_source["releaseName"]
+    else:
+        values = json.loads(Path(args.values).read_text())
     try:
         objects = render(args.chart, values, args.release)
     except Exception as e:  # helm's errors carry the schema message
@@ -153,7 +168,7 @@ def main():
         return 1
     if args.dump:
         Path(args.dump).write_text(json.dumps(objects, indent=1))
-    return 1 if validate(objects) else 0
+    return 1 if validate(prefix + objects) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,232 @@
+//! helpers-chart rendered by the real Helm library (helm-python-sdk) with what previewd
+//! renders, and every object validated against the Kubernetes and CRD schemas, through
+//! `tests/chart/check_chart.py`. `scripts/test` installs the Python packages.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use previewd::config::Config;
+use previewd::preview::Preview;
+use previewd::render::{self, SealedSecret};
+use serde_json::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The interpreter with helm-python-sdk and kubernetes-validate (`scripts/test` sets it).
+fn python() -> String {
+    std::env::var("PREVIEWD_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// Runs the checker; returns (success, output).
+fn check(args: &[&str]) -> (bool, String) {
+    let output = Command::new(python())
+        .arg(format!("{ROOT}/tests/chart/check_chart.py"))
+        .args(args)
+        .output()
+        .expect("running python");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        !text.contains("ModuleNotFoundError"),
+        "the chart tests need helm-python-sdk, kubernetes-validate, jsonschema and pyyaml: run scripts/test\n{text}"
+    );
+    (output.status.success(), text)
+}
+
+fn chart() -> String {
+    format!("{ROOT}/helpers-chart")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Renders the Application for `preview` under `config`, then renders and validates the chart.
+fn assert_valid(config_toml: &str, preview: &Preview, sealed: &[SealedSecret], objects: usize) -> Vec<Value> {
+    let config = Config::from_toml(config_toml, Vec::new()).unwrap();
+    let application = render::helper_application(preview, &config, sealed).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app = write(dir.path(), "app.yaml", &previewd::yaml::to_string(&application));
+    let dump = dir.path().join("objects.json");
+    let (ok, out) = check(&[&chart(), "--application", app.to_str().unwrap(), "--dump", dump.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    // The Application itself is validated too, hence one more than the chart's objects.
+    assert!(out.trim_end().ends_with(&format!("validated {} objects, 0 failed", objects + 1)), "{out}");
+    serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap()
+}
+
+const FULL: &str = r#"
+[defaults]
+domain = "preview.example.com"
+[[clusters]]
+name = "eu-1"
+server = "https://eu-1.k8s.example.com"
+ingress_target = "ingress.eu-1.example.com"
+[[repos]]
+name = "octo/app"
+image = "ghcr.io/octo/app"
+migrate_command = ["bin/migrate"]
+seed = "example"
+"#;
+
+fn sealed(name: &str, namespace: &str, scope: &'static str, key: &str) -> SealedSecret {
+    SealedSecret {
+        name: name.into(),
+        namespace: namespace.into(),
+        scope,
+        type_: "Opaque".into(),
+        encrypted_data: [(key.to_string(), "AgBy3i4OJSWK+PiTySYZZA==".to_string())].into(),
+    }
+}
+
+fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object["metadata"]["annotations"][key].as_str()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, suffix: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"].as_str().unwrap().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no {kind} *{suffix}"))
+}
+
+#[test]
+fn everything_on_renders_valid_objects_in_sync_wave_order() {
+    let preview = Preview::test().on("eu-1");
+    let secrets = [
+        sealed("octo-app-pr-7-db", "octo-app-pr-7", "strict", "DATABASE_URL"),
+        sealed("octo-app-pr-7-db-password", "previewd-system", "strict", "PASSWORD"),
+    ];
+    // Namespace, 2 SealedSecrets, Certificate, DB ConfigMap + create + drop Jobs, migrate
+    // Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 12.
+    let objects = assert_valid(FULL, &preview, &secrets, 12);
+    let wave = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
+    let hook = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook");
+    assert_eq!(wave("Namespace", "pr-7"), Some("-2"));
+    assert_eq!(wave("SealedSecret", "-db"), Some("-2"));
+    assert_eq!(wave("Certificate", "-tls"), Some("-2"));
+    assert_eq!((hook("Job", "-db-create"), wave("Job", "-db-create")), (Some("Sync"), Some("-1")));
+    assert_eq!((hook("Job", "-migrate"), wave("Job", "-migrate")), (Some("Sync"), Some("0")));
+    assert_eq!(wave("DNSEndpoint", "-dns"), Some("1"));
+    assert_eq!(hook("Job", "-seed"), Some("PostSync"));
+    assert_eq!(hook("Job", "-db-drop"), Some("PostDelete"));
+    // The admin credentials are only ever referenced from the provisioner namespace.
+    for job in objects.iter().filter(|o| o["kind"] == "Job") {
+        let uses_admin = job.to_string().contains("postgres-admin");
+        assert_eq!(uses_admin, job["metadata"]["namespace"] == "previewd-system", "{}", job["metadata"]["name"]);
+    }
+    assert_eq!(find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"], "CNAME");
+}
+
+#[test]
+fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
+    let config = r#"
+        [database]
+        mode = "cnpg"
+        namespace = "pg-shared"
+        cnpg_cluster = "shared"
+        [tls]
+        mode = "sealed"
+        [[clusters]]
+        name = "lab"
+        server = "https://lab.example.com"
+        ingress_target = "10.20.30.40"
+        [[repos]]
+        name = "octo/app"
+        image = "ghcr.io/octo/app"
+        seed_command = ["bin/rails", "db:seed"]
+    "#;
+    let secrets = [sealed("octo-app-pr-7-tls", "octo-app-pr-7", "strict", "tls.key")];
+    // Namespace, SealedSecret, DatabaseRole, Database, seed Job, DNSEndpoint.
+    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 6);
+    let role = find(&objects, "DatabaseRole", "-role");
+    assert_eq!(role["metadata"]["namespace"], "pg-shared");
+    assert_eq!(find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"], "delete");
+    assert_eq!(find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"], "A");
+}
+
+#[test]
+fn everything_off_renders_just_the_namespace() {
+    let config = "[database]\nmode = \"off\"\n[tls]\nmode = \"off\"\n[dns]\nenabled = false\n";
+    assert_valid(config, &Preview::test(), &[], 1);
+}
+
+#[test]
+fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
+    let long = format!("{}/{}#98765", "o".repeat(39), "very-long-repository-name-".repeat(3).trim_end_matches('-'));
+    // octo/app has migrations and a seed (10 objects); the others have no [[repos]] entry (6).
+    for (preview, objects) in [
+        (Preview::test().on("eu-1").fork().approved(), 10),
+        (Preview::test().on("eu-1").of(&long), 6),
+        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 6),
+        (Preview::test().on("eu-1").titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""), 10),
+    ] {
+        assert_valid(FULL, &preview, &[], objects);
+    }
+}
+
+#[test]
+fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(dir.path(), "previewd.toml", "[defaults]\ndomain = \"preview.example.com\"\n");
+    for event in ["pull_request.opened", "pull_request.synchronize", "pull_request.reopened", "pull_request.ready_for_review", "pull_request.opened.with-null-body"] {
+        let out = dir.path().join(event);
+        let status = Command::new(env!("CARGO_BIN_EXE_previewd"))
+            .args(["--config", config.to_str().unwrap(), "render", "--out", out.to_str().unwrap(), "--event"])
+            .arg(format!("{ROOT}/tests/fixtures/github/{event}.json"))
+            .env_clear()
+            .status()
+            .unwrap();
+        assert!(status.success(), "{event}");
+        let app = out.join("codertocat-hello-world-pr-2-helpers.yaml");
+        // No [[repos]] entry: no migrations or seed; the default cluster has no ingress
+        // target: no DNS record. Left: the Application, Namespace, Certificate, and the
+        // database's ConfigMap, create and drop Jobs.
+        let (ok, output) = check(&[&chart(), "--application", app.to_str().unwrap()]);
+        assert!(ok && output.trim_end().ends_with("validated 6 objects, 0 failed"), "{event}: {output}");
+    }
+}
+
+#[test]
+fn render_refuses_what_is_not_a_pull_request_event() {
+    for event in ["issue_comment.created.pull_request", "ping", "push"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_previewd"))
+            .args(["render", "--event"])
+            .arg(format!("{ROOT}/tests/fixtures/github/{event}.json"))
+            .env_clear()
+            .current_dir(tempfile::tempdir().unwrap().path())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{event}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("not a pull_request event"), "{stderr}");
+    }
+}
+
+#[test]
+fn values_the_chart_cannot_render_are_refused_by_its_schema() {
+    let config = Config::from_toml(FULL, Vec::new()).unwrap();
+    let application = render::helper_application(&Preview::test().on("eu-1"), &config, &[]).unwrap();
+    let good = application["spec"]["source"]["helm"]["valuesObject"].clone();
+    let cases: [(&str, fn(&mut Value)); 7] = [
+        ("/namespace", |v| v["namespace"] = "Not_A_Label".into()),
+        ("/preview/sha", |v| v["preview"]["sha"] = "main".into()),
+        ("/database/mode", |v| v["database"]["mode"] = "mysql".into()),
+        ("/database/name", |v| v["database"]["name"] = "x; DROP DATABASE postgres".into()),
+        ("/dns/ttl", |v| v["dns"]["ttl"] = "300".into()),
+        ("/migrations", |v| v["migrations"]["command"] = serde_json::json!([])),
+        ("propertyName", |v| v["seed"]["files"] = serde_json::json!({"../../etc/passwd": "x"})),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (path, edit) in cases {
+        let mut values = good.clone();
+        edit(&mut values);
+        let file = write(dir.path(), "values.json", &values.to_string());
+        let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--expect-schema-error", path]);
+        assert!(ok, "{path}: {out}");
+    }
+    let file = write(dir.path(), "values.json", &good.to_string());
+    assert!(check(&[&chart(), file.to_str().unwrap()]).0, "the unedited values render");
+}
