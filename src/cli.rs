@@ -82,32 +82,69 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
         .get("pull_request")
         .is_some_and(serde_json::Value::is_object);
     if !is_pull_request {
-        anyhow::bail!("{} is not a pull_request event (it has no pull_request object)", event.display());
+        anyhow::bail!(
+            "{} is not a pull_request event (it has no pull_request object)",
+            event.display()
+        );
     }
-    let (action, payload) = crate::webhook::parse("pull_request", &body).map_err(|e| anyhow::anyhow!("{}: {e}", event.display()))?;
+    let (action, payload) = crate::webhook::parse("pull_request", &body)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", event.display()))?;
     let Event::PullRequest(pr) = &payload else {
-        anyhow::bail!("{}: nothing to render ({})", event.display(), match &payload {
-            Event::Ignored(why) => why.clone(),
-            other => format!("{other:?}"),
-        });
+        anyhow::bail!(
+            "{}: nothing to render ({})",
+            event.display(),
+            match &payload {
+                Event::Ignored(why) => why.clone(),
+                other => format!("{other:?}"),
+            }
+        );
     };
-    let delivery = Delivery { hook_id: String::new(), guid: "render".into(), event: "pull_request".into(), action, payload: payload.clone() };
-    let intent = crate::intent::decide(&delivery, config, crate::clock::Clock::now(&crate::clock::SystemClock));
+    let delivery = Delivery {
+        hook_id: String::new(),
+        guid: "render".into(),
+        event: "pull_request".into(),
+        action,
+        payload: payload.clone(),
+    };
+    let intent = crate::intent::decide(
+        &delivery,
+        config,
+        crate::clock::Clock::now(&crate::clock::SystemClock),
+    );
     if intent.outcome == Outcome::Refused {
         anyhow::bail!("{}", intent.detail);
     }
-    let Change::PullRequest(change) = &intent.change else { anyhow::bail!("{}", intent.detail) };
+    let Change::PullRequest(change) = &intent.change else {
+        anyhow::bail!("{}", intent.detail)
+    };
     // Placement across clusters is the reconciler's; offline, the first cluster stands in.
     let cluster = &config.clusters[0].name;
-    let names = crate::naming::Names::of(&pr.key, &config.policy_for(&pr.key.repo).unwrap_or(&config.defaults).domain);
+    let names = crate::naming::Names::of(
+        &pr.key,
+        &config
+            .policy_for(&pr.key.repo)
+            .unwrap_or(&config.defaults)
+            .domain,
+    );
     match change.desired {
         Some(Desired::Deployed) => {}
         Some(Desired::Absent) => {
-            eprintln!("{}: PR closed: previewd would delete Application {}/{}", pr.key, config.sink.argocd_namespace, names.application);
+            eprintln!(
+                "{}: PR closed: previewd would delete Application {}/{}",
+                pr.key, config.sink.argocd_namespace, names.application
+            );
             return Ok(());
         }
         Some(Desired::AwaitingApproval) | Some(Desired::Draft) | None => {
-            eprintln!("{}: nothing to apply: {}", pr.key, if change.reason.is_empty() { &intent.detail } else { &change.reason });
+            eprintln!(
+                "{}: nothing to apply: {}",
+                pr.key,
+                if change.reason.is_empty() {
+                    &intent.detail
+                } else {
+                    &change.reason
+                }
+            );
             return Ok(());
         }
     }

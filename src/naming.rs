@@ -81,10 +81,16 @@ pub fn label(text: &str, max: usize, identity: &str) -> String {
 /// hashed label when it cannot be one as it is.
 pub fn label_value(text: &str, identity: &str) -> String {
     let valid = text.len() <= 63
-        && text.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         && text.starts_with(|c: char| c.is_ascii_alphanumeric())
         && text.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if valid { text.to_owned() } else { label(text, 63, identity) }
+    if valid {
+        text.to_owned()
+    } else {
+        label(text, 63, identity)
+    }
 }
 
 fn short_hash(text: &str) -> String {

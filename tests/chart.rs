@@ -24,7 +24,11 @@ fn check(args: &[&str]) -> (bool, String) {
         .args(args)
         .output()
         .expect("running python");
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(
         !text.contains("ModuleNotFoundError"),
         "the chart tests need helm-python-sdk, kubernetes-validate, jsonschema and pyyaml: run scripts/test\n{text}"
@@ -43,16 +47,35 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 /// Renders the Application for `preview` under `config`, then renders and validates the chart.
-fn assert_valid(config_toml: &str, preview: &Preview, sealed: &[SealedSecret], objects: usize) -> Vec<Value> {
+fn assert_valid(
+    config_toml: &str,
+    preview: &Preview,
+    sealed: &[SealedSecret],
+    objects: usize,
+) -> Vec<Value> {
     let config = Config::from_toml(config_toml, Vec::new()).unwrap();
     let application = render::helper_application(preview, &config, sealed).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let app = write(dir.path(), "app.yaml", &previewd::yaml::to_string(&application));
+    let app = write(
+        dir.path(),
+        "app.yaml",
+        &previewd::yaml::to_string(&application),
+    );
     let dump = dir.path().join("objects.json");
-    let (ok, out) = check(&[&chart(), "--application", app.to_str().unwrap(), "--dump", dump.to_str().unwrap()]);
+    let (ok, out) = check(&[
+        &chart(),
+        "--application",
+        app.to_str().unwrap(),
+        "--dump",
+        dump.to_str().unwrap(),
+    ]);
     assert!(ok, "{out}");
     // The Application itself is validated too, hence one more than the chart's objects.
-    assert!(out.trim_end().ends_with(&format!("validated {} objects, 0 failed", objects + 1)), "{out}");
+    assert!(
+        out.trim_end()
+            .ends_with(&format!("validated {} objects, 0 failed", objects + 1)),
+        "{out}"
+    );
     serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap()
 }
 
@@ -95,28 +118,53 @@ fn find<'a>(objects: &'a [Value], kind: &str, suffix: &str) -> &'a Value {
 fn everything_on_renders_valid_objects_in_sync_wave_order() {
     let preview = Preview::test().on("eu-1");
     let secrets = [
-        sealed("octo-app-pr-7-db", "octo-app-pr-7", "strict", "DATABASE_URL"),
-        sealed("octo-app-pr-7-db-password", "previewd-system", "strict", "PASSWORD"),
+        sealed(
+            "octo-app-pr-7-db",
+            "octo-app-pr-7",
+            "strict",
+            "DATABASE_URL",
+        ),
+        sealed(
+            "octo-app-pr-7-db-password",
+            "previewd-system",
+            "strict",
+            "PASSWORD",
+        ),
     ];
     // Namespace, 2 SealedSecrets, Certificate, DB ConfigMap + create + drop Jobs, migrate
     // Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 12.
     let objects = assert_valid(FULL, &preview, &secrets, 12);
-    let wave = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
+    let wave =
+        |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
     let hook = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook");
     assert_eq!(wave("Namespace", "pr-7"), Some("-2"));
     assert_eq!(wave("SealedSecret", "-db"), Some("-2"));
     assert_eq!(wave("Certificate", "-tls"), Some("-2"));
-    assert_eq!((hook("Job", "-db-create"), wave("Job", "-db-create")), (Some("Sync"), Some("-1")));
-    assert_eq!((hook("Job", "-migrate"), wave("Job", "-migrate")), (Some("Sync"), Some("0")));
+    assert_eq!(
+        (hook("Job", "-db-create"), wave("Job", "-db-create")),
+        (Some("Sync"), Some("-1"))
+    );
+    assert_eq!(
+        (hook("Job", "-migrate"), wave("Job", "-migrate")),
+        (Some("Sync"), Some("0"))
+    );
     assert_eq!(wave("DNSEndpoint", "-dns"), Some("1"));
     assert_eq!(hook("Job", "-seed"), Some("PostSync"));
     assert_eq!(hook("Job", "-db-drop"), Some("PostDelete"));
     // The admin credentials are only ever referenced from the provisioner namespace.
     for job in objects.iter().filter(|o| o["kind"] == "Job") {
         let uses_admin = job.to_string().contains("postgres-admin");
-        assert_eq!(uses_admin, job["metadata"]["namespace"] == "previewd-system", "{}", job["metadata"]["name"]);
+        assert_eq!(
+            uses_admin,
+            job["metadata"]["namespace"] == "previewd-system",
+            "{}",
+            job["metadata"]["name"]
+        );
     }
-    assert_eq!(find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"], "CNAME");
+    assert_eq!(
+        find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"],
+        "CNAME"
+    );
 }
 
 #[test]
@@ -137,13 +185,24 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         image = "ghcr.io/octo/app"
         seed_command = ["bin/rails", "db:seed"]
     "#;
-    let secrets = [sealed("octo-app-pr-7-tls", "octo-app-pr-7", "strict", "tls.key")];
+    let secrets = [sealed(
+        "octo-app-pr-7-tls",
+        "octo-app-pr-7",
+        "strict",
+        "tls.key",
+    )];
     // Namespace, SealedSecret, DatabaseRole, Database, seed Job, DNSEndpoint.
     let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 6);
     let role = find(&objects, "DatabaseRole", "-role");
     assert_eq!(role["metadata"]["namespace"], "pg-shared");
-    assert_eq!(find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"], "delete");
-    assert_eq!(find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"], "A");
+    assert_eq!(
+        find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"],
+        "delete"
+    );
+    assert_eq!(
+        find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"],
+        "A"
+    );
 }
 
 #[test]
@@ -154,13 +213,22 @@ fn everything_off_renders_just_the_namespace() {
 
 #[test]
 fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
-    let long = format!("{}/{}#98765", "o".repeat(39), "very-long-repository-name-".repeat(3).trim_end_matches('-'));
+    let long = format!(
+        "{}/{}#98765",
+        "o".repeat(39),
+        "very-long-repository-name-".repeat(3).trim_end_matches('-')
+    );
     // octo/app has migrations and a seed (10 objects); the others have no [[repos]] entry (6).
     for (preview, objects) in [
         (Preview::test().on("eu-1").fork().approved(), 10),
         (Preview::test().on("eu-1").of(&long), 6),
         (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 6),
-        (Preview::test().on("eu-1").titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""), 10),
+        (
+            Preview::test()
+                .on("eu-1")
+                .titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""),
+            10,
+        ),
     ] {
         assert_valid(FULL, &preview, &[], objects);
     }
@@ -169,11 +237,28 @@ fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
 #[test]
 fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write(dir.path(), "previewd.toml", "[defaults]\ndomain = \"preview.example.com\"\n");
-    for event in ["pull_request.opened", "pull_request.synchronize", "pull_request.reopened", "pull_request.ready_for_review", "pull_request.opened.with-null-body"] {
+    let config = write(
+        dir.path(),
+        "previewd.toml",
+        "[defaults]\ndomain = \"preview.example.com\"\n",
+    );
+    for event in [
+        "pull_request.opened",
+        "pull_request.synchronize",
+        "pull_request.reopened",
+        "pull_request.ready_for_review",
+        "pull_request.opened.with-null-body",
+    ] {
         let out = dir.path().join(event);
         let status = Command::new(env!("CARGO_BIN_EXE_previewd"))
-            .args(["--config", config.to_str().unwrap(), "render", "--out", out.to_str().unwrap(), "--event"])
+            .args([
+                "--config",
+                config.to_str().unwrap(),
+                "render",
+                "--out",
+                out.to_str().unwrap(),
+                "--event",
+            ])
             .arg(format!("{ROOT}/tests/fixtures/github/{event}.json"))
             .env_clear()
             .status()
@@ -184,7 +269,10 @@ fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
         // target: no DNS record. Left: the Application, Namespace, Certificate, and the
         // database's ConfigMap, create and drop Jobs.
         let (ok, output) = check(&[&chart(), "--application", app.to_str().unwrap()]);
-        assert!(ok && output.trim_end().ends_with("validated 6 objects, 0 failed"), "{event}: {output}");
+        assert!(
+            ok && output.trim_end().ends_with("validated 6 objects, 0 failed"),
+            "{event}: {output}"
+        );
     }
 }
 
@@ -208,25 +296,41 @@ fn render_refuses_what_is_not_a_pull_request_event() {
 #[test]
 fn values_the_chart_cannot_render_are_refused_by_its_schema() {
     let config = Config::from_toml(FULL, Vec::new()).unwrap();
-    let application = render::helper_application(&Preview::test().on("eu-1"), &config, &[]).unwrap();
+    let application =
+        render::helper_application(&Preview::test().on("eu-1"), &config, &[]).unwrap();
     let good = application["spec"]["source"]["helm"]["valuesObject"].clone();
-    let cases: [(&str, fn(&mut Value)); 7] = [
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit); 7] = [
         ("/namespace", |v| v["namespace"] = "Not_A_Label".into()),
         ("/preview/sha", |v| v["preview"]["sha"] = "main".into()),
         ("/database/mode", |v| v["database"]["mode"] = "mysql".into()),
-        ("/database/name", |v| v["database"]["name"] = "x; DROP DATABASE postgres".into()),
+        ("/database/name", |v| {
+            v["database"]["name"] = "x; DROP DATABASE postgres".into()
+        }),
         ("/dns/ttl", |v| v["dns"]["ttl"] = "300".into()),
-        ("/migrations", |v| v["migrations"]["command"] = serde_json::json!([])),
-        ("propertyName", |v| v["seed"]["files"] = serde_json::json!({"../../etc/passwd": "x"})),
+        ("/migrations", |v| {
+            v["migrations"]["command"] = serde_json::json!([])
+        }),
+        ("propertyName", |v| {
+            v["seed"]["files"] = serde_json::json!({"../../etc/passwd": "x"})
+        }),
     ];
     let dir = tempfile::tempdir().unwrap();
     for (path, edit) in cases {
         let mut values = good.clone();
         edit(&mut values);
         let file = write(dir.path(), "values.json", &values.to_string());
-        let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--expect-schema-error", path]);
+        let (ok, out) = check(&[
+            &chart(),
+            file.to_str().unwrap(),
+            "--expect-schema-error",
+            path,
+        ]);
         assert!(ok, "{path}: {out}");
     }
     let file = write(dir.path(), "values.json", &good.to_string());
-    assert!(check(&[&chart(), file.to_str().unwrap()]).0, "the unedited values render");
+    assert!(
+        check(&[&chart(), file.to_str().unwrap()]).0,
+        "the unedited values render"
+    );
 }

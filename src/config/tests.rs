@@ -73,7 +73,10 @@ fn every_key_has_a_variable_that_is_accepted() {
             "github.webhook_secret_file" => continue,
             "github.api_url" => "https://ghe.example.com/api/v3",
             "sink.kind" => "kubernetes",
-            "defaults.domain" | "sink.argocd_namespace" | "chart.project" | "database.namespace" => "example",
+            "defaults.domain"
+            | "sink.argocd_namespace"
+            | "chart.project"
+            | "database.namespace" => "example",
             "database.admin_secret" | "database.cnpg_cluster" => "example",
             "database.mode" => "cnpg",
             "database.port" => "6432",

@@ -1,0 +1,404 @@
+//! The chart's SQL against a real PostgreSQL server (started here with initdb + pg_ctl):
+//! provisioning and seeding are idempotent, and the drop works with sessions open.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A throwaway PostgreSQL listening only on a Unix socket in its own directory.
+struct Postgres {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    as_root: bool,
+}
+
+/// The newest server installation's bin directory (initdb, pg_ctl and psql side by side).
+fn bin_dir() -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|dirs| {
+            dirs.flatten()
+                .map(|d| d.path().join("bin"))
+                .filter(|b| b.join("initdb").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    versions.sort();
+    if let Some(newest) = versions.pop() {
+        return newest;
+    }
+    let found = Command::new("sh")
+        .args(["-c", "command -v initdb"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let initdb = found.expect("PostgreSQL server binaries (initdb, pg_ctl, psql) are needed: run scripts/test, which installs them");
+    let path = std::fs::canonicalize(String::from_utf8_lossy(&initdb.stdout).trim()).unwrap();
+    path.parent().unwrap().to_path_buf()
+}
+
+impl Postgres {
+    fn start() -> Self {
+        let as_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .map(|o| o.stdout.starts_with(b"0\n"))
+            .unwrap_or(false);
+        let dir = tempfile::tempdir().unwrap();
+        let pg = Self {
+            bin: bin_dir(),
+            dir,
+            as_root,
+        };
+        if as_root {
+            // initdb refuses to run as root.
+            assert!(
+                Command::new("chown")
+                    .args(["-R", "postgres:"])
+                    .arg(pg.dir.path())
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+        let data = pg.data();
+        pg.run_server_tool(
+            "initdb",
+            &[
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "-D",
+                data.to_str().unwrap(),
+            ],
+        );
+        let options = format!("-k {} -c listen_addresses=''", data.display());
+        pg.run_server_tool(
+            "pg_ctl",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-o",
+                &options,
+                "-w",
+                "-l",
+                data.join("log").to_str().unwrap(),
+                "start",
+            ],
+        );
+        pg
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn run_server_tool(&self, tool: &str, args: &[&str]) {
+        let program = self.bin.join(tool);
+        let output = if self.as_root {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&program)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&program).args(args).output()
+        }
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// The connection as libpq reads it from the environment.
+    fn env(&self, user: &str, database: &str) -> Vec<(String, String)> {
+        [
+            ("PGHOST", self.data().display().to_string()),
+            ("PGUSER", user.into()),
+            ("PGDATABASE", database.into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
+    /// psql connected as `user` to `database`, with `env` added.
+    fn psql(&self, user: &str, database: &str, env: &[(&str, &str)]) -> Command {
+        let mut command = Command::new(self.bin.join("psql"));
+        command
+            .env_clear()
+            .envs(self.env(user, database))
+            .envs(env.iter().copied())
+            .args(["-X", "-q"]);
+        command
+    }
+
+    fn query(&self, database: &str, sql: &str) -> String {
+        let output = self
+            .psql("postgres", database, &[])
+            .args(["-tA", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// The create or drop Job's command, as the chart runs it.
+    fn provision(&self, phase: &str, name: &str, password: &str) -> Output {
+        self.psql("postgres", "postgres", &[("PREVIEW_PASSWORD", password)])
+            .args([
+                "-v",
+                &format!("role={name}"),
+                "-v",
+                &format!("db={name}"),
+                "-f",
+            ])
+            .arg(chart_file(&format!("{phase}.sql")))
+            .output()
+            .unwrap()
+    }
+
+    /// The seed Job's script, as the chart runs it, as the preview's own role.
+    fn seed(&self, name: &str, files: &Path, generation: u32) -> Output {
+        let tmp = tempfile::tempdir().unwrap();
+        Command::new("sh")
+            .arg(chart_file("seed.sh"))
+            .env_clear()
+            .envs(self.env(name, name))
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
+            .env("PREVIEWD_SEED_GENERATION", generation.to_string())
+            .env("TMPDIR", tmp.path())
+            .env("SEED_DIR", files)
+            .env("SEED_RUNNER", chart_file("seed.sql"))
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.data();
+        let _ = std::panic::catch_unwind(|| {
+            self.run_server_tool(
+                "pg_ctl",
+                &["-D", data.to_str().unwrap(), "-m", "immediate", "stop"],
+            )
+        });
+    }
+}
+
+fn chart_file(name: &str) -> PathBuf {
+    PathBuf::from(format!("{ROOT}/helpers-chart/files/{name}"))
+}
+
+fn ok(output: &Output, what: &str) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{what} failed: {text}");
+    text
+}
+
+const PASSWORD: &str = "correct-horse-battery-staple";
+
+#[test]
+fn provisioning_twice_creates_the_role_and_database_once() {
+    let pg = Postgres::start();
+    ok(
+        &pg.provision("create", "octo_app_pr_7", PASSWORD),
+        "first create",
+    );
+    ok(
+        &pg.provision("create", "octo_app_pr_7", PASSWORD),
+        "second create",
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_7'"
+        ),
+        "1"
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'octo_app_pr_7'"
+        ),
+        "octo_app_pr_7"
+    );
+    assert_eq!(pg.query("postgres", "SELECT rolcanlogin AND rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'octo_app_pr_7'"), "t");
+    // Other roles may not connect: PUBLIC's CONNECT is revoked.
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT has_database_privilege('public', 'octo_app_pr_7', 'CONNECT')"
+        ),
+        "f"
+    );
+}
+
+#[test]
+fn provisioning_refuses_a_missing_or_weak_password_and_creates_nothing() {
+    let pg = Postgres::start();
+    let weak = pg.provision("create", "octo_app_pr_8", "short");
+    assert!(!weak.status.success());
+    let missing = pg
+        .psql("postgres", "postgres", &[])
+        .args(["-v", "role=octo_app_pr_8", "-v", "db=octo_app_pr_8", "-f"])
+        .arg(chart_file("create.sql"))
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_8'"
+        ),
+        "0"
+    );
+}
+
+#[test]
+fn seeding_twice_adds_no_rows_and_a_reseed_restores_them() {
+    let pg = Postgres::start();
+    ok(&pg.provision("create", "octo_app_pr_9", PASSWORD), "create");
+    let files = PathBuf::from(format!("{ROOT}/seeds/example"));
+    let first = ok(&pg.seed("octo_app_pr_9", &files, 1), "first seed");
+    assert!(first.contains("seeded generation 1"), "{first}");
+    let second = ok(&pg.seed("octo_app_pr_9", &files, 1), "second seed");
+    assert!(second.contains("already seeded"), "{second}");
+    assert_eq!(
+        pg.query("octo_app_pr_9", "SELECT count(*) FROM example_users"),
+        "3"
+    );
+    assert_eq!(
+        pg.query("octo_app_pr_9", "SELECT count(*) FROM previewd_seed"),
+        "1"
+    );
+
+    // A reviewer deletes a row; the next sync does not bring it back, a reseed does.
+    pg.query("octo_app_pr_9", "DELETE FROM example_users WHERE id = 2");
+    ok(&pg.seed("octo_app_pr_9", &files, 1), "seed after delete");
+    assert_eq!(
+        pg.query("octo_app_pr_9", "SELECT count(*) FROM example_users"),
+        "2"
+    );
+    ok(&pg.seed("octo_app_pr_9", &files, 2), "reseed");
+    assert_eq!(
+        pg.query("octo_app_pr_9", "SELECT count(*) FROM example_users"),
+        "3"
+    );
+    assert_eq!(
+        pg.query(
+            "octo_app_pr_9",
+            "SELECT string_agg(generation::text, ',' ORDER BY generation) FROM previewd_seed"
+        ),
+        "1,2"
+    );
+}
+
+#[test]
+fn a_failed_seed_leaves_nothing_behind_and_is_retried() {
+    let pg = Postgres::start();
+    ok(
+        &pg.provision("create", "octo_app_pr_10", PASSWORD),
+        "create",
+    );
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(
+        files.path().join("001-table.sql"),
+        "CREATE TABLE t (id int PRIMARY KEY);\nINSERT INTO t VALUES (1);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        files.path().join("002-broken.sql"),
+        "INSERT INTO missing_table VALUES (1);\n",
+    )
+    .unwrap();
+    assert!(!pg.seed("octo_app_pr_10", files.path(), 1).status.success());
+    assert_eq!(
+        pg.query(
+            "octo_app_pr_10",
+            "SELECT count(*) FROM pg_tables WHERE tablename = 't'"
+        ),
+        "0"
+    );
+    assert_eq!(
+        pg.query("octo_app_pr_10", "SELECT count(*) FROM previewd_seed"),
+        "0"
+    );
+    std::fs::write(
+        files.path().join("002-broken.sql"),
+        "INSERT INTO t VALUES (2) ON CONFLICT DO NOTHING;\n",
+    )
+    .unwrap();
+    ok(&pg.seed("octo_app_pr_10", files.path(), 1), "fixed seed");
+    assert_eq!(pg.query("octo_app_pr_10", "SELECT count(*) FROM t"), "2");
+}
+
+#[test]
+fn dropping_with_sessions_open_removes_the_database_and_the_role() {
+    let pg = Postgres::start();
+    ok(
+        &pg.provision("create", "octo_app_pr_11", PASSWORD),
+        "create",
+    );
+    let mut sessions: Vec<Child> = (0..2)
+        .map(|_| {
+            pg.psql("octo_app_pr_11", "octo_app_pr_11", &[])
+                .args(["-c", "SELECT pg_sleep(120)"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pg.query(
+        "postgres",
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'octo_app_pr_11'",
+    ) != "2"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sessions did not connect"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    ok(&pg.provision("drop", "octo_app_pr_11", PASSWORD), "drop");
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_database WHERE datname = 'octo_app_pr_11'"
+        ),
+        "0"
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_11'"
+        ),
+        "0"
+    );
+    for session in &mut sessions {
+        assert!(
+            !session.wait().unwrap().success(),
+            "open sessions are terminated"
+        );
+    }
+    ok(
+        &pg.provision("drop", "octo_app_pr_11", PASSWORD),
+        "dropping again is a no-op",
+    );
+}
