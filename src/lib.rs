@@ -14,6 +14,7 @@ pub mod intent;
 pub mod naming;
 pub mod preview;
 pub mod render;
+pub mod seal;
 pub mod seeds;
 pub mod server;
 pub mod webhook;

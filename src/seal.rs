@@ -1,0 +1,354 @@
+//! Sealing secrets for one cluster, byte for byte as the bitnami-labs sealed-secrets
+//! controller unseals them (`pkg/crypto/crypto.go`), and the inverse for tests and for
+//! operators debugging a preview.
+//!
+//! One value: `base64(len(W) as u16 BE || W || AES-256-GCM(K, nonce 0, value))`, where
+//! `W = RSA-OAEP-SHA256(cert key, K, label)` and `K` is 32 fresh random bytes per value
+//! (the zero nonce is safe only because `K` is never reused). The label binds the value to
+//! where it may be unsealed: `namespace/name` (strict), `namespace`, or nothing (cluster-wide).
+
+use std::collections::BTreeMap;
+
+use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::{Aes256Gcm, Key, Nonce};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use rand::{CryptoRng, RngCore};
+use rsa::pkcs1::{DecodeRsaPrivateKey, DecodeRsaPublicKey};
+use rsa::pkcs8::DecodePrivateKey;
+use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub const NAMESPACE_WIDE: &str = "sealedsecrets.bitnami.com/namespace-wide";
+pub const CLUSTER_WIDE: &str = "sealedsecrets.bitnami.com/cluster-wide";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Only this name in this namespace.
+    Strict,
+    /// Any name in this namespace.
+    NamespaceWide,
+    /// Anywhere on the cluster.
+    ClusterWide,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::NamespaceWide => "namespace-wide",
+            Self::ClusterWide => "cluster-wide",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Strict, Self::NamespaceWide, Self::ClusterWide]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+
+    /// The OAEP label the controller derives from the SealedSecret's own metadata.
+    pub fn label(self, namespace: &str, name: &str) -> String {
+        match self {
+            Self::Strict => format!("{namespace}/{name}"),
+            Self::NamespaceWide => namespace.to_owned(),
+            Self::ClusterWide => String::new(),
+        }
+    }
+
+    /// As the controller reads it: cluster-wide wins over namespace-wide; only `"true"` counts.
+    pub fn of_annotations(annotations: &Value) -> Self {
+        let set = |key: &str| annotations.get(key).and_then(Value::as_str) == Some("true");
+        if set(CLUSTER_WIDE) {
+            Self::ClusterWide
+        } else if set(NAMESPACE_WIDE) {
+            Self::NamespaceWide
+        } else {
+            Self::Strict
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SealError {
+    #[error("not a PEM certificate: {0}")]
+    BadCertificate(String),
+    #[error("the certificate's key is not RSA: {0}")]
+    NotRsa(String),
+    #[error(
+        "the sealing certificate expired at {expired} (Unix time); fetch the controller's current certificate"
+    )]
+    Expired { expired: i64 },
+    #[error("not a PEM RSA private key (PKCS#1 or PKCS#8)")]
+    BadPrivateKey,
+    #[error("encryption failed: {0}")]
+    Encrypt(String),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UnsealError {
+    #[error("not standard padded base64")]
+    Base64,
+    #[error("too short to hold a sealed value")]
+    Truncated,
+    #[error("no key opens it for label {label:?} (wrong key, scope, name or namespace)")]
+    WrongKeyOrLabel { label: String },
+    #[error("the sealed data was altered")]
+    Tampered,
+}
+
+/// A controller's public certificate: what previewd seals with.
+#[derive(Clone, Debug)]
+pub struct SealingCert {
+    key: RsaPublicKey,
+    /// OpenSSH-style `SHA256:<base64>` of the key, as the controller's key registry names
+    /// keys; changes when the controller renews its key.
+    pub fingerprint: String,
+    /// Unix seconds.
+    pub not_after: i64,
+}
+
+impl SealingCert {
+    /// Reads the first certificate of `pem` (as kubeseal does) and refuses an expired one.
+    /// Only the key and the expiry are read: the controller's certificates carry a
+    /// KeyUsage some parsers reject.
+    pub fn from_pem(pem: &str, now: i64) -> Result<Self, SealError> {
+        let (_, parsed) = x509_parser::pem::parse_x509_pem(pem.as_bytes())
+            .map_err(|e| SealError::BadCertificate(e.to_string()))?;
+        let cert = parsed
+            .parse_x509()
+            .map_err(|e| SealError::BadCertificate(e.to_string()))?;
+        let spki = cert.public_key();
+        let key = RsaPublicKey::from_pkcs1_der(&spki.subject_public_key.data)
+            .map_err(|e| SealError::NotRsa(e.to_string()))?;
+        let not_after = cert.validity().not_after.timestamp();
+        if not_after <= now {
+            return Err(SealError::Expired { expired: not_after });
+        }
+        Ok(Self::from_public_key(key, not_after))
+    }
+
+    /// For a key previewd holds itself (the local development key pair).
+    pub fn from_public_key(key: RsaPublicKey, not_after: i64) -> Self {
+        Self {
+            fingerprint: fingerprint(&key),
+            key,
+            not_after,
+        }
+    }
+}
+
+/// SHA-256 over the SSH wire encoding of the key (`ssh-rsa`, e, n as mpints).
+pub fn fingerprint(key: &RsaPublicKey) -> String {
+    use rsa::traits::PublicKeyParts;
+    let mut blob = Vec::new();
+    let mut put = |bytes: &[u8]| {
+        blob.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+        blob.extend_from_slice(bytes);
+    };
+    let mpint = |n: &rsa::BigUint| {
+        let bytes = n.to_bytes_be();
+        if bytes.first().is_some_and(|b| b & 0x80 != 0) {
+            [&[0u8][..], &bytes].concat()
+        } else {
+            bytes
+        }
+    };
+    put(b"ssh-rsa");
+    put(&mpint(key.e()));
+    put(&mpint(key.n()));
+    format!(
+        "SHA256:{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(Sha256::digest(&blob))
+    )
+}
+
+/// Seals one value for `scope` at `namespace`/`name`.
+pub fn seal_value(
+    cert: &SealingCert,
+    scope: Scope,
+    namespace: &str,
+    name: &str,
+    value: &[u8],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<String, SealError> {
+    let mut session_key = [0u8; 32];
+    rng.fill_bytes(&mut session_key);
+    let label = scope.label(namespace, name);
+    let wrapped = cert
+        .key
+        .encrypt(rng, oaep(&label), &session_key)
+        .map_err(|e| SealError::Encrypt(e.to_string()))?;
+    let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&session_key));
+    let sealed = cipher
+        .encrypt(Nonce::from_slice(&[0u8; 12]), value)
+        .map_err(|e| SealError::Encrypt(e.to_string()))?;
+    let length =
+        u16::try_from(wrapped.len()).map_err(|_| SealError::Encrypt("RSA key too large".into()))?;
+    let mut out = Vec::with_capacity(2 + wrapped.len() + sealed.len());
+    out.extend_from_slice(&length.to_be_bytes());
+    out.extend_from_slice(&wrapped);
+    out.extend_from_slice(&sealed);
+    Ok(STANDARD.encode(out))
+}
+
+/// Opens one value with any of `keys` (the controller tries each key it holds).
+pub fn unseal_value(
+    keys: &[RsaPrivateKey],
+    scope: Scope,
+    namespace: &str,
+    name: &str,
+    value: &str,
+) -> Result<Vec<u8>, UnsealError> {
+    let cleaned: String = value.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+    let raw = STANDARD.decode(cleaned).map_err(|_| UnsealError::Base64)?;
+    let (length, rest) = raw.split_first_chunk::<2>().ok_or(UnsealError::Truncated)?;
+    let length = usize::from(u16::from_be_bytes(*length));
+    if rest.len() < length + 16 {
+        return Err(UnsealError::Truncated);
+    }
+    let (wrapped, sealed) = rest.split_at(length);
+    let label = scope.label(namespace, name);
+    let session_key = keys
+        .iter()
+        .find_map(|key| key.decrypt(oaep(&label), wrapped).ok())
+        .ok_or(UnsealError::WrongKeyOrLabel { label })?;
+    if session_key.len() != 32 {
+        return Err(UnsealError::Tampered);
+    }
+    let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&session_key));
+    cipher
+        .decrypt(Nonce::from_slice(&[0u8; 12]), sealed)
+        .map_err(|_| UnsealError::Tampered)
+}
+
+fn oaep(label: &str) -> Oaep {
+    if label.is_empty() {
+        Oaep::new::<Sha256>()
+    } else {
+        Oaep::new_with_label::<Sha256, _>(label)
+    }
+}
+
+pub fn private_key_from_pem(pem: &str) -> Result<RsaPrivateKey, SealError> {
+    RsaPrivateKey::from_pkcs1_pem(pem)
+        .or_else(|_| RsaPrivateKey::from_pkcs8_pem(pem))
+        .map_err(|_| SealError::BadPrivateKey)
+}
+
+/// A Secret to seal: plaintext values, held only in memory.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretSpec {
+    pub name: String,
+    pub namespace: String,
+    pub scope: Scope,
+    pub type_: String,
+    pub data: BTreeMap<String, Vec<u8>>,
+}
+
+impl std::fmt::Debug for SecretSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names of the keys only: the values never reach a log line.
+        f.debug_struct("SecretSpec")
+            .field("name", &self.name)
+            .field("namespace", &self.namespace)
+            .field("scope", &self.scope)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Seals every value of `spec` for `cert`.
+pub fn seal_secret(
+    cert: &SealingCert,
+    spec: &SecretSpec,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<crate::render::SealedSecret, SealError> {
+    let encrypted_data = spec
+        .data
+        .iter()
+        .map(|(key, value)| {
+            Ok((
+                key.clone(),
+                seal_value(cert, spec.scope, &spec.namespace, &spec.name, value, rng)?,
+            ))
+        })
+        .collect::<Result<_, SealError>>()?;
+    Ok(crate::render::SealedSecret {
+        name: spec.name.clone(),
+        namespace: spec.namespace.clone(),
+        scope: spec.scope.as_str(),
+        type_: spec.type_.clone(),
+        encrypted_data,
+    })
+}
+
+/// The SealedSecret object, as `kubeseal` writes it: the scope annotation on both the
+/// object and its template (the controller reads the object's).
+pub fn sealed_secret_object(sealed: &crate::render::SealedSecret) -> Value {
+    let annotations = match Scope::parse(sealed.scope) {
+        Some(Scope::NamespaceWide) => json!({ NAMESPACE_WIDE: "true" }),
+        Some(Scope::ClusterWide) => json!({ CLUSTER_WIDE: "true" }),
+        _ => json!({}),
+    };
+    let mut metadata = json!({"name": sealed.name, "namespace": sealed.namespace});
+    if annotations.as_object().is_some_and(|a| !a.is_empty()) {
+        metadata["annotations"] = annotations;
+    }
+    json!({
+        "apiVersion": "bitnami.com/v1alpha1",
+        "kind": "SealedSecret",
+        "metadata": metadata,
+        "spec": {
+            "encryptedData": sealed.encrypted_data,
+            "template": {"metadata": metadata, "type": sealed.type_},
+        },
+    })
+}
+
+/// Opens a SealedSecret object into the Secret the controller would make; the error names
+/// every value that does not open.
+pub fn unseal_object(
+    keys: &[RsaPrivateKey],
+    object: &Value,
+) -> Result<Value, Vec<(String, UnsealError)>> {
+    let metadata = &object["metadata"];
+    let name = metadata["name"].as_str().unwrap_or_default();
+    let namespace = metadata["namespace"].as_str().unwrap_or_default();
+    let scope = Scope::of_annotations(&metadata["annotations"]);
+    let mut data = serde_json::Map::new();
+    let mut failures = Vec::new();
+    for (key, value) in object["spec"]["encryptedData"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        match unseal_value(
+            keys,
+            scope,
+            namespace,
+            name,
+            value.as_str().unwrap_or_default(),
+        ) {
+            Ok(plain) => {
+                data.insert(key.clone(), json!(STANDARD.encode(plain)));
+            }
+            Err(e) => failures.push((key.clone(), e)),
+        }
+    }
+    if !failures.is_empty() {
+        return Err(failures);
+    }
+    let template = &object["spec"]["template"];
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "type": template["type"].as_str().unwrap_or("Opaque"),
+        "data": data,
+    }))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,220 @@
+//! Sealing against known answers from an independent implementation, and the ways a sealed
+//! value must refuse to open.
+
+use super::*;
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/sealed/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn test_key() -> RsaPrivateKey {
+    private_key_from_pem(&fixture("test-key.pem")).unwrap()
+}
+
+fn test_cert() -> SealingCert {
+    SealingCert::from_pem(&fixture("test-cert.pem"), 1_795_910_400).unwrap()
+}
+
+fn sealed_object(name: &str) -> Value {
+    serde_yaml_ng::from_str(&fixture(&format!("{name}.yaml"))).unwrap()
+}
+
+/// `expected.json` values as bytes: `data` is UTF-8 text, `dataBase64` binary.
+fn expected(name: &str) -> BTreeMap<String, Vec<u8>> {
+    let expected: Value = serde_json::from_str(&fixture(&format!("{name}.expected.json"))).unwrap();
+    let secret = &expected[0];
+    let text = secret["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap().as_bytes().to_vec()));
+    let binary = secret["dataBase64"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), STANDARD.decode(v.as_str().unwrap()).unwrap()));
+    text.chain(binary).collect()
+}
+
+fn opened(secret: &Value) -> BTreeMap<String, Vec<u8>> {
+    secret["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), STANDARD.decode(v.as_str().unwrap()).unwrap()))
+        .collect()
+}
+
+#[test]
+fn known_answers_unseal_for_every_scope_binary_and_empty_values() {
+    for name in ["strict", "namespace-wide", "cluster-wide", "binary"] {
+        let secret = unseal_object(&[test_key()], &sealed_object(name))
+            .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        assert_eq!(opened(&secret), expected(name), "{name}");
+    }
+    assert_eq!(expected("strict")["EMPTY"], b"");
+}
+
+#[test]
+fn the_sealing_certificate_is_read_with_its_fingerprint_and_expiry() {
+    let cert = test_cert();
+    assert_eq!(
+        cert.fingerprint,
+        "SHA256:Um+YrFtgOjvhwdRX/bdtamNMDS3vzBnR8ILbfbJumxY"
+    );
+    assert!(cert.not_after > 1_795_910_400);
+}
+
+#[test]
+fn an_expired_certificate_is_refused() {
+    let expiry = test_cert().not_after;
+    let error = SealingCert::from_pem(&fixture("test-cert.pem"), expiry + 1).unwrap_err();
+    assert_eq!(error, SealError::Expired { expired: expiry });
+    assert!(SealingCert::from_pem("not a certificate", 0).is_err());
+}
+
+#[test]
+fn sealed_values_open_for_their_scope_and_nowhere_else() {
+    let (cert, keys, rng) = (test_cert(), [test_key()], &mut rand::thread_rng());
+    let strict = seal_value(&cert, Scope::Strict, "ns", "db", b"hunter2", rng).unwrap();
+    assert_eq!(
+        unseal_value(&keys, Scope::Strict, "ns", "db", &strict).unwrap(),
+        b"hunter2"
+    );
+    assert!(matches!(
+        unseal_value(&keys, Scope::Strict, "ns", "renamed", &strict),
+        Err(UnsealError::WrongKeyOrLabel { .. })
+    ));
+    assert!(matches!(
+        unseal_value(&keys, Scope::Strict, "other-ns", "db", &strict),
+        Err(UnsealError::WrongKeyOrLabel { .. })
+    ));
+
+    let wide = seal_value(&cert, Scope::NamespaceWide, "ns", "db", b"v", rng).unwrap();
+    assert_eq!(
+        unseal_value(&keys, Scope::NamespaceWide, "ns", "any-name", &wide).unwrap(),
+        b"v"
+    );
+    assert!(unseal_value(&keys, Scope::NamespaceWide, "other-ns", "db", &wide).is_err());
+
+    let anywhere = seal_value(&cert, Scope::ClusterWide, "ns", "db", b"", rng).unwrap();
+    assert_eq!(
+        unseal_value(&keys, Scope::ClusterWide, "elsewhere", "x", &anywhere).unwrap(),
+        b""
+    );
+}
+
+#[test]
+fn every_value_gets_its_own_session_key() {
+    let (cert, rng) = (test_cert(), &mut rand::thread_rng());
+    let a = seal_value(&cert, Scope::Strict, "ns", "db", b"same", rng).unwrap();
+    let b = seal_value(&cert, Scope::Strict, "ns", "db", b"same", rng).unwrap();
+    assert_ne!(a, b);
+    // Layout: 2-byte length (512 for RSA-4096), the wrapped key, the value and a 16-byte tag.
+    let raw = STANDARD.decode(&a).unwrap();
+    assert_eq!((&raw[..2], raw.len()), (&[2u8, 0][..], 2 + 512 + 4 + 16));
+}
+
+#[test]
+fn a_value_sealed_for_another_clusters_key_does_not_open() {
+    let other = RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
+    let other_cert = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
+    let value = seal_value(
+        &other_cert,
+        Scope::Strict,
+        "ns",
+        "db",
+        b"x",
+        &mut rand::thread_rng(),
+    )
+    .unwrap();
+    assert!(matches!(
+        unseal_value(&[test_key()], Scope::Strict, "ns", "db", &value),
+        Err(UnsealError::WrongKeyOrLabel { .. })
+    ));
+    // With both keys held (a controller after a renewal), it opens.
+    assert_eq!(
+        unseal_value(&[test_key(), other], Scope::Strict, "ns", "db", &value).unwrap(),
+        b"x"
+    );
+}
+
+#[test]
+fn tampering_with_any_byte_is_detected() {
+    let value = seal_value(
+        &test_cert(),
+        Scope::Strict,
+        "ns",
+        "db",
+        b"payload",
+        &mut rand::thread_rng(),
+    )
+    .unwrap();
+    let raw = STANDARD.decode(&value).unwrap();
+    for position in [0, 1, 2, 300, 514, raw.len() - 17, raw.len() - 1] {
+        let mut bad = raw.clone();
+        bad[position] ^= 0x01;
+        assert!(
+            unseal_value(
+                &[test_key()],
+                Scope::Strict,
+                "ns",
+                "db",
+                &STANDARD.encode(&bad)
+            )
+            .is_err(),
+            "byte {position}"
+        );
+    }
+    assert_eq!(
+        unseal_value(&[test_key()], Scope::Strict, "ns", "db", "!!!"),
+        Err(UnsealError::Base64)
+    );
+    assert_eq!(
+        unseal_value(
+            &[test_key()],
+            Scope::Strict,
+            "ns",
+            "db",
+            &STANDARD.encode([0u8, 5, 1])
+        ),
+        Err(UnsealError::Truncated)
+    );
+}
+
+#[test]
+fn sealed_secret_objects_round_trip_through_unseal() {
+    let spec = SecretSpec {
+        name: "octo-app-pr-7-db".into(),
+        namespace: "octo-app-pr-7".into(),
+        scope: Scope::NamespaceWide,
+        type_: "Opaque".into(),
+        data: [("PASSWORD".to_string(), b"s3cret".to_vec())].into(),
+    };
+    let object =
+        sealed_secret_object(&seal_secret(&test_cert(), &spec, &mut rand::thread_rng()).unwrap());
+    assert_eq!(object["metadata"]["annotations"][NAMESPACE_WIDE], "true");
+    assert_eq!(
+        object["spec"]["template"]["metadata"]["annotations"][NAMESPACE_WIDE],
+        "true"
+    );
+    let secret = unseal_object(&[test_key()], &object).unwrap();
+    assert_eq!(opened(&secret), spec.data);
+    assert!(
+        !format!("{spec:?}").contains("s3cret"),
+        "Debug never shows values"
+    );
+}
+
+#[test]
+fn unseal_names_every_value_that_fails() {
+    let mut object = sealed_object("strict");
+    object["metadata"]["name"] = "renamed".into();
+    let failures = unseal_object(&[test_key()], &object).unwrap_err();
+    let keys: Vec<&str> = failures.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["DATABASE_URL", "EMPTY", "PGPASSWORD"]);
+}
