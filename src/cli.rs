@@ -36,6 +36,33 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Print a SealedSecret that the sealed-secrets controller holding CERT's key decrypts
+    Seal {
+        /// The controller's certificate (kubeseal --fetch-cert, or /v1/cert.pem)
+        #[arg(long, value_name = "CERT.pem")]
+        cert: PathBuf,
+        #[arg(long)]
+        namespace: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "strict", value_parser = ["strict", "namespace-wide", "cluster-wide"])]
+        scope: String,
+        /// Secret type
+        #[arg(long = "type", default_value = "Opaque")]
+        type_: String,
+        /// KEY=VALUE, or KEY=@FILE to read the value from a file (keeps it off the command line)
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        values: Vec<String>,
+    },
+    /// Open SealedSecrets with the controller's private key(s) and print the Secrets
+    Unseal {
+        /// A controller private key (PEM); repeat for every key the controller holds
+        #[arg(long = "key", required = true, value_name = "KEY.pem")]
+        keys: Vec<PathBuf>,
+        /// SealedSecret manifest(s), YAML or JSON; `-` for standard input
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -59,6 +86,8 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => crate::server::serve(config).await,
             Command::Render { event, out } => render(&config, &event, out.as_deref()),
+            Command::Seal { cert, namespace, name, scope, type_, values } => seal(&cert, &namespace, &name, &scope, type_, &values),
+            Command::Unseal { keys, file } => unseal(&keys, &file),
         }
     });
     match result {
@@ -158,6 +187,78 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
             std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }
+    }
+    Ok(())
+}
+
+/// `previewd seal`: one SealedSecret from KEY=VALUE pairs.
+fn seal(cert: &Path, namespace: &str, name: &str, scope: &str, type_: String, values: &[String]) -> anyhow::Result<()> {
+    use crate::seal::{Scope, SealingCert, SecretSpec};
+
+    for (what, value) in [("namespace", namespace), ("name", name)] {
+        if !crate::config::is_dns_name(value) {
+            anyhow::bail!("--{what} {value:?} is not a Kubernetes name");
+        }
+    }
+    let pem = std::fs::read_to_string(cert).with_context(|| format!("reading {}", cert.display()))?;
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let cert = SealingCert::from_pem(&pem, now).with_context(|| cert.display().to_string())?;
+    let mut data = std::collections::BTreeMap::new();
+    for pair in values {
+        let (key, value) = pair.split_once('=').with_context(|| format!("{pair:?} is not KEY=VALUE"))?;
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
+            anyhow::bail!("{key:?} is not a valid Secret key (letters, digits, '-', '_', '.')");
+        }
+        let value = match value.strip_prefix('@') {
+            Some(path) => std::fs::read(path).with_context(|| format!("reading the value of {key} from {path}"))?,
+            None => value.as_bytes().to_vec(),
+        };
+        if data.insert(key.to_owned(), value).is_some() {
+            anyhow::bail!("{key} is given twice");
+        }
+    }
+    let scope = Scope::parse(scope).context("unknown scope")?;
+    let spec = SecretSpec { name: name.into(), namespace: namespace.into(), scope, type_, labels: Default::default(), data };
+    let sealed = crate::seal::seal_secret(&cert, &spec, &mut rand::rngs::OsRng)?;
+    print!("---\n{}", crate::yaml::to_string(&crate::seal::sealed_secret_object(&sealed)));
+    Ok(())
+}
+
+/// `previewd unseal`: the Secrets the controller would make, or the values that fail.
+fn unseal(keys: &[PathBuf], file: &Path) -> anyhow::Result<()> {
+    let keys = keys
+        .iter()
+        .map(|path| {
+            let pem = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            crate::seal::private_key_from_pem(&pem).with_context(|| path.display().to_string())
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let text = if file == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    let mut failed = Vec::new();
+    let mut opened = 0;
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        let object: serde_json::Value = serde::Deserialize::deserialize(document).with_context(|| format!("{} is not YAML", file.display()))?;
+        if object["kind"] != "SealedSecret" {
+            continue;
+        }
+        let at = format!("{}/{}", object["metadata"]["namespace"].as_str().unwrap_or(""), object["metadata"]["name"].as_str().unwrap_or(""));
+        match crate::seal::unseal_object(&keys, &object) {
+            Ok(secret) => {
+                opened += 1;
+                print!("---\n{}", crate::yaml::to_string(&secret));
+            }
+            Err(failures) => failed.extend(failures.into_iter().map(|(key, e)| format!("{at} {key}: {e}"))),
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!("{} value(s) do not unseal:\n  {}", failed.len(), failed.join("\n  "));
+    }
+    if opened == 0 {
+        anyhow::bail!("{} holds no SealedSecret", file.display());
     }
     Ok(())
 }

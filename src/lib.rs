@@ -4,6 +4,7 @@
 //! PR should have; later stages render, apply and report it.
 #![forbid(unsafe_code)]
 
+pub mod ca;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod naming;
 pub mod preview;
 pub mod render;
 pub mod seal;
+pub mod secrets;
 pub mod seeds;
 pub mod server;
 pub mod webhook;

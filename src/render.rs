@@ -26,6 +26,8 @@ pub struct SealedSecret {
     /// `strict`, `namespace-wide` or `cluster-wide`
     pub scope: &'static str,
     pub type_: String,
+    /// Labels for the Secret the controller makes (e.g. `cnpg.io/reload`).
+    pub labels: BTreeMap<String, String>,
     pub encrypted_data: BTreeMap<String, String>,
 }
 
@@ -163,6 +165,7 @@ pub fn values(
             "namespace": s.namespace,
             "scope": s.scope,
             "type": s.type_,
+            "labels": s.labels,
             "encryptedData": s.encrypted_data,
         })).collect::<Vec<_>>(),
         "tls": match config.tls.mode {

@@ -244,6 +244,7 @@ pub struct SecretSpec {
     pub namespace: String,
     pub scope: Scope,
     pub type_: String,
+    pub labels: BTreeMap<String, String>,
     pub data: BTreeMap<String, Vec<u8>>,
 }
 
@@ -280,6 +281,7 @@ pub fn seal_secret(
         namespace: spec.namespace.clone(),
         scope: spec.scope.as_str(),
         type_: spec.type_.clone(),
+        labels: spec.labels.clone(),
         encrypted_data,
     })
 }
@@ -302,9 +304,17 @@ pub fn sealed_secret_object(sealed: &crate::render::SealedSecret) -> Value {
         "metadata": metadata,
         "spec": {
             "encryptedData": sealed.encrypted_data,
-            "template": {"metadata": metadata, "type": sealed.type_},
+            "template": {"metadata": template_metadata(&metadata, &sealed.labels), "type": sealed.type_},
         },
     })
+}
+
+fn template_metadata(metadata: &Value, labels: &BTreeMap<String, String>) -> Value {
+    let mut template = metadata.clone();
+    if !labels.is_empty() {
+        template["labels"] = json!(labels);
+    }
+    template
 }
 
 /// Opens a SealedSecret object into the Secret the controller would make; the error names

@@ -99,6 +99,7 @@ fn sealed(name: &str, namespace: &str, scope: &'static str, key: &str) -> Sealed
         namespace: namespace.into(),
         scope,
         type_: "Opaque".into(),
+        labels: Default::default(),
         encrypted_data: [(key.to_string(), "AgBy3i4OJSWK+PiTySYZZA==".to_string())].into(),
     }
 }

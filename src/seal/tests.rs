@@ -193,6 +193,7 @@ fn sealed_secret_objects_round_trip_through_unseal() {
         namespace: "octo-app-pr-7".into(),
         scope: Scope::NamespaceWide,
         type_: "Opaque".into(),
+        labels: BTreeMap::new(),
         data: [("PASSWORD".to_string(), b"s3cret".to_vec())].into(),
     };
     let object =

@@ -1,0 +1,116 @@
+//! The secrets each preview gets: a strong random database password and the Secrets built
+//! from it, generated once per preview. Plaintext lives only in memory: previewd stores the
+//! sealed values, and `SecretSpec`'s Debug output never shows a value.
+
+use std::collections::BTreeMap;
+
+use rand::{CryptoRng, Rng, RngCore};
+
+use crate::config::{Config, DatabaseMode};
+use crate::naming::Names;
+use crate::render::SecretNames;
+use crate::seal::{Scope, SecretSpec};
+
+/// 32 characters of [A-Za-z0-9]: about 190 bits, and nothing to escape in a URL.
+pub fn password(rng: &mut (impl RngCore + CryptoRng)) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    (0..32).map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect()
+}
+
+/// The database Secrets of a preview, for the configured database mode (none when off).
+pub fn database(config: &Config, names: &Names, rng: &mut (impl RngCore + CryptoRng)) -> Vec<SecretSpec> {
+    let db = &config.database;
+    let (host, port) = match db.mode {
+        DatabaseMode::Off => return Vec::new(),
+        DatabaseMode::Shared => (db.host.clone(), db.port),
+        DatabaseMode::Cnpg => (format!("{}-rw.{}.svc", db.cnpg_cluster, db.namespace), 5432),
+    };
+    let password = password(rng);
+    let secrets = SecretNames::of(names);
+    let role = &names.database;
+    let connection = spec(
+        &secrets.database_url,
+        &names.slug,
+        "Opaque",
+        [
+            ("DATABASE_URL", format!("postgres://{role}:{password}@{host}:{port}/{role}")),
+            ("PGHOST", host.clone()),
+            ("PGPORT", port.to_string()),
+            ("PGUSER", role.clone()),
+            ("PGPASSWORD", password.clone()),
+            ("PGDATABASE", role.clone()),
+        ],
+    );
+    let credentials = match db.mode {
+        // The create Job reads it in the provisioner namespace.
+        DatabaseMode::Shared => spec(&secrets.database_password, &db.namespace, "Opaque", [("PASSWORD", password)]),
+        // CloudNativePG wants basic-auth in its Cluster's namespace, labelled for reloads.
+        _ => {
+            let mut role_secret = spec(&secrets.database_role, &db.namespace, "kubernetes.io/basic-auth", [("username", role.clone()), ("password", password)]);
+            role_secret.labels.insert("cnpg.io/reload".into(), "true".into());
+            role_secret
+        }
+    };
+    vec![connection, credentials]
+}
+
+/// A strict-scope Secret: it opens only under this name in this namespace.
+pub fn spec<const N: usize>(name: &str, namespace: &str, type_: &str, data: [(&str, String); N]) -> SecretSpec {
+    SecretSpec {
+        name: name.into(),
+        namespace: namespace.into(),
+        scope: Scope::Strict,
+        type_: type_.into(),
+        labels: BTreeMap::new(),
+        data: data.into_iter().map(|(k, v)| (k.to_owned(), v.into_bytes())).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        Names::of(&"octo/app#7".parse().unwrap(), "preview.example.com")
+    }
+
+    #[test]
+    fn passwords_are_long_random_and_url_safe() {
+        let mut rng = rand::thread_rng();
+        let (a, b) = (password(&mut rng), password(&mut rng));
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_alphanumeric()));
+    }
+
+    #[test]
+    fn shared_mode_gets_a_connection_secret_and_the_password_for_the_provisioner() {
+        let config = Config::from_toml("", Vec::new()).unwrap();
+        let secrets = database(&config, &names(), &mut rand::thread_rng());
+        assert_eq!(secrets.len(), 2);
+        let (connection, password) = (&secrets[0], &secrets[1]);
+        assert_eq!((connection.name.as_str(), connection.namespace.as_str()), ("octo-app-pr-7-db", "octo-app-pr-7"));
+        assert_eq!((password.name.as_str(), password.namespace.as_str()), ("octo-app-pr-7-db-password", "previewd-system"));
+        let url = String::from_utf8(connection.data["DATABASE_URL"].clone()).unwrap();
+        let pw = String::from_utf8(password.data["PASSWORD"].clone()).unwrap();
+        assert_eq!(url, format!("postgres://octo_app_pr_7:{pw}@postgres.previewd-system.svc:5432/octo_app_pr_7"));
+        assert_eq!(connection.data["PGPASSWORD"], password.data["PASSWORD"]);
+        assert!(!format!("{secrets:?}").contains(&pw), "Debug output shows no value");
+    }
+
+    #[test]
+    fn cnpg_mode_gets_a_basic_auth_secret_in_the_clusters_namespace() {
+        let config = Config::from_toml("[database]\nmode = \"cnpg\"\nnamespace = \"pg\"\ncnpg_cluster = \"main\"\n", Vec::new()).unwrap();
+        let secrets = database(&config, &names(), &mut rand::thread_rng());
+        let role = &secrets[1];
+        assert_eq!((role.type_.as_str(), role.namespace.as_str()), ("kubernetes.io/basic-auth", "pg"));
+        assert_eq!(role.labels["cnpg.io/reload"], "true");
+        assert_eq!(secrets[0].data["PGHOST"], b"main-rw.pg.svc");
+    }
+
+    #[test]
+    fn no_database_no_secrets() {
+        let config = Config::from_toml("[database]\nmode = \"off\"\n", Vec::new()).unwrap();
+        assert!(database(&config, &names(), &mut rand::thread_rng()).is_empty());
+    }
+}
