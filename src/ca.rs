@@ -3,8 +3,8 @@
 //! stay clear of Let's Encrypt's rate limits. Keys are ECDSA P-256.
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::OffsetDateTime;
 
@@ -44,8 +44,12 @@ impl std::fmt::Debug for Issued {
 impl PreviewCa {
     pub fn load(cert_pem: &str, key_pem: &str) -> Result<Self, CaError> {
         let key = KeyPair::from_pem(key_pem).map_err(|e| CaError::Load(e.to_string()))?;
-        let issuer = Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| CaError::Load(e.to_string()))?;
-        Ok(Self { issuer, cert_pem: cert_pem.to_owned() })
+        let issuer =
+            Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| CaError::Load(e.to_string()))?;
+        Ok(Self {
+            issuer,
+            cert_pem: cert_pem.to_owned(),
+        })
     }
 
     /// A new CA (for development, or a first start): returns it with its key in PEM.
@@ -55,17 +59,32 @@ impl PreviewCa {
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         params.not_before = at(now - BACKDATE_SECS)?;
         params.not_after = at(now + valid_secs)?;
-        let cert = params.self_signed(&key).map_err(|e| CaError::Load(e.to_string()))?;
+        let cert = params
+            .self_signed(&key)
+            .map_err(|e| CaError::Load(e.to_string()))?;
         let key_pem = key.serialize_pem();
-        Ok((Self { issuer: Issuer::new(params, key), cert_pem: cert.pem() }, key_pem))
+        Ok((
+            Self {
+                issuer: Issuer::new(params, key),
+                cert_pem: cert.pem(),
+            },
+            key_pem,
+        ))
     }
 
     /// A server certificate for `host`, valid from now until `expires_at` plus the margin.
     pub fn issue(&self, host: &str, now: i64, expires_at: i64) -> Result<Issued, CaError> {
-        let failed = |e: rcgen::Error| CaError::Issue { host: host.into(), message: e.to_string() };
+        let failed = |e: rcgen::Error| CaError::Issue {
+            host: host.into(),
+            message: e.to_string(),
+        };
         let key = KeyPair::generate().map_err(failed)?;
         let mut params = CertificateParams::new(vec![host.to_owned()]).map_err(failed)?;
         params.distinguished_name = DistinguishedName::new();
@@ -78,8 +97,69 @@ impl PreviewCa {
         params.not_before = at(now - BACKDATE_SECS)?;
         params.not_after = at(expires_at + MARGIN_SECS)?;
         let cert = params.signed_by(&key, &self.issuer).map_err(failed)?;
-        Ok(Issued { chain_pem: format!("{}{}", cert.pem(), self.cert_pem), key_pem: key.serialize_pem() })
+        Ok(Issued {
+            chain_pem: format!("{}{}", cert.pem(), self.cert_pem),
+            key_pem: key.serialize_pem(),
+        })
     }
+}
+
+/// The preview CA for `tls.mode = "sealed"`: the configured one, or one kept beside the
+/// state (made when `create_local`, for development). `None` in the other TLS modes.
+pub fn from_config(
+    config: &crate::config::Config,
+    now: i64,
+    create_local: bool,
+) -> anyhow::Result<Option<PreviewCa>> {
+    use anyhow::Context;
+    if config.tls.mode != crate::config::TlsMode::Sealed {
+        return Ok(None);
+    }
+    let (cert_path, key_path) = match (&config.tls.ca_cert, &config.tls.ca_key) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        _ => {
+            let stem = config
+                .state
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("previewd");
+            let dir = config.state.parent().unwrap_or(std::path::Path::new(""));
+            let (cert, key) = (
+                dir.join(format!("{stem}-ca.crt")),
+                dir.join(format!("{stem}-ca.key")),
+            );
+            if !cert.exists() {
+                anyhow::ensure!(
+                    create_local,
+                    "no preview CA yet ({} is created by `previewd serve`)",
+                    cert.display()
+                );
+                let (ca, ca_key) = PreviewCa::generate(
+                    "previewd preview CA (development)",
+                    now,
+                    5 * 365 * 86_400,
+                )?;
+                std::fs::write(&key, ca_key)
+                    .with_context(|| format!("writing {}", key.display()))?;
+                #[cfg(unix)]
+                std::fs::set_permissions(
+                    &key,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                )?;
+                std::fs::write(&cert, &ca.cert_pem)
+                    .with_context(|| format!("writing {}", cert.display()))?;
+                tracing::warn!(cert = %cert.display(), "created a development preview CA: browsers will not trust it until you add it");
+            }
+            (cert, key)
+        }
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    };
+    Ok(Some(PreviewCa::load(
+        &read(&cert_path)?,
+        &read(&key_path)?,
+    )?))
 }
 
 fn at(unix: i64) -> Result<OffsetDateTime, CaError> {

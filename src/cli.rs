@@ -86,7 +86,14 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => crate::server::serve(config).await,
             Command::Render { event, out } => render(&config, &event, out.as_deref()),
-            Command::Seal { cert, namespace, name, scope, type_, values } => seal(&cert, &namespace, &name, &scope, type_, &values),
+            Command::Seal {
+                cert,
+                namespace,
+                name,
+                scope,
+                type_,
+                values,
+            } => seal(&cert, &namespace, &name, &scope, type_, &values),
             Command::Unseal { keys, file } => unseal(&keys, &file),
         }
     });
@@ -177,7 +184,8 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
             return Ok(());
         }
     }
-    let application = crate::render::helper_application(&pr.preview(cluster), config, &[])?;
+    let sealed = sealed_secrets(config, cluster, &names)?;
+    let application = crate::render::helper_application(&pr.preview(cluster), config, &sealed)?;
     let yaml = crate::yaml::to_string(&application);
     match out {
         None => print!("---\n{yaml}"),
@@ -191,8 +199,47 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
     Ok(())
 }
 
+/// The preview's secrets, generated and sealed for `cluster` when its certificate is at
+/// hand; without one, rendering goes on without them and says so.
+fn sealed_secrets(
+    config: &Config,
+    cluster: &str,
+    names: &crate::naming::Names,
+) -> anyhow::Result<Vec<crate::render::SealedSecret>> {
+    let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+    let mut certs = crate::clusters::sealing_certs(config, now, false);
+    let cert = match certs.remove(cluster) {
+        Some(Ok(cert)) => cert,
+        Some(Err(e)) => {
+            eprintln!("note: secrets left out ({e:#})");
+            return Ok(Vec::new());
+        }
+        None => return Ok(Vec::new()),
+    };
+    let ca = match crate::ca::from_config(config, now, false) {
+        Ok(ca) => ca,
+        Err(e) => {
+            eprintln!("note: TLS secret left out ({e:#})");
+            None
+        }
+    };
+    let ttl = config.defaults.ttl.as_secs() as i64;
+    let rng = &mut rand::rngs::OsRng;
+    crate::secrets::for_preview(config, names, ca.as_ref(), now, now + ttl, rng)?
+        .iter()
+        .map(|spec| Ok(crate::seal::seal_secret(&cert, spec, rng)?))
+        .collect()
+}
+
 /// `previewd seal`: one SealedSecret from KEY=VALUE pairs.
-fn seal(cert: &Path, namespace: &str, name: &str, scope: &str, type_: String, values: &[String]) -> anyhow::Result<()> {
+fn seal(
+    cert: &Path,
+    namespace: &str,
+    name: &str,
+    scope: &str,
+    type_: String,
+    values: &[String],
+) -> anyhow::Result<()> {
     use crate::seal::{Scope, SealingCert, SecretSpec};
 
     for (what, value) in [("namespace", namespace), ("name", name)] {
@@ -200,17 +247,25 @@ fn seal(cert: &Path, namespace: &str, name: &str, scope: &str, type_: String, va
             anyhow::bail!("--{what} {value:?} is not a Kubernetes name");
         }
     }
-    let pem = std::fs::read_to_string(cert).with_context(|| format!("reading {}", cert.display()))?;
+    let pem =
+        std::fs::read_to_string(cert).with_context(|| format!("reading {}", cert.display()))?;
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let cert = SealingCert::from_pem(&pem, now).with_context(|| cert.display().to_string())?;
     let mut data = std::collections::BTreeMap::new();
     for pair in values {
-        let (key, value) = pair.split_once('=').with_context(|| format!("{pair:?} is not KEY=VALUE"))?;
-        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("{pair:?} is not KEY=VALUE"))?;
+        if key.is_empty()
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        {
             anyhow::bail!("{key:?} is not a valid Secret key (letters, digits, '-', '_', '.')");
         }
         let value = match value.strip_prefix('@') {
-            Some(path) => std::fs::read(path).with_context(|| format!("reading the value of {key} from {path}"))?,
+            Some(path) => std::fs::read(path)
+                .with_context(|| format!("reading the value of {key} from {path}"))?,
             None => value.as_bytes().to_vec(),
         };
         if data.insert(key.to_owned(), value).is_some() {
@@ -218,9 +273,19 @@ fn seal(cert: &Path, namespace: &str, name: &str, scope: &str, type_: String, va
         }
     }
     let scope = Scope::parse(scope).context("unknown scope")?;
-    let spec = SecretSpec { name: name.into(), namespace: namespace.into(), scope, type_, labels: Default::default(), data };
+    let spec = SecretSpec {
+        name: name.into(),
+        namespace: namespace.into(),
+        scope,
+        type_,
+        labels: Default::default(),
+        data,
+    };
     let sealed = crate::seal::seal_secret(&cert, &spec, &mut rand::rngs::OsRng)?;
-    print!("---\n{}", crate::yaml::to_string(&crate::seal::sealed_secret_object(&sealed)));
+    print!(
+        "---\n{}",
+        crate::yaml::to_string(&crate::seal::sealed_secret_object(&sealed))
+    );
     Ok(())
 }
 
@@ -229,7 +294,8 @@ fn unseal(keys: &[PathBuf], file: &Path) -> anyhow::Result<()> {
     let keys = keys
         .iter()
         .map(|path| {
-            let pem = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             crate::seal::private_key_from_pem(&pem).with_context(|| path.display().to_string())
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -241,21 +307,34 @@ fn unseal(keys: &[PathBuf], file: &Path) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     let mut opened = 0;
     for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        let object: serde_json::Value = serde::Deserialize::deserialize(document).with_context(|| format!("{} is not YAML", file.display()))?;
+        let object: serde_json::Value = serde::Deserialize::deserialize(document)
+            .with_context(|| format!("{} is not YAML", file.display()))?;
         if object["kind"] != "SealedSecret" {
             continue;
         }
-        let at = format!("{}/{}", object["metadata"]["namespace"].as_str().unwrap_or(""), object["metadata"]["name"].as_str().unwrap_or(""));
+        let at = format!(
+            "{}/{}",
+            object["metadata"]["namespace"].as_str().unwrap_or(""),
+            object["metadata"]["name"].as_str().unwrap_or("")
+        );
         match crate::seal::unseal_object(&keys, &object) {
             Ok(secret) => {
                 opened += 1;
                 print!("---\n{}", crate::yaml::to_string(&secret));
             }
-            Err(failures) => failed.extend(failures.into_iter().map(|(key, e)| format!("{at} {key}: {e}"))),
+            Err(failures) => failed.extend(
+                failures
+                    .into_iter()
+                    .map(|(key, e)| format!("{at} {key}: {e}")),
+            ),
         }
     }
     if !failed.is_empty() {
-        anyhow::bail!("{} value(s) do not unseal:\n  {}", failed.len(), failed.join("\n  "));
+        anyhow::bail!(
+            "{} value(s) do not unseal:\n  {}",
+            failed.len(),
+            failed.join("\n  ")
+        );
     }
     if opened == 0 {
         anyhow::bail!("{} holds no SealedSecret", file.display());

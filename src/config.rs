@@ -93,6 +93,9 @@ pub struct TlsConfig {
     pub mode: TlsMode,
     pub issuer: String,
     pub issuer_kind: String,
+    /// The preview CA (sealed mode); without it, a CA is made beside the state.
+    pub ca_cert: Option<PathBuf>,
+    pub ca_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -150,6 +153,8 @@ pub struct Cluster {
     pub capacity: Option<u32>,
     /// Where the cluster's ingress answers: DNS records for its previews point here.
     pub ingress_target: Option<String>,
+    /// The implicit default cluster: sealed with previewd's local key pair (beside the state).
+    pub local_sealing: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -326,6 +331,8 @@ struct RawTls {
     mode: Option<String>,
     issuer: Option<String>,
     issuer_kind: Option<String>,
+    ca_cert: Option<String>,
+    ca_key: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -456,6 +463,8 @@ pub const KEYS: &[&str] = &[
     "tls.mode",
     "tls.issuer",
     "tls.issuer_kind",
+    "tls.ca_cert",
+    "tls.ca_key",
     "dns.enabled",
     "dns.ttl",
 ];
@@ -536,6 +545,8 @@ impl Raw {
             "tls.mode" => &mut self.tls.mode,
             "tls.issuer" => &mut self.tls.issuer,
             "tls.issuer_kind" => &mut self.tls.issuer_kind,
+            "tls.ca_cert" => &mut self.tls.ca_cert,
+            "tls.ca_key" => &mut self.tls.ca_key,
             "dns.ttl" => &mut self.dns.ttl,
             _ => return None,
         })
@@ -631,6 +642,7 @@ impl Validator {
                 sealing_cert: None,
                 capacity: None,
                 ingress_target: None,
+                local_sealing: true,
             }]
         } else {
             let mut seen = BTreeSet::new();
@@ -658,6 +670,7 @@ impl Validator {
                         sealing_cert: c.sealing_cert.map(PathBuf::from),
                         capacity: c.capacity,
                         ingress_target: c.ingress_target,
+                        local_sealing: false,
                     })
                 })
                 .collect::<Result<_, _>>()?
@@ -840,10 +853,19 @@ impl Validator {
                 "ClusterIssuer or Issuer",
             ));
         }
+        if raw.ca_cert.is_some() != raw.ca_key.is_some() {
+            return Err(self.invalid(
+                "tls.ca_key",
+                "only one of tls.ca_cert and tls.ca_key is set".into(),
+                "both (the preview CA's certificate and key), or neither",
+            ));
+        }
         Ok(TlsConfig {
             mode,
             issuer: raw.issuer.unwrap_or_else(|| "previewd-previews".into()),
             issuer_kind,
+            ca_cert: raw.ca_cert.map(PathBuf::from),
+            ca_key: raw.ca_key.map(PathBuf::from),
         })
     }
 

@@ -7,6 +7,7 @@
 pub mod ca;
 pub mod cli;
 pub mod clock;
+pub mod clusters;
 pub mod config;
 pub mod db;
 pub mod duration;

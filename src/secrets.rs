@@ -14,11 +14,17 @@ use crate::seal::{Scope, SecretSpec};
 /// 32 characters of [A-Za-z0-9]: about 190 bits, and nothing to escape in a URL.
 pub fn password(rng: &mut (impl RngCore + CryptoRng)) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    (0..32).map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect()
+    (0..32)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect()
 }
 
 /// The database Secrets of a preview, for the configured database mode (none when off).
-pub fn database(config: &Config, names: &Names, rng: &mut (impl RngCore + CryptoRng)) -> Vec<SecretSpec> {
+pub fn database(
+    config: &Config,
+    names: &Names,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Vec<SecretSpec> {
     let db = &config.database;
     let (host, port) = match db.mode {
         DatabaseMode::Off => return Vec::new(),
@@ -33,7 +39,10 @@ pub fn database(config: &Config, names: &Names, rng: &mut (impl RngCore + Crypto
         &names.slug,
         "Opaque",
         [
-            ("DATABASE_URL", format!("postgres://{role}:{password}@{host}:{port}/{role}")),
+            (
+                "DATABASE_URL",
+                format!("postgres://{role}:{password}@{host}:{port}/{role}"),
+            ),
             ("PGHOST", host.clone()),
             ("PGPORT", port.to_string()),
             ("PGUSER", role.clone()),
@@ -43,26 +52,73 @@ pub fn database(config: &Config, names: &Names, rng: &mut (impl RngCore + Crypto
     );
     let credentials = match db.mode {
         // The create Job reads it in the provisioner namespace.
-        DatabaseMode::Shared => spec(&secrets.database_password, &db.namespace, "Opaque", [("PASSWORD", password)]),
+        DatabaseMode::Shared => spec(
+            &secrets.database_password,
+            &db.namespace,
+            "Opaque",
+            [("PASSWORD", password)],
+        ),
         // CloudNativePG wants basic-auth in its Cluster's namespace, labelled for reloads.
         _ => {
-            let mut role_secret = spec(&secrets.database_role, &db.namespace, "kubernetes.io/basic-auth", [("username", role.clone()), ("password", password)]);
-            role_secret.labels.insert("cnpg.io/reload".into(), "true".into());
+            let mut role_secret = spec(
+                &secrets.database_role,
+                &db.namespace,
+                "kubernetes.io/basic-auth",
+                [("username", role.clone()), ("password", password)],
+            );
+            role_secret
+                .labels
+                .insert("cnpg.io/reload".into(), "true".into());
             role_secret
         }
     };
     vec![connection, credentials]
 }
 
+/// Every Secret a preview gets: its database credentials and, with a preview CA, its TLS
+/// certificate (valid through `expires_at` plus the CA's margin).
+pub fn for_preview(
+    config: &Config,
+    names: &Names,
+    ca: Option<&crate::ca::PreviewCa>,
+    now: i64,
+    expires_at: i64,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<Vec<SecretSpec>, crate::ca::CaError> {
+    let mut secrets = database(config, names, rng);
+    if let Some(ca) = ca {
+        let issued = ca.issue(&names.host, now, expires_at)?;
+        secrets.push(spec(
+            &SecretNames::of(names).tls,
+            &names.slug,
+            "kubernetes.io/tls",
+            [
+                ("tls.crt", issued.chain_pem),
+                ("tls.key", issued.key_pem),
+                ("ca.crt", ca.cert_pem.clone()),
+            ],
+        ));
+    }
+    Ok(secrets)
+}
+
 /// A strict-scope Secret: it opens only under this name in this namespace.
-pub fn spec<const N: usize>(name: &str, namespace: &str, type_: &str, data: [(&str, String); N]) -> SecretSpec {
+pub fn spec<const N: usize>(
+    name: &str,
+    namespace: &str,
+    type_: &str,
+    data: [(&str, String); N],
+) -> SecretSpec {
     SecretSpec {
         name: name.into(),
         namespace: namespace.into(),
         scope: Scope::Strict,
         type_: type_.into(),
         labels: BTreeMap::new(),
-        data: data.into_iter().map(|(k, v)| (k.to_owned(), v.into_bytes())).collect(),
+        data: data
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.into_bytes()))
+            .collect(),
     }
 }
 
@@ -89,21 +145,42 @@ mod tests {
         let secrets = database(&config, &names(), &mut rand::thread_rng());
         assert_eq!(secrets.len(), 2);
         let (connection, password) = (&secrets[0], &secrets[1]);
-        assert_eq!((connection.name.as_str(), connection.namespace.as_str()), ("octo-app-pr-7-db", "octo-app-pr-7"));
-        assert_eq!((password.name.as_str(), password.namespace.as_str()), ("octo-app-pr-7-db-password", "previewd-system"));
+        assert_eq!(
+            (connection.name.as_str(), connection.namespace.as_str()),
+            ("octo-app-pr-7-db", "octo-app-pr-7")
+        );
+        assert_eq!(
+            (password.name.as_str(), password.namespace.as_str()),
+            ("octo-app-pr-7-db-password", "previewd-system")
+        );
         let url = String::from_utf8(connection.data["DATABASE_URL"].clone()).unwrap();
         let pw = String::from_utf8(password.data["PASSWORD"].clone()).unwrap();
-        assert_eq!(url, format!("postgres://octo_app_pr_7:{pw}@postgres.previewd-system.svc:5432/octo_app_pr_7"));
+        assert_eq!(
+            url,
+            format!(
+                "postgres://octo_app_pr_7:{pw}@postgres.previewd-system.svc:5432/octo_app_pr_7"
+            )
+        );
         assert_eq!(connection.data["PGPASSWORD"], password.data["PASSWORD"]);
-        assert!(!format!("{secrets:?}").contains(&pw), "Debug output shows no value");
+        assert!(
+            !format!("{secrets:?}").contains(&pw),
+            "Debug output shows no value"
+        );
     }
 
     #[test]
     fn cnpg_mode_gets_a_basic_auth_secret_in_the_clusters_namespace() {
-        let config = Config::from_toml("[database]\nmode = \"cnpg\"\nnamespace = \"pg\"\ncnpg_cluster = \"main\"\n", Vec::new()).unwrap();
+        let config = Config::from_toml(
+            "[database]\nmode = \"cnpg\"\nnamespace = \"pg\"\ncnpg_cluster = \"main\"\n",
+            Vec::new(),
+        )
+        .unwrap();
         let secrets = database(&config, &names(), &mut rand::thread_rng());
         let role = &secrets[1];
-        assert_eq!((role.type_.as_str(), role.namespace.as_str()), ("kubernetes.io/basic-auth", "pg"));
+        assert_eq!(
+            (role.type_.as_str(), role.namespace.as_str()),
+            ("kubernetes.io/basic-auth", "pg")
+        );
         assert_eq!(role.labels["cnpg.io/reload"], "true");
         assert_eq!(secrets[0].data["PGHOST"], b"main-rw.pg.svc");
     }

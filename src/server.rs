@@ -184,6 +184,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
+    check_sealing(&app).await?;
     tracing::info!(
         listen = %listener.local_addr()?,
         state = %app.config.state.display(),
@@ -198,6 +199,19 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     drop(app);
     writer.await.context("waiting for the writer to finish")?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Every cluster needs a certificate that has not expired; a changed one re-seals that
+/// cluster's previews. Refuses to start otherwise, rather than render unsealable secrets.
+async fn check_sealing(app: &App) -> anyhow::Result<()> {
+    let now = app.clock.now();
+    for (cluster, cert) in crate::clusters::sealing_certs(&app.config, now, true) {
+        let cert = cert?;
+        let rotation = crate::clusters::check_rotation(&app.pool, &cluster, &cert, now).await?;
+        tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
+    }
+    crate::ca::from_config(&app.config, now, true)?;
     Ok(())
 }
 

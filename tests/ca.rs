@@ -7,8 +7,18 @@ use previewd::ca::{MARGIN_SECS, PreviewCa};
 const NOW: i64 = 1_795_910_400; // 2026-11-29T00:00:00Z
 
 fn openssl(args: &[&str]) -> (bool, String) {
-    let output = Command::new("openssl").args(args).output().expect("openssl is needed: run scripts/test");
-    (output.status.success(), format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)))
+    let output = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl is needed: run scripts/test");
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
 }
 
 fn leaf_of(chain: &str) -> String {
@@ -22,7 +32,9 @@ fn issued_certificates_verify_against_the_ca_with_the_right_name_and_validity() 
     // A CA loaded back from its PEM files issues just the same.
     let ca = PreviewCa::load(&ca.cert_pem, &ca_key).unwrap();
     let expires_at = NOW + 3 * 86_400;
-    let issued = ca.issue("octo-app-pr-7.preview.example.com", NOW, expires_at).unwrap();
+    let issued = ca
+        .issue("octo-app-pr-7.preview.example.com", NOW, expires_at)
+        .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let (ca_path, leaf_path) = (dir.path().join("ca.pem"), dir.path().join("leaf.pem"));
@@ -31,18 +43,47 @@ fn issued_certificates_verify_against_the_ca_with_the_right_name_and_validity() 
     let (ca_arg, leaf_arg) = (ca_path.to_str().unwrap(), leaf_path.to_str().unwrap());
 
     let attime = (NOW + 60).to_string();
-    let (ok, out) = openssl(&["verify", "-attime", &attime, "-purpose", "sslserver", "-CAfile", ca_arg, leaf_arg]);
+    let (ok, out) = openssl(&[
+        "verify",
+        "-attime",
+        &attime,
+        "-purpose",
+        "sslserver",
+        "-CAfile",
+        ca_arg,
+        leaf_arg,
+    ]);
     assert!(ok, "{out}");
 
     let (_, san) = openssl(&["x509", "-noout", "-ext", "subjectAltName", "-in", leaf_arg]);
-    assert!(san.contains("DNS:octo-app-pr-7.preview.example.com"), "{san}");
+    assert!(
+        san.contains("DNS:octo-app-pr-7.preview.example.com"),
+        "{san}"
+    );
 
     // Valid through the preview's expiry plus the margin, and not after it.
     let after_margin = (expires_at + MARGIN_SECS + 60).to_string();
-    let (ok, out) = openssl(&["verify", "-attime", &after_margin, "-CAfile", ca_arg, leaf_arg]);
+    let (ok, out) = openssl(&[
+        "verify",
+        "-attime",
+        &after_margin,
+        "-CAfile",
+        ca_arg,
+        leaf_arg,
+    ]);
     assert!(!ok && out.contains("expired"), "{out}");
     let before_margin = (expires_at + MARGIN_SECS - 60).to_string();
-    assert!(openssl(&["verify", "-attime", &before_margin, "-CAfile", ca_arg, leaf_arg]).0);
+    assert!(
+        openssl(&[
+            "verify",
+            "-attime",
+            &before_margin,
+            "-CAfile",
+            ca_arg,
+            leaf_arg
+        ])
+        .0
+    );
 
     // The key matches the certificate.
     let key_path = dir.path().join("leaf.key");
@@ -56,12 +97,21 @@ fn issued_certificates_verify_against_the_ca_with_the_right_name_and_validity() 
 fn another_ca_does_not_vouch_for_a_preview_certificate() {
     let (ca, _) = PreviewCa::generate("one", NOW, 86_400 * 30).unwrap();
     let (other, _) = PreviewCa::generate("two", NOW, 86_400 * 30).unwrap();
-    let issued = ca.issue("a.preview.example.com", NOW, NOW + 86_400).unwrap();
+    let issued = ca
+        .issue("a.preview.example.com", NOW, NOW + 86_400)
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("other.pem"), &other.cert_pem).unwrap();
     std::fs::write(dir.path().join("leaf.pem"), leaf_of(&issued.chain_pem)).unwrap();
     let attime = (NOW + 60).to_string();
-    let (ok, _) = openssl(&["verify", "-attime", &attime, "-CAfile", dir.path().join("other.pem").to_str().unwrap(), dir.path().join("leaf.pem").to_str().unwrap()]);
+    let (ok, _) = openssl(&[
+        "verify",
+        "-attime",
+        &attime,
+        "-CAfile",
+        dir.path().join("other.pem").to_str().unwrap(),
+        dir.path().join("leaf.pem").to_str().unwrap(),
+    ]);
     assert!(!ok);
     assert!(PreviewCa::load(&ca.cert_pem, "not a key").is_err());
 }

@@ -1,0 +1,374 @@
+//! Sealing end to end: the `seal` and `unseal` commands, secrets in rendered previews, the
+//! per-cluster certificates and what happens when a controller renews its key.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{Delivery, TestApp};
+use previewd::clusters::{self, Rotation};
+use previewd::seal::SealingCert;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
+const NOW: i64 = common::NOW;
+
+fn previewd(args: &[&str], dir: &Path) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into(),
+        String::from_utf8_lossy(&output.stderr).into(),
+    )
+}
+
+fn test_cert() -> SealingCert {
+    SealingCert::from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
+        NOW,
+    )
+    .unwrap()
+}
+
+#[test]
+fn seal_then_unseal_returns_every_value_for_every_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let blob = dir.path().join("blob.bin");
+    std::fs::write(&blob, [0u8, 159, 146, 150, 255]).unwrap();
+    for scope in ["strict", "namespace-wide", "cluster-wide"] {
+        let cert = format!("{FIXTURES}/test-cert.pem");
+        let blob_arg = format!("BLOB=@{}", blob.display());
+        let (ok, sealed, err) = previewd(
+            &[
+                "seal",
+                "--cert",
+                &cert,
+                "--namespace",
+                "pv-ns",
+                "--name",
+                "db",
+                "--scope",
+                scope,
+                "PASSWORD=hunter2",
+                "EMPTY=",
+                &blob_arg,
+            ],
+            dir.path(),
+        );
+        assert!(ok, "{scope}: {err}");
+        assert!(!sealed.contains("hunter2"));
+        std::fs::write(dir.path().join("sealed.yaml"), &sealed).unwrap();
+        let key = format!("{FIXTURES}/test-key.pem");
+        let (ok, secret, err) = previewd(
+            &["unseal", "--key", &key, "--file", "sealed.yaml"],
+            dir.path(),
+        );
+        assert!(ok, "{scope}: {err}");
+        let secret: serde_json::Value =
+            serde_yaml_ng::from_str(secret.trim_start_matches("---\n")).unwrap();
+        let data = &secret["data"];
+        assert_eq!(
+            base64_decode(data["PASSWORD"].as_str().unwrap()),
+            b"hunter2",
+            "{scope}"
+        );
+        assert_eq!(
+            base64_decode(data["EMPTY"].as_str().unwrap()),
+            b"",
+            "{scope}"
+        );
+        assert_eq!(
+            base64_decode(data["BLOB"].as_str().unwrap()),
+            [0u8, 159, 146, 150, 255],
+            "binary values survive"
+        );
+    }
+}
+
+#[test]
+fn unseal_fails_naming_each_value_that_does_not_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let moved = std::fs::read_to_string(format!("{FIXTURES}/strict.yaml"))
+        .unwrap()
+        .replace("namespace: pv-octo-repo-42", "namespace: elsewhere");
+    std::fs::write(dir.path().join("moved.yaml"), moved).unwrap();
+    let key = format!("{FIXTURES}/test-key.pem");
+    let (ok, _, err) = previewd(
+        &["unseal", "--key", &key, "--file", "moved.yaml"],
+        dir.path(),
+    );
+    assert!(!ok);
+    for value in ["DATABASE_URL", "EMPTY", "PGPASSWORD"] {
+        assert!(
+            err.contains(&format!("elsewhere/preview-db {value}:")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn seal_refuses_an_expired_certificate_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, err) = previewd(
+        &[
+            "seal",
+            "--cert",
+            "missing.pem",
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+            "K=v",
+        ],
+        dir.path(),
+    );
+    assert!(!ok && err.contains("missing.pem"), "{err}");
+    let cert = format!("{FIXTURES}/test-cert.pem");
+    let (ok, _, err) = previewd(
+        &[
+            "seal",
+            "--cert",
+            &cert,
+            "--namespace",
+            "Bad_NS",
+            "--name",
+            "x",
+            "K=v",
+        ],
+        dir.path(),
+    );
+    assert!(!ok && err.contains("Bad_NS"), "{err}");
+    let (ok, _, err) = previewd(
+        &[
+            "seal",
+            "--cert",
+            &cert,
+            "--namespace",
+            "n",
+            "--name",
+            "x",
+            "novalue",
+        ],
+        dir.path(),
+    );
+    assert!(!ok && err.contains("KEY=VALUE"), "{err}");
+    // An expired certificate: sealing for a controller that no longer holds the key would
+    // produce secrets nothing can open.
+    let expired = SealingCert::from_pem(
+        &std::fs::read_to_string(&cert).unwrap(),
+        test_cert().not_after + 1,
+    );
+    assert!(expired.unwrap_err().to_string().contains("expired"));
+}
+
+#[test]
+fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[[clusters]]\nname = \"eu-1\"\nserver = \"https://eu-1.example.com\"\nsealing_cert = \"{FIXTURES}/test-cert.pem\"\n"
+    );
+    std::fs::write(dir.path().join("previewd.toml"), config).unwrap();
+    let event = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/github/pull_request.opened.json"
+    );
+    let (ok, yaml, err) = previewd(&["render", "--event", event], dir.path());
+    assert!(ok, "{err}");
+    let application: serde_json::Value =
+        serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    let sealed = application["spec"]["source"]["helm"]["valuesObject"]["sealedSecrets"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        sealed.len(),
+        2,
+        "connection Secret in the preview namespace, password in the provisioner's"
+    );
+    let key = previewd::seal::private_key_from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap(),
+    )
+    .unwrap();
+    let mut passwords = Vec::new();
+    for entry in sealed {
+        let object = previewd::seal::sealed_secret_object(&previewd::render::SealedSecret {
+            name: entry["name"].as_str().unwrap().into(),
+            namespace: entry["namespace"].as_str().unwrap().into(),
+            scope: "strict",
+            type_: entry["type"].as_str().unwrap().into(),
+            labels: Default::default(),
+            encrypted_data: serde_json::from_value(entry["encryptedData"].clone()).unwrap(),
+        });
+        let secret = previewd::seal::unseal_object(std::slice::from_ref(&key), &object).unwrap();
+        let value = |k: &str| {
+            secret["data"][k]
+                .as_str()
+                .map(|v| String::from_utf8(base64_decode(v)).unwrap())
+        };
+        passwords.push(value("PGPASSWORD").or(value("PASSWORD")).unwrap());
+        if let Some(url) = value("DATABASE_URL") {
+            assert!(
+                url.starts_with("postgres://codertocat_hello_world_pr_2:")
+                    && url.ends_with(
+                        "@postgres.previewd-system.svc:5432/codertocat_hello_world_pr_2"
+                    ),
+                "{url}"
+            );
+        }
+    }
+    assert_eq!(
+        passwords[0], passwords[1],
+        "the role's password and the app's are the same"
+    );
+    assert_eq!(passwords[0].len(), 32);
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
+}
+
+#[test]
+fn the_default_cluster_gets_a_local_key_pair_created_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("previewd.db");
+    let config = previewd::config::Config::from_toml(
+        "",
+        vec![("PREVIEWD_STATE".into(), state.display().to_string())],
+    )
+    .unwrap();
+    let first = clusters::sealing_certs(&config, NOW, false)
+        .remove("in-cluster")
+        .unwrap();
+    assert!(
+        first.unwrap_err().to_string().contains("previewd serve"),
+        "render never creates keys"
+    );
+    let created = clusters::sealing_certs(&config, NOW, true)
+        .remove("in-cluster")
+        .unwrap()
+        .unwrap();
+    let again = clusters::sealing_certs(&config, NOW, true)
+        .remove("in-cluster")
+        .unwrap()
+        .unwrap();
+    assert_eq!(created.fingerprint, again.fingerprint);
+    let (key, _) = clusters::local_key_paths(&state);
+    #[cfg(unix)]
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions())
+            & 0o777,
+        0o600
+    );
+    // And the pair works: what is sealed with the certificate opens with the key.
+    let private =
+        previewd::seal::private_key_from_pem(&std::fs::read_to_string(key).unwrap()).unwrap();
+    let value = previewd::seal::seal_value(
+        &created,
+        previewd::seal::Scope::Strict,
+        "n",
+        "s",
+        b"x",
+        &mut rand::thread_rng(),
+    )
+    .unwrap();
+    assert_eq!(
+        previewd::seal::unseal_value(&[private], previewd::seal::Scope::Strict, "n", "s", &value)
+            .unwrap(),
+        b"x"
+    );
+}
+
+#[test]
+fn a_configured_cluster_needs_an_unexpired_certificate() {
+    let config = previewd::config::Config::from_toml(
+        &format!("[[clusters]]\nname = \"a\"\nserver = \"https://a\"\nsealing_cert = \"{FIXTURES}/test-cert.pem\"\n[[clusters]]\nname = \"b\"\nserver = \"https://b\"\n"),
+        Vec::new(),
+    )
+    .unwrap();
+    let mut certs = clusters::sealing_certs(&config, test_cert().not_after + 1, true);
+    assert!(format!("{:#}", certs.remove("a").unwrap().unwrap_err()).contains("expired"));
+    assert!(
+        certs
+            .remove("b")
+            .unwrap()
+            .unwrap_err()
+            .to_string()
+            .contains("cluster b has no sealing_cert")
+    );
+}
+
+#[tokio::test]
+async fn a_renewed_controller_key_reseals_the_live_previews_of_that_cluster_once() {
+    let app = TestApp::start().await;
+    for n in [1, 2, 3] {
+        app.send(&Delivery::fixture("pull_request.opened").number(n))
+            .await;
+    }
+    // Previews 1 and 2 on eu-1 (2 is closed), 3 on us-1; each has sealed values.
+    for (n, cluster) in [(1, "eu-1"), (2, "eu-1"), (3, "us-1")] {
+        sqlx::query("UPDATE previews SET cluster = ?1 WHERE number = ?2")
+            .bind(cluster)
+            .bind(n)
+            .execute(app.pool())
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at) SELECT id, 'ns', 'db', 'strict', 'old', '{}', 0 FROM previews WHERE number = ?1")
+            .bind(n)
+            .execute(app.pool())
+            .await
+            .unwrap();
+    }
+    sqlx::query("UPDATE previews SET desired = 'absent' WHERE number = 2")
+        .execute(app.pool())
+        .await
+        .unwrap();
+
+    let old = test_cert();
+    let other = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
+    let new = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
+    assert_eq!(
+        clusters::check_rotation(app.pool(), "eu-1", &old, NOW)
+            .await
+            .unwrap(),
+        Rotation::FirstSeen
+    );
+    assert_eq!(
+        clusters::check_rotation(app.pool(), "eu-1", &old, NOW)
+            .await
+            .unwrap(),
+        Rotation::Unchanged
+    );
+    assert_eq!(
+        clusters::check_rotation(app.pool(), "eu-1", &new, NOW)
+            .await
+            .unwrap(),
+        Rotation::Resealed { previews: 1 }
+    );
+    assert_eq!(
+        clusters::check_rotation(app.pool(), "eu-1", &new, NOW)
+            .await
+            .unwrap(),
+        Rotation::Unchanged
+    );
+
+    let remaining: Vec<i64> = sqlx::query_scalar("SELECT p.number FROM sealed_secrets s JOIN previews p ON p.id = s.preview_id ORDER BY p.number")
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        remaining,
+        [2, 3],
+        "only the live preview on eu-1 is re-sealed"
+    );
+    let history = app.history("codertocat/hello-world", 1).await;
+    let last = history.last().unwrap();
+    assert_eq!((last.0.as_str(), last.1.as_str()), ("resealed", "previewd"));
+    assert!(last.2.contains(&new.fingerprint), "{last:?}");
+}
