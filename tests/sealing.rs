@@ -372,3 +372,83 @@ async fn a_renewed_controller_key_reseals_the_live_previews_of_that_cluster_once
     assert_eq!((last.0.as_str(), last.1.as_str()), ("resealed", "previewd"));
     assert!(last.2.contains(&new.fingerprint), "{last:?}");
 }
+
+#[test]
+fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, ca_key) =
+        previewd::ca::PreviewCa::generate("test CA", NOW - 86_400, 10 * 365 * 86_400).unwrap();
+    std::fs::write(dir.path().join("ca.crt"), &ca.cert_pem).unwrap();
+    std::fs::write(dir.path().join("ca.key"), ca_key).unwrap();
+    let config = format!(
+        "[tls]\nmode = \"sealed\"\nca_cert = \"ca.crt\"\nca_key = \"ca.key\"\n[database]\nmode = \"off\"\n\
+         [[clusters]]\nname = \"eu-1\"\nserver = \"https://eu-1.example.com\"\nsealing_cert = \"{FIXTURES}/test-cert.pem\"\n"
+    );
+    std::fs::write(dir.path().join("previewd.toml"), config).unwrap();
+    let event = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/github/pull_request.opened.json"
+    );
+    let (ok, yaml, err) = previewd(&["render", "--event", event], dir.path());
+    assert!(ok, "{err}");
+    let application: serde_json::Value =
+        serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    let values = &application["spec"]["source"]["helm"]["valuesObject"];
+    let entry = &values["sealedSecrets"][0];
+    assert_eq!(
+        (entry["type"].as_str(), entry["name"].as_str()),
+        (
+            Some("kubernetes.io/tls"),
+            values["tls"]["secretName"].as_str()
+        )
+    );
+    let object = previewd::seal::sealed_secret_object(&previewd::render::SealedSecret {
+        name: entry["name"].as_str().unwrap().into(),
+        namespace: entry["namespace"].as_str().unwrap().into(),
+        scope: "strict",
+        type_: "kubernetes.io/tls".into(),
+        labels: Default::default(),
+        encrypted_data: serde_json::from_value(entry["encryptedData"].clone()).unwrap(),
+    });
+    let key = previewd::seal::private_key_from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap(),
+    )
+    .unwrap();
+    let secret = previewd::seal::unseal_object(&[key], &object).unwrap();
+    let chain =
+        String::from_utf8(base64_decode(secret["data"]["tls.crt"].as_str().unwrap())).unwrap();
+    std::fs::write(dir.path().join("chain.pem"), &chain).unwrap();
+    let output = Command::new("openssl")
+        .args([
+            "verify",
+            "-CAfile",
+            "ca.crt",
+            "-untrusted",
+            "chain.pem",
+            "chain.pem",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let san = Command::new("openssl")
+        .args([
+            "x509",
+            "-noout",
+            "-ext",
+            "subjectAltName",
+            "-in",
+            "chain.pem",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&san.stdout)
+            .contains("DNS:codertocat-hello-world-pr-2.preview.localhost")
+    );
+}
