@@ -224,11 +224,17 @@ fn sealed_secrets(
         }
     };
     let ttl = config.defaults.ttl.as_secs() as i64;
-    let rng = &mut rand::rngs::OsRng;
-    crate::secrets::for_preview(config, names, ca.as_ref(), now, now + ttl, rng)?
-        .iter()
-        .map(|spec| Ok(crate::seal::seal_secret(&cert, spec, rng)?))
-        .collect()
+    crate::secrets::for_preview(
+        config,
+        names,
+        ca.as_ref(),
+        now,
+        now + ttl,
+        &mut rand::rngs::OsRng,
+    )?
+    .iter()
+    .map(|spec| Ok(crate::seal::seal_secret(&cert, spec)?))
+    .collect()
 }
 
 /// `previewd seal`: one SealedSecret from KEY=VALUE pairs.
@@ -281,7 +287,7 @@ fn seal(
         labels: Default::default(),
         data,
     };
-    let sealed = crate::seal::seal_secret(&cert, &spec, &mut rand::rngs::OsRng)?;
+    let sealed = crate::seal::seal_secret(&cert, &spec)?;
     print!(
         "---\n{}",
         crate::yaml::to_string(&crate::seal::sealed_secret_object(&sealed))

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use rsa::RsaPrivateKey;
+use rsa::PrivateKey;
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 use sqlx::SqlitePool;
 
@@ -95,7 +95,7 @@ fn cluster_cert(
 
 /// RSA-4096 key (PKCS#8 PEM, mode 0600) and a self-signed certificate for it.
 fn create_local_key_pair(key_path: &Path, cert_path: &Path, now: i64) -> anyhow::Result<()> {
-    let key = RsaPrivateKey::new(&mut rand::rngs::OsRng, LOCAL_KEY_BITS)
+    let key = PrivateKey::new(&mut getrandom::SysRng, LOCAL_KEY_BITS)
         .context("generating the local sealing key")?;
     let pkcs8 = key
         .to_pkcs8_der()

@@ -13,12 +13,14 @@ use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use rand::{CryptoRng, RngCore};
+use rsa::oaep::{DecryptingKey, EncryptingKey};
 use rsa::pkcs1::{DecodeRsaPrivateKey, DecodeRsaPublicKey};
 use rsa::pkcs8::DecodePrivateKey;
-use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
+use rsa::sha2::Sha256;
+use rsa::traits::{Decryptor, RandomizedEncryptor};
+use rsa::{PrivateKey, PublicKey};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
 pub const NAMESPACE_WIDE: &str = "sealedsecrets.bitnami.com/namespace-wide";
 pub const CLUSTER_WIDE: &str = "sealedsecrets.bitnami.com/cluster-wide";
@@ -101,7 +103,7 @@ pub enum UnsealError {
 /// A controller's public certificate: what previewd seals with.
 #[derive(Clone, Debug)]
 pub struct SealingCert {
-    key: RsaPublicKey,
+    key: PublicKey,
     /// OpenSSH-style `SHA256:<base64>` of the key, as the controller's key registry names
     /// keys; changes when the controller renews its key.
     pub fingerprint: String,
@@ -120,7 +122,7 @@ impl SealingCert {
             .parse_x509()
             .map_err(|e| SealError::BadCertificate(e.to_string()))?;
         let spki = cert.public_key();
-        let key = RsaPublicKey::from_pkcs1_der(&spki.subject_public_key.data)
+        let key = PublicKey::from_pkcs1_der(&spki.subject_public_key.data)
             .map_err(|e| SealError::NotRsa(e.to_string()))?;
         let not_after = cert.validity().not_after.timestamp();
         if not_after <= now {
@@ -130,7 +132,7 @@ impl SealingCert {
     }
 
     /// For a key previewd holds itself (the local development key pair).
-    pub fn from_public_key(key: RsaPublicKey, not_after: i64) -> Self {
+    pub fn from_public_key(key: PublicKey, not_after: i64) -> Self {
         Self {
             fingerprint: fingerprint(&key),
             key,
@@ -140,45 +142,45 @@ impl SealingCert {
 }
 
 /// SHA-256 over the SSH wire encoding of the key (`ssh-rsa`, e, n as mpints).
-pub fn fingerprint(key: &RsaPublicKey) -> String {
+pub fn fingerprint(key: &PublicKey) -> String {
     use rsa::traits::PublicKeyParts;
     let mut blob = Vec::new();
     let mut put = |bytes: &[u8]| {
         blob.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
         blob.extend_from_slice(bytes);
     };
-    let mpint = |n: &rsa::BigUint| {
-        let bytes = n.to_bytes_be();
-        if bytes.first().is_some_and(|b| b & 0x80 != 0) {
-            [&[0u8][..], &bytes].concat()
+    // mpint: big-endian, no leading zero bytes, one zero byte if the top bit is set.
+    let mpint = |n: &rsa::BoxedUint| {
+        let bytes = n.to_be_bytes();
+        let significant = &bytes[bytes.iter().take_while(|b| **b == 0).count()..];
+        if significant.first().is_some_and(|b| b & 0x80 != 0) {
+            [&[0u8][..], significant].concat()
         } else {
-            bytes
+            significant.to_vec()
         }
     };
     put(b"ssh-rsa");
     put(&mpint(key.e()));
-    put(&mpint(key.n()));
+    put(&mpint(key.n().as_ref()));
     format!(
         "SHA256:{}",
-        base64::engine::general_purpose::STANDARD_NO_PAD.encode(Sha256::digest(&blob))
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(sha2::Sha256::digest(&blob))
     )
 }
 
-/// Seals one value for `scope` at `namespace`/`name`.
+/// Seals one value for `scope` at `namespace`/`name`, with randomness from the OS.
 pub fn seal_value(
     cert: &SealingCert,
     scope: Scope,
     namespace: &str,
     name: &str,
     value: &[u8],
-    rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<String, SealError> {
     let mut session_key = [0u8; 32];
-    rng.fill_bytes(&mut session_key);
+    getrandom::fill(&mut session_key).map_err(|e| SealError::Encrypt(e.to_string()))?;
     let label = scope.label(namespace, name);
-    let wrapped = cert
-        .key
-        .encrypt(rng, oaep(&label), &session_key)
+    let wrapped = EncryptingKey::<Sha256>::new_with_label(cert.key.clone(), label.into_bytes())
+        .encrypt_with_rng(&mut getrandom::SysRng, &session_key)
         .map_err(|e| SealError::Encrypt(e.to_string()))?;
     let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&session_key));
     let sealed = cipher
@@ -195,7 +197,7 @@ pub fn seal_value(
 
 /// Opens one value with any of `keys` (the controller tries each key it holds).
 pub fn unseal_value(
-    keys: &[RsaPrivateKey],
+    keys: &[PrivateKey],
     scope: Scope,
     namespace: &str,
     name: &str,
@@ -212,7 +214,11 @@ pub fn unseal_value(
     let label = scope.label(namespace, name);
     let session_key = keys
         .iter()
-        .find_map(|key| key.decrypt(oaep(&label), wrapped).ok())
+        .find_map(|key| {
+            DecryptingKey::<Sha256>::new_with_label(key.clone(), label.clone().into_bytes())
+                .decrypt(wrapped)
+                .ok()
+        })
         .ok_or(UnsealError::WrongKeyOrLabel { label })?;
     if session_key.len() != 32 {
         return Err(UnsealError::Tampered);
@@ -223,17 +229,9 @@ pub fn unseal_value(
         .map_err(|_| UnsealError::Tampered)
 }
 
-fn oaep(label: &str) -> Oaep {
-    if label.is_empty() {
-        Oaep::new::<Sha256>()
-    } else {
-        Oaep::new_with_label::<Sha256, _>(label)
-    }
-}
-
-pub fn private_key_from_pem(pem: &str) -> Result<RsaPrivateKey, SealError> {
-    RsaPrivateKey::from_pkcs1_pem(pem)
-        .or_else(|_| RsaPrivateKey::from_pkcs8_pem(pem))
+pub fn private_key_from_pem(pem: &str) -> Result<PrivateKey, SealError> {
+    PrivateKey::from_pkcs1_pem(pem)
+        .or_else(|_| PrivateKey::from_pkcs8_pem(pem))
         .map_err(|_| SealError::BadPrivateKey)
 }
 
@@ -264,7 +262,6 @@ impl std::fmt::Debug for SecretSpec {
 pub fn seal_secret(
     cert: &SealingCert,
     spec: &SecretSpec,
-    rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<crate::render::SealedSecret, SealError> {
     let encrypted_data = spec
         .data
@@ -272,7 +269,7 @@ pub fn seal_secret(
         .map(|(key, value)| {
             Ok((
                 key.clone(),
-                seal_value(cert, spec.scope, &spec.namespace, &spec.name, value, rng)?,
+                seal_value(cert, spec.scope, &spec.namespace, &spec.name, value)?,
             ))
         })
         .collect::<Result<_, SealError>>()?;
@@ -320,7 +317,7 @@ fn template_metadata(metadata: &Value, labels: &BTreeMap<String, String>) -> Val
 /// Opens a SealedSecret object into the Secret the controller would make; the error names
 /// every value that does not open.
 pub fn unseal_object(
-    keys: &[RsaPrivateKey],
+    keys: &[PrivateKey],
     object: &Value,
 ) -> Result<Value, Vec<(String, UnsealError)>> {
     let metadata = &object["metadata"];

@@ -269,15 +269,8 @@ fn the_default_cluster_gets_a_local_key_pair_created_once() {
     // And the pair works: what is sealed with the certificate opens with the key.
     let private =
         previewd::seal::private_key_from_pem(&std::fs::read_to_string(key).unwrap()).unwrap();
-    let value = previewd::seal::seal_value(
-        &created,
-        previewd::seal::Scope::Strict,
-        "n",
-        "s",
-        b"x",
-        &mut rand::thread_rng(),
-    )
-    .unwrap();
+    let value = previewd::seal::seal_value(&created, previewd::seal::Scope::Strict, "n", "s", b"x")
+        .unwrap();
     assert_eq!(
         previewd::seal::unseal_value(&[private], previewd::seal::Scope::Strict, "n", "s", &value)
             .unwrap(),
@@ -331,7 +324,7 @@ async fn a_renewed_controller_key_reseals_the_live_previews_of_that_cluster_once
         .unwrap();
 
     let old = test_cert();
-    let other = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
+    let other = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).unwrap();
     let new = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
     assert_eq!(
         clusters::check_rotation(app.pool(), "eu-1", &old, NOW)

@@ -11,7 +11,7 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn test_key() -> RsaPrivateKey {
+fn test_key() -> PrivateKey {
     private_key_from_pem(&fixture("test-key.pem")).unwrap()
 }
 
@@ -79,8 +79,8 @@ fn an_expired_certificate_is_refused() {
 
 #[test]
 fn sealed_values_open_for_their_scope_and_nowhere_else() {
-    let (cert, keys, rng) = (test_cert(), [test_key()], &mut rand::thread_rng());
-    let strict = seal_value(&cert, Scope::Strict, "ns", "db", b"hunter2", rng).unwrap();
+    let (cert, keys) = (test_cert(), [test_key()]);
+    let strict = seal_value(&cert, Scope::Strict, "ns", "db", b"hunter2").unwrap();
     assert_eq!(
         unseal_value(&keys, Scope::Strict, "ns", "db", &strict).unwrap(),
         b"hunter2"
@@ -94,14 +94,14 @@ fn sealed_values_open_for_their_scope_and_nowhere_else() {
         Err(UnsealError::WrongKeyOrLabel { .. })
     ));
 
-    let wide = seal_value(&cert, Scope::NamespaceWide, "ns", "db", b"v", rng).unwrap();
+    let wide = seal_value(&cert, Scope::NamespaceWide, "ns", "db", b"v").unwrap();
     assert_eq!(
         unseal_value(&keys, Scope::NamespaceWide, "ns", "any-name", &wide).unwrap(),
         b"v"
     );
     assert!(unseal_value(&keys, Scope::NamespaceWide, "other-ns", "db", &wide).is_err());
 
-    let anywhere = seal_value(&cert, Scope::ClusterWide, "ns", "db", b"", rng).unwrap();
+    let anywhere = seal_value(&cert, Scope::ClusterWide, "ns", "db", b"").unwrap();
     assert_eq!(
         unseal_value(&keys, Scope::ClusterWide, "elsewhere", "x", &anywhere).unwrap(),
         b""
@@ -110,9 +110,9 @@ fn sealed_values_open_for_their_scope_and_nowhere_else() {
 
 #[test]
 fn every_value_gets_its_own_session_key() {
-    let (cert, rng) = (test_cert(), &mut rand::thread_rng());
-    let a = seal_value(&cert, Scope::Strict, "ns", "db", b"same", rng).unwrap();
-    let b = seal_value(&cert, Scope::Strict, "ns", "db", b"same", rng).unwrap();
+    let cert = test_cert();
+    let a = seal_value(&cert, Scope::Strict, "ns", "db", b"same").unwrap();
+    let b = seal_value(&cert, Scope::Strict, "ns", "db", b"same").unwrap();
     assert_ne!(a, b);
     // Layout: 2-byte length (512 for RSA-4096), the wrapped key, the value and a 16-byte tag.
     let raw = STANDARD.decode(&a).unwrap();
@@ -121,17 +121,9 @@ fn every_value_gets_its_own_session_key() {
 
 #[test]
 fn a_value_sealed_for_another_clusters_key_does_not_open() {
-    let other = RsaPrivateKey::new(&mut rand::thread_rng(), 2048).unwrap();
+    let other = PrivateKey::new(&mut getrandom::SysRng, 2048).unwrap();
     let other_cert = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
-    let value = seal_value(
-        &other_cert,
-        Scope::Strict,
-        "ns",
-        "db",
-        b"x",
-        &mut rand::thread_rng(),
-    )
-    .unwrap();
+    let value = seal_value(&other_cert, Scope::Strict, "ns", "db", b"x").unwrap();
     assert!(matches!(
         unseal_value(&[test_key()], Scope::Strict, "ns", "db", &value),
         Err(UnsealError::WrongKeyOrLabel { .. })
@@ -145,15 +137,7 @@ fn a_value_sealed_for_another_clusters_key_does_not_open() {
 
 #[test]
 fn tampering_with_any_byte_is_detected() {
-    let value = seal_value(
-        &test_cert(),
-        Scope::Strict,
-        "ns",
-        "db",
-        b"payload",
-        &mut rand::thread_rng(),
-    )
-    .unwrap();
+    let value = seal_value(&test_cert(), Scope::Strict, "ns", "db", b"payload").unwrap();
     let raw = STANDARD.decode(&value).unwrap();
     for position in [0, 1, 2, 300, 514, raw.len() - 17, raw.len() - 1] {
         let mut bad = raw.clone();
@@ -196,8 +180,7 @@ fn sealed_secret_objects_round_trip_through_unseal() {
         labels: BTreeMap::new(),
         data: [("PASSWORD".to_string(), b"s3cret".to_vec())].into(),
     };
-    let object =
-        sealed_secret_object(&seal_secret(&test_cert(), &spec, &mut rand::thread_rng()).unwrap());
+    let object = sealed_secret_object(&seal_secret(&test_cert(), &spec).unwrap());
     assert_eq!(object["metadata"]["annotations"][NAMESPACE_WIDE], "true");
     assert_eq!(
         object["spec"]["template"]["metadata"]["annotations"][NAMESPACE_WIDE],
