@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sqlx::{Connection, SqliteConnection};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
@@ -50,9 +50,14 @@ pub struct Intake {
 impl Intake {
     /// Starts the writer on its own connection. It stops once every `Intake` is dropped,
     /// after writing what was queued.
-    pub fn start(conn: SqliteConnection, clock: Arc<dyn Clock>) -> (Self, JoinHandle<()>) {
+    /// `wake` is notified after every commit that recorded new intent (the reconciler waits on it).
+    pub fn start(
+        conn: SqliteConnection,
+        clock: Arc<dyn Clock>,
+        wake: Arc<Notify>,
+    ) -> (Self, JoinHandle<()>) {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(write_batches(conn, queue, clock));
+        let writer = tokio::spawn(write_batches(conn, queue, clock, wake));
         (Self { jobs }, writer)
     }
 
@@ -84,6 +89,7 @@ async fn write_batches(
     mut conn: SqliteConnection,
     mut queue: mpsc::Receiver<Job>,
     clock: Arc<dyn Clock>,
+    wake: Arc<Notify>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -98,6 +104,17 @@ async fn write_batches(
                     .collect()
             }
         };
+        if results.iter().any(|r| {
+            matches!(
+                r,
+                Ok(Recorded::New {
+                    outcome: Outcome::Accepted,
+                    ..
+                })
+            )
+        }) {
+            wake.notify_one();
+        }
         for (job, result) in batch.drain(..).zip(results) {
             // The handler may have gone (client hung up); the write stands regardless.
             let _ = job.reply.send(result);

@@ -34,6 +34,8 @@ pub struct App {
     pub pool: SqlitePool,
     pub intake: Intake,
     pub clock: Arc<dyn Clock>,
+    /// Wakes the reconciler when intake recorded new intent.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -154,14 +156,19 @@ pub async fn start(
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let pool = db::open(&config.state).await?;
-    let (intake, writer) =
-        Intake::start(db::writer_connection(&config.state).await?, clock.clone());
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (intake, writer) = Intake::start(
+        db::writer_connection(&config.state).await?,
+        clock.clone(),
+        wake.clone(),
+    );
     Ok((
         Arc::new(App {
             config,
             pool,
             intake,
             clock,
+            wake,
         }),
         writer,
     ))
@@ -183,8 +190,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
+    if config.sink.kind == crate::config::SinkKind::Kubernetes {
+        anyhow::bail!(
+            "sink.kind = \"kubernetes\" is not available in this version yet; use the directory sink"
+        );
+    }
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
-    check_sealing(&app).await?;
+    let reconciler = Arc::new(reconciler(&app).await?);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let reconciling = tokio::spawn(reconciler.run(app.wake.clone(), stop.clone()));
     tracing::info!(
         listen = %listener.local_addr()?,
         state = %app.config.state.display(),
@@ -196,23 +210,36 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .context("serving HTTP")?;
     pruner.abort();
+    stop.notify_one();
+    reconciling
+        .await
+        .context("waiting for the reconciler to finish")?;
     drop(app);
     writer.await.context("waiting for the writer to finish")?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Every cluster needs a certificate that has not expired; a changed one re-seals that
-/// cluster's previews. Refuses to start otherwise, rather than render unsealable secrets.
-async fn check_sealing(app: &App) -> anyhow::Result<()> {
+/// The reconciler with its sink. Every cluster needs a certificate that has not expired (a
+/// changed one re-seals that cluster's previews): previewd refuses to start otherwise,
+/// rather than render secrets nobody can open.
+async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
     let now = app.clock.now();
+    let mut certs = std::collections::BTreeMap::new();
     for (cluster, cert) in crate::clusters::sealing_certs(&app.config, now, true) {
         let cert = cert?;
         let rotation = crate::clusters::check_rotation(&app.pool, &cluster, &cert, now).await?;
         tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
+        certs.insert(cluster, cert);
     }
-    crate::ca::from_config(&app.config, now, true)?;
-    Ok(())
+    Ok(crate::reconcile::Reconciler::new(
+        app.pool.clone(),
+        app.config.clone(),
+        crate::sink::DirectorySink::new(&app.config.sink.directory),
+        certs,
+        crate::ca::from_config(&app.config, now, true)?,
+        app.clock.clone(),
+    ))
 }
 
 async fn prune_deliveries(app: Arc<App>) {

@@ -139,7 +139,10 @@ fn an_accepted_delivery_survives_a_kill_and_its_redelivery_stays_a_no_op() {
     assert_eq!(again.status, 200);
     assert!(again.body.contains("duplicate"), "{}", again.body);
     assert!(server.terminate().success());
-    assert_eq!(count(&state, "SELECT COUNT(*) FROM history"), 1);
+    assert_eq!(
+        count(&state, "SELECT COUNT(*) FROM history WHERE what = 'opened'"),
+        1
+    );
     assert_eq!(count(&state, "SELECT COUNT(*) FROM deliveries"), 1);
 }
 
@@ -175,4 +178,68 @@ fn a_named_config_file_must_exist() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/previewd.toml"));
+}
+
+#[test]
+fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("previewd.db");
+    let env = [
+        ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+        ("PREVIEWD_STATE", state.to_str().unwrap()),
+    ];
+    let server = Server::start(dir.path(), &env);
+    let file = dir
+        .path()
+        .join("rendered/codertocat-hello-world-pr-2-helpers.yaml");
+    let wait_for = |what: &str, ready: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let contains =
+        |text: &str| std::fs::read_to_string(&file).is_ok_and(|yaml| yaml.contains(text));
+
+    assert_eq!(
+        server
+            .deliver(&Delivery::fixture("pull_request.opened"))
+            .status,
+        202
+    );
+    wait_for("the Application file", &|| {
+        contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
+    });
+
+    let new_head = "2222222222222222222222222222222222222222";
+    let push = Delivery::fixture("pull_request.synchronize")
+        .at_sha(new_head)
+        .updated_at("2019-05-15T16:00:00Z");
+    assert_eq!(server.deliver(&push).status, 202);
+    wait_for("the new head in the file", &|| contains(new_head));
+
+    let close =
+        Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z");
+    assert_eq!(server.deliver(&close).status, 202);
+    wait_for("the file to go", &|| !file.exists());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count(&state, "SELECT COUNT(*) FROM previews") > 0 {
+        assert!(Instant::now() < deadline, "the preview row was not removed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(server.terminate().success());
+    assert_eq!(
+        count(&state, "SELECT COUNT(*) FROM ledger")
+            + count(&state, "SELECT COUNT(*) FROM sealed_secrets"),
+        0
+    );
+    assert_eq!(
+        count(
+            &state,
+            "SELECT COUNT(*) FROM history WHERE what = 'destroyed'"
+        ),
+        1
+    );
+    assert!(count(&state, "SELECT COUNT(*) FROM history") >= 7);
 }

@@ -1,0 +1,430 @@
+//! The reconciler: the one place with side effects. Level-triggered: for each preview it
+//! compares what previewd wants (the recorded intent, rendered) with what the sink reports,
+//! and does the one next step (`plan`). A lost notification, a crash or a redelivered
+//! webhook all converge to the same result on the next pass.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use sqlx::SqlitePool;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::ca::PreviewCa;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::db::{self, PreviewRow};
+use crate::naming::Names;
+use crate::plan::{self, Action, Observed};
+use crate::preview::{Desired, Preview, PreviewKey};
+use crate::render::{self, SealedSecret};
+use crate::seal::SealingCert;
+use crate::sink::{APPLIED_HASH, DirectorySink};
+
+/// Previews reconciled at the same time.
+const PARALLEL: usize = 4;
+/// A pass runs at least this often, so a missed notification heals.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// Every sink call gets this long, and this many tries with doubling backoff.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const ATTEMPTS: u32 = 3;
+
+pub struct Reconciler {
+    pool: SqlitePool,
+    config: Config,
+    sink: DirectorySink,
+    certs: BTreeMap<String, SealingCert>,
+    ca: Option<PreviewCa>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Reconciler {
+    pub fn new(
+        pool: SqlitePool,
+        config: Config,
+        sink: DirectorySink,
+        certs: BTreeMap<String, SealingCert>,
+        ca: Option<PreviewCa>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            pool,
+            config,
+            sink,
+            certs,
+            ca,
+            clock,
+        }
+    }
+
+    /// Passes until `stop` is notified: after every wake-up, and every `RESYNC` regardless.
+    pub async fn run(self: Arc<Self>, wake: Arc<Notify>, stop: Arc<Notify>) {
+        loop {
+            if let Err(e) = self.pass().await {
+                tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
+            }
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(RESYNC) => {}
+                () = stop.notified() => return,
+            }
+        }
+    }
+
+    /// One pass over every preview: placement first, one preview at a time in arrival
+    /// order (so the queue is first come, first served); then each preview at most once,
+    /// `PARALLEL` at a time.
+    pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
+        self.place_waiting().await.context("placing previews")?;
+        let ids = db::preview_ids(&self.pool)
+            .await
+            .context("listing previews")?;
+        let permits = Arc::new(Semaphore::new(PARALLEL));
+        let mut running = JoinSet::new();
+        for id in ids.iter().copied() {
+            let permit = permits.clone().acquire_owned().await?;
+            let me = self.clone();
+            running.spawn(async move {
+                let _permit = permit;
+                if let Err(e) = me.reconcile(id).await {
+                    me.record_failure(id, &e).await;
+                }
+            });
+        }
+        while running.join_next().await.is_some() {}
+        Ok(ids.len())
+    }
+
+    async fn record_failure(&self, id: i64, error: &anyhow::Error) {
+        let message = format!("{error:#}");
+        tracing::warn!(preview = id, error = %message, "reconcile failed");
+        let now = self.clock.now();
+        if let Ok(Some(row)) = db::preview_row(&self.pool, id).await {
+            // One history row per distinct error, not one per retry.
+            if row.last_error.as_deref() != Some(message.as_str()) {
+                let _ =
+                    db::add_history_now(&self.pool, &row.repo, row.number, "error", &message, now)
+                        .await;
+            }
+            let _ = db::set_observed(&self.pool, id, "error", Some(&message), None, now).await;
+        }
+    }
+
+    /// The next step for one preview.
+    pub async fn reconcile(&self, id: i64) -> anyhow::Result<()> {
+        let Some(row) = db::preview_row(&self.pool, id).await? else {
+            return Ok(());
+        };
+        let desired = desired_of(&row)?;
+        let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
+        let domain = &self
+            .config
+            .policy_for(&key.repo)
+            .unwrap_or(&self.config.defaults)
+            .domain;
+        let names = Names::of(&key, domain);
+        let now = self.clock.now();
+        if desired == Desired::Absent {
+            return self.tear_down(&row, &names, now).await;
+        }
+        if row.teardown_started_at.is_some() {
+            db::clear_teardown(&self.pool, id).await?;
+        }
+        let manifest = match desired {
+            Desired::Deployed => match self.desired_manifest(&row, &key, &names, now).await? {
+                Some(manifest) => Some(manifest),
+                None => return Ok(()), // queued: no cluster has room
+            },
+            _ => None,
+        };
+        let hash = manifest.as_ref().map(|(_, hash)| hash.as_str());
+        let observed = self.observe(&names.application).await?;
+        match plan::plan(desired, hash, &observed) {
+            Action::Apply => {
+                let (manifest, hash) = manifest.context("nothing to apply")?;
+                self.retry("apply", || self.sink.apply(&names.application, &manifest))
+                    .await?;
+                let ns = &self.config.sink.argocd_namespace;
+                db::record_ledger(
+                    &self.pool,
+                    id,
+                    "Application",
+                    ns,
+                    &names.application,
+                    "applied",
+                    now,
+                )
+                .await?;
+                db::set_observed(&self.pool, id, "applied", None, Some(&hash), now).await?;
+                let reason = format!(
+                    "helper Application {} applied at {}",
+                    names.application,
+                    &row.head_sha[..7]
+                );
+                db::add_history_now(&self.pool, &row.repo, row.number, "applied", &reason, now)
+                    .await?;
+                tracing::info!(preview = %key, sha = %&row.head_sha[..7], "applied");
+            }
+            Action::Delete => {
+                // A preview that may not run (awaiting approval, draft) keeps its row.
+                self.retry("delete", || self.sink.delete(&names.application))
+                    .await?;
+                db::set_observed(&self.pool, id, desired.as_str(), None, None, now).await?;
+                let reason = format!("{} is {desired}: its helper Application was removed", key);
+                db::add_history_now(&self.pool, &row.repo, row.number, "withdrawn", &reason, now)
+                    .await?;
+            }
+            Action::Nothing => {
+                let state = if desired == Desired::Deployed {
+                    "applied"
+                } else {
+                    desired.as_str()
+                };
+                if row.observed != state || row.last_error.is_some() {
+                    db::set_observed(&self.pool, id, state, None, None, now).await?;
+                }
+            }
+            Action::Wait | Action::Forget => {}
+        }
+        Ok(())
+    }
+
+    /// Gives each deployable preview without a cluster the least loaded one with room, in
+    /// arrival order; the rest wait, visibly, as `queued`.
+    async fn place_waiting(&self) -> anyhow::Result<()> {
+        let now = self.clock.now();
+        for row in db::unplaced(&self.pool).await? {
+            match place(&self.config, &db::cluster_load(&self.pool).await?) {
+                Some(cluster) => {
+                    db::set_cluster(&self.pool, row.id, &cluster).await?;
+                    db::add_history_now(
+                        &self.pool,
+                        &row.repo,
+                        row.number,
+                        "placed",
+                        &format!("on cluster {cluster}"),
+                        now,
+                    )
+                    .await?;
+                }
+                None => {
+                    if row.observed != "queued" {
+                        db::set_observed(&self.pool, row.id, "queued", None, None, now).await?;
+                        db::add_history_now(
+                            &self.pool,
+                            &row.repo,
+                            row.number,
+                            "queued",
+                            "every cluster is at capacity",
+                            now,
+                        )
+                        .await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The Application to apply; `None` while the preview waits for a cluster.
+    async fn desired_manifest(
+        &self,
+        row: &PreviewRow,
+        key: &PreviewKey,
+        names: &Names,
+        now: i64,
+    ) -> anyhow::Result<Option<(serde_json::Value, String)>> {
+        let Some(cluster) = row.cluster.clone() else {
+            return Ok(None);
+        };
+        let preview = Preview {
+            key: key.clone(),
+            head_sha: row.head_sha.parse()?,
+            author: row.author.clone(),
+            title: row.title.clone(),
+            fork: row.fork,
+            approved_sha: row.approved_sha.as_deref().map(str::parse).transpose()?,
+            cluster: cluster.clone(),
+            seed_generation: u32::try_from(row.seed_generation)?,
+        };
+        let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
+        let mut manifest = render::helper_application(&preview, &self.config, &sealed)?;
+        let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
+        manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
+        Ok(Some((manifest, hash)))
+    }
+
+    /// The preview's secrets sealed for its cluster: the stored ones while the cluster's
+    /// certificate is the one they were sealed for; otherwise new ones, generated and stored.
+    async fn sealed_secrets(
+        &self,
+        row: &PreviewRow,
+        names: &Names,
+        cluster: &str,
+        now: i64,
+    ) -> anyhow::Result<Vec<SealedSecret>> {
+        let cert = self
+            .certs
+            .get(cluster)
+            .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
+        let stored = db::sealed_secrets(&self.pool, row.id).await?;
+        if !stored.is_empty()
+            && stored
+                .iter()
+                .all(|(_, fingerprint)| fingerprint == &cert.fingerprint)
+        {
+            return Ok(stored.into_iter().map(|(secret, _)| secret).collect());
+        }
+        let specs = crate::secrets::for_preview(
+            &self.config,
+            names,
+            self.ca.as_ref(),
+            now,
+            row.expires_at,
+            &mut rand::rngs::OsRng,
+        )?;
+        let sealed = specs
+            .iter()
+            .map(|spec| crate::seal::seal_secret(cert, spec))
+            .collect::<Result<Vec<_>, _>>()?;
+        db::store_sealed_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
+        Ok(sealed)
+    }
+
+    /// Teardown: durably marked, then deleted, then confirmed gone, then forgotten.
+    async fn tear_down(&self, row: &PreviewRow, names: &Names, now: i64) -> anyhow::Result<()> {
+        if row.teardown_started_at.is_none() {
+            db::start_teardown(&self.pool, row.id, now).await?;
+        }
+        let ns = &self.config.sink.argocd_namespace;
+        // Deleting, then looking again: a sink without finalizers (a directory) is done at once.
+        for _ in 0..2 {
+            match plan::plan(
+                Desired::Absent,
+                None,
+                &self.observe(&names.application).await?,
+            ) {
+                Action::Delete => {
+                    db::record_ledger(
+                        &self.pool,
+                        row.id,
+                        "Application",
+                        ns,
+                        &names.application,
+                        "deleting",
+                        now,
+                    )
+                    .await?;
+                    self.retry("delete", || self.sink.delete(&names.application))
+                        .await?;
+                }
+                Action::Forget => {
+                    db::record_ledger(
+                        &self.pool,
+                        row.id,
+                        "Application",
+                        ns,
+                        &names.application,
+                        "gone",
+                        now,
+                    )
+                    .await?;
+                    let reason = format!(
+                        "PR {}: everything previewd provisioned is gone",
+                        row.end_reason.as_deref().unwrap_or("closed")
+                    );
+                    if db::forget_preview(&self.pool, row.id, &reason, now).await? {
+                        tracing::info!(repo = %row.repo, number = row.number, "preview destroyed");
+                    }
+                    return Ok(());
+                }
+                _ => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+        self.retry("observe", || self.sink.observe(name)).await
+    }
+
+    /// A sink call with a timeout and a bounded retry with doubling backoff.
+    async fn retry<T, F, Fut>(&self, what: &str, call: F) -> anyhow::Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<T>>,
+    {
+        let mut backoff = Duration::from_millis(100);
+        let mut attempt = 1;
+        loop {
+            let result = match tokio::time::timeout(CALL_TIMEOUT, call()).await {
+                Ok(result) => result,
+                Err(_) => Err(anyhow::anyhow!("{what} timed out after {CALL_TIMEOUT:?}")),
+            };
+            match result {
+                Ok(value) => return Ok(value),
+                Err(e) if attempt >= ATTEMPTS => {
+                    return Err(e.context(format!("{what} failed {ATTEMPTS} times")));
+                }
+                Err(_) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+}
+
+fn desired_of(row: &PreviewRow) -> anyhow::Result<Desired> {
+    Ok(match row.desired.as_str() {
+        "deployed" => Desired::Deployed,
+        "awaiting_approval" => Desired::AwaitingApproval,
+        "draft" => Desired::Draft,
+        "absent" => Desired::Absent,
+        other => anyhow::bail!("unknown desired state {other:?}"),
+    })
+}
+
+/// Placement: the least loaded cluster with room (`capacity` unset = unlimited); ties go to
+/// the first configured. A preview stays on its cluster for life.
+pub fn place(config: &Config, load: &[(String, i64)]) -> Option<String> {
+    let used = |name: &str| load.iter().find(|(c, _)| c == name).map_or(0, |(_, n)| *n);
+    config
+        .clusters
+        .iter()
+        .filter(|c| c.capacity.is_none_or(|cap| used(&c.name) < i64::from(cap)))
+        .min_by_key(|c| used(&c.name))
+        .map(|c| c.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config::from_toml(
+            "[[clusters]]\nname = \"a\"\nserver = \"https://a\"\ncapacity = 2\n[[clusters]]\nname = \"b\"\nserver = \"https://b\"\ncapacity = 1\n",
+            Vec::new(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn new_previews_go_to_the_least_loaded_cluster_with_room() {
+        assert_eq!(place(&config(), &[]).as_deref(), Some("a"));
+        assert_eq!(place(&config(), &[("a".into(), 1)]).as_deref(), Some("b"));
+        assert_eq!(
+            place(&config(), &[("a".into(), 1), ("b".into(), 1)]).as_deref(),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn with_every_cluster_full_a_preview_waits() {
+        assert_eq!(place(&config(), &[("a".into(), 2), ("b".into(), 1)]), None);
+    }
+}

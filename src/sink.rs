@@ -1,0 +1,112 @@
+//! Where helper Applications go. `directory` (the embedded default) writes one YAML file per
+//! Application, the layout an Argo CD app-of-apps can watch in a Git repository.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::plan::Observed;
+
+/// The annotation that records which rendering of the Application was applied.
+pub const APPLIED_HASH: &str = "previewd.dev/applied-hash";
+
+/// One file per Application, written atomically (temp file, fsync, rename, fsync of the
+/// directory), removed on teardown.
+#[derive(Debug, Clone)]
+pub struct DirectorySink {
+    dir: PathBuf,
+}
+
+impl DirectorySink {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.yaml"))
+    }
+
+    pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
+        let (dir, path, text) = (
+            self.dir.clone(),
+            self.path(name),
+            crate::yaml::to_string(manifest),
+        );
+        tokio::task::spawn_blocking(move || write_atomically(&dir, &path, text.as_bytes())).await?
+    }
+
+    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+        let path = self.path(name);
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Observed::Missing),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let manifest: Value = serde_yaml_ng::from_str(&text)
+            .with_context(|| format!("{} is not YAML", path.display()))?;
+        let hash = manifest["metadata"]["annotations"][APPLIED_HASH]
+            .as_str()
+            .map(str::to_owned);
+        Ok(Observed::Present { hash })
+    }
+
+    /// Removes the file; a directory has no finalizers, so it is gone at once.
+    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        let (dir, path) = (self.dir.clone(), self.path(name));
+        tokio::task::spawn_blocking(move || match std::fs::remove_file(&path) {
+            Ok(()) => sync_dir(&dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("removing {}", path.display())),
+        })
+        .await?
+    }
+}
+
+fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut temp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    sync_dir(dir)
+}
+
+/// Makes a rename or removal durable.
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn files_appear_change_and_disappear() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = DirectorySink::new(dir.path().join("apps"));
+        assert_eq!(sink.observe("a").await.unwrap(), Observed::Missing);
+        let manifest =
+            serde_json::json!({"metadata": {"name": "a", "annotations": {APPLIED_HASH: "h1"}}});
+        sink.apply("a", &manifest).await.unwrap();
+        assert_eq!(
+            sink.observe("a").await.unwrap(),
+            Observed::Present {
+                hash: Some("h1".into())
+            }
+        );
+        sink.delete("a").await.unwrap();
+        sink.delete("a").await.unwrap();
+        assert_eq!(sink.observe("a").await.unwrap(), Observed::Missing);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("apps")).unwrap().count(),
+            0,
+            "no temporary files left"
+        );
+    }
+}

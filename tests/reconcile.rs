@@ -1,0 +1,307 @@
+//! The reconciler with the directory sink: intent in, Application files out, teardown to
+//! the last row, and the failures in between.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use common::{Delivery, TestApp};
+use previewd::reconcile::Reconciler;
+use previewd::seal::SealingCert;
+use previewd::sink::DirectorySink;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
+const APP: &str = "codertocat-hello-world-pr-2-helpers";
+const HELLO: &str = "codertocat/hello-world";
+
+fn reconciler(app: &TestApp, config: previewd::config::Config) -> Arc<Reconciler> {
+    let cert = SealingCert::from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
+        common::NOW,
+    )
+    .unwrap();
+    let certs = config
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), cert.clone()))
+        .collect();
+    Arc::new(Reconciler::new(
+        app.pool().clone(),
+        config,
+        DirectorySink::new(rendered(app)),
+        certs,
+        None,
+        Arc::new(app.clock.clone()),
+    ))
+}
+
+fn rendered(app: &TestApp) -> PathBuf {
+    app.dir.path().join("rendered")
+}
+
+fn file(app: &TestApp) -> Option<String> {
+    std::fs::read_to_string(rendered(app).join(format!("{APP}.yaml"))).ok()
+}
+
+async fn whats(app: &TestApp) -> Vec<String> {
+    app.history(HELLO, 2)
+        .await
+        .into_iter()
+        .map(|h| h.0)
+        .collect()
+}
+
+#[tokio::test]
+async fn opened_pushed_and_closed_pr_goes_from_file_to_nothing_with_history_kept() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let first = file(&app).expect("the Application file appears");
+    assert!(first.contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
+    assert_eq!(app.count("sealed_secrets").await, 2, "sealed once, stored");
+    assert_eq!(app.count("ledger").await, 1);
+
+    let new_head = "1111111111111111111111111111111111111111";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    let second = file(&app).unwrap();
+    assert!(
+        second.contains(new_head) && !second.contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
+    );
+    // The secrets are the preview's own: a push does not change them.
+    let secret_of = |yaml: &str| {
+        yaml.lines()
+            .find(|l| l.contains("PGPASSWORD"))
+            .map(str::to_owned)
+    };
+    assert_eq!(secret_of(&first), secret_of(&second));
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap(); // marks the teardown, deletes the file, confirms, forgets
+    assert!(file(&app).is_none());
+    assert_eq!(
+        (
+            app.count("previews").await,
+            app.count("ledger").await,
+            app.count("sealed_secrets").await
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        whats(&app).await,
+        [
+            "opened",
+            "placed",
+            "applied",
+            "pushed",
+            "applied",
+            "closed",
+            "teardown_started",
+            "destroyed"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unchanged_input_makes_no_write() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let path = rendered(&app).join(format!("{APP}.yaml"));
+    let written = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        written
+    );
+    assert_eq!(
+        whats(&app).await.iter().filter(|w| *w == "applied").count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn fork_prs_awaiting_approval_get_nothing_applied() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.synchronize.fork"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        std::fs::read_dir(rendered(&app))
+            .map(|d| d.count())
+            .unwrap_or(0),
+        0
+    );
+    assert_eq!(
+        app.count("sealed_secrets").await,
+        0,
+        "no secrets are made for unapproved code"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_sink_is_recorded_once_and_recovers() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    // A file where the directory should be: every write fails.
+    std::fs::write(rendered(&app), "not a directory").unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let (observed, error): (String, Option<String>) =
+        sqlx::query_as("SELECT observed, last_error FROM previews")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(observed, "error");
+    assert!(
+        error.as_deref().unwrap().contains("failed 3 times"),
+        "{error:?}"
+    );
+    assert_eq!(
+        whats(&app).await.iter().filter(|w| *w == "error").count(),
+        1,
+        "one history row per distinct error"
+    );
+
+    std::fs::remove_file(rendered(&app)).unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(file(&app).is_some());
+    let (observed, error): (String, Option<String>) =
+        sqlx::query_as("SELECT observed, last_error FROM previews")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!((observed.as_str(), error), ("applied", None));
+}
+
+#[tokio::test]
+async fn a_restart_in_the_middle_of_a_teardown_finishes_it_once() {
+    let app = TestApp::start().await;
+    reconciler(&app, app.app.config.clone())
+        .pass()
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler(&app, app.app.config.clone())
+        .pass()
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    // A crash between deleting the Application and forgetting the preview: the teardown is
+    // marked and the file is gone, the row is still there.
+    let id: i64 = sqlx::query_scalar("SELECT id FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    previewd::db::start_teardown(app.pool(), id, common::NOW)
+        .await
+        .unwrap();
+    std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();
+    // "Restart": a fresh reconciler on the same state and directory.
+    let after_restart = reconciler(&app, app.app.config.clone());
+    after_restart.pass().await.unwrap();
+    after_restart.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0);
+    let history = whats(&app).await;
+    assert_eq!(
+        history.iter().filter(|w| *w == "teardown_started").count(),
+        1
+    );
+    assert_eq!(history.iter().filter(|w| *w == "destroyed").count(), 1);
+}
+
+#[tokio::test]
+async fn a_pr_reopened_during_teardown_is_deployed_again_once() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    // Closed, and the teardown begun (as with a sink whose deletion takes a while)...
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    let id: i64 = sqlx::query_scalar("SELECT id FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    previewd::db::start_teardown(app.pool(), id, common::NOW)
+        .await
+        .unwrap();
+    // ...then reopened before it finished.
+    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(file(&app).is_some());
+    let (observed, teardown): (String, Option<i64>) =
+        sqlx::query_as("SELECT observed, teardown_started_at FROM previews")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (app.count("previews").await, observed.as_str(), teardown),
+        (1, "applied", None)
+    );
+    // The Application still on the sink is exactly the one wanted: nothing is rewritten.
+    let history = whats(&app).await;
+    assert_eq!(
+        history.iter().filter(|w| *w == "applied").count(),
+        1,
+        "{history:?}"
+    );
+    assert!(!history.contains(&"destroyed".to_owned()));
+}
+
+#[tokio::test]
+async fn previews_wait_in_a_queue_when_every_cluster_is_full() {
+    let app = TestApp::with_config(
+        "[github]\nwebhook_secret = \"test-secret\"\n[[clusters]]\nname = \"small\"\nserver = \"https://small\"\ncapacity = 1\n",
+    )
+    .await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened").number(1))
+        .await;
+    app.send(&Delivery::fixture("pull_request.opened").number(2))
+        .await;
+    reconciler.pass().await.unwrap();
+    let states: Vec<(i64, String, Option<String>)> =
+        sqlx::query_as("SELECT number, observed, cluster FROM previews ORDER BY number")
+            .fetch_all(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        states,
+        [
+            (1, "applied".into(), Some("small".into())),
+            (2, "queued".into(), None)
+        ]
+    );
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").number(1))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let states: Vec<(i64, String)> = sqlx::query_as("SELECT number, observed FROM previews")
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        states,
+        [(2, "applied".into())],
+        "the queued preview is promoted once a slot frees"
+    );
+}
