@@ -371,6 +371,16 @@ pub struct PreviewRow {
     pub expires_at: i64,
 }
 
+pub async fn preview_id(pool: &SqlitePool, repo: &str, number: u32) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        r#"SELECT id AS "id!" FROM previews WHERE repo = ?1 AND number = ?2"#,
+        repo,
+        number
+    )
+    .fetch_optional(pool)
+    .await
+}
+
 pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar!("SELECT id FROM previews ORDER BY id")
         .fetch_all(pool)

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use sqlx::{Connection, SqliteConnection};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
 use crate::db::{self, DeliveryRow, HistoryRow};
 use crate::intent::{Change, Intent, Outcome};
+use crate::preview::PreviewKey;
 use crate::webhook::Delivery;
 
 /// Most deliveries committed together; bounds the latency one commit adds.
@@ -50,14 +51,14 @@ pub struct Intake {
 impl Intake {
     /// Starts the writer on its own connection. It stops once every `Intake` is dropped,
     /// after writing what was queued.
-    /// `wake` is notified after every commit that recorded new intent (the reconciler waits on it).
+    /// `changed` receives each preview whose intent a commit changed (the reconciler's queue).
     pub fn start(
         conn: SqliteConnection,
         clock: Arc<dyn Clock>,
-        wake: Arc<Notify>,
+        changed: mpsc::UnboundedSender<PreviewKey>,
     ) -> (Self, JoinHandle<()>) {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(write_batches(conn, queue, clock, wake));
+        let writer = tokio::spawn(write_batches(conn, queue, clock, changed));
         (Self { jobs }, writer)
     }
 
@@ -89,7 +90,7 @@ async fn write_batches(
     mut conn: SqliteConnection,
     mut queue: mpsc::Receiver<Job>,
     clock: Arc<dyn Clock>,
-    wake: Arc<Notify>,
+    changed: mpsc::UnboundedSender<PreviewKey>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -104,16 +105,18 @@ async fn write_batches(
                     .collect()
             }
         };
-        if results.iter().any(|r| {
-            matches!(
-                r,
+        for (job, result) in batch.iter().zip(&results) {
+            if let (
                 Ok(Recorded::New {
                     outcome: Outcome::Accepted,
                     ..
-                })
-            )
-        }) {
-            wake.notify_one();
+                }),
+                Change::PullRequest(change),
+            ) = (result, &job.intent.change)
+            {
+                // The reconciler may be gone (shutdown, tests without one): nothing to wake.
+                let _ = changed.send(change.pr.key.clone());
+            }
         }
         for (job, result) in batch.drain(..).zip(results) {
             // The handler may have gone (client hung up); the write stands regardless.

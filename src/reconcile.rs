@@ -3,14 +3,14 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::ca::PreviewCa;
@@ -60,18 +60,45 @@ impl Reconciler {
         }
     }
 
-    /// Passes until `stop` is notified: after every wake-up, and every `RESYNC` regardless.
-    pub async fn run(self: Arc<Self>, wake: Arc<Notify>, stop: Arc<Notify>) {
+    /// Runs until `stop` is notified: the previews intake reports changed as they come, and
+    /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
+    pub async fn run(
+        self: Arc<Self>,
+        mut changed: mpsc::UnboundedReceiver<PreviewKey>,
+        stop: Arc<Notify>,
+    ) {
+        let mut resync = tokio::time::interval(RESYNC);
         loop {
-            if let Err(e) = self.pass().await {
+            let result = tokio::select! {
+                _ = resync.tick() => self.pass().await,
+                Some(key) = changed.recv() => {
+                    let mut keys = BTreeSet::from([key]);
+                    while let Ok(key) = changed.try_recv() {
+                        keys.insert(key);
+                    }
+                    self.pass_for(&keys).await
+                }
+                () = stop.notified() => return,
+            };
+            if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
             }
-            tokio::select! {
-                () = wake.notified() => {}
-                () = tokio::time::sleep(RESYNC) => {}
-                () = stop.notified() => return,
-            }
         }
+    }
+
+    /// Only `keys` (and whatever placement just let off the queue).
+    pub async fn pass_for(self: &Arc<Self>, keys: &BTreeSet<PreviewKey>) -> anyhow::Result<usize> {
+        let mut ids = self.place_waiting().await.context("placing previews")?;
+        for key in keys {
+            ids.extend(db::preview_id(&self.pool, key.repo.as_str(), key.number).await?);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        self.reconcile_all(&ids).await;
+        // A teardown that finished freed a slot: let the queue move now, not at the resync.
+        let placed = self.place_waiting().await.context("placing previews")?;
+        self.reconcile_all(&placed).await;
+        Ok(ids.len() + placed.len())
     }
 
     /// One pass over every preview: placement first, one preview at a time in arrival
@@ -82,10 +109,18 @@ impl Reconciler {
         let ids = db::preview_ids(&self.pool)
             .await
             .context("listing previews")?;
+        self.reconcile_all(&ids).await;
+        Ok(ids.len())
+    }
+
+    /// Each of `ids` once, `PARALLEL` at a time.
+    async fn reconcile_all(self: &Arc<Self>, ids: &[i64]) {
         let permits = Arc::new(Semaphore::new(PARALLEL));
         let mut running = JoinSet::new();
         for id in ids.iter().copied() {
-            let permit = permits.clone().acquire_owned().await?;
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
             let me = self.clone();
             running.spawn(async move {
                 let _permit = permit;
@@ -95,7 +130,6 @@ impl Reconciler {
             });
         }
         while running.join_next().await.is_some() {}
-        Ok(ids.len())
     }
 
     async fn record_failure(&self, id: i64, error: &anyhow::Error) {
@@ -193,12 +227,14 @@ impl Reconciler {
     }
 
     /// Gives each deployable preview without a cluster the least loaded one with room, in
-    /// arrival order; the rest wait, visibly, as `queued`.
-    async fn place_waiting(&self) -> anyhow::Result<()> {
+    /// arrival order; the rest wait, visibly, as `queued`. Returns the previews placed.
+    async fn place_waiting(&self) -> anyhow::Result<Vec<i64>> {
         let now = self.clock.now();
+        let mut placed = Vec::new();
         for row in db::unplaced(&self.pool).await? {
             match place(&self.config, &db::cluster_load(&self.pool).await?) {
                 Some(cluster) => {
+                    placed.push(row.id);
                     db::set_cluster(&self.pool, row.id, &cluster).await?;
                     db::add_history_now(
                         &self.pool,
@@ -226,7 +262,7 @@ impl Reconciler {
                 }
             }
         }
-        Ok(())
+        Ok(placed)
     }
 
     /// The Application to apply; `None` while the preview waits for a cluster.

@@ -34,8 +34,9 @@ pub struct App {
     pub pool: SqlitePool,
     pub intake: Intake,
     pub clock: Arc<dyn Clock>,
-    /// Wakes the reconciler when intake recorded new intent.
-    pub wake: Arc<tokio::sync::Notify>,
+    /// Previews whose intent changed, for the reconciler (taken by `serve`).
+    pub changed:
+        std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::preview::PreviewKey>>>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -156,19 +157,20 @@ pub async fn start(
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let pool = db::open(&config.state).await?;
-    let wake = Arc::new(tokio::sync::Notify::new());
+    let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
     let (intake, writer) = Intake::start(
         db::writer_connection(&config.state).await?,
         clock.clone(),
-        wake.clone(),
+        changes,
     );
+    let changed = std::sync::Mutex::new(Some(changed));
     Ok((
         Arc::new(App {
             config,
             pool,
             intake,
             clock,
-            wake,
+            changed,
         }),
         writer,
     ))
@@ -198,7 +200,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
     let reconciler = Arc::new(reconciler(&app).await?);
     let stop = Arc::new(tokio::sync::Notify::new());
-    let reconciling = tokio::spawn(reconciler.run(app.wake.clone(), stop.clone()));
+    let changed = app
+        .changed
+        .lock()
+        .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+        .take()
+        .context("reconciler already running")?;
+    let reconciling = tokio::spawn(reconciler.run(changed, stop.clone()));
     tracing::info!(
         listen = %listener.local_addr()?,
         state = %app.config.state.display(),
