@@ -411,6 +411,95 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
     .await
 }
 
+/// Writes placement decisions `(preview, cluster or queued, already queued)` with their
+/// history rows, in one transaction.
+pub async fn record_placements(
+    pool: &SqlitePool,
+    decisions: &[(i64, Option<String>, bool)],
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    for (id, cluster, already_queued) in decisions {
+        let (what, reason) = match cluster {
+            Some(cluster) => {
+                sqlx::query!(
+                    "UPDATE previews SET cluster = ?2 WHERE id = ?1 AND cluster IS NULL",
+                    id,
+                    cluster
+                )
+                .execute(&mut *tx)
+                .await?;
+                ("placed", format!("on cluster {cluster}"))
+            }
+            None if *already_queued => continue,
+            None => {
+                sqlx::query!(
+                    "UPDATE previews SET observed = 'queued', updated_at = ?2 WHERE id = ?1",
+                    id,
+                    now
+                )
+                .execute(&mut *tx)
+                .await?;
+                ("queued", "every cluster is at capacity".to_owned())
+            }
+        };
+        sqlx::query!(
+            "INSERT INTO history (repo, number, what, actor, reason, at)
+             SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
+            id,
+            what,
+            reason,
+            now
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// After a successful apply: the ledger entry, the observed state and the history row, in
+/// one transaction.
+pub async fn record_applied(
+    pool: &SqlitePool,
+    id: i64,
+    namespace: &str,
+    name: &str,
+    hash: &str,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+         VALUES (?1, 'Application', ?2, ?3, 'applied', ?4)
+         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied'",
+        id,
+        namespace,
+        name,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE previews SET observed = 'applied', last_error = NULL, applied_hash = ?2, updated_at = ?3 WHERE id = ?1",
+        id,
+        hash,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, 'applied', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
+        id,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
 /// Live previews per cluster (for placement).
 pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
     let rows = sqlx::query!(
@@ -420,17 +509,6 @@ pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>>
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(|r| (r.cluster, r.count)).collect())
-}
-
-pub async fn set_cluster(pool: &SqlitePool, id: i64, cluster: &str) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE previews SET cluster = ?2 WHERE id = ?1 AND cluster IS NULL",
-        id,
-        cluster
-    )
-    .execute(pool)
-    .await
-    .map(drop)
 }
 
 /// Records what the reconciler saw; `applied_hash` only changes when `Some`.

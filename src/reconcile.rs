@@ -182,23 +182,12 @@ impl Reconciler {
                 self.retry("apply", || self.sink.apply(&names.application, &manifest))
                     .await?;
                 let ns = &self.config.sink.argocd_namespace;
-                db::record_ledger(
-                    &self.pool,
-                    id,
-                    "Application",
-                    ns,
-                    &names.application,
-                    "applied",
-                    now,
-                )
-                .await?;
-                db::set_observed(&self.pool, id, "applied", None, Some(&hash), now).await?;
                 let reason = format!(
                     "helper Application {} applied at {}",
                     names.application,
                     &row.head_sha[..7]
                 );
-                db::add_history_now(&self.pool, &row.repo, row.number, "applied", &reason, now)
+                db::record_applied(&self.pool, id, ns, &names.application, &hash, &reason, now)
                     .await?;
                 tracing::info!(preview = %key, sha = %&row.head_sha[..7], "applied");
             }
@@ -229,40 +218,29 @@ impl Reconciler {
     /// Gives each deployable preview without a cluster the least loaded one with room, in
     /// arrival order; the rest wait, visibly, as `queued`. Returns the previews placed.
     async fn place_waiting(&self) -> anyhow::Result<Vec<i64>> {
-        let now = self.clock.now();
-        let mut placed = Vec::new();
-        for row in db::unplaced(&self.pool).await? {
-            match place(&self.config, &db::cluster_load(&self.pool).await?) {
-                Some(cluster) => {
-                    placed.push(row.id);
-                    db::set_cluster(&self.pool, row.id, &cluster).await?;
-                    db::add_history_now(
-                        &self.pool,
-                        &row.repo,
-                        row.number,
-                        "placed",
-                        &format!("on cluster {cluster}"),
-                        now,
-                    )
-                    .await?;
-                }
-                None => {
-                    if row.observed != "queued" {
-                        db::set_observed(&self.pool, row.id, "queued", None, None, now).await?;
-                        db::add_history_now(
-                            &self.pool,
-                            &row.repo,
-                            row.number,
-                            "queued",
-                            "every cluster is at capacity",
-                            now,
-                        )
-                        .await?;
-                    }
+        let waiting = db::unplaced(&self.pool).await?;
+        if waiting.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut load = db::cluster_load(&self.pool).await?;
+        let mut decisions = Vec::with_capacity(waiting.len());
+        for row in &waiting {
+            let cluster = place(&self.config, &load);
+            if let Some(cluster) = &cluster {
+                match load.iter_mut().find(|(c, _)| c == cluster) {
+                    Some((_, used)) => *used += 1,
+                    None => load.push((cluster.clone(), 1)),
                 }
             }
+            decisions.push((row.id, cluster, row.observed == "queued"));
         }
-        Ok(placed)
+        // One transaction for the whole queue: placement must not cost a commit per preview.
+        db::record_placements(&self.pool, &decisions, self.clock.now()).await?;
+        Ok(decisions
+            .into_iter()
+            .filter(|(_, c, _)| c.is_some())
+            .map(|(id, _, _)| id)
+            .collect())
     }
 
     /// The Application to apply; `None` while the preview waits for a cluster.
