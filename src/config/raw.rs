@@ -1,0 +1,290 @@
+//! The config file and environment as written: every field optional, unknown keys and
+//! unknown `PREVIEWD_*` variables refused.
+
+use serde::Deserialize;
+
+use super::ConfigError;
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Raw {
+    pub(super) listen: Option<String>,
+    pub(super) state: Option<String>,
+    pub(super) log: Option<String>,
+    #[serde(default)]
+    pub(super) github: RawGithub,
+    #[serde(default)]
+    pub(super) sink: RawSink,
+    #[serde(default)]
+    pub(super) defaults: RawPolicy,
+    #[serde(default)]
+    pub(super) sweep: RawSweep,
+    #[serde(default)]
+    pub(super) api: RawApi,
+    #[serde(default)]
+    pub(super) clusters: Vec<RawCluster>,
+    #[serde(default)]
+    pub(super) repos: Vec<RawRepo>,
+    #[serde(default)]
+    pub(super) chart: RawChart,
+    #[serde(default)]
+    pub(super) database: RawDatabase,
+    #[serde(default)]
+    pub(super) tls: RawTls,
+    #[serde(default)]
+    pub(super) dns: RawDns,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChart {
+    pub(super) repo_url: Option<String>,
+    pub(super) path: Option<String>,
+    pub(super) revision: Option<String>,
+    pub(super) project: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDatabase {
+    pub(super) mode: Option<String>,
+    pub(super) namespace: Option<String>,
+    pub(super) admin_secret: Option<String>,
+    pub(super) host: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub(super) port: Option<String>,
+    pub(super) image: Option<String>,
+    pub(super) cnpg_cluster: Option<String>,
+    pub(super) drop_on_delete: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub(super) mode: Option<String>,
+    pub(super) issuer: Option<String>,
+    pub(super) issuer_kind: Option<String>,
+    pub(super) ca_cert: Option<String>,
+    pub(super) ca_key: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDns {
+    pub(super) enabled: Option<bool>,
+    pub(super) ttl: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGithub {
+    pub(super) webhook_secret: Option<String>,
+    /// a file holding the secret, so it stays out of the config file and the environment
+    pub(super) webhook_secret_file: Option<String>,
+    pub(super) api_url: Option<String>,
+    pub(super) token: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub(super) app_id: Option<String>,
+    pub(super) private_key_path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSink {
+    pub(super) kind: Option<String>,
+    pub(super) directory: Option<String>,
+    pub(super) argocd_namespace: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPolicy {
+    pub(super) ttl: Option<String>,
+    pub(super) domain: Option<String>,
+    pub(super) warn_before: Option<String>,
+    pub(super) max_lifetime: Option<String>,
+    pub(super) deploy_drafts: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSweep {
+    pub(super) interval: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApi {
+    pub(super) token: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    pub(super) name: String,
+    pub(super) server: String,
+    pub(super) sealing_cert: Option<String>,
+    pub(super) capacity: Option<u32>,
+    pub(super) ingress_target: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRepo {
+    pub(super) name: String,
+    pub(super) ttl: Option<String>,
+    pub(super) domain: Option<String>,
+    pub(super) warn_before: Option<String>,
+    pub(super) max_lifetime: Option<String>,
+    pub(super) deploy_drafts: Option<bool>,
+    pub(super) image: Option<String>,
+    #[serde(default)]
+    pub(super) migrate_command: Vec<String>,
+    pub(super) seed: Option<String>,
+    #[serde(default)]
+    pub(super) seed_command: Vec<String>,
+}
+
+/// `app_id = 12345` and `app_id = "12345"` both work; validation parses the text.
+fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Number(u64),
+        Text(String),
+    }
+    Ok(Option::<Either>::deserialize(d)?.map(|e| match e {
+        Either::Number(n) => n.to_string(),
+        Either::Text(t) => t,
+    }))
+}
+
+/// Every scalar key, as written in the file; its variable is `PREVIEWD_` + the key upper-cased
+/// with `.` as `_` (`defaults.ttl` -> `PREVIEWD_DEFAULTS_TTL`).
+pub const KEYS: &[&str] = &[
+    "listen",
+    "state",
+    "log",
+    "github.webhook_secret",
+    "github.webhook_secret_file",
+    "github.api_url",
+    "github.token",
+    "github.app_id",
+    "github.private_key_path",
+    "sink.kind",
+    "sink.directory",
+    "sink.argocd_namespace",
+    "defaults.ttl",
+    "defaults.domain",
+    "defaults.warn_before",
+    "defaults.max_lifetime",
+    "defaults.deploy_drafts",
+    "sweep.interval",
+    "api.token",
+    "chart.repo_url",
+    "chart.path",
+    "chart.revision",
+    "chart.project",
+    "database.mode",
+    "database.namespace",
+    "database.admin_secret",
+    "database.host",
+    "database.port",
+    "database.image",
+    "database.cnpg_cluster",
+    "database.drop_on_delete",
+    "tls.mode",
+    "tls.issuer",
+    "tls.issuer_kind",
+    "tls.ca_cert",
+    "tls.ca_key",
+    "dns.enabled",
+    "dns.ttl",
+];
+
+pub fn env_name(key: &str) -> String {
+    format!("PREVIEWD_{}", key.replace('.', "_").to_ascii_uppercase())
+}
+
+impl Raw {
+    /// Applies one environment variable; returns the key it set, `None` for variables that
+    /// are not previewd's.
+    pub(super) fn set_from_env(
+        &mut self,
+        name: &str,
+        value: String,
+    ) -> Result<Option<String>, ConfigError> {
+        if !name.starts_with("PREVIEWD_") {
+            return Ok(None);
+        }
+        let Some(key) = KEYS.iter().find(|key| env_name(key) == name) else {
+            return Err(ConfigError::UnknownVariable(name.to_owned()));
+        };
+        if let Some(slot) = self.bool_slot(key) {
+            *slot = Some(match value.as_str() {
+                "true" | "1" => true,
+                "false" | "0" => false,
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        key: (*key).into(),
+                        source_note: format!(" (from {name})"),
+                        problem: format!("{value:?} is not a boolean"),
+                        expected: "true or false".into(),
+                    });
+                }
+            });
+        } else if let Some(slot) = self.text_slot(key) {
+            *slot = Some(value);
+        }
+        Ok(Some((*key).to_owned()))
+    }
+
+    fn bool_slot(&mut self, key: &str) -> Option<&mut Option<bool>> {
+        Some(match key {
+            "defaults.deploy_drafts" => &mut self.defaults.deploy_drafts,
+            "database.drop_on_delete" => &mut self.database.drop_on_delete,
+            "dns.enabled" => &mut self.dns.enabled,
+            _ => return None,
+        })
+    }
+
+    fn text_slot(&mut self, key: &str) -> Option<&mut Option<String>> {
+        Some(match key {
+            "listen" => &mut self.listen,
+            "state" => &mut self.state,
+            "log" => &mut self.log,
+            "github.webhook_secret" => &mut self.github.webhook_secret,
+            "github.webhook_secret_file" => &mut self.github.webhook_secret_file,
+            "github.api_url" => &mut self.github.api_url,
+            "github.token" => &mut self.github.token,
+            "github.app_id" => &mut self.github.app_id,
+            "github.private_key_path" => &mut self.github.private_key_path,
+            "sink.kind" => &mut self.sink.kind,
+            "sink.directory" => &mut self.sink.directory,
+            "sink.argocd_namespace" => &mut self.sink.argocd_namespace,
+            "defaults.ttl" => &mut self.defaults.ttl,
+            "defaults.domain" => &mut self.defaults.domain,
+            "defaults.warn_before" => &mut self.defaults.warn_before,
+            "defaults.max_lifetime" => &mut self.defaults.max_lifetime,
+            "sweep.interval" => &mut self.sweep.interval,
+            "api.token" => &mut self.api.token,
+            "chart.repo_url" => &mut self.chart.repo_url,
+            "chart.path" => &mut self.chart.path,
+            "chart.revision" => &mut self.chart.revision,
+            "chart.project" => &mut self.chart.project,
+            "database.mode" => &mut self.database.mode,
+            "database.namespace" => &mut self.database.namespace,
+            "database.admin_secret" => &mut self.database.admin_secret,
+            "database.host" => &mut self.database.host,
+            "database.port" => &mut self.database.port,
+            "database.image" => &mut self.database.image,
+            "database.cnpg_cluster" => &mut self.database.cnpg_cluster,
+            "tls.mode" => &mut self.tls.mode,
+            "tls.issuer" => &mut self.tls.issuer,
+            "tls.issuer_kind" => &mut self.tls.issuer_kind,
+            "tls.ca_cert" => &mut self.tls.ca_cert,
+            "tls.ca_key" => &mut self.tls.ca_key,
+            "dns.ttl" => &mut self.dns.ttl,
+            _ => return None,
+        })
+    }
+}
