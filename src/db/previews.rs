@@ -1,0 +1,366 @@
+//! The reconciler's queries: a preview as it is reconciled, placement, sealed values, the
+//! ledger, and the end of a preview.
+
+use sqlx::SqlitePool;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PreviewRow {
+    pub id: i64,
+    pub repo: String,
+    pub number: i64,
+    pub title: String,
+    pub author: String,
+    pub head_sha: String,
+    pub fork: bool,
+    pub approved_sha: Option<String>,
+    pub desired: String,
+    pub observed: String,
+    pub end_reason: Option<String>,
+    pub last_error: Option<String>,
+    pub cluster: Option<String>,
+    pub applied_hash: Option<String>,
+    pub teardown_started_at: Option<i64>,
+    pub seed_generation: i64,
+    pub expires_at: i64,
+}
+
+pub async fn preview_id(pool: &SqlitePool, repo: &str, number: u32) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar!(
+        r#"SELECT id AS "id!" FROM previews WHERE repo = ?1 AND number = ?2"#,
+        repo,
+        number
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar!("SELECT id FROM previews ORDER BY id")
+        .fetch_all(pool)
+        .await
+}
+
+pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<PreviewRow>> {
+    sqlx::query_as!(
+        PreviewRow,
+        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
+                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at
+           FROM previews WHERE id = ?1"#,
+        id
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Deployable previews still without a cluster, oldest first.
+pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
+    sqlx::query_as!(
+        PreviewRow,
+        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
+                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at
+           FROM previews WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Writes placement decisions `(preview, cluster or queued, already queued)` with their
+/// history rows, in one transaction.
+pub async fn record_placements(
+    pool: &SqlitePool,
+    decisions: &[(i64, Option<String>, bool)],
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    for (id, cluster, already_queued) in decisions {
+        let (what, reason) = match cluster {
+            Some(cluster) => {
+                sqlx::query!(
+                    "UPDATE previews SET cluster = ?2 WHERE id = ?1 AND cluster IS NULL",
+                    id,
+                    cluster
+                )
+                .execute(&mut *tx)
+                .await?;
+                ("placed", format!("on cluster {cluster}"))
+            }
+            None if *already_queued => continue,
+            None => {
+                sqlx::query!(
+                    "UPDATE previews SET observed = 'queued', updated_at = ?2 WHERE id = ?1",
+                    id,
+                    now
+                )
+                .execute(&mut *tx)
+                .await?;
+                ("queued", "every cluster is at capacity".to_owned())
+            }
+        };
+        sqlx::query!(
+            "INSERT INTO history (repo, number, what, actor, reason, at)
+             SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
+            id,
+            what,
+            reason,
+            now
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// After a successful apply: the ledger entry, the observed state and the history row, in
+/// one transaction.
+pub async fn record_applied(
+    pool: &SqlitePool,
+    id: i64,
+    namespace: &str,
+    name: &str,
+    hash: &str,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+         VALUES (?1, 'Application', ?2, ?3, 'applied', ?4)
+         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied'",
+        id,
+        namespace,
+        name,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE previews SET observed = 'applied', last_error = NULL, applied_hash = ?2, updated_at = ?3 WHERE id = ?1",
+        id,
+        hash,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, 'applied', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
+        id,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// Live previews per cluster (for placement).
+pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
+    let rows = sqlx::query!(
+        r#"SELECT cluster AS "cluster!", COUNT(*) AS "count!: i64" FROM previews
+           WHERE cluster IS NOT NULL AND desired != 'absent' GROUP BY cluster"#
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.cluster, r.count)).collect())
+}
+
+/// Records what the reconciler saw; `applied_hash` only changes when `Some`.
+pub async fn set_observed(
+    pool: &SqlitePool,
+    id: i64,
+    observed: &str,
+    error: Option<&str>,
+    applied_hash: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE previews SET observed = ?2, last_error = ?3, applied_hash = COALESCE(?4, applied_hash), updated_at = ?5 WHERE id = ?1",
+        id,
+        observed,
+        error,
+        applied_hash,
+        now,
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// Marks a teardown as begun (once), forgets what was applied, and says so in the history,
+/// in one transaction. Returns false when it had already begun.
+pub async fn start_teardown(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query!(
+        "UPDATE previews SET teardown_started_at = ?2, observed = 'tearing_down', applied_hash = NULL
+         WHERE id = ?1 AND teardown_started_at IS NULL",
+        id,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, head_sha, at)
+         SELECT repo, number, 'teardown_started', 'previewd', 'PR ' || COALESCE(end_reason, 'closed'), head_sha, ?2
+         FROM previews WHERE id = ?1",
+        id,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// A reopened PR's preview is no longer being torn down.
+pub async fn clear_teardown(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE previews SET teardown_started_at = NULL WHERE id = ?1",
+        id
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+pub async fn record_ledger(
+    pool: &SqlitePool,
+    id: i64,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    state: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    let confirmed = (state == "gone").then_some(now);
+    sqlx::query!(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at, confirmed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = ?5, confirmed_at = COALESCE(?7, confirmed_at)",
+        id,
+        kind,
+        namespace,
+        name,
+        state,
+        now,
+        confirmed,
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// The sealed values stored for a preview, with the certificate they were sealed for.
+pub async fn sealed_secrets(
+    pool: &SqlitePool,
+    id: i64,
+) -> sqlx::Result<Vec<(crate::render::SealedSecret, String)>> {
+    let rows = sqlx::query!(
+        "SELECT namespace, name, scope, cert_fingerprint, encrypted_data FROM sealed_secrets WHERE preview_id = ?1 ORDER BY id",
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let stored: serde_json::Value = serde_json::from_str(&r.encrypted_data).ok()?;
+            let secret = crate::render::SealedSecret {
+                name: r.name,
+                namespace: r.namespace,
+                scope: crate::seal::Scope::parse(&r.scope)?.as_str(),
+                type_: stored["type"].as_str()?.to_owned(),
+                labels: serde_json::from_value(stored["labels"].clone()).ok()?,
+                encrypted_data: serde_json::from_value(stored["data"].clone()).ok()?,
+            };
+            Some((secret, r.cert_fingerprint))
+        })
+        .collect())
+}
+
+/// Replaces a preview's sealed values (only sealed values: plaintext never gets here).
+pub async fn store_sealed_secrets(
+    pool: &SqlitePool,
+    id: i64,
+    secrets: &[crate::render::SealedSecret],
+    fingerprint: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query!("DELETE FROM sealed_secrets WHERE preview_id = ?1", id)
+        .execute(&mut *tx)
+        .await?;
+    for secret in secrets {
+        let stored = serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data}).to_string();
+        sqlx::query!(
+            "INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            id,
+            secret.namespace,
+            secret.name,
+            secret.scope,
+            fingerprint,
+            stored,
+            now,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// The end: deletes the row (ledger, secrets and commands go with it) and writes the final
+/// history row, in one transaction, only if the preview is still meant to be absent.
+pub async fn forget_preview(
+    pool: &SqlitePool,
+    id: i64,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let row = sqlx::query!(
+        "SELECT repo, number, head_sha FROM previews WHERE id = ?1 AND desired = 'absent'",
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else { return Ok(false) };
+    sqlx::query!("DELETE FROM previews WHERE id = ?1", id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, head_sha, at) VALUES (?1, ?2, 'destroyed', 'previewd', ?3, ?4, ?5)",
+        row.repo,
+        row.number,
+        reason,
+        row.head_sha,
+        now,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+pub async fn add_history_now(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+    what: &str,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, ?3, 'previewd', ?4, ?5)",
+        repo,
+        number,
+        what,
+        reason,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
