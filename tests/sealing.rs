@@ -172,15 +172,7 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
     let config = format!(
         "[[clusters]]\nname = \"eu-1\"\nserver = \"https://eu-1.example.com\"\nsealing_cert = \"{FIXTURES}/test-cert.pem\"\n"
     );
-    std::fs::write(dir.path().join("previewd.toml"), config).unwrap();
-    let event = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/github/pull_request.opened.json"
-    );
-    let (ok, yaml, err) = previewd(&["render", "--event", event], dir.path());
-    assert!(ok, "{err}");
-    let application: serde_json::Value =
-        serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    let application = render_opened(dir.path(), &config);
     let sealed = application["spec"]["source"]["helm"]["valuesObject"]["sealedSecrets"]
         .as_array()
         .unwrap();
@@ -189,21 +181,9 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
         2,
         "connection Secret in the preview namespace, password in the provisioner's"
     );
-    let key = previewd::seal::private_key_from_pem(
-        &std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap(),
-    )
-    .unwrap();
     let mut passwords = Vec::new();
     for entry in sealed {
-        let object = previewd::seal::sealed_secret_object(&previewd::render::SealedSecret {
-            name: entry["name"].as_str().unwrap().into(),
-            namespace: entry["namespace"].as_str().unwrap().into(),
-            scope: "strict",
-            type_: entry["type"].as_str().unwrap().into(),
-            labels: Default::default(),
-            encrypted_data: serde_json::from_value(entry["encryptedData"].clone()).unwrap(),
-        });
-        let secret = previewd::seal::unseal_object(std::slice::from_ref(&key), &object).unwrap();
+        let secret = unseal_entry(entry);
         let value = |k: &str| {
             secret["data"][k]
                 .as_str()
@@ -225,6 +205,34 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
         "the role's password and the app's are the same"
     );
     assert_eq!(passwords[0].len(), 32);
+}
+
+/// Renders the fixture `pull_request.opened` with `config` (written as previewd.toml in
+/// `dir`) through the binary and returns the helper Application.
+fn render_opened(dir: &Path, config: &str) -> serde_json::Value {
+    std::fs::write(dir.join("previewd.toml"), config).unwrap();
+    let event = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/github/pull_request.opened.json"
+    );
+    let (ok, yaml, err) = previewd(&["render", "--event", event], dir);
+    assert!(ok, "{err}");
+    serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).unwrap()
+}
+
+/// Opens one `sealedSecrets` entry of the chart values with the test key.
+fn unseal_entry(entry: &serde_json::Value) -> serde_json::Value {
+    let object = previewd::seal::sealed_secret_object(&previewd::render::SealedSecret {
+        name: entry["name"].as_str().unwrap().into(),
+        namespace: entry["namespace"].as_str().unwrap().into(),
+        scope: "strict",
+        type_: entry["type"].as_str().unwrap().into(),
+        labels: Default::default(),
+        encrypted_data: serde_json::from_value(entry["encryptedData"].clone()).unwrap(),
+    });
+    let pem = std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap();
+    let key = previewd::seal::private_key_from_pem(&pem).unwrap();
+    previewd::seal::unseal_object(&[key], &object).unwrap()
 }
 
 fn base64_decode(text: &str) -> Vec<u8> {
@@ -377,15 +385,7 @@ fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
         "[tls]\nmode = \"sealed\"\nca_cert = \"ca.crt\"\nca_key = \"ca.key\"\n[database]\nmode = \"off\"\n\
          [[clusters]]\nname = \"eu-1\"\nserver = \"https://eu-1.example.com\"\nsealing_cert = \"{FIXTURES}/test-cert.pem\"\n"
     );
-    std::fs::write(dir.path().join("previewd.toml"), config).unwrap();
-    let event = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/github/pull_request.opened.json"
-    );
-    let (ok, yaml, err) = previewd(&["render", "--event", event], dir.path());
-    assert!(ok, "{err}");
-    let application: serde_json::Value =
-        serde_yaml_ng::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    let application = render_opened(dir.path(), &config);
     let values = &application["spec"]["source"]["helm"]["valuesObject"];
     let entry = &values["sealedSecrets"][0];
     assert_eq!(
@@ -395,19 +395,7 @@ fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
             values["tls"]["secretName"].as_str()
         )
     );
-    let object = previewd::seal::sealed_secret_object(&previewd::render::SealedSecret {
-        name: entry["name"].as_str().unwrap().into(),
-        namespace: entry["namespace"].as_str().unwrap().into(),
-        scope: "strict",
-        type_: "kubernetes.io/tls".into(),
-        labels: Default::default(),
-        encrypted_data: serde_json::from_value(entry["encryptedData"].clone()).unwrap(),
-    });
-    let key = previewd::seal::private_key_from_pem(
-        &std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap(),
-    )
-    .unwrap();
-    let secret = previewd::seal::unseal_object(&[key], &object).unwrap();
+    let secret = unseal_entry(entry);
     let chain =
         String::from_utf8(base64_decode(secret["data"]["tls.crt"].as_str().unwrap())).unwrap();
     std::fs::write(dir.path().join("chain.pem"), &chain).unwrap();
