@@ -95,7 +95,7 @@ fn latency(dir: &Path, count: usize) {
         assert_eq!(deliver(&addr, number), 202);
         let accepted = Instant::now();
         let file = dir.join(format!(
-            "rendered/codertocat-hello-world-pr-{number}-helpers.yaml"
+            "rendered/codertocat-hello-world-4d960c-pr-{number}-helpers.yaml"
         ));
         while !file.exists() {
             assert!(

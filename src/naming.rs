@@ -12,13 +12,15 @@ pub const MAX_SLUG: usize = 40;
 /// Every name one preview uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Names {
-    /// `owner-repo-pr-7`: the namespace, the Helm release, and the prefix of every object.
+    /// `owner-repo-1a2b3c-pr-7`: the namespace, the Helm release, and the prefix of every
+    /// object. The hash of the full repository name keeps `acme-corp/web` and
+    /// `acme/corp-web` (and `my_app` and `my-app`) apart.
     pub slug: String,
     /// The helper Application in Argo CD's namespace.
     pub application: String,
     /// `<slug>.<domain>`
     pub host: String,
-    /// PostgreSQL database and role name (`owner_repo_pr_7`).
+    /// PostgreSQL database and role name (`owner_repo_1a2b3c_pr_7`).
     pub database: String,
     /// The repository as a label value (`owner.repo`), exact unless hashed.
     pub repo_label: String,
@@ -26,12 +28,9 @@ pub struct Names {
 
 impl Names {
     pub fn of(key: &PreviewKey, domain: &str) -> Self {
-        let suffix = format!("-pr-{}", key.number);
+        let suffix = format!("-{}-pr-{}", short_hash(key.repo.as_str()), key.number);
         let repo = format!("{}-{}", key.repo.owner(), key.repo.name());
-        let slug = format!(
-            "{}{suffix}",
-            label(&repo, MAX_SLUG - suffix.len(), key.repo.as_str())
-        );
+        let slug = format!("{}{suffix}", readable(&repo, MAX_SLUG - suffix.len()));
         let database = slug.replace('-', "_");
         let database = if database.starts_with(|c: char| c.is_ascii_digit()) {
             format!("db_{database}")
@@ -77,6 +76,28 @@ pub fn label(text: &str, max: usize, identity: &str) -> String {
     }
 }
 
+/// `text` lower-cased, other characters as `-`, cut to `max`: the readable part of a name
+/// whose uniqueness comes from a hash beside it.
+fn readable(text: &str, max: usize) -> String {
+    let mut clean = String::with_capacity(text.len());
+    for c in text.chars().map(|c| c.to_ascii_lowercase()) {
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            c
+        } else {
+            '-'
+        };
+        if !(c == '-' && (clean.is_empty() || clean.ends_with('-'))) {
+            clean.push(c);
+        }
+    }
+    let head = clean[..clean.len().min(max)].trim_end_matches('-');
+    if head.is_empty() {
+        "x".into()
+    } else {
+        head.to_owned()
+    }
+}
+
 /// `text` as a label value (`[A-Za-z0-9._-]`, alphanumeric at both ends, at most 63), or a
 /// hashed label when it cannot be one as it is.
 pub fn label_value(text: &str, identity: &str) -> String {
@@ -108,21 +129,25 @@ mod tests {
     #[test]
     fn simple_repositories_keep_readable_names() {
         let n = names("octo/app#7");
-        assert_eq!(n.slug, "octo-app-pr-7");
-        assert_eq!(n.application, "octo-app-pr-7-helpers");
-        assert_eq!(n.host, "octo-app-pr-7.preview.example.com");
-        assert_eq!(n.database, "octo_app_pr_7");
+        let hash = short_hash("octo/app");
+        assert_eq!(n.slug, format!("octo-app-{hash}-pr-7"));
+        assert_eq!(n.application, format!("octo-app-{hash}-pr-7-helpers"));
+        assert_eq!(n.host, format!("octo-app-{hash}-pr-7.preview.example.com"));
+        assert_eq!(n.database, format!("octo_app_{hash}_pr_7"));
         assert_eq!(n.repo_label, "octo.app");
     }
 
     #[test]
-    fn characters_a_label_cannot_hold_get_a_stable_hash() {
+    fn repositories_that_read_alike_never_share_a_name() {
+        for (a, b) in [
+            ("octo/my_app#7", "octo/my-app#7"),
+            ("acme-corp/web#7", "acme/corp-web#7"),
+            ("a/b.c#1", "a/b-c#1"),
+        ] {
+            assert_ne!(names(a).slug, names(b).slug, "{a} and {b}");
+            assert_ne!(names(a).database, names(b).database, "{a} and {b}");
+        }
         let underscore = names("octo/my_app#7");
-        let dash = names("octo/my-app#7");
-        assert_ne!(
-            underscore.slug, dash.slug,
-            "my_app and my-app must not share a namespace"
-        );
         assert!(
             underscore.slug.starts_with("octo-my-app-") && underscore.slug.ends_with("-pr-7"),
             "{}",
@@ -148,10 +173,7 @@ mod tests {
         assert_ne!(a.slug, b.slug);
         assert!(a.database.len() <= 63 && a.repo_label.len() <= 63);
         for name in [&a.slug, &a.application, &a.repo_label] {
-            assert!(
-                crate::config::is_dns_label(&name.replace('.', "-")),
-                "{name}"
-            );
+            assert!(crate::config::is_dns_label(name), "{name}");
         }
     }
 
@@ -164,6 +186,20 @@ mod tests {
 
     #[test]
     fn databases_never_start_with_a_digit() {
-        assert_eq!(names("1password/app#3").database, "db_1password_app_pr_3");
+        assert!(
+            names("1password/app#3")
+                .database
+                .starts_with("db_1password_app_")
+        );
+    }
+
+    #[test]
+    fn repository_labels_are_exact_when_they_can_be() {
+        assert_eq!(names("octo/app#1").repo_label, "octo.app");
+        let trailing = names("octo/app-#1").repo_label;
+        assert!(
+            crate::config::is_dns_label(&trailing) && trailing.starts_with("octo-app-"),
+            "{trailing}"
+        );
     }
 }

@@ -120,13 +120,13 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     let preview = Preview::test().on("eu-1");
     let secrets = [
         sealed(
-            "octo-app-pr-7-db",
-            "octo-app-pr-7",
+            "octo-app-609ddd-pr-7-db",
+            "octo-app-609ddd-pr-7",
             "strict",
             "DATABASE_URL",
         ),
         sealed(
-            "octo-app-pr-7-db-password",
+            "octo-app-609ddd-pr-7-db-password",
             "previewd-system",
             "strict",
             "PASSWORD",
@@ -187,8 +187,8 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         seed_command = ["bin/rails", "db:seed"]
     "#;
     let secrets = [sealed(
-        "octo-app-pr-7-tls",
-        "octo-app-pr-7",
+        "octo-app-609ddd-pr-7-tls",
+        "octo-app-609ddd-pr-7",
         "strict",
         "tls.key",
     )];
@@ -265,7 +265,7 @@ fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
             .status()
             .unwrap();
         assert!(status.success(), "{event}");
-        let app = out.join("codertocat-hello-world-pr-2-helpers.yaml");
+        let app = out.join("codertocat-hello-world-4d960c-pr-2-helpers.yaml");
         // No [[repos]] entry: no migrations or seed; the default cluster has no ingress
         // target: no DNS record. Left: the Application, Namespace, Certificate, and the
         // database's ConfigMap, create and drop Jobs.

@@ -12,7 +12,7 @@ use previewd::seal::SealingCert;
 use previewd::sink::DirectorySink;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
-const APP: &str = "codertocat-hello-world-pr-2-helpers";
+const APP: &str = "codertocat-hello-world-4d960c-pr-2-helpers";
 const HELLO: &str = "codertocat/hello-world";
 
 fn reconciler(app: &TestApp, config: previewd::config::Config) -> Arc<Reconciler> {

@@ -192,9 +192,9 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
         passwords.push(value("PGPASSWORD").or(value("PASSWORD")).unwrap());
         if let Some(url) = value("DATABASE_URL") {
             assert!(
-                url.starts_with("postgres://codertocat_hello_world_pr_2:")
+                url.starts_with("postgres://codertocat_hello_world_4d960c_pr_2:")
                     && url.ends_with(
-                        "@postgres.previewd-system.svc:5432/codertocat_hello_world_pr_2"
+                        "@postgres.previewd-system.svc:5432/codertocat_hello_world_4d960c_pr_2"
                     ),
                 "{url}"
             );
@@ -430,6 +430,6 @@ fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
         .unwrap();
     assert!(
         String::from_utf8_lossy(&san.stdout)
-            .contains("DNS:codertocat-hello-world-pr-2.preview.localhost")
+            .contains("DNS:codertocat-hello-world-4d960c-pr-2.preview.localhost")
     );
 }
