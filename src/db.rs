@@ -190,7 +190,8 @@ pub async fn apply_pr_change(
             "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
                  head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
                  updated_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16
+             WHERE NOT EXISTS (SELECT 1 FROM closed_prs WHERE repo = ?1 AND number = ?2 AND pr_updated_at > ?14)
              ON CONFLICT (repo, number) DO UPDATE SET
                  repo_id = excluded.repo_id,
                  installation_id = COALESCE(excluded.installation_id, previews.installation_id),
@@ -235,7 +236,10 @@ pub async fn apply_pr_change(
                  fork = ?9, draft = ?10,
                  desired = COALESCE(?11, desired),
                  end_reason = CASE WHEN ?11 IS NULL THEN end_reason ELSE ?12 END,
-                 pr_updated_at = ?13, updated_at = ?14
+                 -- Details alone (an edit, a label) do not move the event clock: an older
+                 -- state change that arrives after them must still apply.
+                 pr_updated_at = CASE WHEN ?11 IS NULL THEN pr_updated_at ELSE ?13 END,
+                 updated_at = ?14
              WHERE repo = ?1 AND number = ?2 AND pr_updated_at <= ?13",
             repo,
             pr.key.number,
@@ -255,6 +259,17 @@ pub async fn apply_pr_change(
         .execute(&mut *conn)
         .await?
     };
+    if change.desired == Some(crate::preview::Desired::Absent) {
+        sqlx::query!(
+            "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at)",
+            repo,
+            pr.key.number,
+            change.pr_updated_at,
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
     Ok(done.rows_affected() > 0)
 }
 
