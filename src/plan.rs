@@ -35,9 +35,8 @@ pub fn plan(desired: Desired, desired_hash: Option<&str>, observed: &Observed) -
         (Desired::Absent, Observed::Missing) => Action::Forget,
         (Desired::Absent, Observed::Deleting) => Action::Wait,
         (Desired::Absent, Observed::Present { .. }) => Action::Delete,
-        // A preview that may not run (a fork awaiting approval, a draft): keep nothing on
-        // the cluster, but keep the row: it is waiting, not ending.
-        (Desired::AwaitingApproval | Desired::Draft, Observed::Present { .. }) => Action::Delete,
+        // A preview that may not be updated (a fork's unapproved push, a draft): what runs
+        // stays as it was; teardown comes only from a close, a command or an expiry.
         (Desired::AwaitingApproval | Desired::Draft, _) => Action::Nothing,
         // Reopened while its teardown still runs: let the deletion finish, then recreate.
         (Desired::Deployed, Observed::Deleting) => Action::Wait,
@@ -120,9 +119,9 @@ mod tests {
     }
 
     #[test]
-    fn previews_that_may_not_run_keep_nothing_on_the_cluster_but_keep_their_row() {
+    fn unapproved_pushes_and_drafts_change_nothing_on_the_cluster() {
         for desired in [Desired::AwaitingApproval, Desired::Draft] {
-            assert_eq!(plan(desired, None, &present("a")), Action::Delete);
+            assert_eq!(plan(desired, None, &present("a")), Action::Nothing);
             assert_eq!(plan(desired, None, &Observed::Missing), Action::Nothing);
         }
     }

@@ -191,15 +191,6 @@ impl Reconciler {
                     .await?;
                 tracing::info!(preview = %key, sha = %&row.head_sha[..7], "applied");
             }
-            Action::Delete => {
-                // A preview that may not run (awaiting approval, draft) keeps its row.
-                self.retry("delete", || self.sink.delete(&names.application))
-                    .await?;
-                db::set_observed(&self.pool, id, desired.as_str(), None, None, now).await?;
-                let reason = format!("{} is {desired}: its helper Application was removed", key);
-                db::add_history_now(&self.pool, &row.repo, row.number, "withdrawn", &reason, now)
-                    .await?;
-            }
             Action::Nothing => {
                 let state = if desired == Desired::Deployed {
                     "applied"
@@ -210,7 +201,8 @@ impl Reconciler {
                     db::set_observed(&self.pool, id, state, None, None, now).await?;
                 }
             }
-            Action::Wait | Action::Forget => {}
+            // Deleting is only ever a teardown's (`tear_down`); waiting needs nothing.
+            Action::Delete | Action::Wait | Action::Forget => {}
         }
         Ok(())
     }

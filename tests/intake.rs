@@ -525,22 +525,34 @@ async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
 async fn a_late_opened_never_brings_back_a_closed_prs_preview() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    app.send(&Delivery::fixture("pull_request.closed.unmerged")).await;
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
     // Teardown finished: the row is gone (as the reconciler leaves it).
-    sqlx::query("DELETE FROM previews").execute(app.pool()).await.unwrap();
+    sqlx::query("DELETE FROM previews")
+        .execute(app.pool())
+        .await
+        .unwrap();
     let (_, body) = app.send(&Delivery::fixture("pull_request.opened")).await;
-    let late = app.send(&Delivery::fixture("pull_request.synchronize")).await;
-    assert_eq!((body["outcome"].as_str(), late.1["outcome"].as_str()), (Some("ignored"), Some("ignored")));
+    let late = app
+        .send(&Delivery::fixture("pull_request.synchronize"))
+        .await;
+    assert_eq!(
+        (body["outcome"].as_str(), late.1["outcome"].as_str()),
+        (Some("ignored"), Some("ignored"))
+    );
     assert_eq!(app.count("previews").await, 0);
     // A reopen is newer than the close: it deploys again.
-    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z")).await;
+    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
+        .await;
     assert_eq!(app.preview(HELLO, 2).await.unwrap().desired, "deployed");
 }
 
 #[tokio::test]
 async fn a_close_that_arrives_before_its_open_still_wins() {
     let app = TestApp::start().await;
-    let (_, closed) = app.send(&Delivery::fixture("pull_request.closed.unmerged")).await;
+    let (_, closed) = app
+        .send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
     assert_eq!(closed["outcome"], "ignored", "no preview to close yet");
     app.send(&Delivery::fixture("pull_request.opened")).await;
     assert_eq!(app.count("previews").await, 0);
@@ -549,10 +561,17 @@ async fn a_close_that_arrives_before_its_open_still_wins() {
 #[tokio::test]
 async fn an_edit_that_overtakes_ready_for_review_does_not_hide_it() {
     let app = TestApp::start().await;
-    app.send(&Delivery::fixture("pull_request.converted_to_draft").updated_at("2019-05-15T15:00:00Z")).await;
+    app.send(
+        &Delivery::fixture("pull_request.converted_to_draft").updated_at("2019-05-15T15:00:00Z"),
+    )
+    .await;
     // GitHub delivers the (newer) edit first, then the (older) ready_for_review.
-    let edit = Delivery::fixture("pull_request.labeled").edit(|j| j["pull_request"]["draft"] = false.into());
+    let edit = Delivery::fixture("pull_request.labeled")
+        .edit(|j| j["pull_request"]["draft"] = false.into());
     app.send(&edit.updated_at("2019-05-15T15:30:00Z")).await;
-    app.send(&Delivery::fixture("pull_request.ready_for_review").updated_at("2019-05-15T15:20:00Z")).await;
+    app.send(
+        &Delivery::fixture("pull_request.ready_for_review").updated_at("2019-05-15T15:20:00Z"),
+    )
+    .await;
     assert_eq!(app.preview(HELLO, 2).await.unwrap().desired, "deployed");
 }

@@ -305,3 +305,41 @@ async fn previews_wait_in_a_queue_when_every_cluster_is_full() {
         "the queued preview is promoted once a slot frees"
     );
 }
+
+#[tokio::test]
+async fn an_unapproved_push_to_a_fork_leaves_the_approved_version_running() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.synchronize.fork"))
+        .await;
+    // A maintainer approved this head (the `/preview approve` command records exactly this).
+    sqlx::query("UPDATE previews SET approved_sha = head_sha, desired = 'deployed'")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    let file = |app: &TestApp| {
+        std::fs::read_dir(rendered(app))
+            .unwrap()
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let approved = file(&app);
+    assert_eq!(approved.len(), 1);
+    let push = Delivery::fixture("pull_request.synchronize.fork")
+        .at_sha("3333333333333333333333333333333333333333")
+        .updated_at("2021-07-20T00:00:00Z");
+    app.send(&push).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        file(&app),
+        approved,
+        "the unapproved head is not deployed, the approved one stays"
+    );
+    let observed: String = sqlx::query_scalar("SELECT observed FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(observed, "awaiting_approval");
+}
