@@ -139,13 +139,7 @@ pub fn from_config(
                     now,
                     5 * 365 * 86_400,
                 )?;
-                std::fs::write(&key, ca_key)
-                    .with_context(|| format!("writing {}", key.display()))?;
-                #[cfg(unix)]
-                std::fs::set_permissions(
-                    &key,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o600),
-                )?;
+                crate::clusters::write_private(&key, ca_key.as_bytes())?;
                 std::fs::write(&cert, &ca.cert_pem)
                     .with_context(|| format!("writing {}", cert.display()))?;
                 tracing::warn!(cert = %cert.display(), "created a development preview CA: browsers will not trust it until you add it");

@@ -223,13 +223,13 @@ fn sealed_secrets(
             None
         }
     };
-    let ttl = config.defaults.ttl.as_secs() as i64;
+    let lifetime = i64::try_from(config.defaults.max_lifetime.as_secs())?;
     crate::secrets::for_preview(
         config,
         names,
         ca.as_ref(),
         now,
-        now + ttl,
+        now.saturating_add(lifetime),
         &mut rand::rngs::OsRng,
     )?
     .iter()

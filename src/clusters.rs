@@ -123,7 +123,8 @@ fn create_local_key_pair(key_path: &Path, cert_path: &Path, now: i64) -> anyhow:
     Ok(())
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// Creates `path` (it must not exist) readable by its owner only, and syncs it.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

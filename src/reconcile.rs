@@ -284,12 +284,19 @@ impl Reconciler {
         {
             return Ok(stored.into_iter().map(|(secret, _)| secret).collect());
         }
+        // A certificate that outlives any extension: no preview may run past max_lifetime.
+        let repo = row.repo.parse()?;
+        let policy = self
+            .config
+            .policy_for(&repo)
+            .unwrap_or(&self.config.defaults);
+        let valid_until = now.saturating_add(i64::try_from(policy.max_lifetime.as_secs())?);
         let specs = crate::secrets::for_preview(
             &self.config,
             names,
             self.ca.as_ref(),
             now,
-            row.expires_at,
+            valid_until,
             &mut rand::rngs::OsRng,
         )?;
         let sealed = specs

@@ -76,18 +76,18 @@ pub fn database(
 }
 
 /// Every Secret a preview gets: its database credentials and, with a preview CA, its TLS
-/// certificate (valid through `expires_at` plus the CA's margin).
+/// certificate (valid through `valid_until` plus the CA's margin).
 pub fn for_preview(
     config: &Config,
     names: &Names,
     ca: Option<&crate::ca::PreviewCa>,
     now: i64,
-    expires_at: i64,
+    valid_until: i64,
     rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<Vec<SecretSpec>, crate::ca::CaError> {
     let mut secrets = database(config, names, rng);
     if let Some(ca) = ca {
-        let issued = ca.issue(&names.host, now, expires_at)?;
+        let issued = ca.issue(&names.host, now, valid_until)?;
         secrets.push(spec(
             &SecretNames::of(names).tls,
             &names.slug,

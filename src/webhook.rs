@@ -156,6 +156,8 @@ pub fn receive(
     headers: Headers<'_>,
     body: &[u8],
 ) -> Result<Delivery, Rejection> {
+    // With no secret nothing can be verified: every delivery is a 401, whatever else is wrong.
+    let secret = secret.ok_or(Rejection::NoSecret)?;
     let event = headers
         .event
         .ok_or(Rejection::MissingHeader("X-GitHub-Event"))?;
@@ -175,7 +177,6 @@ pub fn receive(
             "expected a number",
         ));
     }
-    let secret = secret.ok_or(Rejection::NoSecret)?;
     let signature = headers
         .signature
         .ok_or(Rejection::MissingHeader("X-Hub-Signature-256"))?;

@@ -79,10 +79,22 @@ fn string_text(s: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '-' | '_'))
         && !reserved.contains(&s.to_ascii_lowercase().as_str());
     if plain {
-        s.to_owned()
-    } else {
-        Value::String(s.to_owned()).to_string()
+        return s.to_owned();
     }
+    // JSON escapes the C0 controls; YAML also refuses DEL, the C1 controls and U+FFFE/FFFF,
+    // and reads NEL and U+2028/2029 as line breaks: JSON leaves all of them as they are.
+    let mut quoted = String::with_capacity(s.len() + 2);
+    for c in Value::String(s.to_owned()).to_string().chars() {
+        if matches!(
+            c,
+            '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{fffe}' | '\u{ffff}'
+        ) {
+            quoted.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            quoted.push(c);
+        }
+    }
+    quoted
 }
 
 #[cfg(test)]
@@ -116,6 +128,18 @@ spec:
   none: []
 ";
         assert_eq!(to_string(&value), expected);
+    }
+
+    #[test]
+    fn characters_yaml_cannot_hold_are_escaped_and_read_back() {
+        let title = "bad \u{7f}\u{81}\u{85}\u{9f}\u{2028}\u{fffe} title\u{1}";
+        let text = to_string(&json!({ "title": title }));
+        assert!(
+            !text.contains('\u{7f}') && !text.contains('\u{81}'),
+            "{text:?}"
+        );
+        let back: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(back["title"], title);
     }
 
     #[test]

@@ -132,9 +132,9 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
             "PASSWORD",
         ),
     ];
-    // Namespace, 2 SealedSecrets, Certificate, DB ConfigMap + create + drop Jobs, migrate
-    // Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 12.
-    let objects = assert_valid(FULL, &preview, &secrets, 12);
+    // Namespace, 2 SealedSecrets, Certificate, 2 DB ConfigMaps + create + drop Jobs,
+    // migrate Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 13.
+    let objects = assert_valid(FULL, &preview, &secrets, 13);
     let wave =
         |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
     let hook = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook");
@@ -152,6 +152,14 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     assert_eq!(wave("DNSEndpoint", "-dns"), Some("1"));
     assert_eq!(hook("Job", "-seed"), Some("PostSync"));
     assert_eq!(hook("Job", "-db-drop"), Some("PostDelete"));
+    // The drop's SQL must outlive the Application's ordinary resources: it is a hook too.
+    assert_eq!(
+        (
+            hook("ConfigMap", "-db-drop-sql"),
+            wave("ConfigMap", "-db-drop-sql")
+        ),
+        (Some("PostDelete"), Some("-1"))
+    );
     // The admin credentials are only ever referenced from the provisioner namespace.
     for job in objects.iter().filter(|o| o["kind"] == "Job") {
         let uses_admin = job.to_string().contains("postgres-admin");
@@ -219,16 +227,16 @@ fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
         "o".repeat(39),
         "very-long-repository-name-".repeat(3).trim_end_matches('-')
     );
-    // octo/app has migrations and a seed (10 objects); the others have no [[repos]] entry (6).
+    // octo/app has migrations and a seed (11 objects); the others have no [[repos]] entry (7).
     for (preview, objects) in [
-        (Preview::test().on("eu-1").fork().approved(), 10),
-        (Preview::test().on("eu-1").of(&long), 6),
-        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 6),
+        (Preview::test().on("eu-1").fork().approved(), 11),
+        (Preview::test().on("eu-1").of(&long), 7),
+        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 7),
         (
             Preview::test()
                 .on("eu-1")
                 .titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""),
-            10,
+            11,
         ),
     ] {
         assert_valid(FULL, &preview, &[], objects);
@@ -268,10 +276,10 @@ fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
         let app = out.join("codertocat-hello-world-4d960c-pr-2-helpers.yaml");
         // No [[repos]] entry: no migrations or seed; the default cluster has no ingress
         // target: no DNS record. Left: the Application, Namespace, Certificate, and the
-        // database's ConfigMap, create and drop Jobs.
+        // database's two ConfigMaps, create and drop Jobs.
         let (ok, output) = check(&[&chart(), "--application", app.to_str().unwrap()]);
         assert!(
-            ok && output.trim_end().ends_with("validated 6 objects, 0 failed"),
+            ok && output.trim_end().ends_with("validated 7 objects, 0 failed"),
             "{event}: {output}"
         );
     }

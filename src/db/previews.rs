@@ -252,7 +252,9 @@ pub async fn record_ledger(
     .map(drop)
 }
 
-/// The sealed values stored for a preview, with the certificate they were sealed for.
+/// The sealed values stored for a preview, with the certificate they were sealed for. A row
+/// that cannot be read makes the whole set empty, so that it is sealed anew rather than
+/// rendered with a Secret missing.
 pub async fn sealed_secrets(
     pool: &SqlitePool,
     id: i64,
@@ -263,9 +265,9 @@ pub async fn sealed_secrets(
     )
     .fetch_all(pool)
     .await?;
-    Ok(rows
+    let secrets: Option<Vec<_>> = rows
         .into_iter()
-        .filter_map(|r| {
+        .map(|r| {
             let stored: serde_json::Value = serde_json::from_str(&r.encrypted_data).ok()?;
             let secret = crate::render::SealedSecret {
                 name: r.name,
@@ -277,7 +279,8 @@ pub async fn sealed_secrets(
             };
             Some((secret, r.cert_fingerprint))
         })
-        .collect())
+        .collect();
+    Ok(secrets.unwrap_or_default())
 }
 
 /// Replaces a preview's sealed values (only sealed values: plaintext never gets here).
