@@ -153,7 +153,9 @@ async fn throughput(dir: &Path, previews: usize) {
     let cert = previewd::seal::SealingCert::from_pem(&pem, 0).unwrap();
     let make = || {
         let certs = [("in-cluster".to_string(), cert.clone())].into();
-        let sink = previewd::sink::DirectorySink::new(dir.join("throughput"));
+        let sink = previewd::sink::Sink::Directory(previewd::sink::DirectorySink::new(
+            dir.join("throughput"),
+        ));
         Arc::new(previewd::reconcile::Reconciler::new(
             app.pool.clone(),
             config.clone(),

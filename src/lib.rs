@@ -4,6 +4,7 @@
 //! PR should have; later stages render, apply and report it.
 #![forbid(unsafe_code)]
 
+pub mod argocd;
 pub mod ca;
 pub mod cli;
 pub mod clock;

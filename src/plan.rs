@@ -7,9 +7,11 @@ use crate::preview::Desired;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
     Missing,
-    /// Present; `hash` identifies what was applied (None when the sink cannot tell).
+    /// Present; `hash` identifies what was applied (None when the sink cannot tell);
+    /// `ready` is Argo CD's verdict on it (None where nobody reports one: a directory).
     Present {
         hash: Option<String>,
+        ready: Option<bool>,
     },
     /// Deletion requested, finalizers still running (Argo CD's cascade).
     Deleting,
@@ -41,7 +43,7 @@ pub fn plan(desired: Desired, desired_hash: Option<&str>, observed: &Observed) -
         // Reopened while its teardown still runs: let the deletion finish, then recreate.
         (Desired::Deployed, Observed::Deleting) => Action::Wait,
         (Desired::Deployed, Observed::Missing) => Action::Apply,
-        (Desired::Deployed, Observed::Present { hash }) => {
+        (Desired::Deployed, Observed::Present { hash, .. }) => {
             if hash.is_some() && hash.as_deref() == desired_hash {
                 Action::Nothing
             } else {
@@ -58,6 +60,7 @@ mod tests {
     fn present(hash: &str) -> Observed {
         Observed::Present {
             hash: Some(hash.into()),
+            ready: None,
         }
     }
 
@@ -87,7 +90,10 @@ mod tests {
             plan(
                 Desired::Deployed,
                 Some("b"),
-                &Observed::Present { hash: None }
+                &Observed::Present {
+                    hash: None,
+                    ready: None
+                }
             ),
             Action::Apply
         );

@@ -22,7 +22,7 @@ use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, Preview, PreviewKey};
 use crate::render::{self, SealedSecret};
 use crate::seal::SealingCert;
-use crate::sink::{APPLIED_HASH, DirectorySink};
+use crate::sink::{APPLIED_HASH, Sink};
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -31,11 +31,13 @@ pub const RESYNC: Duration = Duration::from_secs(30);
 /// Every sink call gets this long, and this many tries with doubling backoff.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 3;
+/// A teardown still waiting for Argo CD after this long is reported (once).
+pub const STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
 
 pub struct Reconciler {
     pool: SqlitePool,
     config: Config,
-    sink: DirectorySink,
+    sink: Sink,
     certs: BTreeMap<String, SealingCert>,
     ca: Option<PreviewCa>,
     clock: Arc<dyn Clock>,
@@ -45,7 +47,7 @@ impl Reconciler {
     pub fn new(
         pool: SqlitePool,
         config: Config,
-        sink: DirectorySink,
+        sink: Sink,
         certs: BTreeMap<String, SealingCert>,
         ca: Option<PreviewCa>,
         clock: Arc<dyn Clock>,
@@ -192,10 +194,21 @@ impl Reconciler {
                 tracing::info!(preview = %key, sha = %&row.head_sha[..7], "applied");
             }
             Action::Nothing => {
-                let state = if desired == Desired::Deployed {
-                    "applied"
-                } else {
-                    desired.as_str()
+                let state = match (desired, &observed) {
+                    (
+                        Desired::Deployed,
+                        Observed::Present {
+                            ready: Some(true), ..
+                        },
+                    ) => "ready",
+                    (
+                        Desired::Deployed,
+                        Observed::Present {
+                            ready: Some(false), ..
+                        },
+                    ) => "syncing",
+                    (Desired::Deployed, _) => "applied",
+                    _ => desired.as_str(),
                 };
                 if row.observed != state || row.last_error.is_some() {
                     db::set_observed(&self.pool, id, state, None, None, now).await?;
@@ -354,9 +367,42 @@ impl Reconciler {
                     }
                     return Ok(());
                 }
-                _ => return Ok(()),
+                _ => return self.report_if_stuck(row, now).await,
             }
         }
+        Ok(())
+    }
+
+    /// A deletion Argo CD has not finished after `STUCK_AFTER` is reported once (history,
+    /// log, and the preview's state), never forced: previewd does not strip finalizers.
+    async fn report_if_stuck(&self, row: &PreviewRow, now: i64) -> anyhow::Result<()> {
+        let started = row.teardown_started_at.unwrap_or(now);
+        if now - started < STUCK_AFTER.as_secs() as i64 || row.observed == "teardown_stuck" {
+            return Ok(());
+        }
+        let message = format!(
+            "teardown has waited {} for Argo CD to delete the Application (finalizers still running)",
+            crate::duration::format(Duration::from_secs((now - started) as u64))
+        );
+        tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
+        db::add_history_now(
+            &self.pool,
+            &row.repo,
+            row.number,
+            "teardown_stuck",
+            &message,
+            now,
+        )
+        .await?;
+        db::set_observed(
+            &self.pool,
+            row.id,
+            "teardown_stuck",
+            Some(&message),
+            None,
+            now,
+        )
+        .await?;
         Ok(())
     }
 

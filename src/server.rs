@@ -243,11 +243,28 @@ async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
     Ok(crate::reconcile::Reconciler::new(
         app.pool.clone(),
         app.config.clone(),
-        crate::sink::DirectorySink::new(&app.config.sink.directory),
+        sink(&app.config).await?,
         certs,
         crate::ca::from_config(&app.config, now, true)?,
         app.clock.clone(),
     ))
+}
+
+async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
+    Ok(match config.sink.kind {
+        crate::config::SinkKind::Directory => {
+            crate::sink::Sink::Directory(crate::sink::DirectorySink::new(&config.sink.directory))
+        }
+        crate::config::SinkKind::Kubernetes => {
+            let client = kube::Client::try_default()
+                .await
+                .context("connecting to Kubernetes (kubeconfig or in-cluster service account)")?;
+            crate::sink::Sink::Kubernetes(crate::argocd::KubeSink::new(
+                client,
+                &config.sink.argocd_namespace,
+            ))
+        }
+    })
 }
 
 async fn prune_deliveries(app: Arc<App>) {

@@ -1,5 +1,6 @@
-//! Where helper Applications go. `directory` (the embedded default) writes one YAML file per
-//! Application, the layout an Argo CD app-of-apps can watch in a Git repository.
+//! Where helper Applications go: `directory` (the embedded default) writes one YAML file per
+//! Application, the layout an Argo CD app-of-apps can watch in a Git repository;
+//! `kubernetes` applies them to Argo CD's namespace (`argocd`).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,36 @@ use crate::plan::Observed;
 
 /// The annotation that records which rendering of the Application was applied.
 pub const APPLIED_HASH: &str = "previewd.dev/applied-hash";
+
+/// The configured sink; the reconciler only ever talks to this.
+#[derive(Clone)]
+pub enum Sink {
+    Directory(DirectorySink),
+    Kubernetes(crate::argocd::KubeSink),
+}
+
+impl Sink {
+    pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
+        match self {
+            Self::Directory(sink) => sink.apply(name, manifest).await,
+            Self::Kubernetes(sink) => sink.apply(name, manifest).await,
+        }
+    }
+
+    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+        match self {
+            Self::Directory(sink) => sink.observe(name).await,
+            Self::Kubernetes(sink) => sink.observe(name).await,
+        }
+    }
+
+    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Directory(sink) => sink.delete(name).await,
+            Self::Kubernetes(sink) => sink.delete(name).await,
+        }
+    }
+}
 
 /// One file per Application, written atomically (temp file, fsync, rename, fsync of the
 /// directory), removed on teardown.
@@ -48,7 +79,7 @@ impl DirectorySink {
         let hash = manifest["metadata"]["annotations"][APPLIED_HASH]
             .as_str()
             .map(str::to_owned);
-        Ok(Observed::Present { hash })
+        Ok(Observed::Present { hash, ready: None })
     }
 
     /// Removes the file; a directory has no finalizers, so it is gone at once.
@@ -97,7 +128,8 @@ mod tests {
         assert_eq!(
             sink.observe("a").await.unwrap(),
             Observed::Present {
-                hash: Some("h1".into())
+                hash: Some("h1".into()),
+                ready: None
             }
         );
         sink.delete("a").await.unwrap();

@@ -29,7 +29,7 @@ fn reconciler(app: &TestApp, config: previewd::config::Config) -> Arc<Reconciler
     Arc::new(Reconciler::new(
         app.pool().clone(),
         config,
-        DirectorySink::new(rendered(app)),
+        previewd::sink::Sink::Directory(DirectorySink::new(rendered(app))),
         certs,
         None,
         Arc::new(app.clock.clone()),

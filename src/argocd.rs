@@ -1,0 +1,138 @@
+//! Argo CD Applications through the Kubernetes API: the kubernetes sink. Server-side apply
+//! with one field manager (so previewd never claims `status` or `operation`, which Argo CD
+//! writes), deletion that Argo CD's cascade finalizer completes, and readiness read back.
+
+use std::borrow::Cow;
+
+use anyhow::Context;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::core::{NamespaceResourceScope, ObjectMeta};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::plan::Observed;
+use crate::sink::APPLIED_HASH;
+
+pub const FIELD_MANAGER: &str = "previewd";
+
+/// An Argo CD Application: typed metadata, the rest as sent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Application {
+    pub metadata: ObjectMeta,
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, Value>,
+}
+
+impl Default for Application {
+    /// An empty Application that still says what it is (`apiVersion`, `kind`).
+    fn default() -> Self {
+        let mut rest = serde_json::Map::new();
+        rest.insert("apiVersion".into(), Value::from("argoproj.io/v1alpha1"));
+        rest.insert("kind".into(), Value::from("Application"));
+        Self {
+            metadata: ObjectMeta::default(),
+            rest,
+        }
+    }
+}
+
+impl Resource for Application {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Application".into()
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        "argoproj.io".into()
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1alpha1".into()
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        "applications".into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Applications in Argo CD's namespace on the cluster of the ambient kubeconfig (or the
+/// in-cluster service account).
+#[derive(Clone)]
+pub struct KubeSink {
+    api: Api<Application>,
+}
+
+impl KubeSink {
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+        }
+    }
+
+    pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.api
+            .patch(name, &params, &Patch::Apply(manifest))
+            .await
+            .with_context(|| format!("applying Application {name}"))?;
+        Ok(())
+    }
+
+    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+        let Some(app) = self
+            .api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading Application {name}"))?
+        else {
+            return Ok(Observed::Missing);
+        };
+        if app.metadata.deletion_timestamp.is_some() {
+            return Ok(Observed::Deleting);
+        }
+        let hash = app
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPLIED_HASH))
+            .cloned();
+        Ok(Observed::Present {
+            hash,
+            ready: Some(ready(&app)),
+        })
+    }
+
+    /// Asks for deletion; Argo CD's cascade finalizer removes what the Application made and
+    /// then the Application itself. Already gone counts as done.
+    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+        match self.api.delete(name, &DeleteParams::foreground()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("deleting Application {name}")),
+        }
+    }
+}
+
+/// Synced and Healthy, no operation running, and compared against exactly the source
+/// previewd applied, so a status left over from the previous push never counts.
+pub fn ready(app: &Application) -> bool {
+    let status = &app.rest.get("status").cloned().unwrap_or(Value::Null);
+    status["sync"]["status"] == "Synced"
+        && status["health"]["status"] == "Healthy"
+        && status["operationState"]["phase"] != "Running"
+        && app
+            .rest
+            .get("spec")
+            .is_some_and(|spec| status["sync"]["comparedTo"]["source"] == spec["source"])
+}

@@ -1,0 +1,277 @@
+//! The kubernetes sink through kube-fake-client, an in-memory API server that speaks the
+//! real API to kube-rs (server-side apply with field managers, resource versions). Argo CD
+//! is played by the tests: they write `status`, and hold and release the cascade finalizer.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{Delivery, TestApp};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube_fake_client::{ClientBuilder, Error, interceptor};
+use previewd::argocd::{Application, KubeSink};
+use previewd::reconcile::Reconciler;
+use previewd::seal::SealingCert;
+use previewd::sink::Sink;
+use serde_json::json;
+
+const APP: &str = "codertocat-hello-world-4d960c-pr-2-helpers";
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
+
+/// What the pretend Argo CD is doing: holding a deletion, and failing some writes.
+#[derive(Default)]
+struct ArgoCd {
+    deleting: Mutex<Option<serde_json::Value>>,
+    failing_writes: AtomicUsize,
+    patches: AtomicUsize,
+    released: AtomicBool,
+}
+
+async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
+    let (on_delete, on_get, on_patch) = (argo.clone(), argo.clone(), argo);
+    let funcs = interceptor::Funcs::default()
+        .delete(move |ctx| {
+            if on_delete.released.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            // The cascade finalizer holds the object: it stays, with a deletion timestamp.
+            let mut app: serde_json::Value =
+                serde_json::to_value(ctx.client.get::<Application>(ctx.namespace, ctx.name)?)?;
+            app["metadata"]["deletionTimestamp"] = json!("2026-11-29T00:00:00Z");
+            *on_delete.deleting.lock().unwrap() = Some(app.clone());
+            Ok(Some(app))
+        })
+        .get(move |ctx| {
+            Ok(on_get
+                .deleting
+                .lock()
+                .unwrap()
+                .clone()
+                .filter(|_| ctx.name == APP))
+        })
+        .patch(move |_| {
+            on_patch.patches.fetch_add(1, Ordering::SeqCst);
+            let failing = on_patch.failing_writes.load(Ordering::SeqCst);
+            if failing > 0 {
+                on_patch.failing_writes.store(failing - 1, Ordering::SeqCst);
+                return Err(Error::Internal("etcdserver: request timed out".into()));
+            }
+            Ok(None)
+        });
+    ClientBuilder::new()
+        .with_resource::<Application>()
+        .with_interceptor_funcs(funcs)
+        .build()
+        .await
+        .unwrap()
+}
+
+fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
+    let cert = SealingCert::from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
+        common::NOW,
+    )
+    .unwrap();
+    let certs = [("in-cluster".to_string(), cert)].into();
+    let sink = Sink::Kubernetes(KubeSink::new(client, "argocd"));
+    Arc::new(Reconciler::new(
+        app.pool().clone(),
+        app.app.config.clone(),
+        sink,
+        certs,
+        None,
+        Arc::new(app.clock.clone()),
+    ))
+}
+
+async fn observed(app: &TestApp) -> String {
+    sqlx::query_scalar("SELECT observed FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_preview_is_applied_and_an_unchanged_one_is_not_written_again() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let applied = applications.get(APP).await.unwrap();
+    assert_eq!(
+        applied.metadata.finalizers.as_deref(),
+        Some(&["resources-finalizer.argocd.argoproj.io".to_string()][..])
+    );
+    assert_eq!(applied.rest["spec"]["source"]["path"], "helpers-chart");
+    let version = applied.metadata.resource_version.clone();
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        applications
+            .get(APP)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
+        version,
+        "no write for unchanged input"
+    );
+    assert_eq!(argo.patches.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        observed(&app).await,
+        "syncing",
+        "Argo CD has not reported yet"
+    );
+}
+
+#[tokio::test]
+async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_source() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    // Argo CD reports the first push as synced and healthy.
+    let argo_reports = |app: Application| json!({"status": {"sync": {"status": "Synced", "comparedTo": {"source": app.rest["spec"]["source"]}}, "health": {"status": "Healthy"}}});
+    let status = argo_reports(applications.get(APP).await.unwrap());
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(observed(&app).await, "ready");
+
+    let new_head = "4444444444444444444444444444444444444444";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    let updated = applications.get(APP).await.unwrap();
+    assert_eq!(
+        updated.rest["spec"]["source"]["helm"]["valuesObject"]["preview"]["sha"],
+        new_head
+    );
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        observed(&app).await,
+        "syncing",
+        "a status about the previous push does not count"
+    );
+}
+
+#[tokio::test]
+async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        (app.count("previews").await, observed(&app).await.as_str()),
+        (1, "tearing_down"),
+        "never forgotten before the Application is gone: {error:?}"
+    );
+
+    // Still deleting after 15 minutes: reported once, not forced.
+    app.clock.advance(16 * 60);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let stuck: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'teardown_stuck'")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (stuck, observed(&app).await.as_str()),
+        (1, "teardown_stuck")
+    );
+
+    // Argo CD's cascade finishes and releases the finalizer: the Application is gone.
+    argo.released.store(true, Ordering::SeqCst);
+    *argo.deleting.lock().unwrap() = None;
+    Api::<Application>::namespaced(client, "argocd")
+        .delete(APP, &DeleteParams::default())
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0);
+    let destroyed: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'destroyed'")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(destroyed, 1);
+}
+
+#[tokio::test]
+async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    argo.failing_writes.store(3, Ordering::SeqCst);
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(observed(&app).await, "error");
+    assert!(error.unwrap().contains("apply failed 3 times"));
+    reconciler.pass().await.unwrap();
+    assert!(
+        Api::<Application>::namespaced(client, "argocd")
+            .get_opt(APP)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(observed(&app).await, "applied");
+}
+
+#[tokio::test]
+async fn a_restart_in_the_middle_of_a_teardown_does_not_delete_twice_or_forget_early() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    reconciler(&app, client.clone()).pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler(&app, client.clone()).pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler(&app, client.clone()).pass().await.unwrap();
+    // "Restart": a new reconciler on the same state and cluster, deletion still running.
+    let restarted = reconciler(&app, client.clone());
+    restarted.pass().await.unwrap();
+    assert_eq!(
+        (app.count("previews").await, observed(&app).await.as_str()),
+        (1, "tearing_down")
+    );
+    let started: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'teardown_started'")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(started, 1);
+    argo.released.store(true, Ordering::SeqCst);
+    *argo.deleting.lock().unwrap() = None;
+    Api::<Application>::namespaced(client, "argocd")
+        .delete(APP, &DeleteParams::default())
+        .await
+        .unwrap();
+    restarted.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0);
+}
