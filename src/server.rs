@@ -192,11 +192,6 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
-    if config.sink.kind == crate::config::SinkKind::Kubernetes {
-        anyhow::bail!(
-            "sink.kind = \"kubernetes\" is not available in this version yet; use the directory sink"
-        );
-    }
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
     let reconciler = Arc::new(reconciler(&app).await?);
     let stop = Arc::new(tokio::sync::Notify::new());
