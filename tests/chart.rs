@@ -343,3 +343,28 @@ fn values_the_chart_cannot_render_are_refused_by_its_schema() {
         "the unedited values render"
     );
 }
+
+#[test]
+fn the_deploy_manifests_validate_and_their_config_loads() {
+    let deploy = format!("{ROOT}/deploy");
+    let (ok, out) = check(&["--manifests", &deploy, "--unschematized", "AppProject"]);
+    assert!(
+        ok && out.trim_end().ends_with("validated 10 objects, 0 failed"),
+        "{out}"
+    );
+    // The previewd.toml in the ConfigMap is one this version accepts.
+    let text = std::fs::read_to_string(format!("{deploy}/config.yaml")).unwrap();
+    let config_map: Value = serde_yaml_ng::from_str(&text).unwrap();
+    let config = Config::from_toml(
+        config_map["data"]["previewd.toml"].as_str().unwrap(),
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(config.sink.kind, previewd::config::SinkKind::Kubernetes);
+    // RBAC: nothing cluster-wide, and only Applications.
+    let rbac = std::fs::read_to_string(format!("{deploy}/rbac.yaml")).unwrap();
+    assert!(
+        !rbac.contains("ClusterRole"),
+        "previewd needs no cluster-wide permission"
+    );
+}

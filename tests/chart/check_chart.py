@@ -6,7 +6,9 @@ Usage: check_chart.py CHART VALUES.json [--release NAME] [--dump OUT.json]
            (a helper Application as previewd writes it: the Application itself is validated
             against its CRD, then the chart is rendered with its release name and values)
        check_chart.py CHART VALUES.json --expect-schema-error TEXT
-       check_chart.py --manifests FILE.json        (objects previewd rendered itself)
+       check_chart.py --manifests FILE_OR_DIR [--unschematized KIND]
+           (manifests as written, e.g. deploy/; KIND has no schema here and gets only the
+            rule checks: name, namespace, labels, annotations)
 
 Built-in kinds are checked against the Kubernetes OpenAPI schemas bundled with
 kubernetes-validate (strict: unknown fields fail, as Argo CD's server-side apply does);
@@ -66,7 +68,7 @@ def rule_errors(obj):
         errors.append(f"metadata.name {name!r} is not a valid {kind} name (<= {limit})")
     if namespace is not None and (len(namespace) > 63 or not DNS_LABEL.match(namespace)):
         errors.append(f"metadata.namespace {namespace!r} is not a DNS label")
-    if kind != "Namespace" and namespace is None:
+    if kind not in ("Namespace", "ClusterRole", "ClusterRoleBinding") and namespace is None:
         errors.append("metadata.namespace is not set (objects must not depend on the release namespace)")
     for key, value in (meta.get("labels") or {}).items():
         if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
@@ -84,7 +86,7 @@ def rule_errors(obj):
     return errors
 
 
-def validate(objects):
+def validate(objects, unschematized=()):
     failed = 0
     seen = set()
     for obj in objects:
@@ -95,7 +97,9 @@ def validate(objects):
             errors.append("duplicate object")
         seen.add(key)
         validator = crd_validator(obj.get("apiVersion", ""), obj.get("kind", ""))
-        if validator is not None:
+        if obj.get("kind") in unschematized:
+            pass
+        elif validator is not None:
             errors += [f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in validator.iter_errors(obj)]
         else:
             try:
@@ -136,12 +140,15 @@ def main():
     ap.add_argument("--release", default="preview")
     ap.add_argument("--dump")
     ap.add_argument("--manifests")
+    ap.add_argument("--unschematized", action="append", default=[])
     ap.add_argument("--application")
     ap.add_argument("--expect-schema-error")
     args = ap.parse_args()
     if args.manifests:
-        objects = [doc for doc in yaml.safe_load_all(Path(args.manifests).read_text()) if doc]
-        return 1 if validate(objects) else 0
+        path = Path(args.manifests)
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        objects = [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]
+        return 1 if validate(objects, args.unschematized) else 0
     prefix = []
     if args.application:
         docs = [doc for doc in yaml.safe_load_all(Path(args.application).read_text()) if doc]
