@@ -251,6 +251,8 @@ async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
             crate::sink::Sink::Directory(crate::sink::DirectorySink::new(&config.sink.directory))
         }
         crate::config::SinkKind::Kubernetes => {
+            // Already installed (a second call in tests) is fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let client = kube::Client::try_default()
                 .await
                 .context("connecting to Kubernetes (kubeconfig or in-cluster service account)")?;

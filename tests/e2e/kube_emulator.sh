@@ -4,7 +4,9 @@
 # Application; closed, it is deleted through the cascade finalizer and the preview forgotten.
 # Usage: tests/e2e/kube_emulator.sh PREVIEWD_BINARY PYTHON EMULATOR
 set -euo pipefail
-previewd=$(realpath "$1"); python=$2; emulator=$(realpath "$3")
+# A path made absolute (keeping a venv's symlink), or a command looked up on PATH.
+absolute() { case "$1" in */*) echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" ;; *) command -v "$1" ;; esac; }
+previewd=$(absolute "$1"); python=$(absolute "$2"); emulator=$(absolute "$3")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 cleanup() { kill "${serve_pid:-}" "${emu_pid:-}" 2>/dev/null || true; }
