@@ -51,29 +51,15 @@ impl Names {
 /// (other characters, or too long), a short hash of `identity` is appended, so two inputs
 /// that map to the same label still get different names, and the same input always the same.
 pub fn label(text: &str, max: usize, identity: &str) -> String {
-    let mut clean = String::with_capacity(text.len());
-    for c in text.chars().map(|c| c.to_ascii_lowercase()) {
-        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            c
-        } else {
-            '-'
-        };
-        if !(c == '-' && (clean.is_empty() || clean.ends_with('-'))) {
-            clean.push(c);
-        }
-    }
-    let clean = clean.trim_end_matches('-');
-    if clean == text && clean.len() <= max && !clean.is_empty() {
-        return clean.to_owned();
+    let clean = readable(text, usize::MAX);
+    if clean == text && clean.len() <= max {
+        return clean;
     }
     let hash = short_hash(identity);
-    let room = max.saturating_sub(hash.len() + 1);
-    let head = clean[..clean.len().min(room)].trim_end_matches('-');
-    if head.is_empty() {
-        format!("x-{hash}")
-    } else {
-        format!("{head}-{hash}")
-    }
+    format!(
+        "{}-{hash}",
+        readable(text, max.saturating_sub(hash.len() + 1))
+    )
 }
 
 /// `text` lower-cased, other characters as `-`, cut to `max`: the readable part of a name
