@@ -6,11 +6,12 @@ use std::borrow::Cow;
 
 use anyhow::Context;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{NamespaceResourceScope, ObjectMeta};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::ledger::{ApiRef, Entry};
 use crate::plan::Observed;
 use crate::sink::APPLIED_HASH;
 
@@ -124,15 +125,56 @@ impl KubeSink {
     }
 }
 
+impl KubeSink {
+    /// Looks an object up by kind; a 404 is "gone", a 403 is "not allowed to look" (`None`:
+    /// an operator who withheld the read permission gets Argo CD's word instead), and any
+    /// other failure is an error, never a reason to believe it gone.
+    pub async fn exists(&self, api: ApiRef, entry: &Entry) -> anyhow::Result<Option<bool>> {
+        let resource = ApiResource {
+            group: api.group.into(),
+            version: api.version.into(),
+            api_version: if api.group.is_empty() {
+                api.version.into()
+            } else {
+                format!("{}/{}", api.group, api.version)
+            },
+            kind: api.kind.into(),
+            plural: api.plural.into(),
+        };
+        let client = self.api.clone().into_client();
+        let objects: Api<DynamicObject> = if entry.namespace.is_empty() {
+            Api::all_with(client, &resource)
+        } else {
+            Api::namespaced_with(client, &entry.namespace, &resource)
+        };
+        match objects.get_opt(&entry.name).await {
+            Ok(found) => Ok(Some(found.is_some())),
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                tracing::warn!(
+                    kind = entry.kind,
+                    name = entry.name,
+                    "not allowed to look up; trusting Argo CD's cascade"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e).with_context(|| format!("looking up {} {}", entry.kind, entry.name)),
+        }
+    }
+}
+
 /// Synced and Healthy, no operation running, and compared against exactly the source
 /// previewd applied, so a status left over from the previous push never counts.
 pub fn ready(app: &Application) -> bool {
     let status = &app.rest.get("status").cloned().unwrap_or(Value::Null);
+    let spec = app.rest.get("spec").cloned().unwrap_or(Value::Null);
+    // Pinned to a commit (the app at the PR's head): Argo CD must have synced exactly it.
+    let pinned = spec["source"]["targetRevision"]
+        .as_str()
+        .filter(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
     status["sync"]["status"] == "Synced"
         && status["health"]["status"] == "Healthy"
+        && pinned.is_none_or(|sha| status["sync"]["revision"] == sha)
         && status["operationState"]["phase"] != "Running"
-        && app
-            .rest
-            .get("spec")
-            .is_some_and(|spec| status["sync"]["comparedTo"]["source"] == spec["source"])
+        && !spec["source"].is_null()
+        && status["sync"]["comparedTo"]["source"] == spec["source"]
 }

@@ -131,6 +131,8 @@ pub struct SinkConfig {
     pub kind: SinkKind,
     pub directory: PathBuf,
     pub argocd_namespace: String,
+    /// A teardown still waiting for Argo CD after this long is reported (once), never forced.
+    pub stuck_after: Duration,
 }
 
 /// How previews of one repository live and end; `[defaults]` overridden per `[[repos]]`.
@@ -173,6 +175,16 @@ pub struct AppConfig {
     pub seed: Option<String>,
     /// Or a seed command run in the app image.
     pub seed_command: Vec<String>,
+    /// The app's own chart: previewd creates its Application once the helpers are ready.
+    pub chart: Option<AppChart>,
+}
+
+/// Where the app's chart lives; previews deploy it at the PR's head SHA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppChart {
+    pub repo_url: String,
+    /// Path of the chart inside that repository.
+    pub path: String,
 }
 
 impl Config {

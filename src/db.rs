@@ -363,5 +363,7 @@ pub async fn apply_installation(
     Ok(())
 }
 
+mod ledger;
 mod previews;
+pub use ledger::*;
 pub use previews::*;

@@ -14,6 +14,7 @@ pub mod db;
 pub mod duration;
 pub mod intake;
 pub mod intent;
+pub mod ledger;
 pub mod naming;
 pub mod plan;
 pub mod preview;

@@ -18,6 +18,8 @@ pub struct Names {
     pub slug: String,
     /// The helper Application in Argo CD's namespace.
     pub application: String,
+    /// The app's own Application (when its repository configures a chart).
+    pub app_application: String,
     /// `<slug>.<domain>`
     pub host: String,
     /// PostgreSQL database and role name (`owner_repo_1a2b3c_pr_7`).
@@ -39,6 +41,7 @@ impl Names {
         };
         Self {
             application: format!("{slug}-helpers"),
+            app_application: format!("{slug}-app"),
             host: format!("{slug}.{domain}"),
             database,
             repo_label: label_value(&key.repo.as_str().replace('/', "."), key.repo.as_str()),

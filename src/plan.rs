@@ -53,9 +53,107 @@ pub fn plan(desired: Desired, desired_hash: Option<&str>, observed: &Observed) -
     }
 }
 
+/// The app's own Application waits behind a health gate: it is applied only while the helper
+/// Application runs the current rendering and nobody reports it unready. (A directory sink has
+/// nobody reporting; there the app-of-apps orders the two by sync wave.)
+pub fn plan_app(
+    desired: Desired,
+    helper_hash: Option<&str>,
+    helper: &Observed,
+    app_hash: Option<&str>,
+    app: &Observed,
+) -> Action {
+    let gate_open = matches!(helper, Observed::Present { hash: Some(h), ready }
+        if Some(h.as_str()) == helper_hash && *ready != Some(false));
+    match desired {
+        Desired::Deployed if !gate_open => Action::Wait,
+        _ => plan(desired, app_hash, app),
+    }
+}
+
+/// Which Application a teardown acts on next: the app first, the helpers once it is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Teardown {
+    DeleteApp,
+    DeleteHelper,
+    /// A deletion is running; look again later.
+    Wait,
+    /// Both are gone: confirm the rest of the ledger, then forget the preview.
+    Confirm,
+}
+
+pub fn plan_teardown(app: &Observed, helper: &Observed) -> Teardown {
+    match (app, helper) {
+        (Observed::Present { .. }, _) => Teardown::DeleteApp,
+        (Observed::Deleting, _) | (Observed::Missing, Observed::Deleting) => Teardown::Wait,
+        (Observed::Missing, Observed::Present { .. }) => Teardown::DeleteHelper,
+        (Observed::Missing, Observed::Missing) => Teardown::Confirm,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ready(hash: &str, ready: Option<bool>) -> Observed {
+        Observed::Present {
+            hash: Some(hash.into()),
+            ready,
+        }
+    }
+
+    #[test]
+    fn the_app_waits_until_the_helpers_are_ready_at_the_current_rendering() {
+        let app = Observed::Missing;
+        let plan =
+            |helper: &Observed| plan_app(Desired::Deployed, Some("h2"), helper, Some("a"), &app);
+        assert_eq!(plan(&Observed::Missing), Action::Wait);
+        assert_eq!(plan(&ready("h2", Some(false))), Action::Wait);
+        assert_eq!(
+            plan(&ready("h1", Some(true))),
+            Action::Wait,
+            "status of the previous push"
+        );
+        assert_eq!(plan(&ready("h2", Some(true))), Action::Apply);
+        assert_eq!(
+            plan(&ready("h2", None)),
+            Action::Apply,
+            "directory: no one reports health"
+        );
+    }
+
+    #[test]
+    fn a_running_app_is_left_alone_while_the_helpers_resync() {
+        assert_eq!(
+            plan_app(
+                Desired::Deployed,
+                Some("h2"),
+                &ready("h2", Some(false)),
+                Some("a2"),
+                &ready("a1", Some(true))
+            ),
+            Action::Wait
+        );
+    }
+
+    #[test]
+    fn teardown_removes_the_app_first_then_the_helpers() {
+        let present = ready("h", Some(true));
+        assert_eq!(plan_teardown(&present, &present), Teardown::DeleteApp);
+        assert_eq!(plan_teardown(&Observed::Deleting, &present), Teardown::Wait);
+        assert_eq!(
+            plan_teardown(&Observed::Missing, &present),
+            Teardown::DeleteHelper
+        );
+        assert_eq!(
+            plan_teardown(&Observed::Missing, &Observed::Deleting),
+            Teardown::Wait
+        );
+        assert_eq!(
+            plan_teardown(&Observed::Missing, &Observed::Missing),
+            Teardown::Confirm
+        );
+    }
 
     fn present(hash: &str) -> Observed {
         Observed::Present {

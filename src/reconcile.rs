@@ -17,6 +17,7 @@ use crate::ca::PreviewCa;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
+use crate::ledger;
 use crate::naming::Names;
 use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, Preview, PreviewKey};
@@ -31,8 +32,6 @@ pub const RESYNC: Duration = Duration::from_secs(30);
 /// Every sink call gets this long, and this many tries with doubling backoff.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 3;
-/// A teardown still waiting for Argo CD after this long is reported (once).
-pub const STUCK_AFTER: Duration = Duration::from_secs(15 * 60);
 
 pub struct Reconciler {
     pool: SqlitePool,
@@ -169,53 +168,62 @@ impl Reconciler {
         if row.teardown_started_at.is_some() {
             db::clear_teardown(&self.pool, id).await?;
         }
-        let manifest = match desired {
-            Desired::Deployed => match self.desired_manifest(&row, &key, &names, now).await? {
-                Some(manifest) => Some(manifest),
+        let rendered = match desired {
+            Desired::Deployed => match self.desired_manifests(&row, &key, &names, now).await? {
+                Some(rendered) => Some(rendered),
                 None => return Ok(()), // queued: no cluster has room
             },
             _ => None,
         };
-        let hash = manifest.as_ref().map(|(_, hash)| hash.as_str());
-        let observed = self.observe(&names.application).await?;
-        match plan::plan(desired, hash, &observed) {
-            Action::Apply => {
-                let (manifest, hash) = manifest.context("nothing to apply")?;
-                self.retry("apply", || self.sink.apply(&names.application, &manifest))
+        let hash = rendered.as_ref().map(|r| r.helper.1.as_str());
+        let mut helper = self.observe(&names.application).await?;
+        let sha = &row.head_sha[..7];
+        if plan::plan(desired, hash, &helper) == Action::Apply {
+            let rendered = rendered.as_ref().context("nothing to apply")?;
+            let (manifest, hash) = &rendered.helper;
+            self.retry("apply", || self.sink.apply(&names.application, manifest))
+                .await?;
+            let reason = format!("helper Application {} applied at {sha}", names.application);
+            db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now).await?;
+            tracing::info!(preview = %key, sha, "applied");
+            helper = Observed::Present {
+                hash: Some(hash.clone()),
+                ready: self.sink.reports_health().then_some(false),
+            };
+        }
+        let mut app_ready = None;
+        if let Some((manifest, app_hash)) = rendered.as_ref().and_then(|r| r.app.as_ref()) {
+            let app = self.observe(&names.app_application).await?;
+            match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
+                Action::Apply => {
+                    self.retry("apply", || {
+                        self.sink.apply(&names.app_application, manifest)
+                    })
                     .await?;
-                let ns = &self.config.sink.argocd_namespace;
-                let reason = format!(
-                    "helper Application {} applied at {}",
-                    names.application,
-                    &row.head_sha[..7]
-                );
-                db::record_applied(&self.pool, id, ns, &names.application, &hash, &reason, now)
-                    .await?;
-                tracing::info!(preview = %key, sha = %&row.head_sha[..7], "applied");
-            }
-            Action::Nothing => {
-                let state = match (desired, &observed) {
-                    (
-                        Desired::Deployed,
-                        Observed::Present {
-                            ready: Some(true), ..
-                        },
-                    ) => "ready",
-                    (
-                        Desired::Deployed,
-                        Observed::Present {
-                            ready: Some(false), ..
-                        },
-                    ) => "syncing",
-                    (Desired::Deployed, _) => "applied",
-                    _ => desired.as_str(),
-                };
-                if row.observed != state || row.last_error.is_some() {
-                    db::set_observed(&self.pool, id, state, None, None, now).await?;
+                    let reason = format!(
+                        "app Application {} applied at {sha}: the helpers are ready",
+                        names.app_application
+                    );
+                    let entry = ledger::app_entry(&names, &self.config);
+                    db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
+                    app_ready = Some(false);
                 }
+                Action::Nothing => app_ready = Some(ready_of(&app) != Some(false)),
+                _ => app_ready = Some(false),
             }
-            // Deleting is only ever a teardown's (`tear_down`); waiting needs nothing.
-            Action::Delete | Action::Wait | Action::Forget => {}
+        }
+        let state = match (desired, ready_of(&helper), app_ready) {
+            (Desired::Deployed, _, Some(false)) => "syncing",
+            (Desired::Deployed, Some(true), _) => "ready",
+            (Desired::Deployed, Some(false), _) => "syncing",
+            (Desired::Deployed, None, _) => "applied",
+            _ => desired.as_str(),
+        };
+        if row.observed != state || row.last_error.is_some() {
+            if state == "ready" {
+                db::confirm_ledger(&self.pool, id, now).await?;
+            }
+            db::set_observed(&self.pool, id, state, None, None, now).await?;
         }
         Ok(())
     }
@@ -248,14 +256,15 @@ impl Reconciler {
             .collect())
     }
 
-    /// The Application to apply; `None` while the preview waits for a cluster.
-    async fn desired_manifest(
+    /// The Applications to apply and the ledger they make; `None` while the preview waits
+    /// for a cluster.
+    async fn desired_manifests(
         &self,
         row: &PreviewRow,
         key: &PreviewKey,
         names: &Names,
         now: i64,
-    ) -> anyhow::Result<Option<(serde_json::Value, String)>> {
+    ) -> anyhow::Result<Option<Rendered>> {
         let Some(cluster) = row.cluster.clone() else {
             return Ok(None);
         };
@@ -270,10 +279,14 @@ impl Reconciler {
             seed_generation: u32::try_from(row.seed_generation)?,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
-        let mut manifest = render::helper_application(&preview, &self.config, &sealed)?;
-        let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
-        manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
-        Ok(Some((manifest, hash)))
+        let helper = render::helper_application(&preview, &self.config, &sealed)?;
+        let dns = helper["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"] == true;
+        let app = render::app_application(&preview, &self.config)?;
+        Ok(Some(Rendered {
+            helper: stamped(helper)?,
+            app: app.map(stamped).transpose()?,
+            entries: ledger::provisioned(names, &self.config, dns),
+        }))
     }
 
     /// The preview's secrets sealed for its cluster: the stored ones while the cluster's
@@ -320,92 +333,6 @@ impl Reconciler {
         Ok(sealed)
     }
 
-    /// Teardown: durably marked, then deleted, then confirmed gone, then forgotten.
-    async fn tear_down(&self, row: &PreviewRow, names: &Names, now: i64) -> anyhow::Result<()> {
-        if row.teardown_started_at.is_none() {
-            db::start_teardown(&self.pool, row.id, now).await?;
-        }
-        let ns = &self.config.sink.argocd_namespace;
-        // Deleting, then looking again: a sink without finalizers (a directory) is done at once.
-        for _ in 0..2 {
-            match plan::plan(
-                Desired::Absent,
-                None,
-                &self.observe(&names.application).await?,
-            ) {
-                Action::Delete => {
-                    db::record_ledger(
-                        &self.pool,
-                        row.id,
-                        "Application",
-                        ns,
-                        &names.application,
-                        "deleting",
-                        now,
-                    )
-                    .await?;
-                    self.retry("delete", || self.sink.delete(&names.application))
-                        .await?;
-                }
-                Action::Forget => {
-                    db::record_ledger(
-                        &self.pool,
-                        row.id,
-                        "Application",
-                        ns,
-                        &names.application,
-                        "gone",
-                        now,
-                    )
-                    .await?;
-                    let reason = format!(
-                        "PR {}: everything previewd provisioned is gone",
-                        row.end_reason.as_deref().unwrap_or("closed")
-                    );
-                    if db::forget_preview(&self.pool, row.id, &reason, now).await? {
-                        tracing::info!(repo = %row.repo, number = row.number, "preview destroyed");
-                    }
-                    return Ok(());
-                }
-                _ => return self.report_if_stuck(row, now).await,
-            }
-        }
-        Ok(())
-    }
-
-    /// A deletion Argo CD has not finished after `STUCK_AFTER` is reported once (history,
-    /// log, and the preview's state), never forced: previewd does not strip finalizers.
-    async fn report_if_stuck(&self, row: &PreviewRow, now: i64) -> anyhow::Result<()> {
-        let started = row.teardown_started_at.unwrap_or(now);
-        if now - started < STUCK_AFTER.as_secs() as i64 || row.observed == "teardown_stuck" {
-            return Ok(());
-        }
-        let message = format!(
-            "teardown has waited {} for Argo CD to delete the Application (finalizers still running)",
-            crate::duration::format(Duration::from_secs((now - started) as u64))
-        );
-        tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
-        db::add_history_now(
-            &self.pool,
-            &row.repo,
-            row.number,
-            "teardown_stuck",
-            &message,
-            now,
-        )
-        .await?;
-        db::set_observed(
-            &self.pool,
-            row.id,
-            "teardown_stuck",
-            Some(&message),
-            None,
-            now,
-        )
-        .await?;
-        Ok(())
-    }
-
     async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
         self.retry("observe", || self.sink.observe(name)).await
     }
@@ -438,6 +365,29 @@ impl Reconciler {
     }
 }
 
+/// What one preview should look like now.
+struct Rendered {
+    /// The helper Application and the hash of its rendering.
+    helper: (serde_json::Value, String),
+    app: Option<(serde_json::Value, String)>,
+    /// What the helper Application provisions, itself included (the ledger).
+    entries: Vec<ledger::Entry>,
+}
+
+/// The manifest with the hash of its rendering recorded in it (see `APPLIED_HASH`).
+fn stamped(mut manifest: serde_json::Value) -> anyhow::Result<(serde_json::Value, String)> {
+    let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
+    manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
+    Ok((manifest, hash))
+}
+
+fn ready_of(observed: &Observed) -> Option<bool> {
+    match observed {
+        Observed::Present { ready, .. } => *ready,
+        _ => Some(false),
+    }
+}
+
 fn desired_of(row: &PreviewRow) -> anyhow::Result<Desired> {
     Ok(match row.desired.as_str() {
         "deployed" => Desired::Deployed,
@@ -459,6 +409,8 @@ pub fn place(config: &Config, load: &[(String, i64)]) -> Option<String> {
         .min_by_key(|c| used(&c.name))
         .map(|c| c.name.clone())
 }
+
+mod teardown;
 
 #[cfg(test)]
 mod tests {

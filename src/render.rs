@@ -121,13 +121,69 @@ pub fn helper_application(
                 },
             },
             "destination": {"server": cluster.server, "namespace": names.slug},
-            "syncPolicy": {
-                "automated": {"prune": true, "selfHeal": true},
-                "syncOptions": ["PrunePropagationPolicy=foreground"],
-                "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
-            },
+            "syncPolicy": sync_policy(),
         },
     }))
+}
+
+/// The app's own Application, for a repository that configures its chart: the PR's code at
+/// its head SHA, in the preview namespace, told where its database, TLS secret and host are.
+/// The reconciler applies it only once the helper Application is ready (the health gate).
+pub fn app_application(preview: &Preview, config: &Config) -> Result<Option<Value>, RenderError> {
+    let app = config.app_for(&preview.key.repo);
+    let Some(chart) = &app.chart else {
+        return Ok(None);
+    };
+    let helper = helper_application(preview, config, &[])?;
+    let names = Names::of(
+        &preview.key,
+        &config
+            .policy_for(&preview.key.repo)
+            .unwrap_or(&config.defaults)
+            .domain,
+    );
+    let secrets = SecretNames::of(&names);
+    let mut values = json!({
+        "preview": {
+            "repo": preview.key.repo.as_str(),
+            "number": preview.key.number,
+            "sha": preview.head_sha.as_str(),
+            "host": names.host,
+            "namespace": names.slug,
+            "databaseSecret": (config.database.mode != DatabaseMode::Off).then_some(&secrets.database_url),
+            "tlsSecret": (config.tls.mode != TlsMode::Off).then_some(&secrets.tls),
+        },
+    });
+    if let Some(image) = &app.image {
+        values["image"] = json!({"repository": image, "tag": preview.head_sha.as_str()});
+    }
+    let mut metadata = helper["metadata"].clone();
+    metadata["name"] = json!(names.app_application);
+    Ok(Some(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": metadata,
+        "spec": {
+            "project": config.chart.project,
+            "source": {
+                "repoURL": chart.repo_url,
+                "path": chart.path,
+                "targetRevision": preview.head_sha.as_str(),
+                // Its own release name: nothing it names can collide with the helpers' objects.
+                "helm": {"releaseName": names.app_application, "valuesObject": values},
+            },
+            "destination": helper["spec"]["destination"].clone(),
+            "syncPolicy": sync_policy(),
+        },
+    })))
+}
+
+fn sync_policy() -> Value {
+    json!({
+        "automated": {"prune": true, "selfHeal": true},
+        "syncOptions": ["PrunePropagationPolicy=foreground"],
+        "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
+    })
 }
 
 fn labels(preview: &Preview, names: &Names) -> Value {

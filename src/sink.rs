@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::Value;
 
+use crate::ledger::{ApiRef, Entry};
 use crate::plan::Observed;
 
 /// The annotation that records which rendering of the Application was applied.
@@ -38,6 +39,20 @@ impl Sink {
         match self {
             Self::Directory(sink) => sink.delete(name).await,
             Self::Kubernetes(sink) => sink.delete(name).await,
+        }
+    }
+
+    /// Whether someone (Argo CD) reports the health of what this sink holds.
+    pub fn reports_health(&self) -> bool {
+        matches!(self, Self::Kubernetes(_))
+    }
+
+    /// Whether an object still exists on previewd's own cluster; `None` when this sink
+    /// cannot look (a directory has no cluster behind it).
+    pub async fn exists(&self, api: ApiRef, entry: &Entry) -> anyhow::Result<Option<bool>> {
+        match self {
+            Self::Directory(_) => Ok(None),
+            Self::Kubernetes(sink) => sink.exists(api, entry).await,
         }
     }
 }

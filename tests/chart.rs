@@ -8,7 +8,8 @@ use std::process::Command;
 use previewd::config::Config;
 use previewd::preview::Preview;
 use previewd::render::{self, SealedSecret};
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -349,7 +350,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
     let deploy = format!("{ROOT}/deploy");
     let (ok, out) = check(&["--manifests", &deploy, "--unschematized", "AppProject"]);
     assert!(
-        ok && out.trim_end().ends_with("validated 10 objects, 0 failed"),
+        ok && out.trim_end().ends_with("validated 12 objects, 0 failed"),
         "{out}"
     );
     // The previewd.toml in the ConfigMap is one this version accepts.
@@ -361,10 +362,40 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
     )
     .unwrap();
     assert_eq!(config.sink.kind, previewd::config::SinkKind::Kubernetes);
-    // RBAC: nothing cluster-wide, and only Applications.
+    // RBAC: writes only to Applications in Argo CD's namespace; cluster-wide, only `get` on
+    // exactly what a teardown confirms gone.
     let rbac = std::fs::read_to_string(format!("{deploy}/rbac.yaml")).unwrap();
-    assert!(
-        !rbac.contains("ClusterRole"),
-        "previewd needs no cluster-wide permission"
-    );
+    for document in serde_yaml_ng::Deserializer::from_str(&rbac) {
+        let object = Value::deserialize(document).unwrap();
+        let verbs = |object: &Value| -> Vec<String> {
+            object["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|rule| rule["verbs"].as_array().unwrap().clone())
+                .map(|verb| verb.as_str().unwrap().to_owned())
+                .collect()
+        };
+        match object["kind"].as_str().unwrap() {
+            "ClusterRole" => {
+                assert!(verbs(&object).iter().all(|v| v == "get"), "{object}");
+                let resources: Vec<_> = object["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|rule| rule["resources"].as_array().unwrap().clone())
+                    .collect();
+                assert_eq!(
+                    resources,
+                    ["namespaces", "dnsendpoints", "certificates", "databases"]
+                );
+            }
+            "Role" => {
+                assert_eq!(object["metadata"]["namespace"], "argocd");
+                assert_eq!(object["rules"][0]["resources"], json!(["applications"]));
+                assert!(!verbs(&object).iter().any(|v| v == "*" || v == "update"));
+            }
+            _ => {}
+        }
+    }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +18,7 @@ use previewd::sink::Sink;
 use serde_json::json;
 
 const APP: &str = "codertocat-hello-world-4d960c-pr-2-helpers";
+const NAMESPACE: &str = "codertocat-hello-world-4d960c-pr-2";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
 
 /// What the pretend Argo CD is doing: holding a deletion, and failing some writes.
@@ -26,12 +28,57 @@ struct ArgoCd {
     failing_writes: AtomicUsize,
     patches: AtomicUsize,
     released: AtomicBool,
+    /// Applications whose deletion was asked for, in order.
+    deletions: Mutex<Vec<String>>,
+    /// Namespaces that exist on the cluster (the preview's, while it terminates).
+    namespaces: Mutex<BTreeSet<String>>,
+}
+
+/// kube-fake-client cannot route a cluster-scoped core path (`/api/v1/namespaces/NAME` reads
+/// as a namespaced one), so namespace lookups are answered here, with the API's own shapes;
+/// every other request goes to the fake.
+fn with_namespaces(fake: kube::Client, argo: Arc<ArgoCd>) -> kube::Client {
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (fake, argo) = (fake.clone(), argo.clone());
+        async move {
+            let path = request.uri().path().to_owned();
+            let Some(name) = path
+                .strip_prefix("/api/v1/namespaces/")
+                .filter(|rest| !rest.contains('/'))
+            else {
+                return fake.send(request).await;
+            };
+            let (status, body) = if argo.namespaces.lock().unwrap().contains(name) {
+                let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+                                  "status": {"phase": "Terminating"}});
+                (200, body)
+            } else {
+                let body = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                                  "reason": "NotFound", "code": 404,
+                                  "message": format!("namespaces \"{name}\" not found")});
+                (404, body)
+            };
+            Ok::<_, kube::Error>(
+                http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.to_string().into_bytes()))
+                    .unwrap(),
+            )
+        }
+    });
+    kube::Client::new(service, "default")
 }
 
 async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
-    let (on_delete, on_get, on_patch) = (argo.clone(), argo.clone(), argo);
+    let (on_delete, on_get, on_patch) = (argo.clone(), argo.clone(), argo.clone());
     let funcs = interceptor::Funcs::default()
         .delete(move |ctx| {
+            on_delete
+                .deletions
+                .lock()
+                .unwrap()
+                .push(ctx.name.to_owned());
             if on_delete.released.load(Ordering::SeqCst) {
                 return Ok(None);
             }
@@ -59,12 +106,13 @@ async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
             }
             Ok(None)
         });
-    ClientBuilder::new()
+    let fake = ClientBuilder::new()
         .with_resource::<Application>()
         .with_interceptor_funcs(funcs)
         .build()
         .await
-        .unwrap()
+        .unwrap();
+    with_namespaces(fake, argo)
 }
 
 fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
@@ -201,7 +249,8 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         (1, "teardown_stuck")
     );
 
-    // Argo CD's cascade finishes and releases the finalizer: the Application is gone.
+    // Argo CD releases the Application while the namespace still terminates: not yet gone.
+    argo.namespaces.lock().unwrap().insert(NAMESPACE.into());
     argo.released.store(true, Ordering::SeqCst);
     *argo.deleting.lock().unwrap() = None;
     Api::<Application>::namespaced(client, "argocd")
@@ -209,13 +258,45 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         .await
         .unwrap();
     reconciler.pass().await.unwrap();
-    assert_eq!(app.count("previews").await, 0);
+    assert_eq!(
+        app.count("previews").await,
+        1,
+        "the namespace is still there"
+    );
+    let ledger: Vec<(String, String)> =
+        sqlx::query_as("SELECT kind, state FROM ledger ORDER BY id")
+            .fetch_all(app.pool())
+            .await
+            .unwrap();
+    let waiting: Vec<_> = ledger.iter().filter(|(_, state)| state != "gone").collect();
+    assert_eq!(waiting, [&("Namespace".into(), "deleting".into())]);
+    assert!(
+        ledger.len() > 2,
+        "the database and certificate are in the ledger too"
+    );
+
+    argo.namespaces.lock().unwrap().clear();
+    reconciler.pass().await.unwrap();
+    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
+        .fetch_optional(app.pool())
+        .await
+        .unwrap()
+        .flatten();
+    assert_eq!(app.count("previews").await, 0, "{error:?}");
     let destroyed: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'destroyed'")
             .fetch_one(app.pool())
             .await
             .unwrap();
     assert_eq!(destroyed, 1);
+    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'destroyed'")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(
+        reason.contains(&format!("Namespace {NAMESPACE} gone")),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -240,7 +321,11 @@ async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
             .unwrap()
             .is_some()
     );
-    assert_eq!(observed(&app).await, "applied");
+    assert_eq!(
+        observed(&app).await,
+        "syncing",
+        "applied, waiting for Argo CD"
+    );
 }
 
 #[tokio::test]
@@ -274,4 +359,87 @@ async fn a_restart_in_the_middle_of_a_teardown_does_not_delete_twice_or_forget_e
         .unwrap();
     restarted.pass().await.unwrap();
     assert_eq!(app.count("previews").await, 0);
+}
+
+/// What Argo CD writes once it has synced `app` and found it healthy.
+async fn report_ready(applications: &Api<Application>, name: &str) {
+    let app = applications.get(name).await.unwrap();
+    let source = &app.rest["spec"]["source"];
+    let status = json!({"status": {
+        "sync": {"status": "Synced", "revision": source["targetRevision"], "comparedTo": {"source": source}},
+        "health": {"status": "Healthy"},
+    }});
+    applications
+        .patch(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
+    let app = TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
+        common::SECRET
+    ))
+    .await;
+    let argo = Arc::new(ArgoCd::default());
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app_name = APP.replace("-helpers", "-app");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(
+        applications.get_opt(&app_name).await.unwrap().is_none(),
+        "no app before the helpers are healthy"
+    );
+
+    report_ready(&applications, APP).await;
+    reconciler.pass().await.unwrap();
+    let created = applications.get(&app_name).await.unwrap();
+    assert_eq!(
+        created.rest["spec"]["source"]["targetRevision"],
+        "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+    );
+    reconciler.pass().await.unwrap();
+    assert_eq!(observed(&app).await, "syncing", "the app is not synced yet");
+    report_ready(&applications, &app_name).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(observed(&app).await, "ready");
+    let confirmed: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM ledger WHERE state = 'confirmed'")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert!(
+        confirmed >= 3,
+        "Argo CD's word confirms the ledger: {confirmed}"
+    );
+
+    argo.released.store(true, Ordering::SeqCst);
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(*argo.deletions.lock().unwrap(), [app_name, APP.to_owned()]);
+    assert_eq!(app.count("previews").await, 0);
+}
+
+#[test]
+fn an_app_synced_at_another_commit_is_not_ready() {
+    let sha = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+    let source = json!({"repoURL": "https://github.com/o/r.git", "targetRevision": sha});
+    let app = |revision: &str| -> Application {
+        serde_json::from_value(json!({
+            "metadata": {"name": "a"},
+            "spec": {"source": source},
+            "status": {"sync": {"status": "Synced", "revision": revision, "comparedTo": {"source": source}},
+                       "health": {"status": "Healthy"}},
+        }))
+        .unwrap()
+    };
+    assert!(previewd::argocd::ready(&app(sha)));
+    assert!(!previewd::argocd::ready(&app(
+        "0000000000000000000000000000000000000000"
+    )));
 }

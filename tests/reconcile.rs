@@ -61,7 +61,19 @@ async fn opened_pushed_and_closed_pr_goes_from_file_to_nothing_with_history_kept
     let first = file(&app).expect("the Application file appears");
     assert!(first.contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
     assert_eq!(app.count("sealed_secrets").await, 2, "sealed once, stored");
-    assert_eq!(app.count("ledger").await, 1);
+    let kinds: Vec<String> = sqlx::query_scalar("SELECT kind FROM ledger ORDER BY id")
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        kinds,
+        [
+            "Application",
+            "Namespace",
+            "PostgreSQL database",
+            "Certificate"
+        ]
+    );
 
     let new_head = "1111111111111111111111111111111111111111";
     app.send(
@@ -342,4 +354,39 @@ async fn an_unapproved_push_to_a_fork_leaves_the_approved_version_running() {
         .await
         .unwrap();
     assert_eq!(observed, "awaiting_approval");
+}
+
+#[tokio::test]
+async fn a_repository_with_its_own_chart_gets_the_app_application_too_and_loses_it_first() {
+    let app = TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"{HELLO}\"\napp_chart = \"deploy/chart\"\n",
+        common::SECRET
+    ))
+    .await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let app_file = rendered(&app).join(APP.replace("-helpers", "-app.yaml"));
+    let app_yaml = std::fs::read_to_string(&app_file).expect("the app Application file appears");
+    assert!(app_yaml.contains("targetRevision: ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
+    assert!(app_yaml.contains("path: deploy/chart"));
+    assert!(file(&app).is_some());
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert!(!app_file.exists() && file(&app).is_none());
+    assert_eq!(app.count("previews").await, 0);
+    let destroyed: String =
+        sqlx::query_scalar("SELECT reason FROM history WHERE what = 'destroyed'")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert!(
+        destroyed.contains(&format!(
+            "Application {} gone",
+            APP.replace("-helpers", "-app")
+        )),
+        "{destroyed}"
+    );
 }

@@ -93,6 +93,7 @@ pub(super) struct RawSink {
     pub(super) kind: Option<String>,
     pub(super) directory: Option<String>,
     pub(super) argocd_namespace: Option<String>,
+    pub(super) stuck_after: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -142,6 +143,8 @@ pub(super) struct RawRepo {
     pub(super) seed: Option<String>,
     #[serde(default)]
     pub(super) seed_command: Vec<String>,
+    pub(super) app_chart: Option<String>,
+    pub(super) app_repo_url: Option<String>,
 }
 
 /// `app_id = 12345` and `app_id = "12345"` both work; validation parses the text.
@@ -173,6 +176,7 @@ pub const KEYS: &[&str] = &[
     "sink.kind",
     "sink.directory",
     "sink.argocd_namespace",
+    "sink.stuck_after",
     "defaults.ttl",
     "defaults.domain",
     "defaults.warn_before",
@@ -261,6 +265,7 @@ impl Raw {
             "sink.kind" => &mut self.sink.kind,
             "sink.directory" => &mut self.sink.directory,
             "sink.argocd_namespace" => &mut self.sink.argocd_namespace,
+            "sink.stuck_after" => &mut self.sink.stuck_after,
             "defaults.ttl" => &mut self.defaults.ttl,
             "defaults.domain" => &mut self.defaults.domain,
             "defaults.warn_before" => &mut self.defaults.warn_before,

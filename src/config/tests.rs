@@ -24,6 +24,7 @@ fn no_file_and_no_environment_gives_the_design_defaults() {
     assert_eq!(config.sink.kind, SinkKind::Directory);
     assert_eq!(config.sink.directory, PathBuf::from("rendered"));
     assert_eq!(config.sink.argocd_namespace, "argocd");
+    assert_eq!(config.sink.stuck_after, Duration::from_secs(15 * 60));
     assert_eq!(config.defaults.ttl, Duration::from_secs(72 * 3600));
     assert_eq!(config.defaults.domain, "preview.localhost");
     assert_eq!(config.defaults.warn_before, Duration::from_secs(24 * 3600));
@@ -86,7 +87,13 @@ fn every_key_has_a_variable_that_is_accepted() {
             "tls.ca_cert" | "tls.ca_key" => continue,
             "dns.ttl" => "1m",
             "defaults.max_lifetime" => "20d",
-            k if k.ends_with("ttl") || k.ends_with("_before") || k.ends_with("interval") => "1h",
+            k if k.ends_with("ttl")
+                || k.ends_with("_before")
+                || k.ends_with("_after")
+                || k.ends_with("interval") =>
+            {
+                "1h"
+            }
             _ => "x",
         };
         Config::from_toml("", env(&[(&env_name(key), value)]))
@@ -194,4 +201,33 @@ fn the_webhook_secret_can_come_from_a_file() {
     )
     .unwrap();
     assert_eq!(config.github.webhook_secret.unwrap().expose(), "s3cret");
+}
+
+#[test]
+fn an_app_chart_defaults_to_the_repository_on_github() {
+    let config = Config::from_toml(
+        "[[repos]]\nname = \"Octo/Shop\"\napp_chart = \"/deploy/chart/\"\n",
+        env(&[("PREVIEWD_SINK_STUCK_AFTER", "1h")]),
+    )
+    .unwrap();
+    let chart = config.repos[0].app.chart.clone().unwrap();
+    assert_eq!(chart.repo_url, "https://github.com/octo/shop.git");
+    assert_eq!(chart.path, "deploy/chart");
+    assert_eq!(config.sink.stuck_after, Duration::from_secs(3600));
+}
+
+#[test]
+fn app_charts_outside_the_repository_or_without_a_path_are_refused() {
+    let escape = error_of("[[repos]]\nname = \"o/r\"\napp_chart = \"../x\"\n", &[]);
+    assert!(escape.contains("repos[0].app_chart"), "{escape}");
+    let no_path = error_of(
+        "[[repos]]\nname = \"o/r\"\napp_repo_url = \"https://git.example.com/r.git\"\n",
+        &[],
+    );
+    assert!(no_path.contains("no chart path"), "{no_path}");
+    let not_git = error_of(
+        "[[repos]]\nname = \"o/r\"\napp_chart = \"c\"\napp_repo_url = \"ftp://x\"\n",
+        &[],
+    );
+    assert!(not_git.contains("repos[0].app_repo_url"), "{not_git}");
 }

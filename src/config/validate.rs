@@ -191,11 +191,52 @@ impl Validator {
                 ));
             }
         }
+        let chart = match (&r.app_chart, &r.app_repo_url) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(self.invalid(
+                    &key("app_chart"),
+                    "app_repo_url is set but no chart path".into(),
+                    "the path of the app's chart in that repository, like deploy/chart",
+                ));
+            }
+            (Some(path), url) => {
+                let path = path.trim_matches('/');
+                if path.is_empty()
+                    || path.split('/').any(|part| part.is_empty() || part == "..")
+                    || path.contains(char::is_whitespace)
+                {
+                    return Err(self.invalid(
+                        &key("app_chart"),
+                        format!("{path:?} is not a path inside the repository"),
+                        "a relative path like deploy/chart",
+                    ));
+                }
+                let repo_url = match url {
+                    Some(url) if url.starts_with("https://") || url.starts_with("git@") => {
+                        url.clone()
+                    }
+                    Some(url) => {
+                        return Err(self.invalid(
+                            &key("app_repo_url"),
+                            format!("{url:?} is not a Git URL Argo CD can clone"),
+                            "https://... or git@...",
+                        ));
+                    }
+                    None => format!("https://github.com/{}.git", r.name.to_ascii_lowercase()),
+                };
+                Some(AppChart {
+                    repo_url,
+                    path: path.to_owned(),
+                })
+            }
+        };
         Ok(AppConfig {
             image: r.image.clone(),
             migrate_command: r.migrate_command.clone(),
             seed: r.seed.clone(),
             seed_command: r.seed_command.clone(),
+            chart,
         })
     }
 
@@ -429,6 +470,7 @@ impl Validator {
             kind,
             directory: raw.directory.unwrap_or_else(|| "rendered".into()).into(),
             argocd_namespace,
+            stuck_after: self.duration("sink.stuck_after", raw.stuck_after.as_deref(), "15m")?,
         })
     }
 

@@ -110,49 +110,6 @@ pub async fn record_placements(
     tx.commit().await
 }
 
-/// After a successful apply: the ledger entry, the observed state and the history row, in
-/// one transaction.
-pub async fn record_applied(
-    pool: &SqlitePool,
-    id: i64,
-    namespace: &str,
-    name: &str,
-    hash: &str,
-    reason: &str,
-    now: i64,
-) -> sqlx::Result<()> {
-    let mut tx = pool.begin().await?;
-    sqlx::query!(
-        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
-         VALUES (?1, 'Application', ?2, ?3, 'applied', ?4)
-         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied'",
-        id,
-        namespace,
-        name,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "UPDATE previews SET observed = 'applied', last_error = NULL, applied_hash = ?2, updated_at = ?3 WHERE id = ?1",
-        id,
-        hash,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         SELECT repo, number, 'applied', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
-        id,
-        reason,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await
-}
-
 /// Live previews per cluster (for placement).
 pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
     let rows = sqlx::query!(
@@ -219,33 +176,6 @@ pub async fn clear_teardown(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE previews SET teardown_started_at = NULL WHERE id = ?1",
         id
-    )
-    .execute(pool)
-    .await
-    .map(drop)
-}
-
-pub async fn record_ledger(
-    pool: &SqlitePool,
-    id: i64,
-    kind: &str,
-    namespace: &str,
-    name: &str,
-    state: &str,
-    now: i64,
-) -> sqlx::Result<()> {
-    let confirmed = (state == "gone").then_some(now);
-    sqlx::query!(
-        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at, confirmed_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = ?5, confirmed_at = COALESCE(?7, confirmed_at)",
-        id,
-        kind,
-        namespace,
-        name,
-        state,
-        now,
-        confirmed,
     )
     .execute(pool)
     .await

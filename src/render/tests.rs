@@ -25,6 +25,7 @@ seed = "example"
 name = "octo/worker"
 image = "ghcr.io/octo/worker"
 seed_command = ["bin/seed"]
+app_chart = "deploy/chart"
 "#;
 
 fn config() -> Config {
@@ -123,4 +124,37 @@ fn the_embedded_defaults_render_on_the_in_cluster_cluster() {
         app["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"],
         false
     );
+}
+
+#[test]
+fn a_configured_app_chart_renders_the_app_application_at_the_head_sha() {
+    let preview = Preview::test().on("eu-1").of("octo/worker#3");
+    let app = app_application(&preview, &config()).unwrap().unwrap();
+    insta::assert_snapshot!(crate::yaml::to_string(&app));
+    assert_eq!(
+        app["spec"]["source"]["targetRevision"],
+        preview.head_sha.as_str()
+    );
+    assert_eq!(
+        app["spec"]["destination"],
+        render(&preview)["spec"]["destination"],
+        "the app lands in the preview namespace the helpers made"
+    );
+}
+
+#[test]
+fn without_an_app_chart_there_is_no_app_application() {
+    assert_eq!(
+        app_application(&Preview::test().on("eu-1"), &config()),
+        Ok(None)
+    );
+}
+
+#[test]
+fn an_unapproved_fork_gets_no_app_application_either() {
+    let preview = Preview::test().on("eu-1").of("octo/worker#3").fork();
+    assert!(matches!(
+        app_application(&preview, &config()),
+        Err(RenderError::NotApproved { .. })
+    ));
 }

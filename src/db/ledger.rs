@@ -1,0 +1,134 @@
+//! The ledger's queries: what a preview provisioned, and each item's confirmed state.
+
+use sqlx::SqlitePool;
+
+use crate::ledger::Entry;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerRow {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// applied, confirmed, deleting, gone, kept
+    pub state: String,
+    pub detail: Option<String>,
+}
+
+/// After a successful apply: the Application and what it provisions (`entries`) in the
+/// ledger, the observed state and the history row, in one transaction.
+pub async fn record_applied(
+    pool: &SqlitePool,
+    id: i64,
+    entries: &[Entry],
+    hash: Option<&str>,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = pool.begin().await?;
+    for entry in entries {
+        sqlx::query!(
+            "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+             VALUES (?1, ?2, ?3, ?4, 'applied', ?5)
+             ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
+            id,
+            entry.kind,
+            entry.namespace,
+            entry.name,
+            now
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    // The helper's rendering is what `applied_hash` tracks; the app's apply leaves it be.
+    sqlx::query!(
+        "UPDATE previews SET observed = 'applied', last_error = NULL,
+                applied_hash = COALESCE(?2, applied_hash), updated_at = ?3 WHERE id = ?1",
+        id,
+        hash,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, 'applied', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
+        id,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// Argo CD reports everything synced and healthy: every applied item is confirmed present.
+pub async fn confirm_ledger(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE ledger SET state = 'confirmed', confirmed_at = ?2 WHERE preview_id = ?1 AND state = 'applied'",
+        id,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// Sets one item's state; `gone` and `kept` are confirmations and stamp `confirmed_at`.
+pub async fn record_ledger(
+    pool: &SqlitePool,
+    id: i64,
+    entry: &Entry,
+    state: &str,
+    detail: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    let confirmed = matches!(state, "gone" | "kept").then_some(now);
+    sqlx::query!(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, detail, created_at, confirmed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (preview_id, kind, namespace, name)
+         DO UPDATE SET state = ?5, detail = ?6, confirmed_at = COALESCE(?8, confirmed_at)",
+        id,
+        entry.kind,
+        entry.namespace,
+        entry.name,
+        state,
+        detail,
+        now,
+        confirmed,
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// A preview's ledger, in the order it was written.
+pub async fn ledger(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
+    let rows = sqlx::query!(
+        r#"SELECT kind, COALESCE(namespace, '') AS "namespace!: String", name, state, detail
+           FROM ledger WHERE preview_id = ?1 ORDER BY id"#,
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| LedgerRow {
+            kind: r.kind,
+            namespace: r.namespace,
+            name: r.name,
+            state: r.state,
+            detail: r.detail,
+        })
+        .collect())
+}
+
+impl LedgerRow {
+    pub fn entry(&self) -> Entry {
+        Entry {
+            kind: self.kind.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The ledger: what a preview provisioned, derived purely from its names and the
+//! configuration, and how previewd can confirm each item gone after teardown.
+
+use crate::config::{Config, DatabaseMode, TlsMode};
+use crate::naming::Names;
+
+/// The in-cluster API address: the only destination previewd's own client can look into.
+pub const LOCAL_SERVER: &str = "https://kubernetes.default.svc";
+
+/// One provisioned object. `namespace` is empty for cluster-scoped kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Where the Kubernetes API serves a kind the ledger records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRef {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+}
+
+/// Kinds previewd can look up on its own cluster after teardown.
+pub fn api_of(kind: &str) -> Option<ApiRef> {
+    let (group, version, plural) = match kind {
+        "Namespace" => ("", "v1", "namespaces"),
+        "DNSEndpoint" => ("externaldns.k8s.io", "v1alpha1", "dnsendpoints"),
+        "Certificate" => ("cert-manager.io", "v1", "certificates"),
+        "Database" => ("postgresql.cnpg.io", "v1", "databases"),
+        _ => return None,
+    };
+    let kind = ["Namespace", "DNSEndpoint", "Certificate", "Database"]
+        .into_iter()
+        .find(|k| *k == kind)?;
+    Some(ApiRef {
+        group,
+        version,
+        kind,
+        plural,
+    })
+}
+
+/// Everything one preview's Applications make that teardown must see gone. (Sealed and TLS
+/// Secrets, Jobs and ConfigMaps live in the namespace and go with it.)
+pub fn provisioned(names: &Names, config: &Config, dns: bool) -> Vec<Entry> {
+    let argocd = &config.sink.argocd_namespace;
+    let mut entries = vec![
+        entry("Application", argocd, &names.application),
+        entry("Namespace", "", &names.slug),
+    ];
+    match config.database.mode {
+        DatabaseMode::Off => {}
+        DatabaseMode::Shared => entries.push(entry(
+            SHARED_DATABASE,
+            &config.database.host,
+            &names.database,
+        )),
+        DatabaseMode::Cnpg => entries.push(entry(
+            "Database",
+            &config.database.namespace,
+            &format!("{}-db", names.slug),
+        )),
+    }
+    if config.tls.mode == TlsMode::CertManager {
+        entries.push(entry(
+            "Certificate",
+            &names.slug,
+            &format!("{}-tls", names.slug),
+        ));
+    }
+    if dns {
+        entries.push(entry(
+            "DNSEndpoint",
+            &names.slug,
+            &format!("{}-dns", names.slug),
+        ));
+    }
+    entries
+}
+
+/// The app's own Application (for repositories that configure their chart).
+pub fn app_entry(names: &Names, config: &Config) -> Entry {
+    entry(
+        "Application",
+        &config.sink.argocd_namespace,
+        &names.app_application,
+    )
+}
+
+fn entry(kind: &str, namespace: &str, name: &str) -> Entry {
+    Entry {
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+/// A database on the shared PostgreSQL server (`namespace` holds the server's host): not a
+/// Kubernetes object, dropped by the chart's PostDelete Job.
+pub const SHARED_DATABASE: &str = "PostgreSQL database";
+
+/// How an item's removal is known when previewd cannot look it up itself.
+pub fn unseen_gone_detail(kind: &str, config: &Config) -> (&'static str, &'static str) {
+    match kind {
+        SHARED_DATABASE if !config.database.drop_on_delete => {
+            ("kept", "kept: database.drop_on_delete is false")
+        }
+        SHARED_DATABASE => (
+            "gone",
+            "dropped by the chart's PostDelete Job, which Argo CD runs before it releases the Application",
+        ),
+        _ => (
+            "gone",
+            "removed by Argo CD's cascade before it released the Application",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preview::PreviewKey;
+
+    fn names() -> Names {
+        Names::of(&"octo/app#7".parse::<PreviewKey>().unwrap(), "p.example")
+    }
+
+    #[test]
+    fn the_ledger_lists_what_the_chart_makes_for_this_configuration() {
+        let config = Config::from_toml(
+            "[database]\nmode = \"cnpg\"\nnamespace = \"pg\"\n[tls]\nmode = \"cert-manager\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let kinds: Vec<_> = provisioned(&names(), &config, true)
+            .into_iter()
+            .chain([app_entry(&names(), &config)])
+            .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))
+            .collect();
+        let slug = names().slug;
+        assert_eq!(
+            kinds,
+            [
+                format!("Application argocd/{slug}-helpers"),
+                format!("Namespace /{slug}"),
+                format!("Database pg/{slug}-db"),
+                format!("Certificate {slug}/{slug}-tls"),
+                format!("DNSEndpoint {slug}/{slug}-dns"),
+                format!("Application argocd/{slug}-app"),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_checkable_kind_has_an_api_and_others_have_none() {
+        for kind in ["Namespace", "DNSEndpoint", "Certificate", "Database"] {
+            assert_eq!(api_of(kind).unwrap().kind, kind);
+        }
+        assert_eq!(api_of(SHARED_DATABASE), None);
+        assert_eq!(api_of("Application"), None);
+    }
+}

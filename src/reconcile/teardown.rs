@@ -1,0 +1,170 @@
+//! Teardown: durably marked, the app's Application deleted first, then the helper
+//! Application (whose cascade removes everything it made), each item of the ledger
+//! confirmed gone where previewd can see it, and only then the preview forgotten.
+
+use std::time::Duration;
+
+use super::Reconciler;
+use crate::db::{self, LedgerRow, PreviewRow};
+use crate::ledger::{self, Entry};
+use crate::naming::Names;
+use crate::plan::{self, Teardown};
+
+impl Reconciler {
+    pub(super) async fn tear_down(
+        &self,
+        row: &PreviewRow,
+        names: &Names,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        if row.teardown_started_at.is_none() {
+            db::start_teardown(&self.pool, row.id, now).await?;
+        }
+        let argocd = &self.config.sink.argocd_namespace;
+        let application = |name: &str| Entry {
+            kind: "Application".into(),
+            namespace: argocd.clone(),
+            name: name.into(),
+        };
+        // Acting, then looking again: a sink without finalizers (a directory) deletes the app,
+        // the helpers and confirms the rest in one pass.
+        for _ in 0..3 {
+            let app = self.observe(&names.app_application).await?;
+            let helper = self.observe(&names.application).await?;
+            let (entry, name) = match plan::plan_teardown(&app, &helper) {
+                Teardown::DeleteApp => {
+                    (application(&names.app_application), &names.app_application)
+                }
+                Teardown::DeleteHelper => (application(&names.application), &names.application),
+                Teardown::Wait => {
+                    let waiting = format!(
+                        "for Argo CD to delete Application {} (finalizers still running)",
+                        if app == plan::Observed::Missing {
+                            &names.application
+                        } else {
+                            &names.app_application
+                        }
+                    );
+                    return self.report_if_stuck(row, &waiting, now).await;
+                }
+                Teardown::Confirm => return self.confirm_and_forget(row, now).await,
+            };
+            db::record_ledger(&self.pool, row.id, &entry, "deleting", None, now).await?;
+            self.retry("delete", || self.sink.delete(name)).await?;
+        }
+        Ok(())
+    }
+
+    /// Both Applications are gone. Every other ledger item is confirmed gone: looked up where
+    /// previewd can see it (its own cluster, through the Kubernetes API), otherwise on Argo
+    /// CD's word (its cascade finalizer deletes before it lets the Application go). Anything
+    /// still there keeps the preview; it is reported if it stays.
+    async fn confirm_and_forget(&self, row: &PreviewRow, now: i64) -> anyhow::Result<()> {
+        let visible = self.sees_cluster_of(row);
+        let mut waiting = Vec::new();
+        let mut summary = Vec::new();
+        for item in db::ledger(&self.pool, row.id).await? {
+            let (state, detail) = self.confirm(&item, visible).await?;
+            if state == "deleting" {
+                waiting.push(format!("{} {}", item.kind, item.name));
+            } else {
+                summary.push(format!("{} {} {state}", item.kind, item.name));
+            }
+            if item.state != state || item.detail.as_deref() != Some(detail.as_str()) {
+                db::record_ledger(&self.pool, row.id, &item.entry(), state, Some(&detail), now)
+                    .await?;
+            }
+        }
+        if !waiting.is_empty() {
+            let waiting = format!("for {} to go", waiting.join(", "));
+            return self.report_if_stuck(row, &waiting, now).await;
+        }
+        let reason = format!(
+            "PR {}: {}",
+            row.end_reason.as_deref().unwrap_or("closed"),
+            if summary.is_empty() {
+                "nothing had been provisioned".to_owned()
+            } else {
+                summary.join(", ")
+            }
+        );
+        if db::forget_preview(&self.pool, row.id, &reason, now).await? {
+            tracing::info!(repo = %row.repo, number = row.number, "preview destroyed");
+        }
+        Ok(())
+    }
+
+    /// One ledger item after both Applications are gone: its state and how that is known.
+    async fn confirm(
+        &self,
+        item: &LedgerRow,
+        visible: bool,
+    ) -> anyhow::Result<(&'static str, String)> {
+        if item.kind == "Application" {
+            return Ok(("gone", "deleted; Argo CD released it".into()));
+        }
+        if let Some(api) = ledger::api_of(&item.kind).filter(|_| visible) {
+            let entry = item.entry();
+            let exists = self
+                .retry("look up", || self.sink.exists(api, &entry))
+                .await?;
+            match exists {
+                Some(true) => return Ok(("deleting", "still present".into())),
+                Some(false) => {
+                    return Ok(("gone", "confirmed absent through the Kubernetes API".into()));
+                }
+                None => {}
+            }
+        }
+        let (state, detail) = ledger::unseen_gone_detail(&item.kind, &self.config);
+        Ok((state, detail.into()))
+    }
+
+    /// previewd's client talks to its own cluster; a preview placed elsewhere is out of sight.
+    fn sees_cluster_of(&self, row: &PreviewRow) -> bool {
+        self.config
+            .clusters
+            .iter()
+            .find(|c| Some(&c.name) == row.cluster.as_ref())
+            .is_some_and(|c| c.server == ledger::LOCAL_SERVER)
+    }
+
+    /// A teardown still waiting after `sink.stuck_after` is reported once (history, log, and
+    /// the preview's state), never forced: previewd does not strip finalizers.
+    async fn report_if_stuck(
+        &self,
+        row: &PreviewRow,
+        waiting: &str,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let started = row.teardown_started_at.unwrap_or(now);
+        let stuck_after = self.config.sink.stuck_after.as_secs() as i64;
+        if now - started < stuck_after || row.observed == "teardown_stuck" {
+            return Ok(());
+        }
+        let message = format!(
+            "teardown has waited {} {waiting}",
+            crate::duration::format(Duration::from_secs((now - started) as u64))
+        );
+        tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
+        db::add_history_now(
+            &self.pool,
+            &row.repo,
+            row.number,
+            "teardown_stuck",
+            &message,
+            now,
+        )
+        .await?;
+        db::set_observed(
+            &self.pool,
+            row.id,
+            "teardown_stuck",
+            Some(&message),
+            None,
+            now,
+        )
+        .await?;
+        Ok(())
+    }
+}
