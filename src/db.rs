@@ -283,9 +283,10 @@ pub async fn queue_command(
 ) -> sqlx::Result<bool> {
     let repo = command.key.repo.as_str();
     let comment_id = command.comment_id as i64;
+    let installation = command.installation_id.map(|id| id as i64);
     let done = sqlx::query!(
-        "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at)
-         VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at, installation_id)
+         VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (comment_id) DO NOTHING",
         repo,
         command.key.number,
@@ -294,6 +295,7 @@ pub async fn queue_command(
         command.association,
         command.line,
         now,
+        installation,
     )
     .execute(conn)
     .await?;
@@ -363,7 +365,9 @@ pub async fn apply_installation(
     Ok(())
 }
 
+mod github;
 mod ledger;
 mod previews;
+pub use github::*;
 pub use ledger::*;
 pub use previews::*;

@@ -194,6 +194,8 @@ pub struct Preview {
     pub cluster: String,
     /// Bumped by `/preview reseed`: a database not seeded at this generation is seeded again.
     pub seed_generation: u32,
+    /// Bumped by `/preview redeploy`: the Application is applied again, with a hard refresh.
+    pub redeploy_generation: u32,
 }
 
 impl Preview {
@@ -210,6 +212,7 @@ impl Preview {
             approved_sha: None,
             cluster: "in-cluster".into(),
             seed_generation: 1,
+            redeploy_generation: 0,
         }
     }
 

@@ -277,6 +277,7 @@ impl Reconciler {
             approved_sha: row.approved_sha.as_deref().map(str::parse).transpose()?,
             cluster: cluster.clone(),
             seed_generation: u32::try_from(row.seed_generation)?,
+            redeploy_generation: u32::try_from(row.redeploy_generation)?,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
         let helper = render::helper_application(&preview, &self.config, &sealed)?;

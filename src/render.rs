@@ -98,6 +98,11 @@ pub fn helper_application(
     if let Some(sha) = &preview.approved_sha {
         annotations["previewd.dev/approved-sha"] = json!(sha.as_str());
     }
+    if preview.redeploy_generation > 0 {
+        // A new rendering (so it is applied), and Argo CD asked to look again from scratch.
+        annotations["previewd.dev/redeploy"] = json!(preview.redeploy_generation.to_string());
+        annotations["argocd.argoproj.io/refresh"] = json!("hard");
+    }
     Ok(json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",

@@ -108,6 +108,7 @@ impl PullRequestEvent {
             approved_sha: None,
             cluster: cluster.to_owned(),
             seed_generation: 1,
+            redeploy_generation: 0,
         }
     }
 }
@@ -146,8 +147,6 @@ pub enum InstallationChange {
     },
 }
 
-/// Longest `/preview` line kept; the rest of a comment is never stored.
-const MAX_COMMAND_LINE: usize = 200;
 const MAX_GUID: usize = 100;
 
 /// Checks headers and signature, then parses. `secret == None` refuses everything.
@@ -335,7 +334,8 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                     c.comment.user.login
                 )));
             }
-            let Some(line) = command_line(c.comment.body.as_deref().unwrap_or("")) else {
+            let Some(line) = crate::command::find_line(c.comment.body.as_deref().unwrap_or(""))
+            else {
                 return Ok(Event::Ignored("comment holds no /preview command".into()));
             };
             let full_name = repository
@@ -428,19 +428,6 @@ fn repo_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<RepoName>,
     names
         .map(|n| n.parse().map_err(|e| format!("{e}")))
         .collect()
-}
-
-/// The first line that starts with `/preview` (as a word), trimmed and bounded.
-pub fn command_line(body: &str) -> Option<String> {
-    let line = body.lines().map(str::trim).find(|line| {
-        line.strip_prefix("/preview")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace))
-    })?;
-    let end = line
-        .char_indices()
-        .nth(MAX_COMMAND_LINE)
-        .map_or(line.len(), |(i, _)| i);
-    Some(line[..end].to_owned())
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@ pub struct PreviewRow {
     pub teardown_started_at: Option<i64>,
     pub seed_generation: i64,
     pub expires_at: i64,
+    pub installation_id: Option<i64>,
+    pub keep: bool,
+    pub redeploy_generation: i64,
+    pub created_at: i64,
 }
 
 pub async fn preview_id(pool: &SqlitePool, repo: &str, number: u32) -> sqlx::Result<Option<i64>> {
@@ -44,7 +48,8 @@ pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Prev
     sqlx::query_as!(
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
-                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at
+                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at
            FROM previews WHERE id = ?1"#,
         id
     )
@@ -57,7 +62,8 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
     sqlx::query_as!(
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
-                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at
+                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at
            FROM previews WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
     )
     .fetch_all(pool)
@@ -254,7 +260,7 @@ pub async fn forget_preview(
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let row = sqlx::query!(
-        "SELECT repo, number, head_sha FROM previews WHERE id = ?1 AND desired = 'absent'",
+        "SELECT repo, number, head_sha, installation_id FROM previews WHERE id = ?1 AND desired = 'absent'",
         id
     )
     .fetch_optional(&mut *tx)
@@ -272,6 +278,15 @@ pub async fn forget_preview(
         now,
     )
     .execute(&mut *tx)
+    .await?;
+    super::mark_final_report(
+        &mut tx,
+        &row.repo,
+        row.number,
+        row.installation_id,
+        &row.head_sha,
+        now,
+    )
     .await?;
     tx.commit().await?;
     Ok(true)

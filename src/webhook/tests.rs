@@ -192,23 +192,26 @@ fn bots_cannot_issue_commands() {
 }
 
 #[test]
-fn command_lines_must_start_with_the_word_preview() {
-    assert_eq!(command_line("/preview"), Some("/preview".into()));
+fn command_lines_must_start_with_the_word_preview_and_are_bounded() {
     assert_eq!(
-        command_line("/preview   help"),
+        crate::command::find_line("/preview"),
+        Some("/preview".into())
+    );
+    assert_eq!(
+        crate::command::find_line("/preview   help"),
         Some("/preview   help".into())
     );
-    assert_eq!(command_line("/previews please"), None);
-    assert_eq!(command_line("please /preview destroy"), None);
+    assert_eq!(crate::command::find_line("/previews please"), None);
+    assert_eq!(crate::command::find_line("please /preview destroy"), None);
     assert_eq!(
-        command_line(&format!("/preview {}", "x".repeat(500)))
+        crate::command::find_line(&format!("/preview {}", "x".repeat(500)))
             .unwrap()
             .chars()
             .count(),
         200
     );
     assert_eq!(
-        command_line(&format!("/preview {}", "é".repeat(300)))
+        crate::command::find_line(&format!("/preview {}", "é".repeat(300)))
             .unwrap()
             .chars()
             .count(),

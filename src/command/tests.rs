@@ -1,0 +1,188 @@
+//! The command language: every verb, durations, junk, and where a command is not a command.
+
+use super::*;
+
+fn cmd(line: &str) -> Result<Command, ParseError> {
+    parse(&find_line(line).expect("a command line"))
+}
+
+const HOUR: u64 = 3600;
+
+#[test]
+fn every_verb_parses() {
+    let cases = [
+        ("/preview help", Command::Help),
+        ("/preview status", Command::Status),
+        ("/preview deploy", Command::Deploy),
+        ("/preview redeploy", Command::Redeploy),
+        ("/preview destroy", Command::Destroy),
+        ("/preview keep", Command::Keep),
+        ("/preview unkeep", Command::Unkeep),
+        ("/preview reseed", Command::Reseed),
+        ("/preview approve", Command::Approve),
+        (
+            "/preview   EXTEND   2d  ",
+            Command::Extend(Duration::from_secs(48 * HOUR)),
+        ),
+    ];
+    for (line, want) in cases {
+        assert_eq!(cmd(line), Ok(want), "{line}");
+    }
+}
+
+#[test]
+fn durations_are_written_like_the_config() {
+    for (text, hours) in [
+        ("2d", 48),
+        ("36h", 36),
+        ("1w", 168),
+        ("1d12h", 36),
+        ("90m", 1),
+    ] {
+        let Ok(Command::Extend(d)) = cmd(&format!("/preview extend {text}")) else {
+            panic!("{text}");
+        };
+        assert_eq!(d.as_secs() / HOUR, hours, "{text}");
+    }
+}
+
+#[test]
+fn bad_durations_and_arguments_get_clear_errors() {
+    assert_eq!(cmd("/preview extend"), Err(ParseError::MissingDuration));
+    assert_eq!(
+        cmd("/preview extend forever"),
+        Err(ParseError::BadDuration("forever".into()))
+    );
+    assert_eq!(
+        cmd("/preview extend 2 days"),
+        Err(ParseError::BadDuration("2 days".into()))
+    );
+    assert_eq!(
+        cmd("/preview extend 0h"),
+        Err(ParseError::BadDuration("0h".into()))
+    );
+    assert_eq!(
+        cmd("/preview destroy now please"),
+        Err(ParseError::Unexpected {
+            verb: "destroy",
+            extra: "now please".into()
+        })
+    );
+    assert_eq!(cmd("/preview"), Err(ParseError::NoVerb));
+}
+
+#[test]
+fn unknown_verbs_get_a_suggestion_when_close() {
+    assert_eq!(
+        cmd("/preview destory"),
+        Err(ParseError::UnknownVerb {
+            verb: "destory".into(),
+            suggestion: Some("destroy")
+        })
+    );
+    let far = cmd("/preview launch-the-rockets").unwrap_err();
+    assert_eq!(
+        far,
+        ParseError::UnknownVerb {
+            verb: "launch-the-rockets".into(),
+            suggestion: None
+        }
+    );
+    assert_eq!(far.to_string(), "`launch-the-rockets` is not a command");
+}
+
+#[test]
+fn unicode_and_junk_never_panic() {
+    for line in [
+        "/preview ✨",
+        "/preview extend ２d",
+        "/preview extend 9999999999999999999999d",
+        "/preview \u{202e}yortsed",
+        "/preview extend -1d",
+    ] {
+        assert!(cmd(line).is_err(), "{line}");
+    }
+    assert!(matches!(
+        cmd("/preview déployer"),
+        Err(ParseError::UnknownVerb { .. })
+    ));
+}
+
+#[test]
+fn commands_in_code_blocks_and_quotes_are_ignored() {
+    let quoted = "> /preview destroy\nI would not do that";
+    assert_eq!(find_line(quoted), None);
+    let fenced = "How to use it:\n```\n/preview destroy\n```\n";
+    assert_eq!(find_line(fenced), None);
+    let tilde = "~~~sh\n/preview destroy\n~~~\n/preview status";
+    assert_eq!(find_line(tilde).as_deref(), Some("/preview status"));
+    let indented = "Example:\n\n    /preview destroy\n";
+    assert_eq!(find_line(indented), None);
+    assert_eq!(find_line("see /preview destroy in the docs"), None);
+    assert_eq!(find_line("/previewing is fun"), None);
+}
+
+#[test]
+fn the_first_command_line_of_several_wins() {
+    let body = "Thanks!\r\n/preview extend 1d\r\n/preview destroy\r\n";
+    assert_eq!(
+        cmd(body),
+        Ok(Command::Extend(Duration::from_secs(24 * HOUR)))
+    );
+}
+
+#[test]
+fn long_lines_are_bounded() {
+    let line = find_line(&format!("/preview {}", "x".repeat(10_000))).unwrap();
+    assert_eq!(line.chars().count(), MAX_LINE);
+}
+
+#[test]
+fn authors_may_manage_their_own_preview_but_not_more() {
+    let author = Asker {
+        login: "alice",
+        association: "CONTRIBUTOR",
+    };
+    for command in [
+        Command::Status,
+        Command::Destroy,
+        Command::Extend(Duration::from_secs(HOUR)),
+    ] {
+        assert_eq!(gate(command, &author, "Alice", false), Gate::Allowed);
+        assert_eq!(
+            gate(command, &author, "alice", true),
+            Gate::Refused,
+            "fork PRs need write access for everything"
+        );
+    }
+    for command in [
+        Command::Deploy,
+        Command::Reseed,
+        Command::Approve,
+        Command::Keep,
+    ] {
+        assert_eq!(gate(command, &author, "alice", false), Gate::Refused);
+    }
+    assert_eq!(gate(Command::Help, &author, "bob", true), Gate::Allowed);
+}
+
+#[test]
+fn members_and_collaborators_are_confirmed_with_github_others_refused() {
+    for association in ["OWNER", "MEMBER", "COLLABORATOR"] {
+        let asker = Asker {
+            login: "maintainer",
+            association,
+        };
+        assert_eq!(
+            gate(Command::Destroy, &asker, "alice", false),
+            Gate::NeedsWrite
+        );
+    }
+    for association in ["CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "NONE", "MANNEQUIN"] {
+        let asker = Asker {
+            login: "someone",
+            association,
+        };
+        assert_eq!(gate(Command::Approve, &asker, "alice", true), Gate::Refused);
+    }
+}

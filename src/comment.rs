@@ -1,0 +1,329 @@
+//! Every word previewd says on a pull request, as pure functions: the sticky status
+//! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
+
+use std::time::Duration;
+
+use crate::command::{Command, ParseError};
+
+/// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
+pub const MARKER: &str = "<!-- previewd:status -->";
+
+/// What a preview looks like to a reviewer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    Queued,
+    AwaitingApproval,
+    Draft,
+    Deploying,
+    Ready,
+    Failed,
+    TearingDown,
+    Destroyed,
+}
+
+impl Shown {
+    /// From the recorded intent and what the reconciler last saw.
+    pub fn of(desired: &str, observed: &str) -> Self {
+        match (desired, observed) {
+            ("absent", _) => Self::TearingDown,
+            ("awaiting_approval", _) => Self::AwaitingApproval,
+            ("draft", _) => Self::Draft,
+            (_, "queued") => Self::Queued,
+            (_, "ready") => Self::Ready,
+            (_, "error") => Self::Failed,
+            _ => Self::Deploying,
+        }
+    }
+
+    fn headline(self) -> &'static str {
+        match self {
+            Self::Queued => "⏳ Queued: waiting for a cluster with room",
+            Self::AwaitingApproval => "✋ Awaiting approval",
+            Self::Draft => "📝 Draft: deploys when the PR is ready for review",
+            Self::Deploying => "🚧 Deploying",
+            Self::Ready => "✅ Ready",
+            Self::Failed => "❌ Failed",
+            Self::TearingDown => "🧹 Tearing down",
+            Self::Destroyed => "🪦 Destroyed",
+        }
+    }
+
+    /// The GitHub deployment status this state maps to (none before anything deploys).
+    pub fn deployment_state(self) -> Option<&'static str> {
+        match self {
+            Self::Deploying => Some("in_progress"),
+            Self::Ready => Some("success"),
+            Self::Failed => Some("failure"),
+            Self::TearingDown | Self::Destroyed => Some("inactive"),
+            Self::Queued | Self::AwaitingApproval | Self::Draft => None,
+        }
+    }
+}
+
+/// Everything the status comment shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusView<'a> {
+    pub shown: Shown,
+    pub url: &'a str,
+    pub head_sha: &'a str,
+    pub cluster: Option<&'a str>,
+    pub expires_at: Option<i64>,
+    pub keep: bool,
+    pub last_error: Option<&'a str>,
+    /// Why it ended (closed, merged, destroyed, expired), once it has.
+    pub end_reason: Option<&'a str>,
+    pub now: i64,
+}
+
+/// The sticky status comment's body.
+pub fn status(view: &StatusView) -> String {
+    let mut out = format!(
+        "{MARKER}\n### Preview environment — {}\n\n",
+        view.shown.headline()
+    );
+    let short = view.head_sha.get(..7).unwrap_or(view.head_sha);
+    match view.shown {
+        Shown::Destroyed => {
+            out += &format!(
+                "The preview of `{short}` is gone ({}): everything previewd provisioned was deleted.\n",
+                view.end_reason.unwrap_or("closed")
+            );
+            out += "Push a commit or reopen the PR to get a new one.\n";
+            return out;
+        }
+        Shown::AwaitingApproval => {
+            out += &format!(
+                "This PR comes from a fork, so its code runs only after a maintainer approves it. \
+                 A maintainer can comment `/preview approve` to deploy exactly `{short}`; \
+                 every new push needs a new approval.\n\n"
+            );
+        }
+        _ => {}
+    }
+    out += "| | |\n|---|---|\n";
+    if matches!(view.shown, Shown::Ready | Shown::Deploying | Shown::Failed) {
+        out += &format!("| URL | {} |\n", view.url);
+    }
+    out += &format!("| Commit | `{short}` |\n");
+    if let Some(cluster) = view.cluster {
+        out += &format!("| Cluster | `{}` |\n", escape(cluster));
+    }
+    if let Some(at) = view.expires_at.filter(|_| view.shown != Shown::TearingDown) {
+        let pinned = if view.keep { " (kept)" } else { "" };
+        out += &format!("| Expires | {}{pinned} |\n", when(at, view.now));
+    }
+    if let Some(error) = view.last_error.filter(|_| view.shown == Shown::Failed) {
+        out += &format!("\n**Last error:** {}\n", plain_error(error));
+    }
+    if view.shown != Shown::TearingDown {
+        out += "\nTo keep it longer comment `/preview extend 2d`; `/preview help` lists every command.\n";
+    }
+    out
+}
+
+/// A deployment status description (GitHub allows 140 characters).
+pub fn deployment_description(shown: Shown, head_sha: &str) -> String {
+    let short = head_sha.get(..7).unwrap_or(head_sha);
+    match shown {
+        Shown::Ready => format!("Preview of {short} is ready"),
+        Shown::Failed => format!("Preview of {short} failed; see the PR comment"),
+        Shown::TearingDown | Shown::Destroyed => format!("Preview of {short} destroyed"),
+        _ => format!("Deploying {short}"),
+    }
+}
+
+/// `/preview help`.
+pub fn help() -> String {
+    "previewd commands (comment them on the PR):\n\n\
+     | command | does |\n|---|---|\n\
+     | `/preview status` | shows where the preview stands |\n\
+     | `/preview extend 2d` | keeps it longer (durations like `36h`, `2d`, `1w`; up to the maximum lifetime) |\n\
+     | `/preview destroy` | tears it down now |\n\
+     | `/preview deploy` | deploys it (also a draft's) |\n\
+     | `/preview redeploy` | applies it again and asks Argo CD to refresh |\n\
+     | `/preview reseed` | loads the seed data again |\n\
+     | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
+     | `/preview approve` | fork PRs: deploys exactly the current commit |\n\
+     | `/preview help` | this list |\n\n\
+     The PR's author may run `status`, `extend` and `destroy`; everything else needs write access."
+        .into()
+}
+
+/// How a command ended, in the words its reply uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    Help,
+    Status(String),
+    Extended {
+        until: i64,
+        capped: bool,
+        now: i64,
+    },
+    Destroying,
+    AlreadyGone,
+    Deploying,
+    Redeploying,
+    Reseeding,
+    Kept {
+        until: i64,
+        now: i64,
+    },
+    Unkept,
+    Approved {
+        sha: &'a str,
+    },
+    NotAFork,
+    NoPreview,
+    /// Parsed, but refused (who, and what they would need).
+    Refused {
+        actor: &'a str,
+        command: Command,
+    },
+    Invalid(ParseError),
+}
+
+/// The reply to a command: one short paragraph.
+pub fn reply(outcome: &Outcome, actor: &str) -> String {
+    let at = |actor: &str| format!("@{}", escape(actor));
+    match outcome {
+        Outcome::Help => help(),
+        Outcome::Status(text) => text.replace(MARKER, "").trim_start().to_owned(),
+        Outcome::Extended { until, capped, now } => format!(
+            "{}: extended; the preview now expires {}.{}",
+            at(actor),
+            when(*until, *now),
+            if *capped {
+                " That is the maximum lifetime, so it cannot be extended further."
+            } else {
+                ""
+            }
+        ),
+        Outcome::Destroying => format!("{}: tearing the preview down now.", at(actor)),
+        Outcome::AlreadyGone => format!("{}: there is no preview to destroy.", at(actor)),
+        Outcome::Deploying => format!("{}: deploying.", at(actor)),
+        Outcome::Redeploying => format!(
+            "{}: applying it again and asking Argo CD for a hard refresh.",
+            at(actor)
+        ),
+        Outcome::Reseeding => format!(
+            "{}: the seed data will be loaded again on the next sync.",
+            at(actor)
+        ),
+        Outcome::Kept { until, now } => format!(
+            "{}: kept — it will not expire before {} (the maximum lifetime).",
+            at(actor),
+            when(*until, *now)
+        ),
+        Outcome::Unkept => format!(
+            "{}: no longer kept; it expires on its usual schedule.",
+            at(actor)
+        ),
+        Outcome::Approved { sha } => format!(
+            "{}: approved `{}`. Deploying exactly that commit; a new push needs a new approval.",
+            at(actor),
+            sha.get(..7).unwrap_or(sha)
+        ),
+        Outcome::NotAFork => format!(
+            "{}: this PR is not from a fork, so it needs no approval.",
+            at(actor)
+        ),
+        Outcome::NoPreview => format!(
+            "{}: previewd has no preview for this PR. Push a commit (or close and reopen the PR) to start one.",
+            at(actor)
+        ),
+        Outcome::Refused {
+            actor: who,
+            command,
+        } => format!(
+            "Sorry {}, `{}` needs write access to this repository{}.",
+            at(who),
+            verb(*command),
+            if matches!(
+                command,
+                Command::Status | Command::Extend(_) | Command::Destroy
+            ) {
+                " (or being the author of a PR that is not from a fork)"
+            } else {
+                ""
+            }
+        ),
+        Outcome::Invalid(error) => {
+            let error = error.to_string();
+            let stop = if error.ends_with('?') { "" } else { "." };
+            format!(
+                "{}: {error}{stop} Comment `/preview help` for the list of commands.",
+                at(actor)
+            )
+        }
+    }
+}
+
+fn verb(command: Command) -> &'static str {
+    match command {
+        Command::Help => "help",
+        Command::Status => "status",
+        Command::Deploy => "deploy",
+        Command::Redeploy => "redeploy",
+        Command::Destroy => "destroy",
+        Command::Extend(_) => "extend",
+        Command::Keep => "keep",
+        Command::Unkeep => "unkeep",
+        Command::Reseed => "reseed",
+        Command::Approve => "approve",
+    }
+}
+
+/// `2026-12-01 14:00 UTC (in 2d 3h)`.
+pub fn when(at: i64, now: i64) -> String {
+    let date =
+        time::OffsetDateTime::from_unix_timestamp(at).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let stamp = format!(
+        "{}-{:02}-{:02} {:02}:{:02} UTC",
+        date.year(),
+        u8::from(date.month()),
+        date.day(),
+        date.hour(),
+        date.minute()
+    );
+    let left = at - now;
+    if left <= 0 {
+        return format!("{stamp} (due now)");
+    }
+    // Whole minutes, largest two units: "2d 3h", "5h 10m", "4m".
+    let minutes = (left as u64).div_ceil(60) * 60;
+    let text = crate::duration::format(Duration::from_secs(minutes));
+    let mut parts = text
+        .split_inclusive(|c: char| c.is_ascii_alphabetic())
+        .take(2);
+    let short: Vec<&str> = parts.by_ref().collect();
+    format!("{stamp} (in {})", short.join(" "))
+}
+
+/// The first line of an error, bounded, with Markdown and HTML defused.
+fn plain_error(error: &str) -> String {
+    let line: String = error
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(300)
+        .collect();
+    format!("`{}`", line.replace('`', "'"))
+}
+
+/// Text from outside (logins, names) made inert in Markdown: no HTML, no mentions, no links.
+pub fn escape(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .flat_map(|c| match c {
+            '<' => "&lt;".chars().collect::<Vec<_>>(),
+            '>' => "&gt;".chars().collect(),
+            '&' => "&amp;".chars().collect(),
+            '|' | '*' | '_' | '[' | ']' | '`' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

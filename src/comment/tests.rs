@@ -1,0 +1,142 @@
+//! The words reviewers read, snapshot-tested.
+
+use super::*;
+
+const NOW: i64 = 1_780_000_000; // 2026-05-28 20:26:40 UTC
+const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+
+fn view(shown: Shown) -> StatusView<'static> {
+    StatusView {
+        shown,
+        url: "https://codertocat-hello-world-4d960c-pr-2.preview.example.com",
+        head_sha: SHA,
+        cluster: Some("eu-1"),
+        expires_at: Some(NOW + 2 * 86_400 + 3 * 3600),
+        keep: false,
+        last_error: None,
+        end_reason: None,
+        now: NOW,
+    }
+}
+
+#[test]
+fn ready_status_shows_url_commit_cluster_expiry_and_how_to_extend() {
+    insta::assert_snapshot!(status(&view(Shown::Ready)));
+}
+
+#[test]
+fn failed_status_shows_the_last_error_in_plain_words() {
+    let mut failed = view(Shown::Failed);
+    failed.last_error = Some("apply failed 3 times: `etcdserver` timed out\nstack trace...");
+    insta::assert_snapshot!(status(&failed));
+}
+
+#[test]
+fn fork_status_says_how_to_approve() {
+    insta::assert_snapshot!(status(&view(Shown::AwaitingApproval)));
+}
+
+#[test]
+fn destroyed_status_says_why_and_how_to_get_a_new_one() {
+    let mut gone = view(Shown::Destroyed);
+    gone.end_reason = Some("merged");
+    insta::assert_snapshot!(status(&gone));
+}
+
+#[test]
+fn every_status_carries_the_marker() {
+    for shown in [
+        Shown::Queued,
+        Shown::AwaitingApproval,
+        Shown::Draft,
+        Shown::Deploying,
+        Shown::Ready,
+        Shown::Failed,
+        Shown::TearingDown,
+        Shown::Destroyed,
+    ] {
+        assert!(status(&view(shown)).starts_with(MARKER), "{shown:?}");
+    }
+}
+
+#[test]
+fn replies_read_well() {
+    let replies = [
+        reply(
+            &Outcome::Extended {
+                until: NOW + 86_400,
+                capped: false,
+                now: NOW,
+            },
+            "alice",
+        ),
+        reply(
+            &Outcome::Extended {
+                until: NOW + 86_400,
+                capped: true,
+                now: NOW,
+            },
+            "alice",
+        ),
+        reply(
+            &Outcome::Refused {
+                actor: "mallory",
+                command: Command::Destroy,
+            },
+            "mallory",
+        ),
+        reply(
+            &Outcome::Refused {
+                actor: "mallory",
+                command: Command::Approve,
+            },
+            "mallory",
+        ),
+        reply(&Outcome::Approved { sha: SHA }, "maintainer"),
+        reply(
+            &Outcome::Invalid(crate::command::parse("/preview destory").unwrap_err()),
+            "alice",
+        ),
+        reply(&Outcome::NoPreview, "alice"),
+    ];
+    insta::assert_snapshot!(replies.join("\n---\n"));
+}
+
+#[test]
+fn help_lists_every_verb() {
+    let help = help();
+    for verb in crate::command::VERBS {
+        assert!(help.contains(verb), "{verb}");
+    }
+}
+
+#[test]
+fn user_text_cannot_inject_markup_or_mentions() {
+    assert_eq!(
+        escape("<script>x</script>"),
+        "&lt;script&gt;x&lt;/script&gt;"
+    );
+    assert_eq!(escape("a|b*c"), "a\\|b\\*c");
+    assert_eq!(escape("evil\u{0007}\u{001b}[31m"), "evil\\[31m");
+}
+
+#[test]
+fn times_are_absolute_and_relative() {
+    assert_eq!(when(NOW + 90, NOW), "2026-05-28 20:28 UTC (in 2m)");
+    assert_eq!(
+        when(NOW + 2 * 86_400 + 3 * 3600 + 5, NOW),
+        "2026-05-30 23:26 UTC (in 2d 3h)"
+    );
+    assert_eq!(when(NOW - 5, NOW), "2026-05-28 20:26 UTC (due now)");
+}
+
+#[test]
+fn states_map_to_deployment_statuses() {
+    assert_eq!(Shown::of("deployed", "ready"), Shown::Ready);
+    assert_eq!(Shown::of("deployed", "syncing"), Shown::Deploying);
+    assert_eq!(Shown::of("deployed", "error"), Shown::Failed);
+    assert_eq!(Shown::of("absent", "ready"), Shown::TearingDown);
+    assert_eq!(Shown::Ready.deployment_state(), Some("success"));
+    assert_eq!(Shown::Destroyed.deployment_state(), Some("inactive"));
+    assert_eq!(Shown::AwaitingApproval.deployment_state(), None);
+}

@@ -1,0 +1,267 @@
+//! Queries behind GitHub feedback: queued commands and their effects (each command's effect,
+//! history row and outcome in one transaction), and what was last reported per PR.
+
+use sqlx::{SqliteConnection, SqlitePool};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandRow {
+    pub id: i64,
+    pub repo: String,
+    pub number: i64,
+    pub comment_id: i64,
+    pub actor: String,
+    pub association: String,
+    pub line: String,
+    pub installation_id: Option<i64>,
+    pub status: String,
+    pub reply: Option<String>,
+    pub reply_comment_id: Option<i64>,
+}
+
+/// Commands not yet run, oldest first.
+pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
+    sqlx::query_as!(
+        CommandRow,
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id
+         FROM commands WHERE status = 'pending' ORDER BY id"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Commands that ran but whose answer is not yet on GitHub, oldest first.
+pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
+    sqlx::query_as!(
+        CommandRow,
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id
+         FROM commands WHERE answered = 0 AND status != 'pending' ORDER BY id"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// A command's outcome, with its history row, inside the transaction that made its effect.
+pub async fn finish_command(
+    tx: &mut SqliteConnection,
+    command: &CommandRow,
+    status: &str,
+    what: &str,
+    reply: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE commands SET status = ?2, reply = ?3, done_at = ?4 WHERE id = ?1",
+        command.id,
+        status,
+        reply,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    let reason = format!("{}: {reply}", command.line);
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        command.repo,
+        command.number,
+        what,
+        command.actor,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await
+    .map(drop)
+}
+
+pub async fn set_reply_comment(pool: &SqlitePool, id: i64, comment_id: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE commands SET reply_comment_id = ?2 WHERE id = ?1",
+        id,
+        comment_id
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+pub async fn mark_answered(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
+    sqlx::query!("UPDATE commands SET answered = 1 WHERE id = ?1", id)
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+/// One change a command makes to its preview. Returns whether a row changed.
+pub async fn command_effect(
+    tx: &mut SqliteConnection,
+    preview_id: i64,
+    effect: &Effect<'_>,
+    now: i64,
+) -> sqlx::Result<bool> {
+    let done = match effect {
+        Effect::ExpireAt(at) => sqlx::query!(
+            "UPDATE previews SET expires_at = ?2, updated_at = ?3 WHERE id = ?1",
+            preview_id,
+            at,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+        Effect::Destroy => sqlx::query!(
+            "UPDATE previews SET desired = 'absent', end_reason = 'destroyed', updated_at = ?2
+             WHERE id = ?1 AND desired != 'absent'",
+            preview_id,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+        Effect::Keep(keep) => sqlx::query!(
+            "UPDATE previews SET keep = ?2, updated_at = ?3 WHERE id = ?1",
+            preview_id,
+            keep,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+        Effect::Reseed => sqlx::query!(
+            "UPDATE previews SET seed_generation = seed_generation + 1, updated_at = ?2 WHERE id = ?1",
+            preview_id,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+        Effect::Redeploy => sqlx::query!(
+            "UPDATE previews SET redeploy_generation = redeploy_generation + 1, updated_at = ?2 WHERE id = ?1",
+            preview_id,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+        Effect::Deploy => sqlx::query!(
+            "UPDATE previews SET desired = 'deployed', end_reason = NULL, updated_at = ?2
+             WHERE id = ?1 AND desired IN ('draft', 'absent')",
+            preview_id,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+        Effect::Approve(sha) => sqlx::query!(
+            "UPDATE previews SET approved_sha = ?2, updated_at = ?3,
+                    desired = CASE WHEN desired = 'awaiting_approval' AND head_sha = ?2 THEN 'deployed' ELSE desired END
+             WHERE id = ?1 AND head_sha = ?2",
+            preview_id,
+            sha,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
+    };
+    Ok(done.rows_affected() > 0)
+}
+
+/// What a command does to the state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect<'a> {
+    ExpireAt(i64),
+    Destroy,
+    Keep(bool),
+    Reseed,
+    Redeploy,
+    Deploy,
+    /// Approves exactly this head SHA.
+    Approve(&'a str),
+}
+
+/// What previewd last told GitHub about one PR.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Thread {
+    pub repo: String,
+    pub number: i64,
+    pub installation_id: Option<i64>,
+    pub head_sha: Option<String>,
+    pub comment_id: Option<i64>,
+    pub body_hash: Option<String>,
+    pub deployment_id: Option<i64>,
+    pub deployment_sha: Option<String>,
+    pub deployment_state: Option<String>,
+    pub final_pending: bool,
+}
+
+pub async fn thread(pool: &SqlitePool, repo: &str, number: i64) -> sqlx::Result<Option<Thread>> {
+    sqlx::query_as!(
+        Thread,
+        r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
+                  deployment_sha, deployment_state, final_pending AS "final_pending: bool"
+           FROM github_threads WHERE repo = ?1 AND number = ?2"#,
+        repo,
+        number
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Threads whose "destroyed" report has not reached GitHub yet.
+pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
+    sqlx::query_as!(
+        Thread,
+        r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
+                  deployment_sha, deployment_state, final_pending AS "final_pending: bool"
+           FROM github_threads WHERE final_pending = 1"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
+                                     deployment_id, deployment_sha, deployment_state, final_pending, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (repo, number) DO UPDATE SET
+             installation_id = excluded.installation_id, head_sha = excluded.head_sha,
+             comment_id = excluded.comment_id, body_hash = excluded.body_hash,
+             deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
+             deployment_state = excluded.deployment_state, final_pending = excluded.final_pending,
+             updated_at = excluded.updated_at",
+        t.repo,
+        t.number,
+        t.installation_id,
+        t.head_sha,
+        t.comment_id,
+        t.body_hash,
+        t.deployment_id,
+        t.deployment_sha,
+        t.deployment_state,
+        t.final_pending,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// In the transaction that forgets a preview: its PR still needs the "destroyed" report.
+pub async fn mark_final_report(
+    tx: &mut SqliteConnection,
+    repo: &str,
+    number: i64,
+    installation_id: Option<i64>,
+    head_sha: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO github_threads (repo, number, installation_id, head_sha, final_pending, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 1, ?5)
+         ON CONFLICT (repo, number) DO UPDATE SET final_pending = 1, head_sha = excluded.head_sha,
+             installation_id = COALESCE(excluded.installation_id, github_threads.installation_id),
+             updated_at = excluded.updated_at",
+        repo,
+        number,
+        installation_id,
+        head_sha,
+        now
+    )
+    .execute(&mut *tx)
+    .await
+    .map(drop)
+}

@@ -1,0 +1,589 @@
+//! GitHub's REST API: the one edge previewd reports and reads PRs through. octocrab brings
+//! authentication (a token, or a GitHub App whose installation tokens it mints, caches and
+//! refreshes); this module brings the rest: timeouts, retries that never resend a write
+//! GitHub may have done, rate-limit waits honouring `retry-after` and `x-ratelimit-reset`,
+//! and GitHub's JSON converted to previewd's types at the edge.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use http::Method;
+use octocrab::Octocrab;
+use octocrab::models::{AppId, InstallationId};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::GithubCredentials;
+use crate::preview::RepoName;
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+const ATTEMPTS: u32 = 3;
+/// Longest rate-limit wait taken in place; a longer one fails the call (tried next pass).
+const MAX_WAIT: Duration = Duration::from_secs(120);
+const PAGE: usize = 100;
+const MAX_PAGES: usize = 50;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitHubError {
+    #[error("GitHub answered {status} to {method} {path}: {message}")]
+    Status {
+        status: u16,
+        method: Method,
+        path: String,
+        message: String,
+    },
+    #[error("GitHub's rate limit holds {method} {path} for {wait:?}; trying later")]
+    RateLimited {
+        method: Method,
+        path: String,
+        wait: Duration,
+    },
+    #[error("talking to GitHub ({method} {path}): {message}")]
+    Transport {
+        method: Method,
+        path: String,
+        message: String,
+    },
+    #[error("GitHub sent an unexpected answer to {path}: {message}")]
+    Shape { path: String, message: String },
+}
+
+impl GitHubError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Status { status: 404, .. })
+    }
+}
+
+/// A pull request as previewd needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullInfo {
+    pub number: u32,
+    pub open: bool,
+    pub title: String,
+    pub author: String,
+    pub head_sha: String,
+    pub head_ref: String,
+    pub base_ref: String,
+    pub fork: bool,
+    pub draft: bool,
+    pub merged: bool,
+    pub updated_at: Option<i64>,
+    pub repo_id: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommentInfo {
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+}
+
+/// A user's access to a repository (`permission` of the collaborator-permission endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    Admin,
+    Write,
+    Read,
+    None,
+}
+
+impl Permission {
+    pub fn can_write(self) -> bool {
+        matches!(self, Self::Admin | Self::Write)
+    }
+}
+
+pub struct GitHub {
+    client: Octocrab,
+    app: bool,
+    installations: Mutex<HashMap<u64, Octocrab>>,
+    login: tokio::sync::OnceCell<String>,
+    /// `x-ratelimit-remaining` of the last answer (-1 before any).
+    pub rate_remaining: AtomicI64,
+}
+
+impl GitHub {
+    pub fn new(api_url: &str, credentials: &GithubCredentials) -> anyhow::Result<Self> {
+        let builder = Octocrab::builder()
+            .base_uri(api_url)?
+            .set_connect_timeout(Some(TIMEOUT))
+            .set_read_timeout(Some(TIMEOUT));
+        let (client, app) = match credentials {
+            GithubCredentials::Token(token) => (
+                builder.personal_token(token.expose().to_owned()).build()?,
+                false,
+            ),
+            GithubCredentials::App {
+                app_id,
+                private_key_path,
+            } => {
+                let pem = std::fs::read(private_key_path).with_context(|| {
+                    format!(
+                        "reading the App's private key {}",
+                        private_key_path.display()
+                    )
+                })?;
+                (
+                    builder.app_from_rsa_pem(AppId(*app_id), pem)?.build()?,
+                    true,
+                )
+            }
+        };
+        Ok(Self {
+            client,
+            app,
+            installations: Mutex::new(HashMap::new()),
+            login: tokio::sync::OnceCell::new(),
+            rate_remaining: AtomicI64::new(-1),
+        })
+    }
+
+    /// previewd's own login: the token's user, or `<app-slug>[bot]`.
+    pub async fn login(&self) -> Result<&str, GitHubError> {
+        self.login
+            .get_or_try_init(|| async {
+                if self.app {
+                    let app = self.call(&self.client, Method::GET, "/app", None).await?;
+                    Ok(format!("{}[bot]", text(&app, "slug", "/app")?))
+                } else {
+                    let user = self.call(&self.client, Method::GET, "/user", None).await?;
+                    text(&user, "login", "/user")
+                }
+            })
+            .await
+            .map(String::as_str)
+    }
+
+    /// The client acting for `repo`: the token's, or the App installation's (looked up
+    /// once when the webhook did not name it).
+    async fn client_for(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+    ) -> Result<Octocrab, GitHubError> {
+        if !self.app {
+            return Ok(self.client.clone());
+        }
+        let id = match installation {
+            Some(id) => id,
+            None => {
+                let path = format!("/repos/{repo}/installation");
+                let found = self.call(&self.client, Method::GET, &path, None).await?;
+                found["id"].as_u64().ok_or_else(|| shape(&path, "no id"))?
+            }
+        };
+        let mut cache = self.installations.lock().expect("installation cache");
+        if let Some(client) = cache.get(&id) {
+            return Ok(client.clone());
+        }
+        let client =
+            self.client
+                .installation(InstallationId(id))
+                .map_err(|e| GitHubError::Transport {
+                    method: Method::POST,
+                    path: format!("/app/installations/{id}/access_tokens"),
+                    message: e.to_string(),
+                })?;
+        cache.insert(id, client.clone());
+        Ok(client)
+    }
+
+    pub async fn pull(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        number: u32,
+    ) -> Result<PullInfo, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/pulls/{number}");
+        let pull = self.call(&client, Method::GET, &path, None).await?;
+        pull_info(&pull).ok_or_else(|| shape(&path, "not a pull request"))
+    }
+
+    /// Every open PR; any failed page fails the whole listing (a partial one must not be
+    /// mistaken for "these are all").
+    pub async fn open_pulls(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+    ) -> Result<Vec<PullInfo>, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/pulls?state=open");
+        let pulls = self.all_pages(&client, &path).await?;
+        pulls
+            .iter()
+            .map(|p| pull_info(p).ok_or_else(|| shape(&path, "not a pull request")))
+            .collect()
+    }
+
+    pub async fn comments(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        number: u32,
+    ) -> Result<Vec<CommentInfo>, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/issues/{number}/comments");
+        let comments = self.all_pages(&client, &path).await?;
+        Ok(comments
+            .iter()
+            .filter_map(|c| {
+                Some(CommentInfo {
+                    id: c["id"].as_u64()?,
+                    author: c["user"]["login"].as_str()?.to_owned(),
+                    body: c["body"].as_str().unwrap_or_default().to_owned(),
+                })
+            })
+            .collect())
+    }
+
+    /// Not retried on a 5xx or a dropped connection: GitHub may have created it. The caller
+    /// looks before it posts again.
+    pub async fn create_comment(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        number: u32,
+        body: &str,
+    ) -> Result<u64, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/issues/{number}/comments");
+        let created = self
+            .call(&client, Method::POST, &path, Some(&json!({"body": body})))
+            .await?;
+        created["id"].as_u64().ok_or_else(|| shape(&path, "no id"))
+    }
+
+    pub async fn update_comment(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        id: u64,
+        body: &str,
+    ) -> Result<(), GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/issues/comments/{id}");
+        self.call(&client, Method::PATCH, &path, Some(&json!({"body": body})))
+            .await
+            .map(drop)
+    }
+
+    /// `content`: `eyes`, `rocket`, `confused`, ... GitHub answers 200 for a reaction that
+    /// exists, so this one is safe to resend.
+    pub async fn react(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        comment_id: u64,
+        content: &str,
+    ) -> Result<(), GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/issues/comments/{comment_id}/reactions");
+        let body = json!({"content": content});
+        self.call_idempotent(&client, Method::POST, &path, Some(&body))
+            .await
+            .map(drop)
+    }
+
+    /// octocrab's typed call cannot read `write`/`read`/`none` (its enum lacks them), so
+    /// the answer is read here.
+    pub async fn permission(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        login: &str,
+    ) -> Result<Permission, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/collaborators/{login}/permission");
+        let answer = match self.call(&client, Method::GET, &path, None).await {
+            Err(e) if e.is_not_found() => return Ok(Permission::None),
+            other => other?,
+        };
+        Ok(match answer["permission"].as_str() {
+            Some("admin") => Permission::Admin,
+            Some("write" | "maintain") => Permission::Write,
+            Some("read" | "triage") => Permission::Read,
+            _ => Permission::None,
+        })
+    }
+
+    /// Deployments of `sha` to `environment`, newest first.
+    pub async fn deployments(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        sha: &str,
+        environment: &str,
+    ) -> Result<Vec<u64>, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!(
+            "/repos/{repo}/deployments?sha={sha}&environment={}",
+            encode(environment)
+        );
+        let found = self.call(&client, Method::GET, &path, None).await?;
+        Ok(found
+            .as_array()
+            .map(|all| all.iter().filter_map(|d| d["id"].as_u64()).collect())
+            .unwrap_or_default())
+    }
+
+    /// A transient, non-production deployment of `sha` that never merges and waits for no
+    /// status checks. Not retried blindly: the caller looks it up before creating again.
+    pub async fn create_deployment(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        sha: &str,
+        environment: &str,
+        description: &str,
+    ) -> Result<u64, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/deployments");
+        let body = json!({
+            "ref": sha,
+            "environment": environment,
+            "description": description,
+            "auto_merge": false,
+            "required_contexts": [],
+            "transient_environment": true,
+            "production_environment": false,
+            "payload": {"previewd": true},
+        });
+        let created = self.call(&client, Method::POST, &path, Some(&body)).await?;
+        created["id"]
+            .as_u64()
+            .ok_or_else(|| shape(&path, "no deployment id (GitHub merged instead?)"))
+    }
+
+    /// `state`: `in_progress`, `success`, `failure`, `inactive`, ...
+    pub async fn deployment_status(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        deployment: u64,
+        state: &str,
+        url: Option<&str>,
+        description: &str,
+    ) -> Result<(), GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/repos/{repo}/deployments/{deployment}/statuses");
+        let description: String = description.chars().take(140).collect();
+        let mut body = json!({"state": state, "description": description, "auto_inactive": false});
+        if let Some(url) = url {
+            body["environment_url"] = json!(url);
+        }
+        // A repeated status changes nothing GitHub shows, so it may be resent.
+        self.call_idempotent(&client, Method::POST, &path, Some(&body))
+            .await
+            .map(drop)
+    }
+
+    async fn all_pages(&self, client: &Octocrab, path: &str) -> Result<Vec<Value>, GitHubError> {
+        let mut all = Vec::new();
+        let join = if path.contains('?') { '&' } else { '?' };
+        for page in 1..=MAX_PAGES {
+            let url = format!("{path}{join}per_page={PAGE}&page={page}");
+            let items = self.call(client, Method::GET, &url, None).await?;
+            let items = items
+                .as_array()
+                .ok_or_else(|| shape(path, "not a list"))?
+                .clone();
+            let last = items.len() < PAGE;
+            all.extend(items);
+            if last {
+                return Ok(all);
+            }
+        }
+        Ok(all)
+    }
+
+    /// One request. GETs and PATCHes are retried on 5xx and transport errors; other writes
+    /// only after a rate-limit refusal (GitHub did nothing then).
+    async fn call(
+        &self,
+        client: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, GitHubError> {
+        let retry_safe = matches!(method, Method::GET | Method::PATCH);
+        self.send(client, method, path, body, retry_safe).await
+    }
+
+    async fn call_idempotent(
+        &self,
+        client: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, GitHubError> {
+        self.send(client, method, path, body, true).await
+    }
+
+    async fn send(
+        &self,
+        client: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        retry_safe: bool,
+    ) -> Result<Value, GitHubError> {
+        let mut backoff = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            let sent = tokio::time::timeout(TIMEOUT, async {
+                match method {
+                    Method::GET => client._get(path).await,
+                    Method::POST => client._post(path, body).await,
+                    Method::PATCH => client._patch(path, body).await,
+                    _ => client._delete(path, body).await,
+                }
+            })
+            .await;
+            let failure = match sent {
+                Err(_) => format!("no answer within {TIMEOUT:?}"),
+                Ok(Err(e)) => e.to_string(),
+                Ok(Ok(response)) => {
+                    let status = response.status().as_u16();
+                    let headers = response.headers().clone();
+                    if let Some(left) = header_number(&headers, "x-ratelimit-remaining") {
+                        self.rate_remaining.store(left, Ordering::Relaxed);
+                    }
+                    let text = client.body_to_string(response).await.unwrap_or_default();
+                    if (200..300).contains(&status) {
+                        return if text.trim().is_empty() {
+                            Ok(Value::Null)
+                        } else {
+                            serde_json::from_str(&text).map_err(|e| shape(path, &e.to_string()))
+                        };
+                    }
+                    if let Some(wait) = rate_limit_wait(status, &headers, &text) {
+                        if wait > MAX_WAIT || attempt >= ATTEMPTS {
+                            return Err(GitHubError::RateLimited {
+                                method,
+                                path: path.into(),
+                                wait,
+                            });
+                        }
+                        tracing::warn!(%method, path, ?wait, "GitHub rate limit; waiting");
+                        tokio::time::sleep(wait).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    let message = message_of(&text);
+                    if status < 500 || !retry_safe || attempt >= ATTEMPTS {
+                        return Err(GitHubError::Status {
+                            status,
+                            method,
+                            path: path.into(),
+                            message,
+                        });
+                    }
+                    format!("{status}: {message}")
+                }
+            };
+            if !retry_safe || attempt >= ATTEMPTS {
+                return Err(GitHubError::Transport {
+                    method,
+                    path: path.into(),
+                    message: failure,
+                });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+            attempt += 1;
+        }
+    }
+}
+
+/// How long GitHub asks us to wait, if this answer is a rate limit: `retry-after`, else the
+/// primary limit's reset time, else a minute for a secondary limit without headers.
+fn rate_limit_wait(status: u16, headers: &http::HeaderMap, text: &str) -> Option<Duration> {
+    if status != 403 && status != 429 {
+        return None;
+    }
+    if let Some(seconds) = header_number(headers, "retry-after") {
+        return Some(Duration::from_secs(seconds.max(0) as u64));
+    }
+    if header_number(headers, "x-ratelimit-remaining") == Some(0) {
+        let reset = header_number(headers, "x-ratelimit-reset").unwrap_or(0);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        return Some(Duration::from_secs((reset - now).max(1) as u64));
+    }
+    (status == 429 || text.contains("rate limit")).then_some(Duration::from_secs(60))
+}
+
+fn header_number(headers: &http::HeaderMap, name: &str) -> Option<i64> {
+    headers.get(name)?.to_str().ok()?.trim().parse().ok()
+}
+
+fn message_of(text: &str) -> String {
+    #[derive(Deserialize)]
+    struct Message {
+        message: String,
+    }
+    serde_json::from_str::<Message>(text)
+        .map(|m| m.message)
+        .unwrap_or_else(|_| text.chars().take(200).collect())
+}
+
+fn pull_info(pull: &Value) -> Option<PullInfo> {
+    let head_repo = pull["head"]["repo"]["id"].as_u64();
+    let base_repo = pull["base"]["repo"]["id"].as_u64()?;
+    Some(PullInfo {
+        number: u32::try_from(pull["number"].as_u64()?).ok()?,
+        open: pull["state"].as_str()? == "open",
+        title: pull["title"].as_str().unwrap_or_default().to_owned(),
+        author: pull["user"]["login"].as_str()?.to_owned(),
+        head_sha: pull["head"]["sha"].as_str()?.to_owned(),
+        head_ref: pull["head"]["ref"].as_str().unwrap_or_default().to_owned(),
+        base_ref: pull["base"]["ref"].as_str().unwrap_or_default().to_owned(),
+        // A deleted fork (`head.repo: null`) is still someone else's code.
+        fork: head_repo != Some(base_repo),
+        draft: pull["draft"].as_bool().unwrap_or(false),
+        merged: pull["merged_at"].is_string(),
+        updated_at: pull["updated_at"].as_str().and_then(unix_seconds),
+        repo_id: base_repo,
+    })
+}
+
+/// `2019-05-15T15:20:33Z` as Unix seconds.
+fn unix_seconds(text: &str) -> Option<i64> {
+    let format = time::format_description::well_known::Rfc3339;
+    Some(
+        time::OffsetDateTime::parse(text, &format)
+            .ok()?
+            .unix_timestamp(),
+    )
+}
+
+fn text(value: &Value, field: &str, path: &str) -> Result<String, GitHubError> {
+    value[field]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| shape(path, &format!("no {field}")))
+}
+
+fn shape(path: &str, message: &str) -> GitHubError {
+    GitHubError::Shape {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// Percent-encodes a query value (environment names contain `/`).
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
