@@ -12,6 +12,7 @@ CREATE TABLE github_threads (
     deployment_id    INTEGER,
     deployment_sha   TEXT,
     deployment_state TEXT,
+    end_reason       TEXT,                             -- why the preview ended, for the final report
     -- set when the preview is destroyed; cleared once the destroyed report is on GitHub
     final_pending    INTEGER NOT NULL DEFAULT 0 CHECK (final_pending IN (0, 1)),
     updated_at       INTEGER NOT NULL,

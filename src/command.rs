@@ -171,16 +171,14 @@ pub enum Gate {
     Refused,
 }
 
-/// The PR author may ask for `status`, `extend` and `destroy` on their own (non-fork)
-/// preview; anyone may ask for `help`; everything else, and anything on a fork PR, needs
-/// write access — pre-filtered on `author_association`, confirmed by the caller.
+/// Anyone may ask for `help` and `status` (they only say what the sticky comment shows);
+/// the PR author may `extend` and `destroy` their own (non-fork) preview; everything else,
+/// and anything on a fork PR, needs write access — pre-filtered on `author_association`,
+/// confirmed by the caller.
 pub fn gate(command: Command, asker: &Asker, pr_author: &str, fork: bool) -> Gate {
     let own = asker.login.eq_ignore_ascii_case(pr_author);
-    let authors_may = matches!(
-        command,
-        Command::Status | Command::Extend(_) | Command::Destroy
-    );
-    if command == Command::Help || (own && authors_may && !fork) {
+    let authors_may = matches!(command, Command::Extend(_) | Command::Destroy);
+    if matches!(command, Command::Help | Command::Status) || (own && authors_may && !fork) {
         return Gate::Allowed;
     }
     match asker.association {

@@ -64,7 +64,7 @@ impl Shown {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusView<'a> {
     pub shown: Shown,
-    pub url: &'a str,
+    pub url: String,
     pub head_sha: &'a str,
     pub cluster: Option<&'a str>,
     pub expires_at: Option<i64>,
@@ -72,7 +72,6 @@ pub struct StatusView<'a> {
     pub last_error: Option<&'a str>,
     /// Why it ended (closed, merged, destroyed, expired), once it has.
     pub end_reason: Option<&'a str>,
-    pub now: i64,
 }
 
 /// The sticky status comment's body.
@@ -110,7 +109,8 @@ pub fn status(view: &StatusView) -> String {
     }
     if let Some(at) = view.expires_at.filter(|_| view.shown != Shown::TearingDown) {
         let pinned = if view.keep { " (kept)" } else { "" };
-        out += &format!("| Expires | {}{pinned} |\n", when(at, view.now));
+        // Absolute only: a relative time would change the body, and so edit the comment, every minute.
+        out += &format!("| Expires | {}{pinned} |\n", stamp(at));
     }
     if let Some(error) = view.last_error.filter(|_| view.shown == Shown::Failed) {
         out += &format!("\n**Last error:** {}\n", plain_error(error));
@@ -238,10 +238,7 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
             "Sorry {}, `{}` needs write access to this repository{}.",
             at(who),
             verb(*command),
-            if matches!(
-                command,
-                Command::Status | Command::Extend(_) | Command::Destroy
-            ) {
+            if matches!(command, Command::Extend(_) | Command::Destroy) {
                 " (or being the author of a PR that is not from a fork)"
             } else {
                 ""
@@ -273,18 +270,23 @@ fn verb(command: Command) -> &'static str {
     }
 }
 
-/// `2026-12-01 14:00 UTC (in 2d 3h)`.
-pub fn when(at: i64, now: i64) -> String {
+/// `2026-12-01 14:00 UTC`.
+pub fn stamp(at: i64) -> String {
     let date =
         time::OffsetDateTime::from_unix_timestamp(at).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let stamp = format!(
+    format!(
         "{}-{:02}-{:02} {:02}:{:02} UTC",
         date.year(),
         u8::from(date.month()),
         date.day(),
         date.hour(),
         date.minute()
-    );
+    )
+}
+
+/// `2026-12-01 14:00 UTC (in 2d 3h)`.
+pub fn when(at: i64, now: i64) -> String {
+    let stamp = stamp(at);
     let left = at - now;
     if left <= 0 {
         return format!("{stamp} (due now)");

@@ -109,6 +109,8 @@ pub struct GithubConfig {
     pub webhook_secret: Option<Secret>,
     pub api_url: String,
     pub credentials: Option<GithubCredentials>,
+    /// How often the open PRs of each repository are listed, to heal lost webhooks.
+    pub resync_interval: Duration,
 }
 
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,6 +17,8 @@ use crate::ca::PreviewCa;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
+use crate::github::GitHub;
+use crate::intake::Intake;
 use crate::ledger;
 use crate::naming::Names;
 use crate::plan::{self, Action, Observed};
@@ -40,6 +42,12 @@ pub struct Reconciler {
     certs: BTreeMap<String, SealingCert>,
     ca: Option<PreviewCa>,
     clock: Arc<dyn Clock>,
+    /// Reporting and commands' confirmations; `None` without credentials.
+    github: Option<Arc<GitHub>>,
+    /// Where resync records what it finds (as deliveries).
+    intake: Option<Intake>,
+    /// Previews whose skipped report was logged (once each).
+    unreported: Mutex<HashSet<(String, i64)>>,
 }
 
 impl Reconciler {
@@ -58,7 +66,18 @@ impl Reconciler {
             certs,
             ca,
             clock,
+            github: None,
+            intake: None,
+            unreported: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Reports to GitHub and confirms commands with it (`github`), and resyncs open PRs
+    /// through `intake`.
+    pub fn with_github(mut self, github: Option<Arc<GitHub>>, intake: Intake) -> Self {
+        self.github = github;
+        self.intake = Some(intake);
+        self
     }
 
     /// Runs until `stop` is notified: the previews intake reports changed as they come, and
@@ -69,9 +88,16 @@ impl Reconciler {
         stop: Arc<Notify>,
     ) {
         let mut resync = tokio::time::interval(RESYNC);
+        let every = self
+            .config
+            .github
+            .resync_interval
+            .max(Duration::from_secs(1));
+        let mut github_resync = tokio::time::interval(every);
         loop {
             let result = tokio::select! {
                 _ = resync.tick() => self.pass().await,
+                _ = github_resync.tick() => self.resync().await,
                 Some(key) = changed.recv() => {
                     let mut keys = BTreeSet::from([key]);
                     while let Ok(key) = changed.try_recv() {
@@ -89,7 +115,8 @@ impl Reconciler {
 
     /// Only `keys` (and whatever placement just let off the queue).
     pub async fn pass_for(self: &Arc<Self>, keys: &BTreeSet<PreviewKey>) -> anyhow::Result<usize> {
-        let mut ids = self.place_waiting().await.context("placing previews")?;
+        let mut ids = self.obey().await.context("running commands")?;
+        ids.extend(self.place_waiting().await.context("placing previews")?);
         for key in keys {
             ids.extend(db::preview_id(&self.pool, key.repo.as_str(), key.number).await?);
         }
@@ -99,6 +126,8 @@ impl Reconciler {
         // A teardown that finished freed a slot: let the queue move now, not at the resync.
         let placed = self.place_waiting().await.context("placing previews")?;
         self.reconcile_all(&placed).await;
+        self.report(&ids).await;
+        self.report(&placed).await;
         Ok(ids.len() + placed.len())
     }
 
@@ -106,11 +135,13 @@ impl Reconciler {
     /// order (so the queue is first come, first served); then each preview at most once,
     /// `PARALLEL` at a time.
     pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
+        self.obey().await.context("running commands")?;
         self.place_waiting().await.context("placing previews")?;
         let ids = db::preview_ids(&self.pool)
             .await
             .context("listing previews")?;
         self.reconcile_all(&ids).await;
+        self.report(&ids).await;
         Ok(ids.len())
     }
 
@@ -411,6 +442,9 @@ pub fn place(config: &Config, load: &[(String, i64)]) -> Option<String> {
         .map(|c| c.name.clone())
 }
 
+mod obey;
+mod report;
+mod resync;
 mod teardown;
 
 #[cfg(test)]

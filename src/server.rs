@@ -235,6 +235,19 @@ async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
         tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
         certs.insert(cluster, cert);
     }
+    let github = match &app.config.github.credentials {
+        Some(credentials) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let github = crate::github::GitHub::new(&app.config.github.api_url, credentials)
+                .context("setting up the GitHub client")?;
+            tracing::info!(api = %app.config.github.api_url, "reporting to GitHub");
+            Some(Arc::new(github))
+        }
+        None => {
+            tracing::info!("no github.token or App credentials: GitHub reporting is off");
+            None
+        }
+    };
     Ok(crate::reconcile::Reconciler::new(
         app.pool.clone(),
         app.config.clone(),
@@ -242,7 +255,8 @@ async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
         certs,
         crate::ca::from_config(&app.config, now, true)?,
         app.clock.clone(),
-    ))
+    )
+    .with_github(github, app.intake.clone()))
 }
 
 async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {

@@ -85,6 +85,7 @@ pub(super) struct RawGithub {
     #[serde(default, deserialize_with = "string_or_number")]
     pub(super) app_id: Option<String>,
     pub(super) private_key_path: Option<String>,
+    pub(super) resync_interval: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -173,6 +174,7 @@ pub const KEYS: &[&str] = &[
     "github.token",
     "github.app_id",
     "github.private_key_path",
+    "github.resync_interval",
     "sink.kind",
     "sink.directory",
     "sink.argocd_namespace",
@@ -262,6 +264,7 @@ impl Raw {
             "github.token" => &mut self.github.token,
             "github.app_id" => &mut self.github.app_id,
             "github.private_key_path" => &mut self.github.private_key_path,
+            "github.resync_interval" => &mut self.github.resync_interval,
             "sink.kind" => &mut self.sink.kind,
             "sink.directory" => &mut self.sink.directory,
             "sink.argocd_namespace" => &mut self.sink.argocd_namespace,

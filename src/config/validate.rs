@@ -443,6 +443,11 @@ impl Validator {
             webhook_secret,
             api_url: api_url.trim_end_matches('/').to_owned(),
             credentials,
+            resync_interval: self.duration(
+                "github.resync_interval",
+                raw.resync_interval.as_deref(),
+                "10m",
+            )?,
         })
     }
 

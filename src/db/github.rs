@@ -184,6 +184,7 @@ pub struct Thread {
     pub deployment_id: Option<i64>,
     pub deployment_sha: Option<String>,
     pub deployment_state: Option<String>,
+    pub end_reason: Option<String>,
     pub final_pending: bool,
 }
 
@@ -191,7 +192,7 @@ pub async fn thread(pool: &SqlitePool, repo: &str, number: i64) -> sqlx::Result<
     sqlx::query_as!(
         Thread,
         r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
-                  deployment_sha, deployment_state, final_pending AS "final_pending: bool"
+                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool"
            FROM github_threads WHERE repo = ?1 AND number = ?2"#,
         repo,
         number
@@ -205,7 +206,7 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
     sqlx::query_as!(
         Thread,
         r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
-                  deployment_sha, deployment_state, final_pending AS "final_pending: bool"
+                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool"
            FROM github_threads WHERE final_pending = 1"#
     )
     .fetch_all(pool)
@@ -215,14 +216,14 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
 pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
-                                     deployment_id, deployment_sha, deployment_state, final_pending, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                                     deployment_id, deployment_sha, deployment_state, final_pending, updated_at, end_reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (repo, number) DO UPDATE SET
              installation_id = excluded.installation_id, head_sha = excluded.head_sha,
              comment_id = excluded.comment_id, body_hash = excluded.body_hash,
              deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
              deployment_state = excluded.deployment_state, final_pending = excluded.final_pending,
-             updated_at = excluded.updated_at",
+             updated_at = excluded.updated_at, end_reason = excluded.end_reason",
         t.repo,
         t.number,
         t.installation_id,
@@ -233,7 +234,8 @@ pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Resul
         t.deployment_sha,
         t.deployment_state,
         t.final_pending,
-        now
+        now,
+        t.end_reason
     )
     .execute(pool)
     .await
@@ -247,21 +249,43 @@ pub async fn mark_final_report(
     number: i64,
     installation_id: Option<i64>,
     head_sha: &str,
+    end_reason: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO github_threads (repo, number, installation_id, head_sha, final_pending, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 1, ?5)
+        "INSERT INTO github_threads (repo, number, installation_id, head_sha, end_reason, final_pending, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6)
          ON CONFLICT (repo, number) DO UPDATE SET final_pending = 1, head_sha = excluded.head_sha,
              installation_id = COALESCE(excluded.installation_id, github_threads.installation_id),
-             updated_at = excluded.updated_at",
+             end_reason = excluded.end_reason, updated_at = excluded.updated_at",
         repo,
         number,
         installation_id,
         head_sha,
+        end_reason,
         now
     )
     .execute(&mut *tx)
     .await
     .map(drop)
+}
+
+/// What resync compares GitHub's open PRs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedPull {
+    pub repo: String,
+    pub number: i64,
+    pub head_sha: String,
+    pub installation_id: Option<i64>,
+    /// Not being torn down.
+    pub live: bool,
+}
+
+pub async fn tracked_pulls(pool: &SqlitePool) -> sqlx::Result<Vec<TrackedPull>> {
+    sqlx::query_as!(
+        TrackedPull,
+        r#"SELECT repo, number, head_sha, installation_id, desired != 'absent' AS "live!: bool" FROM previews"#
+    )
+    .fetch_all(pool)
+    .await
 }

@@ -260,7 +260,7 @@ pub async fn forget_preview(
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let row = sqlx::query!(
-        "SELECT repo, number, head_sha, installation_id FROM previews WHERE id = ?1 AND desired = 'absent'",
+        "SELECT repo, number, head_sha, installation_id, end_reason FROM previews WHERE id = ?1 AND desired = 'absent'",
         id
     )
     .fetch_optional(&mut *tx)
@@ -285,6 +285,7 @@ pub async fn forget_preview(
         row.number,
         row.installation_id,
         &row.head_sha,
+        row.end_reason.as_deref(),
         now,
     )
     .await?;

@@ -2,6 +2,7 @@
 //! GitHub payloads, and row queries.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod github;
 pub mod http;
 
 use std::sync::Arc;

@@ -1,0 +1,272 @@
+//! Running `/preview` commands: parsed, authorized (author, then `author_association`, then
+//! GitHub's word on write access), applied to the state in one transaction with their
+//! history row, and answered on the PR (eyes, a short reply, then rocket or confused).
+
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::Reconciler;
+use crate::command::{self, Asker, Command, Gate};
+use crate::comment::{self, Outcome};
+use crate::db::{self, CommandRow, Effect, PreviewRow};
+use crate::github::GitHubError;
+use crate::preview::RepoName;
+
+/// Marks our reply to one command, so a retried post finds it instead of posting twice.
+fn reply_marker(comment_id: i64) -> String {
+    format!("<!-- previewd:reply {comment_id} -->")
+}
+
+impl Reconciler {
+    /// Runs every queued command once; returns the previews they changed.
+    pub(super) async fn obey(&self) -> anyhow::Result<Vec<i64>> {
+        let mut touched = Vec::new();
+        for command in db::pending_commands(&self.pool).await? {
+            match self.run_command(&command).await {
+                Ok(Some(id)) => touched.push(id),
+                Ok(None) => {}
+                // GitHub could not confirm write access: the command waits for the next pass.
+                Err(e) => {
+                    tracing::warn!(command = command.id, error = %format!("{e:#}"), "command not run yet")
+                }
+            }
+        }
+        self.answer_commands().await;
+        Ok(touched)
+    }
+
+    async fn run_command(&self, cmd: &CommandRow) -> anyhow::Result<Option<i64>> {
+        let now = self.clock.now();
+        let row = match db::preview_id(&self.pool, &cmd.repo, u32::try_from(cmd.number)?).await? {
+            Some(id) => db::preview_row(&self.pool, id).await?,
+            None => None,
+        };
+        let parsed = match command::parse(&cmd.line) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let reply = comment::reply(&Outcome::Invalid(error), &cmd.actor);
+                self.finish(cmd, None, &[], "failed", "command_invalid", &reply, now)
+                    .await?;
+                return Ok(None);
+            }
+        };
+        let (author, fork) = match &row {
+            Some(row) => (row.author.clone(), row.fork),
+            // Unknown PR: nobody is its author here, and it is treated as a fork.
+            None => (String::new(), true),
+        };
+        let asker = Asker {
+            login: &cmd.actor,
+            association: &cmd.association,
+        };
+        let allowed = match command::gate(parsed, &asker, &author, fork) {
+            Gate::Allowed => true,
+            Gate::Refused => false,
+            Gate::NeedsWrite => self.has_write(cmd).await?,
+        };
+        if !allowed {
+            let outcome = Outcome::Refused {
+                actor: &cmd.actor,
+                command: parsed,
+            };
+            let reply = comment::reply(&outcome, &cmd.actor);
+            self.finish(cmd, None, &[], "refused", "command_refused", &reply, now)
+                .await?;
+            tracing::info!(actor = cmd.actor, line = cmd.line, "command refused");
+            return Ok(None);
+        }
+        let (effects, outcome) = self.decide(parsed, row.as_ref(), &cmd.actor, now)?;
+        let reply = comment::reply(&outcome, &cmd.actor);
+        let id = row.as_ref().map(|r| r.id);
+        self.finish(cmd, id, &effects, "done", "command", &reply, now)
+            .await?;
+        Ok(id)
+    }
+
+    /// Write access, confirmed by GitHub. Without credentials only a repository's OWNER
+    /// (whose association GitHub vouches for) passes: nothing else can be confirmed.
+    async fn has_write(&self, cmd: &CommandRow) -> anyhow::Result<bool> {
+        let Some(github) = &self.github else {
+            return Ok(cmd.association == "OWNER");
+        };
+        let repo: RepoName = cmd.repo.parse()?;
+        let permission = github
+            .permission(&repo, installation(cmd.installation_id), &cmd.actor)
+            .await
+            .context("asking GitHub for the commenter's permission")?;
+        Ok(permission.can_write())
+    }
+
+    /// What an authorized command does: its effects on the preview and the reply.
+    fn decide<'a>(
+        &self,
+        parsed: Command,
+        row: Option<&'a PreviewRow>,
+        actor: &str,
+        now: i64,
+    ) -> anyhow::Result<(Vec<Effect<'a>>, Outcome<'a>)> {
+        let Some(row) = row else {
+            return Ok(match parsed {
+                Command::Help => (vec![], Outcome::Help),
+                Command::Destroy => (vec![], Outcome::AlreadyGone),
+                _ => (vec![], Outcome::NoPreview),
+            });
+        };
+        let repo: RepoName = row.repo.parse()?;
+        let policy = self
+            .config
+            .policy_for(&repo)
+            .unwrap_or(&self.config.defaults);
+        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        let lifetime_end = row.created_at.saturating_add(secs(policy.max_lifetime));
+        let live = row.desired != "absent";
+        Ok(match parsed {
+            Command::Help => (vec![], Outcome::Help),
+            Command::Status => (
+                vec![],
+                Outcome::Status(comment::status(&self.status_view(row)?)),
+            ),
+            Command::Destroy if !live => (vec![], Outcome::AlreadyGone),
+            // Being torn down: only a destroyed (not a closed or merged) PR's preview may come back.
+            _ if !live
+                && (parsed != Command::Deploy
+                    || row.end_reason.as_deref() != Some("destroyed")) =>
+            {
+                (vec![], Outcome::NoPreview)
+            }
+            Command::Extend(by) => {
+                let until = row
+                    .expires_at
+                    .max(now)
+                    .saturating_add(secs(by))
+                    .min(lifetime_end);
+                let capped = until == lifetime_end;
+                (
+                    vec![Effect::ExpireAt(until)],
+                    Outcome::Extended { until, capped, now },
+                )
+            }
+            Command::Destroy => (vec![Effect::Destroy], Outcome::Destroying),
+            Command::Keep => (
+                vec![Effect::Keep(true), Effect::ExpireAt(lifetime_end)],
+                Outcome::Kept {
+                    until: lifetime_end,
+                    now,
+                },
+            ),
+            Command::Unkeep => {
+                let until = now.saturating_add(secs(policy.ttl)).min(lifetime_end);
+                (
+                    vec![Effect::Keep(false), Effect::ExpireAt(until)],
+                    Outcome::Unkept,
+                )
+            }
+            Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
+            Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
+            // On a fork, deploying means approving what is there now.
+            Command::Approve | Command::Deploy if row.fork => (
+                vec![Effect::Approve(&row.head_sha)],
+                Outcome::Approved { sha: &row.head_sha },
+            ),
+            Command::Approve => (vec![], Outcome::NotAFork),
+            Command::Deploy => (vec![Effect::Deploy], Outcome::Deploying),
+        })
+        .map(|(effects, outcome)| {
+            tracing::info!(actor, ?parsed, preview = row.id, "command accepted");
+            (effects, outcome)
+        })
+    }
+
+    /// The effects, the outcome and the history row, in one transaction.
+    #[allow(clippy::too_many_arguments)]
+    async fn finish(
+        &self,
+        cmd: &CommandRow,
+        preview: Option<i64>,
+        effects: &[Effect<'_>],
+        status: &str,
+        what: &str,
+        reply: &str,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(id) = preview {
+            for effect in effects {
+                db::command_effect(&mut tx, id, effect, now).await?;
+            }
+        }
+        db::finish_command(&mut tx, cmd, status, what, reply, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Answers every command that ran: eyes when it was accepted, the reply (once: found by
+    /// its marker if an earlier try may have posted it), then rocket or confused.
+    async fn answer_commands(&self) {
+        let Ok(unanswered) = db::unanswered_commands(&self.pool).await else {
+            return;
+        };
+        for cmd in unanswered {
+            let Some(github) = &self.github else {
+                self.log_unreported(&cmd.repo, cmd.number);
+                let _ = db::mark_answered(&self.pool, cmd.id).await;
+                continue;
+            };
+            if let Err(e) = self.answer(github, &cmd).await {
+                tracing::warn!(command = cmd.id, error = %e, "answering a command on GitHub failed; retrying later");
+            }
+        }
+    }
+
+    async fn answer(
+        &self,
+        github: &crate::github::GitHub,
+        cmd: &CommandRow,
+    ) -> Result<(), GitHubError> {
+        let repo: RepoName = cmd.repo.parse().map_err(|_| shape(&cmd.repo))?;
+        let installation = installation(cmd.installation_id);
+        let comment_id = u64::try_from(cmd.comment_id).map_err(|_| shape("comment id"))?;
+        let number = u32::try_from(cmd.number).map_err(|_| shape("number"))?;
+        let accepted = cmd.status == "done";
+        if accepted {
+            github
+                .react(&repo, installation, comment_id, "eyes")
+                .await?;
+        }
+        if cmd.reply_comment_id.is_none() {
+            let marker = reply_marker(cmd.comment_id);
+            let login = github.login().await?.to_owned();
+            let existing = github
+                .comments(&repo, installation, number)
+                .await?
+                .into_iter()
+                .find(|c| c.author == login && c.body.contains(&marker));
+            let id = match existing {
+                Some(found) => found.id,
+                None => {
+                    let body = format!("{marker}\n{}", cmd.reply.as_deref().unwrap_or_default());
+                    github
+                        .create_comment(&repo, installation, number, &body)
+                        .await?
+                }
+            };
+            let _ = db::set_reply_comment(&self.pool, cmd.id, id as i64).await;
+        }
+        let done = if accepted { "rocket" } else { "confused" };
+        github.react(&repo, installation, comment_id, done).await?;
+        let _ = db::mark_answered(&self.pool, cmd.id).await;
+        Ok(())
+    }
+}
+
+pub(super) fn installation(id: Option<i64>) -> Option<u64> {
+    id.and_then(|id| u64::try_from(id).ok())
+}
+
+fn shape(what: &str) -> GitHubError {
+    GitHubError::Shape {
+        path: what.into(),
+        message: "not stored as expected".into(),
+    }
+}

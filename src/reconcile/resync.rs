@@ -1,0 +1,130 @@
+//! Resync with GitHub: the open PRs of each repository, listed and fed through intake as if
+//! their webhooks had arrived, so a lost delivery leaves no PR without its preview and no
+//! closed PR with one. A failed listing changes nothing; a tracked PR missing from the list
+//! is only closed once GitHub itself says it is closed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Reconciler;
+use super::obey::installation;
+use crate::db;
+use crate::github::PullInfo;
+use crate::intent;
+use crate::preview::{PreviewKey, RepoName};
+use crate::webhook::{Delivery, Event, PrAction, PullRequestEvent};
+
+impl Reconciler {
+    /// One resync of every configured repository (and every repository with previews).
+    pub async fn resync(&self) -> anyhow::Result<usize> {
+        let (Some(github), Some(intake)) = (&self.github, &self.intake) else {
+            return Ok(0);
+        };
+        let tracked = db::tracked_pulls(&self.pool).await?;
+        let mut repos: BTreeSet<String> = self
+            .config
+            .repos
+            .iter()
+            .map(|r| r.name.as_str().to_owned())
+            .collect();
+        repos.extend(tracked.iter().map(|t| t.repo.clone()));
+        let mut recorded = 0;
+        for repo in repos {
+            let name: RepoName = repo.parse()?;
+            let mine: BTreeMap<i64, &db::TrackedPull> = tracked
+                .iter()
+                .filter(|t| t.repo == repo)
+                .map(|t| (t.number, t))
+                .collect();
+            let installation = mine.values().find_map(|t| installation(t.installation_id));
+            let open = match github.open_pulls(&name, installation).await {
+                Ok(open) => open,
+                Err(e) => {
+                    tracing::warn!(repo, error = %e, "listing open PRs failed; nothing changes");
+                    continue;
+                }
+            };
+            let mut events = Vec::new();
+            for pull in &open {
+                match mine.get(&i64::from(pull.number)) {
+                    Some(t) if t.head_sha == pull.head_sha && t.live => {}
+                    Some(_) => events.push((pull.clone(), PrAction::Synchronize)),
+                    None => events.push((pull.clone(), PrAction::Opened)),
+                }
+            }
+            let listed: BTreeSet<u32> = open.iter().map(|p| p.number).collect();
+            for t in mine.values().filter(|t| t.live) {
+                let number = u32::try_from(t.number)?;
+                if listed.contains(&number) {
+                    continue;
+                }
+                // Missing from the list is not closed: ask about this one PR.
+                match github.pull(&name, installation, number).await {
+                    Ok(pull) if !pull.open => {
+                        let merged = pull.merged;
+                        events.push((pull, PrAction::Closed { merged }));
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(repo, number, error = %e, "could not confirm a PR's state; nothing changes")
+                    }
+                }
+            }
+            for (pull, action) in events {
+                let Some(delivery) = delivery_of(&name, &pull, action, installation) else {
+                    tracing::warn!(
+                        repo,
+                        number = pull.number,
+                        sha = pull.head_sha,
+                        "GitHub sent a head that is not a SHA; skipped"
+                    );
+                    continue;
+                };
+                let intent = intent::decide(&delivery, &self.config, self.clock.now());
+                intake.record(delivery, intent).await?;
+                recorded += 1;
+            }
+        }
+        Ok(recorded)
+    }
+}
+
+/// A pull request as a delivery GitHub could have sent: deduplicated on its head and update
+/// time, and ordered by `updated_at` like any webhook, so a newer webhook always wins.
+fn delivery_of(
+    repo: &RepoName,
+    pull: &PullInfo,
+    action: PrAction,
+    installation_id: Option<u64>,
+) -> Option<Delivery> {
+    let name = match action {
+        PrAction::Opened => "opened",
+        PrAction::Closed { .. } => "closed",
+        _ => "synchronize",
+    };
+    Some(Delivery {
+        hook_id: "resync".into(),
+        guid: format!(
+            "resync:{repo}#{}:{name}:{}:{}",
+            pull.number,
+            pull.head_sha,
+            pull.updated_at.unwrap_or(0)
+        ),
+        event: "pull_request".into(),
+        action: Some(name.into()),
+        payload: Event::PullRequest(PullRequestEvent {
+            action,
+            key: PreviewKey::new(repo.clone(), pull.number),
+            repo_id: pull.repo_id,
+            installation_id,
+            title: pull.title.clone(),
+            author: pull.author.clone(),
+            head_sha: pull.head_sha.parse().ok()?,
+            head_ref: pull.head_ref.clone(),
+            base_ref: pull.base_ref.clone(),
+            fork: pull.fork,
+            draft: pull.draft,
+            updated_at: pull.updated_at,
+            sender: "previewd (resync)".into(),
+        }),
+    })
+}

@@ -1,0 +1,334 @@
+//! A stand-in for GitHub's REST API on a local port: stateful (comments, reactions,
+//! deployments, statuses, pull requests, permissions), answering with bodies shaped like
+//! GitHub's, and able to fail on cue (a 502 after the write happened, a secondary rate
+//! limit with `retry-after`, a 500 on a listing).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, patch, post};
+use serde_json::{Value, json};
+
+pub const BOT: &str = "previewd-test[bot]";
+
+/// A failure to answer with, `times` times, on requests whose method and path match.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub method: Method,
+    pub path_contains: String,
+    pub status: u16,
+    pub times: usize,
+    /// Do the work first, then fail (what a 502 from a proxy after GitHub wrote looks like).
+    pub after_write: bool,
+    pub headers: Vec<(&'static str, String)>,
+    pub message: String,
+}
+
+#[derive(Default)]
+pub struct Hub {
+    pub next_id: u64,
+    pub comments: Vec<Value>,
+    pub reactions: Vec<(u64, String)>,
+    pub deployments: Vec<Value>,
+    pub statuses: Vec<(u64, Value)>,
+    pub pulls: Vec<Value>,
+    pub permissions: HashMap<String, String>,
+    pub faults: Vec<Fault>,
+    /// Every request, as `METHOD path`.
+    pub log: Vec<String>,
+}
+
+pub type Shared = Arc<Mutex<Hub>>;
+
+pub struct FakeGitHub {
+    pub url: String,
+    pub hub: Shared,
+}
+
+impl FakeGitHub {
+    pub async fn start() -> Self {
+        let hub: Shared = Arc::new(Mutex::new(Hub {
+            next_id: 1000,
+            ..Hub::default()
+        }));
+        let router = Router::new()
+            .route(
+                "/user",
+                get(|| async { axum::Json(json!({"login": BOT, "id": 1, "type": "Bot"})) }),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/{number}/comments",
+                get(list_comments).post(create_comment),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/comments/{id}",
+                patch(update_comment),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/comments/{id}/reactions",
+                post(react),
+            )
+            .route(
+                "/repos/{owner}/{repo}/collaborators/{user}/permission",
+                get(permission),
+            )
+            .route(
+                "/repos/{owner}/{repo}/deployments",
+                get(list_deployments).post(create_deployment),
+            )
+            .route(
+                "/repos/{owner}/{repo}/deployments/{id}/statuses",
+                post(create_status),
+            )
+            .route("/repos/{owner}/{repo}/pulls", get(list_pulls))
+            .route("/repos/{owner}/{repo}/pulls/{number}", get(one_pull))
+            .layer(middleware::from_fn_with_state(hub.clone(), faults))
+            .with_state(hub.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        Self { url, hub }
+    }
+
+    pub fn hub(&self) -> std::sync::MutexGuard<'_, Hub> {
+        self.hub.lock().unwrap()
+    }
+
+    pub fn fail(&self, fault: Fault) {
+        self.hub().faults.push(fault);
+    }
+
+    pub fn count(&self, method: &str, path_contains: &str) -> usize {
+        self.hub()
+            .log
+            .iter()
+            .filter(|l| l.starts_with(method) && l.contains(path_contains))
+            .count()
+    }
+}
+
+async fn faults(State(hub): State<Shared>, request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let fault = {
+        let mut hub = hub.lock().unwrap();
+        hub.log.push(format!("{method} {}", request.uri()));
+        let found = hub
+            .faults
+            .iter_mut()
+            .find(|f| f.method == method && path.contains(&f.path_contains) && f.times > 0);
+        found.map(|f| {
+            f.times -= 1;
+            f.clone()
+        })
+    };
+    let Some(fault) = fault else {
+        return next.run(request).await;
+    };
+    if fault.after_write {
+        let _ = next.run(request).await;
+    }
+    let mut headers = HeaderMap::new();
+    for (name, value) in &fault.headers {
+        headers.insert(*name, value.parse().unwrap());
+    }
+    let body =
+        json!({"message": fault.message, "documentation_url": "https://docs.github.com/rest"});
+    (
+        StatusCode::from_u16(fault.status).unwrap(),
+        headers,
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+fn next_id(hub: &mut Hub) -> u64 {
+    hub.next_id += 1;
+    hub.next_id
+}
+
+type Params = Query<HashMap<String, String>>;
+
+fn page(items: Vec<Value>, params: &HashMap<String, String>) -> Vec<Value> {
+    let per_page: usize = params
+        .get("per_page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(30);
+    let page: usize = params.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    items
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect()
+}
+
+async fn list_comments(
+    State(hub): State<Shared>,
+    Path((_, _, number)): Path<(String, String, u64)>,
+    Query(params): Params,
+) -> axum::Json<Value> {
+    let hub = hub.lock().unwrap();
+    let mine = hub
+        .comments
+        .iter()
+        .filter(|c| c["issue_number"] == number)
+        .cloned()
+        .collect();
+    axum::Json(Value::Array(page(mine, &params)))
+}
+
+async fn create_comment(
+    State(hub): State<Shared>,
+    Path((owner, repo, number)): Path<(String, String, u64)>,
+    axum::Json(body): axum::Json<Value>,
+) -> (StatusCode, axum::Json<Value>) {
+    let mut hub = hub.lock().unwrap();
+    let id = next_id(&mut hub);
+    let comment = json!({
+        "id": id,
+        "node_id": format!("IC_{id}"),
+        "url": format!("https://api.github.com/repos/{owner}/{repo}/issues/comments/{id}"),
+        "html_url": format!("https://github.com/{owner}/{repo}/pull/{number}#issuecomment-{id}"),
+        "issue_number": number,
+        "body": body["body"],
+        "user": {"login": BOT, "id": 41898282, "type": "Bot"},
+        "author_association": "NONE",
+        "created_at": "2026-11-29T12:00:00Z",
+        "updated_at": "2026-11-29T12:00:00Z",
+    });
+    hub.comments.push(comment.clone());
+    (StatusCode::CREATED, axum::Json(comment))
+}
+
+async fn update_comment(
+    State(hub): State<Shared>,
+    Path((_, _, id)): Path<(String, String, u64)>,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let mut hub = hub.lock().unwrap();
+    match hub.comments.iter_mut().find(|c| c["id"] == id) {
+        Some(comment) => {
+            comment["body"] = body["body"].clone();
+            comment["updated_at"] = json!("2026-11-29T12:30:00Z");
+            axum::Json(comment.clone()).into_response()
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"message": "Not Found"})),
+        )
+            .into_response(),
+    }
+}
+
+async fn react(
+    State(hub): State<Shared>,
+    Path((_, _, id)): Path<(String, String, u64)>,
+    axum::Json(body): axum::Json<Value>,
+) -> (StatusCode, axum::Json<Value>) {
+    let mut hub = hub.lock().unwrap();
+    let content = body["content"].as_str().unwrap_or_default().to_owned();
+    let exists = hub.reactions.contains(&(id, content.clone()));
+    if !exists {
+        hub.reactions.push((id, content.clone()));
+    }
+    let reaction = json!({"id": id * 10, "content": content, "user": {"login": BOT}});
+    let status = if exists {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    (status, axum::Json(reaction))
+}
+
+async fn permission(
+    State(hub): State<Shared>,
+    Path((_, _, user)): Path<(String, String, String)>,
+) -> axum::Json<Value> {
+    let hub = hub.lock().unwrap();
+    let permission = hub
+        .permissions
+        .get(&user)
+        .cloned()
+        .unwrap_or_else(|| "none".into());
+    let push = permission == "write" || permission == "admin";
+    axum::Json(json!({
+        "permission": permission,
+        "role_name": permission,
+        "user": {"login": user, "permissions": {"admin": permission == "admin", "maintain": false, "push": push, "triage": push, "pull": permission != "none"}},
+    }))
+}
+
+async fn list_deployments(State(hub): State<Shared>, Query(params): Params) -> axum::Json<Value> {
+    let hub = hub.lock().unwrap();
+    let found: Vec<Value> = hub
+        .deployments
+        .iter()
+        .rev()
+        .filter(|d| params.get("sha").is_none_or(|sha| d["sha"] == sha.as_str()))
+        .filter(|d| {
+            params
+                .get("environment")
+                .is_none_or(|env| d["environment"] == env.as_str())
+        })
+        .cloned()
+        .collect();
+    axum::Json(Value::Array(found))
+}
+
+async fn create_deployment(
+    State(hub): State<Shared>,
+    axum::Json(body): axum::Json<Value>,
+) -> (StatusCode, axum::Json<Value>) {
+    let mut hub = hub.lock().unwrap();
+    let id = next_id(&mut hub);
+    let mut deployment = body.clone();
+    deployment["id"] = json!(id);
+    deployment["sha"] = body["ref"].clone();
+    deployment["creator"] = json!({"login": BOT});
+    hub.deployments.push(deployment.clone());
+    (StatusCode::CREATED, axum::Json(deployment))
+}
+
+async fn create_status(
+    State(hub): State<Shared>,
+    Path((_, _, id)): Path<(String, String, u64)>,
+    axum::Json(body): axum::Json<Value>,
+) -> (StatusCode, axum::Json<Value>) {
+    let mut hub = hub.lock().unwrap();
+    hub.statuses.push((id, body.clone()));
+    let mut status = body;
+    status["id"] = json!(id * 100 + hub.statuses.len() as u64);
+    (StatusCode::CREATED, axum::Json(status))
+}
+
+async fn list_pulls(State(hub): State<Shared>, Query(params): Params) -> axum::Json<Value> {
+    let hub = hub.lock().unwrap();
+    let open = hub
+        .pulls
+        .iter()
+        .filter(|p| p["state"] == "open")
+        .cloned()
+        .collect();
+    axum::Json(Value::Array(page(open, &params)))
+}
+
+async fn one_pull(
+    State(hub): State<Shared>,
+    Path((_, _, number)): Path<(String, String, u64)>,
+) -> Response {
+    let hub = hub.lock().unwrap();
+    match hub.pulls.iter().find(|p| p["number"] == number) {
+        Some(pull) => axum::Json(pull.clone()).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"message": "Not Found"})),
+        )
+            .into_response(),
+    }
+}

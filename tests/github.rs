@@ -1,0 +1,485 @@
+//! GitHub feedback and PR commands against a local stand-in for GitHub's REST API: the
+//! sticky comment, deployments and their statuses, failures GitHub really produces, command
+//! authorization, fork approval, and resync of open PRs.
+
+mod common;
+
+use std::sync::Arc;
+
+use axum::http::Method;
+use common::github::{BOT, FakeGitHub, Fault};
+use common::{Delivery, TestApp};
+use previewd::github::GitHub;
+use previewd::reconcile::Reconciler;
+use previewd::seal::SealingCert;
+use previewd::sink::{DirectorySink, Sink};
+use serde_json::{Value, json};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
+const HEAD: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+
+async fn setup() -> (TestApp, FakeGitHub, Arc<Reconciler>) {
+    let github = FakeGitHub::start().await;
+    let app = TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\ntoken = \"test-token\"\napi_url = {:?}\n",
+        common::SECRET,
+        github.url
+    ))
+    .await;
+    let reconciler = reconciler(&app);
+    (app, github, reconciler)
+}
+
+fn reconciler(app: &TestApp) -> Arc<Reconciler> {
+    let config = &app.app.config;
+    let cert = SealingCert::from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
+        common::NOW,
+    )
+    .unwrap();
+    let client = GitHub::new(
+        &config.github.api_url,
+        config.github.credentials.as_ref().unwrap(),
+    )
+    .unwrap();
+    Arc::new(
+        Reconciler::new(
+            app.pool().clone(),
+            config.clone(),
+            Sink::Directory(DirectorySink::new(app.dir.path().join("rendered"))),
+            [("in-cluster".to_string(), cert)].into(),
+            None,
+            Arc::new(app.clock.clone()),
+        )
+        .with_github(Some(Arc::new(client)), app.app.intake.clone()),
+    )
+}
+
+/// A `/preview` comment on PR #2 of the Hello-World fixture, by `login`.
+fn command(line: &str, login: &str, association: &str, comment_id: u64) -> Delivery {
+    Delivery::fixture("issue_comment.created.pull_request")
+        .edit(|body| {
+            body["repository"]["full_name"] = json!("Codertocat/Hello-World");
+            body["repository"]["name"] = json!("Hello-World");
+            body["repository"]["owner"]["login"] = json!("Codertocat");
+            body["issue"]["number"] = json!(2);
+            body["comment"]["body"] = json!(line);
+            body["comment"]["id"] = json!(comment_id);
+            body["comment"]["user"]["login"] = json!(login);
+            body["comment"]["author_association"] = json!(association);
+        })
+        .guid(&format!("comment-{comment_id}"))
+}
+
+async fn desired(app: &TestApp) -> String {
+    sqlx::query_scalar("SELECT desired FROM previews WHERE number = 2")
+        .fetch_one(app.pool())
+        .await
+        .unwrap()
+}
+
+fn sticky(github: &FakeGitHub) -> Vec<Value> {
+    github
+        .hub()
+        .comments
+        .iter()
+        .filter(|c| {
+            c["body"]
+                .as_str()
+                .unwrap()
+                .starts_with("<!-- previewd:status -->")
+        })
+        .cloned()
+        .collect()
+}
+
+#[tokio::test]
+async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
+    let (app, github, reconciler) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let comments = sticky(&github);
+    assert_eq!(comments.len(), 1);
+    let body = comments[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains("Deploying") && body.contains("`ec26c3e`"),
+        "{body}"
+    );
+    assert!(
+        body.contains("/preview extend 2d") && body.contains("in-cluster"),
+        "{body}"
+    );
+
+    // Nothing changed: nothing written.
+    let writes = github.count("POST", "") + github.count("PATCH", "");
+    reconciler.pass().await.unwrap();
+    assert_eq!(github.count("POST", "") + github.count("PATCH", ""), writes);
+
+    let new_head = "4444444444444444444444444444444444444444";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    let comments = sticky(&github);
+    assert_eq!(comments.len(), 1, "edited in place, not posted again");
+    assert!(comments[0]["body"].as_str().unwrap().contains("`4444444`"));
+    assert_eq!(github.count("PATCH", "/issues/comments/"), 1);
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let comments = sticky(&github);
+    assert_eq!(comments.len(), 1);
+    assert!(
+        comments[0]["body"].as_str().unwrap().contains("Destroyed"),
+        "{}",
+        comments[0]["body"]
+    );
+}
+
+#[tokio::test]
+async fn deployments_are_transient_per_head_and_end_inactive() {
+    let (app, github, reconciler) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    {
+        let hub = github.hub();
+        assert_eq!(hub.deployments.len(), 1);
+        let deployment = &hub.deployments[0];
+        assert_eq!(deployment["ref"], HEAD);
+        assert_eq!(deployment["environment"], "preview/pr-2");
+        assert_eq!(deployment["auto_merge"], false);
+        assert_eq!(deployment["required_contexts"], json!([]));
+        assert_eq!(deployment["transient_environment"], true);
+        assert_eq!(deployment["production_environment"], false);
+        assert_eq!(hub.statuses.len(), 1);
+        assert_eq!(hub.statuses[0].1["state"], "in_progress");
+    }
+    let new_head = "4444444444444444444444444444444444444444";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let hub = github.hub();
+    assert_eq!(hub.deployments.len(), 2, "one per head SHA");
+    let states: Vec<(u64, String)> = hub
+        .statuses
+        .iter()
+        .map(|(id, s)| (*id, s["state"].as_str().unwrap().to_owned()))
+        .collect();
+    let (first, second) = (
+        hub.deployments[0]["id"].as_u64().unwrap(),
+        hub.deployments[1]["id"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        states,
+        [
+            (first, "in_progress".into()),
+            (first, "inactive".into()),
+            (second, "in_progress".into()),
+            (second, "inactive".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_502_on_a_post_does_not_duplicate_the_comment() {
+    let (app, github, reconciler) = setup().await;
+    github.fail(Fault {
+        method: Method::POST,
+        path_contains: "/issues/2/comments".into(),
+        status: 502,
+        times: 1,
+        after_write: true,
+        headers: vec![],
+        message: "Bad Gateway".into(),
+    });
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap(); // the comment is made, but previewd hears a 502
+    app.clock.advance(60);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(sticky(&github).len(), 1);
+    assert_eq!(
+        github.count("POST", "/issues/2/comments"),
+        1,
+        "never posted twice"
+    );
+}
+
+#[tokio::test]
+async fn a_secondary_rate_limit_is_waited_out() {
+    let (app, github, reconciler) = setup().await;
+    github.fail(Fault {
+        method: Method::POST,
+        path_contains: "/issues/2/comments".into(),
+        status: 403,
+        times: 1,
+        after_write: false,
+        headers: vec![("retry-after", "1".into())],
+        message: "You have exceeded a secondary rate limit.".into(),
+    });
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let started = std::time::Instant::now();
+    reconciler.pass().await.unwrap();
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "waited"
+    );
+    assert_eq!(sticky(&github).len(), 1);
+    assert_eq!(
+        github.count("POST", "/issues/2/comments"),
+        2,
+        "refused once, then made"
+    );
+}
+
+#[tokio::test]
+async fn read_permission_refuses_destroy_and_write_accepts_it() {
+    let (app, github, reconciler) = setup().await;
+    {
+        let mut hub = github.hub();
+        hub.permissions.insert("reader".into(), "read".into());
+        hub.permissions.insert("writer".into(), "write".into());
+    }
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+
+    app.send(&command("/preview destroy", "reader", "MEMBER", 501))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(desired(&app).await, "deployed");
+    let refused: String = sqlx::query_scalar("SELECT status FROM commands WHERE comment_id = 501")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(refused, "refused");
+    assert!(github.hub().reactions.contains(&(501, "confused".into())));
+    assert!(!github.hub().reactions.contains(&(501, "eyes".into())));
+    let history: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM history WHERE what = 'command_refused' AND actor = 'reader'",
+    )
+    .fetch_one(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(history, 1, "refusals are recorded with the actor");
+
+    app.send(&command("/preview destroy", "writer", "MEMBER", 502))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert!(github.hub().reactions.contains(&(502, "eyes".into())));
+    assert!(github.hub().reactions.contains(&(502, "rocket".into())));
+    let replies: Vec<String> = github
+        .hub()
+        .comments
+        .iter()
+        .map(|c| c["body"].as_str().unwrap().to_owned())
+        .filter(|b| b.contains("previewd:reply"))
+        .collect();
+    assert_eq!(replies.len(), 2);
+    assert!(replies[0].contains("Sorry @reader"), "{}", replies[0]);
+    assert!(
+        replies[1].contains("@writer: tearing the preview down"),
+        "{}",
+        replies[1]
+    );
+    assert_eq!(app.count("previews").await, 0, "torn down in the same pass");
+}
+
+#[tokio::test]
+async fn the_authors_own_extend_is_bounded_by_the_maximum_lifetime() {
+    let (app, github, reconciler) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&command("/preview extend 30d", "Codertocat", "OWNER", 601))
+        .await;
+    reconciler.pass().await.unwrap();
+    let (created, expires): (i64, i64) =
+        sqlx::query_as("SELECT created_at, expires_at FROM previews WHERE number = 2")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        expires - created,
+        14 * 86_400,
+        "capped at defaults.max_lifetime"
+    );
+    let hub = github.hub();
+    let reply = hub
+        .comments
+        .iter()
+        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 601"))
+        .unwrap();
+    assert!(reply["body"].as_str().unwrap().contains("maximum lifetime"));
+}
+
+#[tokio::test]
+async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
+    let (app, github, reconciler) = setup().await;
+    github
+        .hub()
+        .permissions
+        .insert("maintainer".into(), "admin".into());
+    let fork = |sha: &str, at: &str| {
+        Delivery::fixture("pull_request.opened")
+            .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
+            .at_sha(sha)
+            .updated_at(at)
+    };
+    app.send(&fork(HEAD, "2019-05-15T15:20:33Z")).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(desired(&app).await, "awaiting_approval");
+    assert_eq!(
+        rendered_files(&app),
+        0,
+        "nothing deployed before the approval"
+    );
+    assert!(
+        sticky(&github)[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("/preview approve")
+    );
+
+    app.send(&command("/preview approve", "maintainer", "MEMBER", 701))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(desired(&app).await, "deployed");
+    assert_eq!(rendered_files(&app), 1);
+    let approved: String = sqlx::query_scalar("SELECT approved_sha FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(approved, HEAD);
+
+    app.send(&fork(
+        "5555555555555555555555555555555555555555",
+        "2019-05-15T16:00:00Z",
+    ))
+    .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        desired(&app).await,
+        "awaiting_approval",
+        "a new push revokes it"
+    );
+}
+
+#[tokio::test]
+async fn our_own_and_edited_comments_never_run_a_command() {
+    let (app, _github, reconciler) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let ours = command("/preview destroy", BOT, "NONE", 801).edit(|body| {
+        body["comment"]["user"]["type"] = json!("Bot");
+    });
+    app.send(&ours).await;
+    let edited = command("/preview destroy", "Codertocat", "OWNER", 802).edit(|body| {
+        body["action"] = json!("edited");
+        body["changes"] = json!({"body": {"from": "hello"}});
+    });
+    app.send(&edited).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("commands").await, 0);
+    assert_eq!(desired(&app).await, "deployed");
+}
+
+#[tokio::test]
+async fn every_recorded_issue_comment_goes_through_intake_and_the_command_path() {
+    let (app, _github, reconciler) = setup().await;
+    let fixtures: Vec<String> = std::fs::read_dir(format!(
+        "{}/tests/fixtures/github",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+    .map(|e| e.unwrap().file_name().into_string().unwrap())
+    .filter(|n| n.starts_with("issue_comment."))
+    .map(|n| n.trim_end_matches(".json").to_owned())
+    .collect();
+    assert!(fixtures.len() >= 8, "{fixtures:?}");
+    for (i, name) in fixtures.iter().enumerate() {
+        // As recorded (none holds a /preview command), then with one.
+        let (status, _) = app.send(&Delivery::fixture(name)).await;
+        assert_eq!(status, 200, "{name}: ignored");
+        let with_command = Delivery::fixture(name)
+            .edit(|body| body["comment"]["body"] = json!("Looks good!\n/preview status"))
+            .guid(&format!("with-command-{i}"));
+        let (status, answer) = app.send(&with_command).await;
+        let queues = name.starts_with("issue_comment.created.pull_request");
+        assert_eq!(status, if queues { 202 } else { 200 }, "{name}: {answer}");
+    }
+    reconciler.pass().await.unwrap();
+    let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM commands ORDER BY id")
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    assert!(!statuses.is_empty());
+    assert!(
+        statuses.iter().all(|s| s == "done"),
+        "status is open to anyone on a PR previewd does not track: {statuses:?}"
+    );
+}
+
+#[tokio::test]
+async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_changes_nothing() {
+    let (app, github, reconciler) = setup().await;
+    let pull = |number: u64, state: &str, sha: &str| {
+        json!({
+            "number": number, "state": state, "title": "Lost webhook", "draft": false,
+            "user": {"login": "octocat"}, "merged_at": null,
+            "updated_at": "2026-11-29T11:00:00Z",
+            "head": {"sha": sha, "ref": "feature", "repo": {"id": 186853002}},
+            "base": {"ref": "main", "repo": {"id": 186853002}},
+        })
+    };
+    // PR #2 is tracked but was closed while previewd was away; PR #9 opened unseen.
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    github.fail(Fault {
+        method: Method::GET,
+        path_contains: "/pulls".into(),
+        status: 500,
+        times: 3,
+        after_write: false,
+        headers: vec![],
+        message: "Server Error".into(),
+    });
+    {
+        let mut hub = github.hub();
+        hub.pulls.push(pull(2, "closed", HEAD));
+        hub.pulls
+            .push(pull(9, "open", "9999999999999999999999999999999999999999"));
+    }
+    assert_eq!(reconciler.resync().await.unwrap(), 0);
+    assert_eq!(
+        (app.count("previews").await, desired(&app).await.as_str()),
+        (1, "deployed")
+    );
+
+    assert_eq!(reconciler.resync().await.unwrap(), 2);
+    reconciler.pass().await.unwrap();
+    let numbers: Vec<i64> = sqlx::query_scalar("SELECT number FROM previews ORDER BY number")
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(numbers, [9], "#2 closed and gone, #9 deployed");
+    assert_eq!(
+        reconciler.resync().await.unwrap(),
+        0,
+        "nothing new the second time"
+    );
+}
+
+fn rendered_files(app: &TestApp) -> usize {
+    std::fs::read_dir(app.dir.path().join("rendered")).map_or(0, |d| d.count())
+}
