@@ -5,8 +5,8 @@
 //! and GitHub's JSON converted to previewd's types at the edge.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -97,9 +97,11 @@ impl Permission {
 }
 
 pub struct GitHub {
-    client: Octocrab,
+    client: Arc<Octocrab>,
     app: bool,
-    installations: Mutex<HashMap<u64, Octocrab>>,
+    /// Shared, never cloned: a cloned `Octocrab` copies its token cache, and each copy
+    /// would mint its own installation token.
+    installations: Mutex<HashMap<u64, Arc<Octocrab>>>,
     login: tokio::sync::OnceCell<String>,
     /// `x-ratelimit-remaining` of the last answer (-1 before any).
     pub rate_remaining: AtomicI64,
@@ -133,7 +135,7 @@ impl GitHub {
             }
         };
         Ok(Self {
-            client,
+            client: Arc::new(client),
             app,
             installations: Mutex::new(HashMap::new()),
             login: tokio::sync::OnceCell::new(),
@@ -163,7 +165,7 @@ impl GitHub {
         &self,
         repo: &RepoName,
         installation: Option<u64>,
-    ) -> Result<Octocrab, GitHubError> {
+    ) -> Result<Arc<Octocrab>, GitHubError> {
         if !self.app {
             return Ok(self.client.clone());
         }
@@ -179,14 +181,13 @@ impl GitHub {
         if let Some(client) = cache.get(&id) {
             return Ok(client.clone());
         }
-        let client =
-            self.client
-                .installation(InstallationId(id))
-                .map_err(|e| GitHubError::Transport {
-                    method: Method::POST,
-                    path: format!("/app/installations/{id}/access_tokens"),
-                    message: e.to_string(),
-                })?;
+        let client = Arc::new(self.client.installation(InstallationId(id)).map_err(|e| {
+            GitHubError::Transport {
+                method: Method::POST,
+                path: format!("/app/installations/{id}/access_tokens"),
+                message: e.to_string(),
+            }
+        })?);
         cache.insert(id, client.clone());
         Ok(client)
     }
@@ -586,4 +587,64 @@ fn encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn retry_after_wins_then_the_primary_reset_then_a_minute() {
+        let wait = |status, pairs: &[(&'static str, &str)], text| {
+            rate_limit_wait(status, &headers(pairs), text)
+        };
+        assert_eq!(
+            wait(403, &[("retry-after", "7")], ""),
+            Some(Duration::from_secs(7))
+        );
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let reset = (now + 30).to_string();
+        let primary = wait(
+            403,
+            &[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &reset)],
+            "",
+        )
+        .unwrap();
+        assert!((29..=30).contains(&primary.as_secs()), "{primary:?}");
+        assert_eq!(
+            wait(403, &[], "You have exceeded a secondary rate limit"),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(wait(429, &[], ""), Some(Duration::from_secs(60)));
+        assert_eq!(wait(403, &[], "Resource not accessible by integration"), None);
+        assert_eq!(wait(500, &[("retry-after", "1")], ""), None);
+    }
+
+    #[test]
+    fn a_deleted_fork_is_still_a_fork() {
+        let pull = serde_json::json!({
+            "number": 3, "state": "open", "user": {"login": "a"},
+            "head": {"sha": "abc", "repo": null}, "base": {"repo": {"id": 1}},
+            "updated_at": "2019-05-15T15:20:33Z",
+        });
+        let info = pull_info(&pull).unwrap();
+        assert!(info.fork);
+        assert_eq!(info.updated_at, Some(1_557_933_633));
+    }
+
+    #[test]
+    fn environments_are_percent_encoded() {
+        assert_eq!(encode("preview/pr-7"), "preview%2Fpr-7");
+    }
 }

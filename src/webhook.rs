@@ -328,7 +328,13 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                     "comment on an issue, not a pull request".into(),
                 ));
             }
-            if c.comment.user.r#type == "Bot" {
+            // Bots (our App among them) and our own words (a token acts as a plain user).
+            let ours = c
+                .comment
+                .body
+                .as_deref()
+                .is_some_and(|b| b.contains("<!-- previewd:"));
+            if c.comment.user.r#type == "Bot" || ours {
                 return Ok(Event::Ignored(format!(
                     "comment by bot {}",
                     c.comment.user.login

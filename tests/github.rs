@@ -483,3 +483,44 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
 fn rendered_files(app: &TestApp) -> usize {
     std::fs::read_dir(app.dir.path().join("rendered")).map_or(0, |d| d.count())
 }
+
+#[tokio::test]
+async fn a_github_app_mints_an_installation_token_once_and_acts_with_it() {
+    let github = FakeGitHub::start().await;
+    let app = TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\napp_id = 4242\nprivate_key_path = \"{FIXTURES}/test-key.pem\"\napi_url = {:?}\n",
+        common::SECRET,
+        github.url
+    ))
+    .await;
+    let reconciler = reconciler(&app);
+    app.send(&Delivery::fixture("pull_request.opened")).await; // installation 1
+    reconciler.pass().await.unwrap();
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("4444444444444444444444444444444444444444")
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(sticky(&github).len(), 1, "found again by `<slug>[bot]`");
+    assert_eq!(
+        github.count("POST", "/app/installations/1/access_tokens"),
+        1,
+        "minted once, then cached"
+    );
+    let hub = github.hub();
+    for (line, header) in hub.log.iter().zip(&hub.auth) {
+        if line.contains(" /app") {
+            assert!(
+                header.starts_with("Bearer ey"),
+                "the App's JWT for {line}: {header}"
+            );
+        } else {
+            assert!(
+                header.ends_with("ghs_installation1"),
+                "the installation's token for {line}: {header}"
+            );
+        }
+    }
+}

@@ -43,6 +43,8 @@ pub struct Hub {
     pub faults: Vec<Fault>,
     /// Every request, as `METHOD path`.
     pub log: Vec<String>,
+    /// The `Authorization` header of each request, in the same order.
+    pub auth: Vec<String>,
 }
 
 pub type Shared = Arc<Mutex<Hub>>;
@@ -62,6 +64,23 @@ impl FakeGitHub {
             .route(
                 "/user",
                 get(|| async { axum::Json(json!({"login": BOT, "id": 1, "type": "Bot"})) }),
+            )
+            .route(
+                "/app",
+                get(|| async {
+                    axum::Json(
+                        json!({"id": 4242, "slug": "previewd-test", "name": "previewd test"}),
+                    )
+                }),
+            )
+            .route(
+                "/app/installations/{id}/access_tokens",
+                post(|Path(id): Path<u64>| async move {
+                    let token = json!({"token": format!("ghs_installation{id}"),
+                                       "expires_at": "2099-01-01T00:00:00Z",
+                                       "permissions": {"issues": "write"}});
+                    (StatusCode::CREATED, axum::Json(token))
+                }),
             )
             .route(
                 "/repos/{owner}/{repo}/issues/{number}/comments",
@@ -119,6 +138,13 @@ async fn faults(State(hub): State<Shared>, request: Request, next: Next) -> Resp
     let fault = {
         let mut hub = hub.lock().unwrap();
         hub.log.push(format!("{method} {}", request.uri()));
+        let auth = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        hub.auth.push(auth);
         let found = hub
             .faults
             .iter_mut()
