@@ -126,6 +126,25 @@ impl KubeSink {
 }
 
 impl KubeSink {
+    /// The Applications labelled as previewd's.
+    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+        let selector = format!(
+            "{}={}",
+            crate::render::MANAGED_BY.0,
+            crate::render::MANAGED_BY.1
+        );
+        let listed = self
+            .api
+            .list_metadata(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .context("listing previewd's Applications")?;
+        Ok(listed
+            .items
+            .into_iter()
+            .filter_map(|a| a.metadata.name)
+            .collect())
+    }
+
     /// Looks an object up by kind; a 404 is "gone", a 403 is "not allowed to look" (`None`:
     /// an operator who withheld the read permission gets Argo CD's word instead), and any
     /// other failure is an error, never a reason to believe it gone.

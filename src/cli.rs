@@ -25,8 +25,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the webhook server (and, as they land, the reconciler and sweeper)
+    /// Run the webhook server, the reconciler and the sweeper
     Serve,
+    /// One sweep pass (expiries, warnings, pruning, orphans), then exit
+    Sweep {
+        /// Print what a real pass would do, and change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Print (or write) every manifest previewd would apply for a `pull_request` event; offline
     Render {
         /// A `pull_request` webhook payload (JSON), as GitHub sends it
@@ -85,6 +91,7 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve => crate::server::serve(config).await,
+            Command::Sweep { dry_run } => sweep(config, dry_run).await,
             Command::Render { event, out } => render(&config, &event, out.as_deref()),
             Command::Seal {
                 cert,
@@ -104,6 +111,30 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `previewd sweep [--dry-run]`: one pass under the lease; the plan is printed either way.
+async fn sweep(config: Config, dry_run: bool) -> anyhow::Result<()> {
+    let pool = crate::db::open(&config.state).await?;
+    let sink = crate::server::sink(&config).await?;
+    let clock = std::sync::Arc::new(crate::clock::SystemClock);
+    let sweeper = crate::sweep::Sweeper::new(pool, config.clone(), clock).with_sink(sink);
+    let Some((plan, report)) = sweeper.pass(dry_run).await? else {
+        println!("another sweeper holds the lease: nothing done");
+        return Ok(());
+    };
+    let prefix = if dry_run { "would " } else { "" };
+    for line in plan.lines(config.remove_orphans) {
+        println!("{prefix}{line}");
+    }
+    if !dry_run {
+        println!(
+            "done: {} expired, {} warned, {} delivery records pruned, {} orphans removed; \
+             a running `previewd serve` tears the expired ones down",
+            report.expired, report.warned, report.pruned, report.orphans_removed
+        );
+    }
+    Ok(())
 }
 
 /// `previewd render`: the same decision and rendering the server makes, from a file.

@@ -72,6 +72,8 @@ pub struct StatusView<'a> {
     pub last_error: Option<&'a str>,
     /// Why it ended (closed, merged, destroyed, expired), once it has.
     pub end_reason: Option<&'a str>,
+    /// Place in the queue (1 = next), while queued.
+    pub position: Option<i64>,
 }
 
 /// The sticky status comment's body.
@@ -103,6 +105,9 @@ pub fn status(view: &StatusView) -> String {
     if matches!(view.shown, Shown::Ready | Shown::Deploying | Shown::Failed) {
         out += &format!("| URL | {} |\n", view.url);
     }
+    if let Some(position) = view.position.filter(|_| view.shown == Shown::Queued) {
+        out += &format!("| Queue | position {position} |\n");
+    }
     out += &format!("| Commit | `{short}` |\n");
     if let Some(cluster) = view.cluster {
         out += &format!("| Cluster | `{}` |\n", escape(cluster));
@@ -130,6 +135,32 @@ pub fn deployment_description(shown: Shown, head_sha: &str) -> String {
         Shown::TearingDown | Shown::Destroyed => format!("Preview of {short} destroyed"),
         _ => format!("Deploying {short}"),
     }
+}
+
+/// The one-off comment when a preview enters its warning window.
+pub fn expiry_warning(author: &str, expires_at: i64, now: i64, kept: bool) -> String {
+    if kept {
+        return format!(
+            "⏰ @{}: this preview reaches its maximum lifetime and will be torn down {}. \
+             It cannot be kept longer; push a commit afterwards for a fresh one.",
+            escape(author),
+            when(expires_at, now)
+        );
+    }
+    format!(
+        "⏰ @{}: this preview will be torn down {}. To keep it, comment:\n\n```\n/preview extend 2d\n```",
+        escape(author),
+        when(expires_at, now)
+    )
+}
+
+/// The one-off comment on a preview evicted to make room (`at_cap = "evict"`).
+pub fn evicted(newcomer: &str) -> String {
+    format!(
+        "🧹 This preview was torn down to make room for {} (the repository is at its cap of \
+         live previews, and this one was the least recently active). Push a commit to get it back.",
+        escape(newcomer)
+    )
 }
 
 /// `/preview help`.
@@ -169,6 +200,7 @@ pub enum Outcome<'a> {
         now: i64,
     },
     Unkept,
+    KeepNotAllowed,
     Approved {
         sha: &'a str,
     },
@@ -210,9 +242,13 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
             at(actor)
         ),
         Outcome::Kept { until, now } => format!(
-            "{}: kept — it will not expire before {} (the maximum lifetime).",
+            "{}: kept — it will not expire before {}.",
             at(actor),
             when(*until, *now)
+        ),
+        Outcome::KeepNotAllowed => format!(
+            "{}: this repository does not allow keeping previews; `/preview extend` works up to the maximum lifetime.",
+            at(actor)
         ),
         Outcome::Unkept => format!(
             "{}: no longer kept; it expires on its usual schedule.",

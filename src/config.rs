@@ -37,6 +37,10 @@ pub struct Config {
     pub sink: SinkConfig,
     pub defaults: Policy,
     pub sweep_interval: Duration,
+    /// Delivery records older than this are pruned (redelivery works for 3 days on github.com).
+    pub delivery_retention: Duration,
+    /// Remove helper Applications that have no preview (otherwise they are only reported).
+    pub remove_orphans: bool,
     pub api_token: Option<Secret>,
     pub clusters: Vec<Cluster>,
     pub repos: Vec<RepoConfig>,
@@ -146,6 +150,23 @@ pub struct Policy {
     pub max_lifetime: Duration,
     /// Deploy draft PRs too; by default a draft waits until it is ready for review.
     pub deploy_drafts: bool,
+    /// `/preview keep` is allowed, pinning a preview for at most `keep_for` (and never past
+    /// `max_lifetime`).
+    pub allow_keep: bool,
+    pub keep_for: Duration,
+    /// Live previews allowed per repository and per PR author (`None`: no cap).
+    pub max_per_repo: Option<u32>,
+    pub max_per_author: Option<u32>,
+    pub at_cap: AtCap,
+}
+
+/// What a new preview does when its repository or author is at the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtCap {
+    /// Waits, visibly, in first-come order.
+    Queue,
+    /// Replaces the least recently active unpinned preview (which is told why).
+    Evict,
 }
 
 #[derive(Debug, Clone)]

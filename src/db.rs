@@ -368,6 +368,8 @@ pub async fn apply_installation(
 mod github;
 mod ledger;
 mod previews;
+mod sweep;
 pub use github::*;
 pub use ledger::*;
 pub use previews::*;
+pub use sweep::*;

@@ -617,7 +617,10 @@ mod tests {
         let reset = (now + 30).to_string();
         let primary = wait(
             403,
-            &[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", &reset)],
+            &[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", &reset),
+            ],
             "",
         )
         .unwrap();
@@ -627,7 +630,10 @@ mod tests {
             Some(Duration::from_secs(60))
         );
         assert_eq!(wait(429, &[], ""), Some(Duration::from_secs(60)));
-        assert_eq!(wait(403, &[], "Resource not accessible by integration"), None);
+        assert_eq!(
+            wait(403, &[], "Resource not accessible by integration"),
+            None
+        );
         assert_eq!(wait(500, &[("retry-after", "1")], ""), None);
     }
 

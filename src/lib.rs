@@ -28,5 +28,6 @@ pub mod secrets;
 pub mod seeds;
 pub mod server;
 pub mod sink;
+pub mod sweep;
 pub mod webhook;
 pub mod yaml;

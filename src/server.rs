@@ -25,8 +25,6 @@ use crate::webhook::{self, Headers, Rejection};
 /// Largest delivery accepted. PR and comment payloads are tens of KB; GitHub's own cap
 /// (25 MB) only matters for events previewd does not use, such as large pushes.
 pub const MAX_BODY: usize = 5 * 1024 * 1024;
-/// Delivery records are kept this long: GitHub allows redelivery for 3 days, GHES for 7.
-const DELIVERY_RETENTION_SECS: i64 = 7 * 86_400;
 
 /// Everything a request handler may touch.
 pub struct App {
@@ -34,6 +32,8 @@ pub struct App {
     pub pool: SqlitePool,
     pub intake: Intake,
     pub clock: Arc<dyn Clock>,
+    /// Tells the reconciler a preview has work (the sweeper's expiries).
+    pub notify: tokio::sync::mpsc::UnboundedSender<crate::preview::PreviewKey>,
     /// Previews whose intent changed, for the reconciler (taken by `serve`).
     pub changed:
         std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::preview::PreviewKey>>>,
@@ -158,6 +158,7 @@ pub async fn start(
     }
     let pool = db::open(&config.state).await?;
     let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
+    let notify = changes.clone();
     let (intake, writer) = Intake::start(
         db::writer_connection(&config.state).await?,
         clock.clone(),
@@ -170,6 +171,7 @@ pub async fn start(
             pool,
             intake,
             clock,
+            notify,
             changed,
         }),
         writer,
@@ -207,13 +209,22 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         state = %app.config.state.display(),
         "previewd is serving"
     );
-    let pruner = tokio::spawn(prune_deliveries(app.clone()));
+    let sweeper =
+        crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
+            .with_sink(sink(&app.config).await?)
+            .notifying(app.notify.clone());
+    // Each task its own stop: a `Notify` keeps one permit for one waiter.
+    let stop_sweeping = Arc::new(tokio::sync::Notify::new());
+    let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
     axum::serve(listener, router(app.clone()))
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving HTTP")?;
-    pruner.abort();
     stop.notify_one();
+    stop_sweeping.notify_one();
+    sweeping
+        .await
+        .context("waiting for the sweeper to finish")?;
     reconciling
         .await
         .context("waiting for the reconciler to finish")?;
@@ -259,7 +270,7 @@ async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
     .with_github(github, app.intake.clone()))
 }
 
-async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
+pub async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
     Ok(match config.sink.kind {
         crate::config::SinkKind::Directory => {
             crate::sink::Sink::Directory(crate::sink::DirectorySink::new(&config.sink.directory))
@@ -276,18 +287,6 @@ async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
             ))
         }
     })
-}
-
-async fn prune_deliveries(app: Arc<App>) {
-    let mut every_hour = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        every_hour.tick().await;
-        match db::prune_deliveries(&app.pool, app.clock.now() - DELIVERY_RETENTION_SECS).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(pruned = n, "old delivery records pruned"),
-            Err(e) => tracing::warn!(error = %e, "pruning delivery records failed"),
-        }
-    }
 }
 
 async fn shutdown_signal() {

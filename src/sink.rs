@@ -42,6 +42,14 @@ impl Sink {
         }
     }
 
+    /// The Applications previewd manages here (helper and app), by name.
+    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+        match self {
+            Self::Directory(sink) => sink.list().await,
+            Self::Kubernetes(sink) => sink.list().await,
+        }
+    }
+
     /// Whether someone (Argo CD) reports the health of what this sink holds.
     pub fn reports_health(&self) -> bool {
         matches!(self, Self::Kubernetes(_))
@@ -95,6 +103,26 @@ impl DirectorySink {
             .as_str()
             .map(str::to_owned);
         Ok(Observed::Present { hash, ready: None })
+    }
+
+    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+        let mut names = Vec::new();
+        let mut entries = match tokio::fs::read_dir(&self.dir).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
+            Err(e) => return Err(e).with_context(|| format!("listing {}", self.dir.display())),
+        };
+        while let Some(entry) = entries.next_entry().await? {
+            let file = entry.file_name();
+            let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".yaml")) else {
+                continue;
+            };
+            if name.ends_with("-helpers") || name.ends_with("-app") {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 
     /// Removes the file; a directory has no finalizers, so it is gone at once.

@@ -15,6 +15,7 @@ fn view(shown: Shown) -> StatusView<'static> {
         keep: false,
         last_error: None,
         end_reason: None,
+        position: None,
     }
 }
 
@@ -138,4 +139,21 @@ fn states_map_to_deployment_statuses() {
     assert_eq!(Shown::Ready.deployment_state(), Some("success"));
     assert_eq!(Shown::Destroyed.deployment_state(), Some("inactive"));
     assert_eq!(Shown::AwaitingApproval.deployment_state(), None);
+}
+
+#[test]
+fn a_queued_preview_shows_its_place_and_warnings_carry_the_extend_command() {
+    let mut queued = view(Shown::Queued);
+    queued.position = Some(3);
+    assert!(status(&queued).contains("| Queue | position 3 |"));
+    let warning = expiry_warning("alice", NOW + 3600, NOW, false);
+    assert!(
+        warning.contains("@alice") && warning.contains("/preview extend 2d"),
+        "{warning}"
+    );
+    assert_eq!(
+        crate::command::find_line(&warning),
+        None,
+        "the example is in a code block: quoting it runs nothing"
+    );
 }

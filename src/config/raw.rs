@@ -105,12 +105,21 @@ pub(super) struct RawPolicy {
     pub(super) warn_before: Option<String>,
     pub(super) max_lifetime: Option<String>,
     pub(super) deploy_drafts: Option<bool>,
+    pub(super) allow_keep: Option<bool>,
+    pub(super) keep_for: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub(super) max_per_repo: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub(super) max_per_author: Option<String>,
+    pub(super) at_cap: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSweep {
     pub(super) interval: Option<String>,
+    pub(super) delivery_retention: Option<String>,
+    pub(super) remove_orphans: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,6 +147,13 @@ pub(super) struct RawRepo {
     pub(super) warn_before: Option<String>,
     pub(super) max_lifetime: Option<String>,
     pub(super) deploy_drafts: Option<bool>,
+    pub(super) allow_keep: Option<bool>,
+    pub(super) keep_for: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub(super) max_per_repo: Option<String>,
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub(super) max_per_author: Option<String>,
+    pub(super) at_cap: Option<String>,
     pub(super) image: Option<String>,
     #[serde(default)]
     pub(super) migrate_command: Vec<String>,
@@ -184,7 +200,14 @@ pub const KEYS: &[&str] = &[
     "defaults.warn_before",
     "defaults.max_lifetime",
     "defaults.deploy_drafts",
+    "defaults.allow_keep",
+    "defaults.keep_for",
+    "defaults.max_per_repo",
+    "defaults.max_per_author",
+    "defaults.at_cap",
     "sweep.interval",
+    "sweep.delivery_retention",
+    "sweep.remove_orphans",
     "api.token",
     "chart.repo_url",
     "chart.path",
@@ -247,6 +270,8 @@ impl Raw {
     fn bool_slot(&mut self, key: &str) -> Option<&mut Option<bool>> {
         Some(match key {
             "defaults.deploy_drafts" => &mut self.defaults.deploy_drafts,
+            "defaults.allow_keep" => &mut self.defaults.allow_keep,
+            "sweep.remove_orphans" => &mut self.sweep.remove_orphans,
             "database.drop_on_delete" => &mut self.database.drop_on_delete,
             "dns.enabled" => &mut self.dns.enabled,
             _ => return None,
@@ -274,6 +299,11 @@ impl Raw {
             "defaults.warn_before" => &mut self.defaults.warn_before,
             "defaults.max_lifetime" => &mut self.defaults.max_lifetime,
             "sweep.interval" => &mut self.sweep.interval,
+            "sweep.delivery_retention" => &mut self.sweep.delivery_retention,
+            "defaults.keep_for" => &mut self.defaults.keep_for,
+            "defaults.max_per_repo" => &mut self.defaults.max_per_repo,
+            "defaults.max_per_author" => &mut self.defaults.max_per_author,
+            "defaults.at_cap" => &mut self.defaults.at_cap,
             "api.token" => &mut self.api.token,
             "chart.repo_url" => &mut self.chart.repo_url,
             "chart.path" => &mut self.chart.path,

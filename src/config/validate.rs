@@ -79,6 +79,11 @@ impl Validator {
                     warn_before: r.warn_before.clone(),
                     max_lifetime: r.max_lifetime.clone(),
                     deploy_drafts: r.deploy_drafts,
+                    allow_keep: r.allow_keep,
+                    keep_for: r.keep_for.clone(),
+                    max_per_repo: r.max_per_repo.clone(),
+                    max_per_author: r.max_per_author.clone(),
+                    at_cap: r.at_cap.clone(),
                 };
                 let policy = self.policy(&format!("repos[{i}]"), &raw_policy, Some(&defaults))?;
                 Ok(RepoConfig {
@@ -144,6 +149,12 @@ impl Validator {
             sink: self.sink(raw.sink)?,
             defaults,
             sweep_interval: self.duration("sweep.interval", raw.sweep.interval.as_deref(), "1m")?,
+            delivery_retention: self.duration(
+                "sweep.delivery_retention",
+                raw.sweep.delivery_retention.as_deref(),
+                "7d",
+            )?,
+            remove_orphans: raw.sweep.remove_orphans.unwrap_or(false),
             api_token: self.secret("api.token", raw.api.token)?,
             clusters,
             repos,
@@ -536,6 +547,46 @@ impl Validator {
                 .deploy_drafts
                 .or(base.map(|b| b.deploy_drafts))
                 .unwrap_or(false),
+            allow_keep: raw
+                .allow_keep
+                .or(base.map(|b| b.allow_keep))
+                .unwrap_or(true),
+            keep_for: match (&raw.keep_for, base) {
+                (Some(text), _) => self.duration(&key("keep_for"), Some(text), "")?,
+                (None, Some(b)) => b.keep_for,
+                (None, None) => max_lifetime,
+            },
+            max_per_repo: self
+                .cap(&key("max_per_repo"), raw.max_per_repo.as_deref())?
+                .or(base.and_then(|b| b.max_per_repo)),
+            max_per_author: self
+                .cap(&key("max_per_author"), raw.max_per_author.as_deref())?
+                .or(base.and_then(|b| b.max_per_author)),
+            at_cap: match raw.at_cap.as_deref() {
+                None => base.map_or(AtCap::Queue, |b| b.at_cap),
+                Some("queue") => AtCap::Queue,
+                Some("evict") => AtCap::Evict,
+                Some(other) => {
+                    return Err(self.invalid(
+                        &key("at_cap"),
+                        format!("{other:?} is not a policy"),
+                        "queue or evict",
+                    ));
+                }
+            },
         })
+    }
+
+    fn cap(&self, key: &str, text: Option<&str>) -> Result<Option<u32>, ConfigError> {
+        text.map(|t| {
+            t.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    self.invalid(key, format!("{t:?} is not a cap"), "a whole number above 0")
+                })
+        })
+        .transpose()
     }
 }

@@ -64,7 +64,8 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
                   installation_id, keep AS "keep: bool", redeploy_generation, created_at
-           FROM previews WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
+           FROM previews INDEXED BY previews_unplaced
+           WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
     )
     .fetch_all(pool)
     .await

@@ -148,13 +148,14 @@ impl Reconciler {
                 )
             }
             Command::Destroy => (vec![Effect::Destroy], Outcome::Destroying),
-            Command::Keep => (
-                vec![Effect::Keep(true), Effect::ExpireAt(lifetime_end)],
-                Outcome::Kept {
-                    until: lifetime_end,
-                    now,
-                },
-            ),
+            Command::Keep if !policy.allow_keep => (vec![], Outcome::KeepNotAllowed),
+            Command::Keep => {
+                let until = now.saturating_add(secs(policy.keep_for)).min(lifetime_end);
+                (
+                    vec![Effect::Keep(true), Effect::ExpireAt(until)],
+                    Outcome::Kept { until, now },
+                )
+            }
             Command::Unkeep => {
                 let until = now.saturating_add(secs(policy.ttl)).min(lifetime_end);
                 (

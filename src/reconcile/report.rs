@@ -25,7 +25,13 @@ impl Reconciler {
                 continue;
             };
             let result = async {
-                let view = self.status_view(&row).map_err(|e| shape(&e.to_string()))?;
+                let mut view = self.status_view(&row).map_err(|e| shape(&e.to_string()))?;
+                if view.shown == Shown::Queued {
+                    view.position = db::queue_position(&self.pool, row.id)
+                        .await
+                        .ok()
+                        .map(|n| n + 1);
+                }
                 let thread = self.thread_of(&row.repo, row.number).await?;
                 let thread = Thread {
                     installation_id: row.installation_id.or(thread.installation_id),
@@ -40,6 +46,46 @@ impl Reconciler {
             }
         }
         self.report_finals().await;
+        self.post_notices().await;
+    }
+
+    /// One-off comments (expiry warnings, evictions), each posted once: marked, and looked
+    /// for before posting again.
+    async fn post_notices(&self) {
+        let Some(github) = &self.github else { return };
+        let Ok(notices) = db::unposted_notices(&self.pool).await else {
+            return;
+        };
+        for notice in notices {
+            let result = async {
+                let repo: RepoName = notice.repo.parse().map_err(|_| shape(&notice.repo))?;
+                let number = u32::try_from(notice.number).map_err(|_| shape("number"))?;
+                let installation = installation(notice.installation_id);
+                let marker = format!("<!-- previewd:notice {} -->", notice.id);
+                let login = github.login().await?.to_owned();
+                let posted = github
+                    .comments(&repo, installation, number)
+                    .await?
+                    .iter()
+                    .any(|c| c.author == login && c.body.contains(&marker));
+                if !posted {
+                    let body = format!("{marker}\n{}", notice.body);
+                    github
+                        .create_comment(&repo, installation, number, &body)
+                        .await?;
+                }
+                Ok::<_, GitHubError>(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                }
+                Err(e) => {
+                    tracing::warn!(notice = notice.id, error = %e, "posting a notice failed; retrying later")
+                }
+            }
+        }
     }
 
     /// The "destroyed" report of previews whose row is gone.
@@ -60,6 +106,7 @@ impl Reconciler {
                 keep: false,
                 last_error: None,
                 end_reason: reason.as_deref(),
+                position: None,
             };
             let (repo, number) = (thread.repo.clone(), thread.number);
             match self.publish(github, thread, &view).await {
@@ -224,6 +271,7 @@ impl Reconciler {
             keep: row.keep,
             last_error: row.last_error.as_deref(),
             end_reason: row.end_reason.as_deref(),
+            position: None,
         })
     }
 

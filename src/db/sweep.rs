@@ -1,0 +1,260 @@
+//! The sweeper's queries: what is due (by the expiry index, so the cost follows what is
+//! due, not how many previews exist), each expiry and warning as its own conditional
+//! transaction (so a crash in the middle never acts twice), the lease, and notices.
+
+use sqlx::SqlitePool;
+
+/// A preview near or past its expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueRow {
+    pub id: i64,
+    pub repo: String,
+    pub number: i64,
+    pub author: String,
+    pub installation_id: Option<i64>,
+    pub expires_at: i64,
+    pub keep: bool,
+    pub warned_expires_at: Option<i64>,
+}
+
+/// Live previews whose expiry is at or before `until`, soonest first.
+pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRow>> {
+    sqlx::query_as!(
+        DueRow,
+        r#"SELECT id AS "id!", repo, number, author, installation_id, expires_at, keep AS "keep: bool", warned_expires_at
+           FROM previews INDEXED BY previews_by_expiry
+           WHERE expires_at <= ?1 AND desired != 'absent' ORDER BY expires_at, id"#,
+        until
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Records the expiry of one preview, if it is still live and still expired at `now`.
+/// Returns whether it was recorded (false: someone else did, or it was extended).
+pub async fn expire(pool: &SqlitePool, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query!(
+        "UPDATE previews SET desired = 'absent', end_reason = 'expired', updated_at = ?2
+         WHERE id = ?1 AND desired != 'absent' AND expires_at <= ?2",
+        id,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, 'expired', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
+        id,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Records the warning for the preview's current expiry (once), its history row and the
+/// notice the reporter posts, in one transaction.
+pub async fn warn(
+    pool: &SqlitePool,
+    row: &DueRow,
+    reason: &str,
+    notice: &str,
+    now: i64,
+) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query!(
+        "UPDATE previews SET warned_expires_at = expires_at
+         WHERE id = ?1 AND expires_at = ?2 AND desired != 'absent'
+           AND (warned_expires_at IS NULL OR warned_expires_at != expires_at)",
+        row.id,
+        row.expires_at
+    )
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, 'expiry_warning', 'previewd', ?3, ?4)",
+        row.repo,
+        row.number,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO notices (repo, number, installation_id, kind, body, created_at) VALUES (?1, ?2, ?3, 'expiry_warning', ?4, ?5)",
+        row.repo,
+        row.number,
+        row.installation_id,
+        notice,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Takes (or renews) the lease `name` for `holder` until `until`, unless someone else holds
+/// an unexpired one.
+pub async fn take_lease(
+    pool: &SqlitePool,
+    name: &str,
+    holder: &str,
+    until: i64,
+    now: i64,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+         WHERE leases.expires_at <= ?4 OR leases.holder = excluded.holder",
+        name,
+        holder,
+        until,
+        now
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub async fn release_lease(pool: &SqlitePool, name: &str, holder: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        "DELETE FROM leases WHERE name = ?1 AND holder = ?2",
+        name,
+        holder
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub id: i64,
+    pub repo: String,
+    pub number: i64,
+    pub installation_id: Option<i64>,
+    pub body: String,
+}
+
+pub async fn unposted_notices(pool: &SqlitePool) -> sqlx::Result<Vec<Notice>> {
+    sqlx::query_as!(
+        Notice,
+        r#"SELECT id AS "id!", repo, number, installation_id, body FROM notices WHERE posted_at IS NULL ORDER BY id"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+pub async fn notice_posted(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<()> {
+    sqlx::query!("UPDATE notices SET posted_at = ?2 WHERE id = ?1", id, now)
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+/// Live previews of a repository and of an author, among those placed on a cluster.
+pub async fn live_counts(pool: &SqlitePool, repo: &str, author: &str) -> sqlx::Result<(i64, i64)> {
+    let row = sqlx::query!(
+        r#"SELECT COALESCE(SUM(repo = ?1), 0) AS "repo!: i64", COALESCE(SUM(author = ?2), 0) AS "author!: i64"
+           FROM previews WHERE cluster IS NOT NULL AND desired != 'absent' AND (repo = ?1 OR author = ?2)"#,
+        repo,
+        author
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok((row.repo, row.author))
+}
+
+/// The least recently active (earliest expiry) unpinned live preview of `repo` (or of
+/// `author`, when `by_author`): the one eviction replaces.
+pub async fn eviction_victim(
+    pool: &SqlitePool,
+    repo: &str,
+    author: &str,
+    by_author: bool,
+) -> sqlx::Result<Option<(i64, String, i64, Option<i64>)>> {
+    let row = sqlx::query!(
+        r#"SELECT id AS "id!", repo, number, installation_id FROM previews
+           WHERE cluster IS NOT NULL AND desired != 'absent' AND keep = 0
+             AND ((?3 = 0 AND repo = ?1) OR (?3 = 1 AND author = ?2))
+           ORDER BY expires_at, id LIMIT 1"#,
+        repo,
+        author,
+        by_author
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.id, r.repo, r.number, r.installation_id)))
+}
+
+/// Evicts one preview for another: intent, history and the notice, in one transaction.
+pub async fn evict(
+    pool: &SqlitePool,
+    victim: i64,
+    reason: &str,
+    notice: &str,
+    now: i64,
+) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query!(
+        "UPDATE previews SET desired = 'absent', end_reason = 'evicted', updated_at = ?2
+         WHERE id = ?1 AND desired != 'absent' AND keep = 0",
+        victim,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, 'evicted', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
+        victim,
+        reason,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "INSERT INTO notices (repo, number, installation_id, kind, body, created_at)
+         SELECT repo, number, installation_id, 'evicted', ?2, ?3 FROM previews WHERE id = ?1",
+        victim,
+        notice,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Queued previews ahead of this one (its position in the queue is this plus one).
+pub async fn queue_position(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT COUNT(*) AS "n!: i64" FROM previews
+           WHERE cluster IS NULL AND desired = 'deployed'
+             AND (created_at, id) < (SELECT created_at, id FROM previews WHERE id = ?1)"#,
+        id
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Every preview's repository and number (the orphan check derives names from them).
+pub async fn preview_keys(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
+    let rows = sqlx::query!("SELECT repo, number FROM previews")
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.repo, r.number)).collect())
+}

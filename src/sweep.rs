@@ -1,0 +1,267 @@
+//! The sweeper, previewd's third driver after webhooks and commands: on an interval it finds
+//! the previews that are due (one indexed query), records their expiry (the reconciler tears
+//! them down), warns once per expiry before that, prunes old delivery records, and looks for
+//! orphaned Applications. It only ever records intent, under a lease, so two sweepers on one
+//! state never both act, and a crash mid-pass leaves nothing done twice or forgotten.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use tokio::sync::{Notify, mpsc};
+
+use crate::clock::Clock;
+use crate::comment;
+use crate::config::Config;
+use crate::db::{self, DueRow};
+use crate::naming::Names;
+use crate::preview::PreviewKey;
+use crate::sink::Sink;
+
+const LEASE: &str = "sweep";
+/// A lease outlives a pass by far; a crashed holder's lease lapses after this.
+const LEASE_FOR: i64 = 300;
+/// Orphans need every Application listed, so they are looked for every this many passes.
+const ORPHANS_EVERY: u64 = 10;
+
+/// What one pass does (or, dry, would do).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Previews past their expiry, with the reason recorded.
+    pub expire: Vec<(DueRow, String)>,
+    /// Previews entering their warning window: the reason and the comment posted.
+    pub warn: Vec<(DueRow, String, String)>,
+    /// Delivery records received before this are pruned.
+    pub prune_before: i64,
+    /// Helper or app Applications previewd manages that have no preview.
+    pub orphans: Vec<String>,
+}
+
+impl Plan {
+    /// One line per action, for `previewd sweep --dry-run` and the log.
+    pub fn lines(&self, remove_orphans: bool) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (row, reason) in &self.expire {
+            lines.push(format!("expire {}#{}: {reason}", row.repo, row.number));
+        }
+        for (row, reason, _) in &self.warn {
+            lines.push(format!("warn {}#{}: {reason}", row.repo, row.number));
+        }
+        for name in &self.orphans {
+            let what = if remove_orphans { "remove" } else { "report" };
+            lines.push(format!("{what} orphaned Application {name}"));
+        }
+        lines.push(format!(
+            "prune delivery records received before {}",
+            comment::stamp(self.prune_before)
+        ));
+        lines
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Report {
+    pub expired: usize,
+    pub warned: usize,
+    pub pruned: u64,
+    pub orphans_removed: usize,
+}
+
+pub struct Sweeper {
+    pool: SqlitePool,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    sink: Option<Sink>,
+    /// Tells the reconciler which previews now have work.
+    notify: Option<mpsc::UnboundedSender<PreviewKey>>,
+    holder: String,
+    passes: std::sync::atomic::AtomicU64,
+}
+
+impl Sweeper {
+    pub fn new(pool: SqlitePool, config: Config, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            pool,
+            config,
+            clock,
+            sink: None,
+            notify: None,
+            holder: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
+            passes: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Looks for orphans in `sink` (and removes them if `sweep.remove_orphans`).
+    pub fn with_sink(mut self, sink: Sink) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    pub fn notifying(mut self, notify: mpsc::UnboundedSender<PreviewKey>) -> Self {
+        self.notify = Some(notify);
+        self
+    }
+
+    /// Sweeps every `sweep.interval` until `stop`.
+    pub async fn run(self, stop: Arc<Notify>) {
+        let mut every =
+            tokio::time::interval(self.config.sweep_interval.max(Duration::from_secs(1)));
+        loop {
+            tokio::select! {
+                _ = every.tick() => match self.pass(false).await {
+                    Ok(Some((_, report))) if report != Report::default() => {
+                        tracing::info!(?report, "swept");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "sweep failed; trying again next interval"),
+                },
+                () = stop.notified() => return,
+            }
+        }
+    }
+
+    /// One pass: `None` when another sweeper holds the lease. A dry run takes no lease and
+    /// changes nothing.
+    pub async fn pass(&self, dry_run: bool) -> anyhow::Result<Option<(Plan, Report)>> {
+        let now = self.clock.now();
+        if dry_run {
+            return Ok(Some((self.plan(now, true).await?, Report::default())));
+        }
+        if !db::take_lease(&self.pool, LEASE, &self.holder, now + LEASE_FOR, now).await? {
+            tracing::debug!("another sweeper holds the lease; skipping this pass");
+            return Ok(None);
+        }
+        let pass = self
+            .passes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let result = async {
+            let plan = self.plan(now, pass % ORPHANS_EVERY == 0).await?;
+            let report = self.apply(&plan, now).await?;
+            anyhow::Ok((plan, report))
+        }
+        .await;
+        db::release_lease(&self.pool, LEASE, &self.holder).await?;
+        result.map(Some)
+    }
+
+    /// What is due at `now`, read-only.
+    pub async fn plan(&self, now: i64, with_orphans: bool) -> anyhow::Result<Plan> {
+        let longest_warning = std::iter::once(&self.config.defaults)
+            .chain(self.config.repos.iter().map(|r| &r.policy))
+            .map(|p| secs(p.warn_before))
+            .max()
+            .unwrap_or(0);
+        let mut plan = Plan {
+            prune_before: now - secs(self.config.delivery_retention),
+            ..Plan::default()
+        };
+        for row in db::due_before(&self.pool, now.saturating_add(longest_warning)).await? {
+            let policy = row
+                .repo
+                .parse()
+                .ok()
+                .and_then(|repo| self.config.policy_for(&repo))
+                .unwrap_or(&self.config.defaults);
+            if row.expires_at <= now {
+                let reason = if row.keep {
+                    format!(
+                        "kept until its maximum lifetime, which ended {}",
+                        comment::stamp(row.expires_at)
+                    )
+                } else {
+                    format!(
+                        "no push or extend for {}; expired {}",
+                        crate::duration::format(policy.ttl),
+                        comment::stamp(row.expires_at)
+                    )
+                };
+                plan.expire.push((row, reason));
+            } else if row.expires_at - now <= secs(policy.warn_before)
+                && row.warned_expires_at != Some(row.expires_at)
+            {
+                let reason = format!("expires {}", comment::stamp(row.expires_at));
+                let notice = comment::expiry_warning(&row.author, row.expires_at, now, row.keep);
+                plan.warn.push((row, reason, notice));
+            }
+        }
+        if with_orphans {
+            plan.orphans = self.orphans().await?;
+        }
+        Ok(plan)
+    }
+
+    /// Records the plan: each expiry and warning in its own conditional transaction, so a
+    /// pass cut short is finished by the next one and nothing is done twice.
+    pub async fn apply(&self, plan: &Plan, now: i64) -> anyhow::Result<Report> {
+        let mut report = Report::default();
+        for (row, reason) in &plan.expire {
+            if db::expire(&self.pool, row.id, reason, now).await? {
+                report.expired += 1;
+                self.notify(&row.repo, row.number);
+            }
+        }
+        for (row, reason, notice) in &plan.warn {
+            if db::warn(&self.pool, row, reason, notice, now).await? {
+                report.warned += 1;
+                self.notify(&row.repo, row.number);
+            }
+        }
+        report.pruned = db::prune_deliveries(&self.pool, plan.prune_before).await?;
+        for name in &plan.orphans {
+            tracing::warn!(
+                application = name,
+                remove = self.config.remove_orphans,
+                "orphaned Application: no preview owns it"
+            );
+            if let (true, Some(sink)) = (self.config.remove_orphans, &self.sink) {
+                sink.delete(name).await?;
+                report.orphans_removed += 1;
+            }
+        }
+        Ok(report)
+    }
+
+    /// Applications the sink holds that no preview row accounts for.
+    async fn orphans(&self) -> anyhow::Result<Vec<String>> {
+        let Some(sink) = &self.sink else {
+            return Ok(Vec::new());
+        };
+        let listed = sink.list().await?;
+        if listed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut owned = BTreeSet::new();
+        for (repo, number) in db::preview_keys(&self.pool).await? {
+            let (Ok(repo), Ok(number)) = (repo.parse(), u32::try_from(number)) else {
+                continue;
+            };
+            let key = PreviewKey::new(repo, number);
+            let domain = &self
+                .config
+                .policy_for(&key.repo)
+                .unwrap_or(&self.config.defaults)
+                .domain;
+            let names = Names::of(&key, domain);
+            owned.insert(names.application);
+            owned.insert(names.app_application);
+        }
+        Ok(listed
+            .into_iter()
+            .filter(|name| !owned.contains(name))
+            .collect())
+    }
+
+    fn notify(&self, repo: &str, number: i64) {
+        let (Some(notify), Ok(repo), Ok(number)) =
+            (&self.notify, repo.parse(), u32::try_from(number))
+        else {
+            return;
+        };
+        let _ = notify.send(PreviewKey::new(repo, number));
+    }
+}
+
+fn secs(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,372 @@
+//! The sweeper with a manual clock: expiry, the warning before it, pinned previews, quotas
+//! that queue or evict, a crash in the middle of a pass, the lease, and the dry run.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Delivery, TestApp};
+use previewd::clock::Clock;
+use previewd::reconcile::Reconciler;
+use previewd::seal::SealingCert;
+use previewd::sink::{DirectorySink, Sink};
+use previewd::sweep::Sweeper;
+use serde_json::json;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
+const HOUR: i64 = 3600;
+const DAY: i64 = 24 * HOUR;
+
+async fn app_with(policy: &str) -> TestApp {
+    TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\n[defaults]\n{policy}\n",
+        common::SECRET
+    ))
+    .await
+}
+
+fn sink(app: &TestApp) -> Sink {
+    Sink::Directory(DirectorySink::new(app.dir.path().join("rendered")))
+}
+
+fn reconciler(app: &TestApp) -> Arc<Reconciler> {
+    let cert = SealingCert::from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
+        common::NOW,
+    )
+    .unwrap();
+    Arc::new(Reconciler::new(
+        app.pool().clone(),
+        app.app.config.clone(),
+        sink(app),
+        [("in-cluster".to_string(), cert)].into(),
+        None,
+        Arc::new(app.clock.clone()),
+    ))
+}
+
+fn sweeper(app: &TestApp) -> Sweeper {
+    Sweeper::new(
+        app.pool().clone(),
+        app.app.config.clone(),
+        Arc::new(app.clock.clone()),
+    )
+    .with_sink(sink(app))
+}
+
+/// PR `number` of the Hello-World fixture, opened by `author`.
+fn opened(number: u64, author: &str) -> Delivery {
+    Delivery::fixture("pull_request.opened")
+        .number(number)
+        .edit(|body| body["pull_request"]["user"]["login"] = json!(author))
+        .guid(&format!("opened-{number}"))
+}
+
+async fn count(app: &TestApp, what: &str) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = ?1")
+        .bind(what)
+        .fetch_one(app.pool())
+        .await
+        .unwrap()
+}
+
+async fn live(app: &TestApp) -> Vec<(i64, String, String)> {
+    sqlx::query_as("SELECT number, desired, observed FROM previews ORDER BY number")
+        .fetch_all(app.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_preview_is_warned_exactly_once_then_expires_and_its_history_stays() {
+    let app = app_with("ttl = \"72h\"\nwarn_before = \"24h\"").await;
+    let (reconciler, sweeper) = (reconciler(&app), sweeper(&app));
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+
+    app.clock.advance(47 * HOUR);
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(
+        count(&app, "expiry_warning").await,
+        0,
+        "not yet in the window"
+    );
+    app.clock.advance(2 * HOUR);
+    sweeper.pass(false).await.unwrap();
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(
+        count(&app, "expiry_warning").await,
+        1,
+        "warned exactly once"
+    );
+    let notice: String = sqlx::query_scalar("SELECT body FROM notices")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(
+        notice.contains("/preview extend 2d") && notice.contains("@alice"),
+        "{notice}"
+    );
+
+    app.clock.advance(24 * HOUR);
+    let (_, report) = sweeper.pass(false).await.unwrap().unwrap();
+    assert_eq!(report.expired, 1);
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0, "torn down, row gone");
+    assert_eq!(count(&app, "expired").await, 1);
+    assert_eq!(count(&app, "destroyed").await, 1, "history kept");
+}
+
+#[tokio::test]
+async fn an_extended_preview_is_not_warned_again_until_its_new_window() {
+    let app = app_with("ttl = \"72h\"\nwarn_before = \"24h\"").await;
+    let (reconciler, sweeper) = (reconciler(&app), sweeper(&app));
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.clock.advance(50 * HOUR);
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(count(&app, "expiry_warning").await, 1);
+
+    // A push restarts the clock: a new expiry, 72 h from now.
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("4444444444444444444444444444444444444444")
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    sweeper.pass(false).await.unwrap();
+    app.clock.advance(40 * HOUR);
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(
+        count(&app, "expiry_warning").await,
+        1,
+        "outside the new window"
+    );
+    app.clock.advance(10 * HOUR);
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(
+        count(&app, "expiry_warning").await,
+        2,
+        "warned for the new expiry"
+    );
+    assert_eq!(count(&app, "expired").await, 0);
+}
+
+#[tokio::test]
+async fn a_pinned_preview_is_untouched_until_its_maximum_lifetime() {
+    let app = app_with("ttl = \"1d\"\nwarn_before = \"2h\"\nmax_lifetime = \"5d\"").await;
+    let (reconciler, sweeper) = (reconciler(&app), sweeper(&app));
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    // `/preview keep`, as the command records it.
+    sqlx::query("UPDATE previews SET keep = 1, expires_at = created_at + 5 * 86400")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    app.clock.advance(4 * DAY);
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(
+        count(&app, "expired").await,
+        0,
+        "a day past its ttl, still kept"
+    );
+    app.clock.advance(DAY);
+    sweeper.pass(false).await.unwrap();
+    assert_eq!(
+        count(&app, "expired").await,
+        1,
+        "the maximum lifetime ends it"
+    );
+    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'expired'")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(reason.contains("maximum lifetime"), "{reason}");
+}
+
+#[tokio::test]
+async fn at_the_cap_previews_queue_and_are_promoted_in_order() {
+    let app = app_with("max_per_repo = 1").await;
+    let reconciler = reconciler(&app);
+    for number in [2, 3, 4] {
+        app.send(&opened(number, "alice")).await;
+        app.clock.advance(1);
+    }
+    reconciler.pass().await.unwrap();
+    let states: Vec<String> = live(&app).await.into_iter().map(|r| r.2).collect();
+    assert_eq!(states, ["applied", "queued", "queued"]);
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let rows = live(&app).await;
+    assert_eq!(
+        rows.iter().map(|r| (r.0, r.2.as_str())).collect::<Vec<_>>(),
+        [(3, "applied"), (4, "queued")],
+        "first come, first served"
+    );
+}
+
+#[tokio::test]
+async fn eviction_picks_the_least_recently_active_unpinned_preview() {
+    let app = app_with("max_per_repo = 2\nat_cap = \"evict\"").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    app.clock.advance(60);
+    app.send(&opened(3, "bob")).await;
+    app.clock.advance(60);
+    reconciler.pass().await.unwrap();
+    // #2 is the oldest, but pinned: #3 goes.
+    sqlx::query("UPDATE previews SET keep = 1, expires_at = expires_at + 86400 WHERE number = 2")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    app.send(&opened(4, "carol")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let numbers: Vec<i64> = live(&app).await.into_iter().map(|r| r.0).collect();
+    assert_eq!(numbers, [2, 4]);
+    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'evicted'")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(reason.contains("#4"), "{reason}");
+    let notices: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM notices WHERE kind = 'evicted' AND number = 3")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(notices, 1, "the evicted PR is told why");
+}
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_sweep_leaves_nothing_done_twice_or_forgotten() {
+    let app = app_with("ttl = \"1d\"\nwarn_before = \"1h\"").await;
+    let reconciler = reconciler(&app);
+    for number in [2, 3, 4, 5] {
+        app.send(&opened(number, "alice")).await;
+    }
+    reconciler.pass().await.unwrap();
+    app.clock.advance(2 * DAY);
+    let first = sweeper(&app);
+    let now = app.clock.now();
+    let mut plan = first.plan(now, false).await.unwrap();
+    assert_eq!(plan.expire.len(), 4);
+    // The process dies after two of the four expiries were recorded.
+    plan.expire.truncate(2);
+    first.apply(&plan, now).await.unwrap();
+    drop(first);
+
+    let restarted = sweeper(&app);
+    let (_, report) = restarted.pass(false).await.unwrap().unwrap();
+    assert_eq!(report.expired, 2, "only the two not yet recorded");
+    assert_eq!(count(&app, "expired").await, 4, "each once");
+    restarted.pass(false).await.unwrap();
+    assert_eq!(count(&app, "expired").await, 4);
+}
+
+#[tokio::test]
+async fn two_sweepers_on_one_state_never_both_act() {
+    let app = app_with("ttl = \"1d\"").await;
+    app.send(&opened(2, "alice")).await;
+    app.clock.advance(2 * DAY);
+    let (a, b) = (sweeper(&app), sweeper(&app));
+    let now = app.clock.now();
+    // `a` holds the lease (as if mid-pass) while `b` tries.
+    assert!(
+        previewd::db::take_lease(app.pool(), "sweep", "a-holder", now + 300, now)
+            .await
+            .unwrap()
+    );
+    assert!(b.pass(false).await.unwrap().is_none(), "b skips");
+    assert_eq!(count(&app, "expired").await, 0);
+    previewd::db::release_lease(app.pool(), "sweep", "a-holder")
+        .await
+        .unwrap();
+    let (_, report) = a.pass(false).await.unwrap().unwrap();
+    assert_eq!(report.expired, 1);
+    // A lease left by a crashed holder lapses.
+    assert!(
+        previewd::db::take_lease(app.pool(), "sweep", "crashed", now + 300, now)
+            .await
+            .unwrap()
+    );
+    app.clock.advance(301);
+    assert!(b.pass(false).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_dry_run_changes_no_row_and_no_file() {
+    let app = app_with("ttl = \"1d\"\nwarn_before = \"12h\"").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    app.send(&opened(3, "bob")).await;
+    reconciler.pass().await.unwrap();
+    sqlx::query("UPDATE previews SET expires_at = expires_at + 86400 WHERE number = 3")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    // An Application file no preview owns.
+    let orphan = app
+        .dir
+        .path()
+        .join("rendered/someone-else-pr-9-helpers.yaml");
+    std::fs::write(&orphan, "kind: Application\n").unwrap();
+    app.clock.advance(DAY + 13 * HOUR);
+
+    let dump = |app: &TestApp| {
+        let pool = app.pool().clone();
+        async move {
+            let mut all = Vec::new();
+            for table in ["previews", "history", "notices", "deliveries", "leases"] {
+                let rows: Vec<String> = sqlx::query_scalar(&format!(
+                    "SELECT quote(rowid) || '|' || (SELECT COUNT(*) FROM {table}) FROM {table}"
+                ))
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+                all.push(format!("{table}: {rows:?}"));
+            }
+            let state: Vec<(i64, String, Option<i64>, i64)> = sqlx::query_as(
+                "SELECT number, desired, warned_expires_at, expires_at FROM previews ORDER BY number",
+            )
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            all.push(format!("{state:?}"));
+            all
+        }
+    };
+    let files = |app: &TestApp| {
+        let mut names: Vec<_> = std::fs::read_dir(app.dir.path().join("rendered"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let (rows_before, files_before) = (dump(&app).await, files(&app));
+    let (plan, _) = sweeper(&app).pass(true).await.unwrap().unwrap();
+    let lines = plan.lines(true);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("expire codertocat/hello-world#2")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("warn codertocat/hello-world#3")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("someone-else-pr-9-helpers")),
+        "{lines:?}"
+    );
+    assert_eq!(dump(&app).await, rows_before, "no row changed");
+    assert_eq!(files(&app), files_before, "no file changed");
+}
