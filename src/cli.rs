@@ -33,6 +33,28 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The tracked previews: repository, PR, author, state, cluster, time left
+    List {
+        /// The API's JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// One preview with its ledger and history (also once destroyed)
+    Show {
+        /// OWNER/REPO#N
+        preview: String,
+    },
+    /// Tear a preview down; a running `previewd serve` does the work
+    Destroy {
+        /// OWNER/REPO#N
+        preview: String,
+        /// Who asks (recorded in the history)
+        #[arg(long = "as", env = "USER", default_value = "operator")]
+        actor: String,
+        /// Return once recorded instead of following the teardown
+        #[arg(long)]
+        no_wait: bool,
+    },
     /// Print (or write) every manifest previewd would apply for a `pull_request` event; offline
     Render {
         /// A `pull_request` webhook payload (JSON), as GitHub sends it
@@ -92,6 +114,13 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => crate::server::serve(config).await,
             Command::Sweep { dry_run } => sweep(config, dry_run).await,
+            Command::List { json } => crate::operate::list(&config, json).await,
+            Command::Show { preview } => crate::operate::show(&config, &preview).await,
+            Command::Destroy {
+                preview,
+                actor,
+                no_wait,
+            } => crate::operate::destroy(&config, &preview, &actor, !no_wait).await,
             Command::Render { event, out } => render(&config, &event, out.as_deref()),
             Command::Seal {
                 cert,

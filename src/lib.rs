@@ -4,6 +4,7 @@
 //! PR should have; later stages render, apply and report it.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod argocd;
 pub mod ca;
 pub mod cli;
@@ -12,13 +13,17 @@ pub mod clusters;
 pub mod command;
 pub mod comment;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod duration;
 pub mod github;
 pub mod intake;
 pub mod intent;
 pub mod ledger;
+pub mod metrics;
 pub mod naming;
+pub mod openapi;
+pub mod operate;
 pub mod plan;
 pub mod preview;
 pub mod reconcile;

@@ -20,6 +20,7 @@ use crate::db::{self, PreviewRow};
 use crate::github::GitHub;
 use crate::intake::Intake;
 use crate::ledger;
+use crate::metrics::METRICS;
 use crate::naming::Names;
 use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, Preview, PreviewKey};
@@ -156,7 +157,10 @@ impl Reconciler {
             let me = self.clone();
             running.spawn(async move {
                 let _permit = permit;
-                if let Err(e) = me.reconcile(id).await {
+                let started = std::time::Instant::now();
+                let result = me.reconcile(id).await;
+                METRICS.reconciled(me.sink.kind(), started.elapsed(), result.is_err());
+                if let Err(e) = result {
                     me.record_failure(id, &e).await;
                 }
             });

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::db;
 use crate::intake::{Intake, IntakeError, Recorded};
 use crate::intent::{self, Outcome};
+use crate::metrics::METRICS;
 use crate::webhook::{self, Headers, Rejection};
 
 /// Largest delivery accepted. PR and comment payloads are tens of KB; GitHub's own cap
@@ -40,6 +41,23 @@ pub struct App {
 }
 
 pub fn router(app: Arc<App>) -> Router {
+    // Reads: open, or behind `api.token` when one is set.
+    let reads = Router::new()
+        .route("/", get(crate::dashboard::index))
+        .route(
+            "/previews/{owner}/{repo}/{number}",
+            get(crate::dashboard::preview),
+        )
+        .route("/api/previews", get(crate::api::list_previews))
+        .route(
+            "/api/previews/{owner}/{repo}/{number}",
+            get(crate::api::one_preview),
+        )
+        .route("/api/openapi.json", get(crate::api::openapi))
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::api::require_token,
+        ));
     Router::new()
         .route(
             "/webhooks/github",
@@ -47,7 +65,37 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route(
+            "/api/previews/{owner}/{repo}/{number}/destroy",
+            post(crate::api::destroy),
+        )
+        .merge(reads)
         .with_state(app)
+}
+
+/// Prometheus text, with the previews counted from the state now.
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let counts = match db::preview_counts(&app.pool).await {
+        Ok(counts) => counts,
+        Err(e) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("database: {e}\n")).into_response();
+        }
+    };
+    let mut previews: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for (desired, observed, cluster, n) in counts {
+        let state = crate::api::state_name(crate::comment::Shown::of(&desired, &observed));
+        *previews.entry((state.to_owned(), cluster)).or_default() += n;
+    }
+    let previews: Vec<_> = previews.into_iter().map(|((s, c), n)| (s, c, n)).collect();
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        METRICS.render(&previews),
+    )
+        .into_response()
 }
 
 /// Errors as the HTTP client sees them; the only place status codes are chosen.
@@ -79,10 +127,30 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Counts every delivery, refused ones included, by event and outcome.
 async fn github_webhook(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let started = std::time::Instant::now();
+    let event = headers
+        .get("x-github-event")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_owned();
+    let answer = receive_webhook(app, headers, body, started).await;
+    if answer.is_err() {
+        METRICS.delivery(&event, "rejected", started.elapsed());
+    }
+    answer
+}
+
+async fn receive_webhook(
+    app: Arc<App>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    started: std::time::Instant,
 ) -> Result<Response, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let guid = header("x-github-delivery").unwrap_or("-");
@@ -115,6 +183,7 @@ async fn github_webhook(
     let recorded = app.intake.record(delivery, intent).await?;
     let (status, body) = match recorded {
         Recorded::New { outcome, detail } => {
+            METRICS.delivery(&event, outcome.as_str(), started.elapsed());
             tracing::info!(delivery = %guid, %event, %action, outcome = outcome.as_str(), %detail, "delivery recorded");
             let status = if outcome == Outcome::Accepted {
                 StatusCode::ACCEPTED
@@ -127,6 +196,7 @@ async fn github_webhook(
             )
         }
         Recorded::Duplicate { outcome } => {
+            METRICS.delivery(&event, "duplicate", started.elapsed());
             tracing::info!(delivery = %guid, %event, %action, previous = outcome.as_str(), "duplicate delivery ignored");
             (
                 StatusCode::OK,

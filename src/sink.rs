@@ -50,6 +50,14 @@ impl Sink {
         }
     }
 
+    /// `directory` or `kubernetes`, for metrics and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Directory(_) => "directory",
+            Self::Kubernetes(_) => "kubernetes",
+        }
+    }
+
     /// Whether someone (Argo CD) reports the health of what this sink holds.
     pub fn reports_health(&self) -> bool {
         matches!(self, Self::Kubernetes(_))

@@ -135,6 +135,7 @@ impl Sweeper {
         let pass = self
             .passes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let result = async {
             let plan = self.plan(now, pass % ORPHANS_EVERY == 0).await?;
             let report = self.apply(&plan, now).await?;
@@ -142,6 +143,7 @@ impl Sweeper {
         }
         .await;
         db::release_lease(&self.pool, LEASE, &self.holder).await?;
+        crate::metrics::METRICS.sweep.observe(started.elapsed());
         result.map(Some)
     }
 
@@ -191,13 +193,19 @@ impl Sweeper {
         Ok(plan)
     }
 
-    /// Records the plan: each expiry and warning in its own conditional transaction, so a
-    /// pass cut short is finished by the next one and nothing is done twice.
+    /// Records the plan with conditional writes (expiries in batches, each warning on its
+    /// own), so a pass cut short is finished by the next one and nothing is done twice.
     pub async fn apply(&self, plan: &Plan, now: i64) -> anyhow::Result<Report> {
         let mut report = Report::default();
-        for (row, reason) in &plan.expire {
-            if db::expire(&self.pool, row.id, reason, now).await? {
-                report.expired += 1;
+        // Expiries in batches: one commit each, and each batch all or nothing.
+        for batch in plan.expire.chunks(500) {
+            let due: Vec<(i64, &str)> = batch
+                .iter()
+                .map(|(row, reason)| (row.id, reason.as_str()))
+                .collect();
+            let expired = db::expire(&self.pool, &due, now).await?;
+            report.expired += expired.len();
+            for (row, _) in batch.iter().filter(|(row, _)| expired.contains(&row.id)) {
                 self.notify(&row.repo, row.number);
             }
         }

@@ -30,10 +30,27 @@ pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRo
     .await
 }
 
-/// Records the expiry of one preview, if it is still live and still expired at `now`.
-/// Returns whether it was recorded (false: someone else did, or it was extended).
-pub async fn expire(pool: &SqlitePool, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
+/// Records the expiry of each preview still live and still expired at `now`, in one
+/// transaction (one fsync for the lot). Returns the ids recorded (another sweeper, or an
+/// extend in between, makes the condition false for the rest).
+pub async fn expire(pool: &SqlitePool, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
     let mut tx = pool.begin().await?;
+    let mut expired = Vec::new();
+    for (id, reason) in due {
+        if expire_one(&mut tx, *id, reason, now).await? {
+            expired.push(*id);
+        }
+    }
+    tx.commit().await?;
+    Ok(expired)
+}
+
+async fn expire_one(
+    tx: &mut sqlx::SqliteConnection,
+    id: i64,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         "UPDATE previews SET desired = 'absent', end_reason = 'expired', updated_at = ?2
          WHERE id = ?1 AND desired != 'absent' AND expires_at <= ?2",
@@ -54,7 +71,6 @@ pub async fn expire(pool: &SqlitePool, id: i64, reason: &str, now: i64) -> sqlx:
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
     Ok(true)
 }
 

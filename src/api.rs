@@ -1,0 +1,281 @@
+//! The read API (`/api/previews`, one preview with its ledger and history, the OpenAPI
+//! description) and the operator's destroy, behind `api.token` when one is set. The JSON
+//! shapes are built here, once, for the API, the dashboard and `previewd list --json`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::SqlitePool;
+
+use crate::comment::Shown;
+use crate::config::Config;
+use crate::db::{self, HistoryEntry, LedgerRow, PreviewSummary};
+use crate::naming::Names;
+use crate::preview::PreviewKey;
+use crate::server::App;
+
+/// The state a person sees (`ready`, `queued`, `tearing_down`, ...).
+pub fn state_name(shown: Shown) -> &'static str {
+    match shown {
+        Shown::Queued => "queued",
+        Shown::AwaitingApproval => "awaiting_approval",
+        Shown::Draft => "draft",
+        Shown::Deploying => "deploying",
+        Shown::Ready => "ready",
+        Shown::Failed => "failed",
+        Shown::TearingDown => "tearing_down",
+        Shown::Destroyed => "destroyed",
+    }
+}
+
+/// github.com for api.github.com, the server for a GHES `/api/v3`, else the URL itself.
+pub fn github_web(config: &Config) -> String {
+    let api = config.github.api_url.trim_end_matches('/');
+    if api == "https://api.github.com" {
+        return "https://github.com".into();
+    }
+    api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
+}
+
+/// One preview as the API and the dashboard show it.
+pub fn preview_json(p: &PreviewSummary, config: &Config, now: i64) -> Value {
+    let host = p
+        .repo
+        .parse()
+        .ok()
+        .and_then(|repo| {
+            let number = u32::try_from(p.number).ok()?;
+            let key = PreviewKey::new(repo, number);
+            let domain = &config
+                .policy_for(&key.repo)
+                .unwrap_or(&config.defaults)
+                .domain;
+            Some(Names::of(&key, domain).host)
+        })
+        .unwrap_or_default();
+    let shown = Shown::of(&p.desired, &p.observed);
+    json!({
+        "repo": p.repo,
+        "number": p.number,
+        "pr_url": format!("{}/{}/pull/{}", github_web(config), p.repo, p.number),
+        "title": p.title,
+        "author": p.author,
+        "state": state_name(shown),
+        "desired": p.desired,
+        "observed": p.observed,
+        "url": format!("https://{host}"),
+        "cluster": p.cluster,
+        "head_sha": p.head_sha,
+        "created_at": p.created_at,
+        "expires_at": p.expires_at,
+        "seconds_left": (p.expires_at - now).max(0),
+        "keep": p.keep,
+        "fork": p.fork,
+        "last_error": p.last_error,
+        "end_reason": p.end_reason,
+    })
+}
+
+pub fn ledger_json(rows: &[LedgerRow]) -> Value {
+    rows.iter()
+        .map(|r| json!({"kind": r.kind, "namespace": r.namespace, "name": r.name, "state": r.state, "detail": r.detail}))
+        .collect()
+}
+
+pub fn history_json(rows: &[HistoryEntry]) -> Value {
+    rows.iter()
+        .map(|h| json!({"at": h.at, "what": h.what, "actor": h.actor, "reason": h.reason, "head_sha": h.head_sha}))
+        .collect()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Filters {
+    pub repo: Option<String>,
+    pub author: Option<String>,
+    pub state: Option<String>,
+    pub cluster: Option<String>,
+}
+
+/// The previews matching `filters`, as JSON values.
+pub async fn list(
+    pool: &SqlitePool,
+    config: &Config,
+    now: i64,
+    filters: &Filters,
+) -> anyhow::Result<Vec<Value>> {
+    let repo = filters.repo.as_deref().map(str::to_ascii_lowercase);
+    let rows = db::previews(
+        pool,
+        repo.as_deref(),
+        filters.author.as_deref(),
+        filters.cluster.as_deref(),
+    )
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|p| preview_json(p, config, now))
+        .filter(|p| filters.state.as_deref().is_none_or(|s| p["state"] == s))
+        .collect())
+}
+
+/// One preview (or `null` once destroyed), its ledger and its history; `None` when
+/// previewd never knew the PR.
+pub async fn detail(
+    pool: &SqlitePool,
+    config: &Config,
+    now: i64,
+    repo: &str,
+    number: i64,
+) -> anyhow::Result<Option<Value>> {
+    let repo = repo.to_ascii_lowercase();
+    let preview = db::preview_summary(pool, &repo, number).await?;
+    let history = db::history(pool, &repo, number).await?;
+    if preview.is_none() && history.is_empty() {
+        return Ok(None);
+    }
+    let ledger = match &preview {
+        Some(p) => db::ledger(pool, p.id).await?,
+        None => Vec::new(),
+    };
+    Ok(Some(json!({
+        "preview": preview.map(|p| preview_json(&p, config, now)),
+        "ledger": ledger_json(&ledger),
+        "history": history_json(&history),
+    })))
+}
+
+pub async fn list_previews(
+    State(app): State<Arc<App>>,
+    Query(filters): Query<Filters>,
+) -> Response {
+    match list(&app.pool, &app.config, app.clock.now(), &filters).await {
+        Ok(previews) => Json(json!({ "previews": previews })).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+pub async fn one_preview(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+) -> Response {
+    let repo = format!("{owner}/{repo}");
+    match detail(&app.pool, &app.config, app.clock.now(), &repo, number).await {
+        Ok(Some(body)) => Json(body).into_response(),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "previewd has no record of this pull request",
+        ),
+        Err(e) => internal(e),
+    }
+}
+
+/// `POST /api/previews/{owner}/{repo}/{number}/destroy`: always needs the token.
+pub async fn destroy(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+) -> Response {
+    if app.config.api_token.is_none() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "destroy through the API needs api.token to be set",
+        );
+    }
+    if !authorized(&app.config, &headers) {
+        return unauthorized();
+    }
+    let repo = format!("{owner}/{repo}").to_ascii_lowercase();
+    match db::request_destroy(&app.pool, &repo, number, "api", app.clock.now()).await {
+        Ok(Some(true)) => {
+            if let (Ok(name), Ok(number)) = (repo.parse(), u32::try_from(number)) {
+                let _ = app.notify.send(PreviewKey::new(name, number));
+            }
+            (StatusCode::ACCEPTED, Json(json!({"destroying": true}))).into_response()
+        }
+        Ok(Some(false)) => {
+            Json(json!({"destroying": true, "detail": "already ending"})).into_response()
+        }
+        Ok(None) => error(StatusCode::NOT_FOUND, "no such preview"),
+        Err(e) => internal(e.into()),
+    }
+}
+
+/// Reads need the token when `api.token` is set: `Authorization: Bearer TOKEN`, or Basic
+/// auth with the token as password (what a browser can send for the dashboard).
+pub async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    if app.config.api_token.is_none() || authorized(&app.config, request.headers()) {
+        return next.run(request).await;
+    }
+    unauthorized()
+}
+
+fn authorized(config: &Config, headers: &HeaderMap) -> bool {
+    let Some(token) = &config.api_token else {
+        return false;
+    };
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let offered = if let Some(bearer) = value.strip_prefix("Bearer ") {
+        bearer.trim().to_owned()
+    } else if let Some(basic) = value.strip_prefix("Basic ") {
+        use base64::Engine;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(basic.trim())
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&decoded).into_owned();
+        text.split_once(':')
+            .map(|(_, p)| p.to_owned())
+            .unwrap_or_default()
+    } else {
+        return false;
+    };
+    constant_time_eq(offered.as_bytes(), token.expose().as_bytes())
+}
+
+/// Compares digests, so the time taken says nothing about how much of the token matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(
+            header::WWW_AUTHENTICATE,
+            "Basic realm=\"previewd\", charset=\"UTF-8\"",
+        )],
+        Json(json!({"error": "a bearer token (api.token) is required"})),
+    )
+        .into_response()
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "error": message }))).into_response()
+}
+
+fn internal(e: anyhow::Error) -> Response {
+    tracing::warn!(error = %format!("{e:#}"), "API request failed");
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the state could not be read",
+    )
+}
+
+pub async fn openapi() -> Json<Value> {
+    Json(crate::openapi::document())
+}

@@ -1,0 +1,295 @@
+//! The dashboard: server-rendered HTML, no JavaScript, readable on a laptop and a phone.
+//! Pure functions from the API's JSON to a page; every value is escaped.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::Value;
+
+use crate::server::App;
+
+const STYLE: &str = "
+body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f8fa}
+header{background:#24292f;color:#fff;padding:12px 20px}header a{color:#fff;text-decoration:none}
+main{padding:16px 20px;max-width:1200px;margin:auto}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{padding:8px 10px;border-bottom:1px solid #d0d7de;text-align:left;vertical-align:top}
+th{background:#eaeef2;font-weight:600}
+.state{display:inline-block;padding:1px 8px;border-radius:10px;background:#ddf4ff;font-size:13px}
+.state.ready{background:#dafbe1}.state.failed{background:#ffebe9}.state.queued,.state.awaiting_approval{background:#fff8c5}
+.muted{color:#57606a;font-size:13px}code{font-size:13px}
+@media (max-width:700px){table,thead,tbody,tr,th,td{display:block}thead{display:none}
+tr{margin:0 0 12px;border:1px solid #d0d7de;border-radius:6px;background:#fff}
+td{border:none;padding:4px 10px}td::before{content:attr(data-label) ': ';font-weight:600}}
+";
+
+/// Text made safe inside HTML (element content and quoted attribute values).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn text(value: &Value) -> String {
+    escape(value.as_str().unwrap_or(""))
+}
+
+/// Only http(s) links are made clickable.
+fn href(value: &Value) -> String {
+    let url = value.as_str().unwrap_or("");
+    if url.starts_with("https://") || url.starts_with("http://") {
+        escape(url)
+    } else {
+        "#".into()
+    }
+}
+
+/// `2d 3h`, `5h 10m`, `4m`; `expired` at zero.
+pub fn time_left(seconds: i64) -> String {
+    if seconds <= 0 {
+        return "expired".into();
+    }
+    let minutes = (seconds as u64).div_ceil(60) * 60;
+    let spelled = crate::duration::format(std::time::Duration::from_secs(minutes));
+    let parts: Vec<&str> = spelled
+        .split_inclusive(|c: char| c.is_ascii_alphabetic())
+        .take(2)
+        .collect();
+    parts.join(" ")
+}
+
+fn age(seconds: i64) -> String {
+    if seconds < 60 {
+        return "just now".into();
+    }
+    format!("{} ago", time_left(seconds))
+}
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body>\
+         <header><a href=\"/\"><strong>previewd</strong></a></header><main>{body}</main></body></html>",
+        escape(title)
+    )
+}
+
+fn detail_link(p: &Value) -> String {
+    format!(
+        "/previews/{}/{}",
+        p["repo"]
+            .as_str()
+            .unwrap_or("")
+            .split('/')
+            .map(escape)
+            .collect::<Vec<_>>()
+            .join("/"),
+        p["number"]
+    )
+}
+
+/// The list of live previews, and the most recently destroyed ones.
+pub fn list_page(previews: &[Value], destroyed: &[(String, i64, i64, String)], now: i64) -> String {
+    let mut body = format!(
+        "<h1>Preview environments</h1><p class=\"muted\">{} live</p>",
+        previews.len()
+    );
+    body += "<table><thead><tr><th>Repository</th><th>PR</th><th>Author</th><th>State</th>\
+             <th>URL</th><th>Cluster</th><th>Age</th><th>Time left</th></tr></thead><tbody>";
+    for p in previews {
+        let state = p["state"].as_str().unwrap_or("");
+        let left = if p["keep"] == true {
+            format!(
+                "{} (kept)",
+                time_left(p["seconds_left"].as_i64().unwrap_or(0))
+            )
+        } else {
+            time_left(p["seconds_left"].as_i64().unwrap_or(0))
+        };
+        body += &format!(
+            "<tr><td data-label=\"Repository\"><a href=\"{}\">{}</a></td>\
+             <td data-label=\"PR\"><a href=\"{}\">#{}</a> {}</td>\
+             <td data-label=\"Author\">{}</td>\
+             <td data-label=\"State\"><span class=\"state {}\">{}</span></td>\
+             <td data-label=\"URL\"><a href=\"{}\">{}</a></td>\
+             <td data-label=\"Cluster\">{}</td>\
+             <td data-label=\"Age\">{}</td>\
+             <td data-label=\"Time left\">{}</td></tr>",
+            detail_link(p),
+            text(&p["repo"]),
+            href(&p["pr_url"]),
+            p["number"],
+            text(&p["title"]),
+            text(&p["author"]),
+            escape(state),
+            escape(&state.replace('_', " ")),
+            href(&p["url"]),
+            text(&p["url"]).trim_start_matches("https://"),
+            text(&p["cluster"]),
+            age(now - p["created_at"].as_i64().unwrap_or(now)),
+            escape(&left),
+        );
+    }
+    if previews.is_empty() {
+        body += "<tr><td colspan=\"8\" class=\"muted\">No live previews.</td></tr>";
+    }
+    body += "</tbody></table>";
+    if !destroyed.is_empty() {
+        body += "<h2>Recently destroyed</h2><table><tbody>";
+        for (repo, number, at, reason) in destroyed {
+            body += &format!(
+                "<tr><td><a href=\"/previews/{}/{number}\">{}#{number}</a></td><td>{}</td><td class=\"muted\">{}</td></tr>",
+                repo.split('/').map(escape).collect::<Vec<_>>().join("/"),
+                escape(repo),
+                age(now - at),
+                escape(reason)
+            );
+        }
+        body += "</tbody></table>";
+    }
+    page("previewd", &body)
+}
+
+/// One preview: its facts, ledger and history (the history also after it was destroyed).
+pub fn detail_page(repo: &str, number: i64, detail: &Value, now: i64) -> String {
+    let mut body = format!("<h1>{}#{number}</h1>", escape(repo));
+    match detail["preview"].as_object() {
+        Some(_) => {
+            let p = &detail["preview"];
+            body += &format!(
+                "<p><a href=\"{}\">{}</a></p><table><tbody>\
+                 <tr><th>State</th><td><span class=\"state {}\">{}</span></td></tr>\
+                 <tr><th>URL</th><td><a href=\"{}\">{}</a></td></tr>\
+                 <tr><th>Author</th><td>{}</td></tr>\
+                 <tr><th>Commit</th><td><code>{}</code></td></tr>\
+                 <tr><th>Cluster</th><td>{}</td></tr>\
+                 <tr><th>Time left</th><td>{}</td></tr>\
+                 <tr><th>Last error</th><td>{}</td></tr></tbody></table>",
+                href(&p["pr_url"]),
+                text(&p["title"]),
+                text(&p["state"]),
+                escape(&p["state"].as_str().unwrap_or("").replace('_', " ")),
+                href(&p["url"]),
+                text(&p["url"]),
+                text(&p["author"]),
+                text(&p["head_sha"]),
+                text(&p["cluster"]),
+                escape(&time_left(p["seconds_left"].as_i64().unwrap_or(0))),
+                text(&p["last_error"]),
+            );
+        }
+        None => {
+            body += "<p class=\"muted\">This preview has been destroyed; its history remains.</p>"
+        }
+    }
+    if let Some(ledger) = detail["ledger"].as_array().filter(|l| !l.is_empty()) {
+        body += "<h2>Ledger</h2><table><thead><tr><th>Kind</th><th>Namespace</th><th>Name</th><th>State</th><th>Detail</th></tr></thead><tbody>";
+        for item in ledger {
+            body += &format!(
+                "<tr><td data-label=\"Kind\">{}</td><td data-label=\"Namespace\">{}</td><td data-label=\"Name\">{}</td>\
+                 <td data-label=\"State\">{}</td><td data-label=\"Detail\">{}</td></tr>",
+                text(&item["kind"]),
+                text(&item["namespace"]),
+                text(&item["name"]),
+                text(&item["state"]),
+                text(&item["detail"])
+            );
+        }
+        body += "</tbody></table>";
+    }
+    body += "<h2>History</h2><table><thead><tr><th>When</th><th>What</th><th>Who</th><th>Why</th></tr></thead><tbody>";
+    for h in detail["history"].as_array().into_iter().flatten() {
+        body += &format!(
+            "<tr><td data-label=\"When\">{}</td><td data-label=\"What\">{}</td><td data-label=\"Who\">{}</td><td data-label=\"Why\">{}</td></tr>",
+            escape(&crate::comment::stamp(h["at"].as_i64().unwrap_or(0))),
+            text(&h["what"]),
+            text(&h["actor"]),
+            text(&h["reason"])
+        );
+    }
+    body += "</tbody></table>";
+    let _ = now;
+    page(&format!("{repo}#{number} — previewd"), &body)
+}
+
+pub async fn index(State(app): State<Arc<App>>) -> Response {
+    let result = async {
+        let now = app.clock.now();
+        let previews = crate::api::list(&app.pool, &app.config, now, &Default::default()).await?;
+        let destroyed = crate::db::recently_destroyed(&app.pool, 20).await?;
+        anyhow::Ok(list_page(&previews, &destroyed, app.clock.now()))
+    }
+    .await;
+    match result {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => unavailable(e),
+    }
+}
+
+pub async fn preview(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, i64)>,
+) -> Response {
+    let full = format!("{owner}/{repo}");
+    match crate::api::detail(&app.pool, &app.config, app.clock.now(), &full, number).await {
+        Ok(Some(detail)) => {
+            Html(detail_page(&full, number, &detail, app.clock.now())).into_response()
+        }
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            Html(page(
+                "not found",
+                "<p>previewd has no record of this pull request.</p>",
+            )),
+        )
+            .into_response(),
+        Err(e) => unavailable(e),
+    }
+}
+
+fn unavailable(e: anyhow::Error) -> Response {
+    tracing::warn!(error = %format!("{e:#}"), "dashboard request failed");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        Html(page("unavailable", "<p>The state could not be read.</p>")),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_title_with_a_script_tag_shows_as_text() {
+        let p = json!({"repo": "o/r", "number": 7, "title": "<script>alert(1)</script>", "author": "a\"b",
+                       "state": "ready", "url": "javascript:alert(1)", "pr_url": "https://github.com/o/r/pull/7",
+                       "cluster": "in-cluster", "created_at": 0, "seconds_left": 90_000, "keep": false});
+        let html = list_page(&[p], &[], 100);
+        assert!(!html.contains("<script>"));
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("href=\"#\""), "only http(s) links are links");
+        assert!(html.contains("1d 1h"));
+    }
+
+    #[test]
+    fn time_left_reads_like_a_person_says_it() {
+        assert_eq!(time_left(0), "expired");
+        assert_eq!(time_left(59), "1m");
+        assert_eq!(time_left(3 * 3600 + 10 * 60), "3h 10m");
+        assert_eq!(time_left(2 * 86_400 + 3 * 3600 + 59), "2d 3h");
+    }
+}

@@ -1,0 +1,121 @@
+//! The OpenAPI 3.1 description of `/api`, served at `/api/openapi.json`: the documented,
+//! stable shape tools can rely on. A test checks real answers against it.
+
+use serde_json::{Value, json};
+
+pub fn document() -> Value {
+    let text = json!({"type": "string"});
+    let nullable_text = json!({"type": ["string", "null"]});
+    let time = json!({"type": "integer", "description": "Unix seconds"});
+    let filters: Vec<Value> = ["repo", "author", "state", "cluster"]
+        .map(|name| json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}}))
+        .to_vec();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "previewd API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Preview environments previewd tracks, with what each provisioned (the ledger) and what happened to it (the history, kept after the preview is destroyed). With api.token set, every request needs `Authorization: Bearer <token>`.",
+        },
+        "components": {
+            "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Preview": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["repo", "number", "pr_url", "title", "author", "state", "desired", "observed", "url", "cluster", "head_sha", "created_at", "expires_at", "seconds_left", "keep", "fork", "last_error", "end_reason"],
+                    "properties": {
+                        "repo": {"type": "string", "description": "owner/name, lower-case"},
+                        "number": {"type": "integer"},
+                        "pr_url": text,
+                        "title": text,
+                        "author": text,
+                        "state": {"enum": ["queued", "awaiting_approval", "draft", "deploying", "ready", "failed", "tearing_down", "destroyed"]},
+                        "desired": {"enum": ["deployed", "awaiting_approval", "draft", "absent"]},
+                        "observed": text,
+                        "url": text,
+                        "cluster": nullable_text,
+                        "head_sha": text,
+                        "created_at": time,
+                        "expires_at": time,
+                        "seconds_left": {"type": "integer", "minimum": 0},
+                        "keep": {"type": "boolean"},
+                        "fork": {"type": "boolean"},
+                        "last_error": nullable_text,
+                        "end_reason": nullable_text,
+                    },
+                },
+                "LedgerItem": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["kind", "namespace", "name", "state", "detail"],
+                    "properties": {
+                        "kind": text, "namespace": text, "name": text,
+                        "state": {"enum": ["applied", "confirmed", "deleting", "gone", "kept"]},
+                        "detail": nullable_text,
+                    },
+                },
+                "HistoryEntry": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["at", "what", "actor", "reason", "head_sha"],
+                    "properties": {"at": time, "what": text, "actor": text, "reason": text, "head_sha": nullable_text},
+                },
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": text}},
+            },
+        },
+        "security": [{"token": []}],
+        "paths": {
+            "/api/previews": {
+                "get": {
+                    "summary": "Tracked previews",
+                    "parameters": filters,
+                    "responses": {
+                        "200": {"description": "previews, by repository and number", "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["previews"],
+                            "properties": {"previews": {"type": "array", "items": {"$ref": "#/components/schemas/Preview"}}},
+                        }}}},
+                        "401": {"description": "api.token is set and the request did not carry it"},
+                    },
+                },
+            },
+            "/api/previews/{owner}/{repo}/{number}": {
+                "get": {
+                    "summary": "One preview with its ledger and history (preview is null once destroyed)",
+                    "parameters": path_parameters(),
+                    "responses": {
+                        "200": {"description": "the preview", "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["preview", "ledger", "history"],
+                            "properties": {
+                                "preview": {"oneOf": [{"$ref": "#/components/schemas/Preview"}, {"type": "null"}]},
+                                "ledger": {"type": "array", "items": {"$ref": "#/components/schemas/LedgerItem"}},
+                                "history": {"type": "array", "items": {"$ref": "#/components/schemas/HistoryEntry"}},
+                            },
+                        }}}},
+                        "404": {"description": "previewd never knew this pull request", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                    },
+                },
+            },
+            "/api/previews/{owner}/{repo}/{number}/destroy": {
+                "post": {
+                    "summary": "Tear the preview down (always needs the token)",
+                    "parameters": path_parameters(),
+                    "responses": {
+                        "202": {"description": "teardown recorded; the reconciler carries it out"},
+                        "200": {"description": "already ending"},
+                        "403": {"description": "api.token is not set, so nobody may destroy through the API"},
+                        "404": {"description": "no such preview"},
+                    },
+                },
+            },
+        },
+    })
+}
+
+fn path_parameters() -> Value {
+    json!([
+        {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
+        {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}},
+        {"name": "number", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 1}},
+    ])
+}

@@ -1,0 +1,191 @@
+//! The operator's commands — `previewd list`, `show` and `destroy` — reading the same state
+//! and the same JSON shapes as the API.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::dashboard::time_left;
+use crate::preview::PreviewKey;
+
+/// How long `destroy` follows a teardown before handing back (it goes on regardless).
+const FOLLOW_FOR: Duration = Duration::from_secs(15 * 60);
+
+pub async fn list(config: &Config, json: bool) -> anyhow::Result<()> {
+    let pool = crate::db::open(&config.state).await?;
+    let previews = crate::api::list(&pool, config, SystemClock.now(), &Default::default()).await?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "previews": previews }))?
+        );
+        return Ok(());
+    }
+    print!("{}", table(&previews));
+    Ok(())
+}
+
+/// The list as aligned columns.
+pub fn table(previews: &[Value]) -> String {
+    let mut rows = vec![[
+        "PREVIEW".to_owned(),
+        "AUTHOR".into(),
+        "STATE".into(),
+        "CLUSTER".into(),
+        "TIME LEFT".into(),
+        "URL".into(),
+    ]];
+    for p in previews {
+        rows.push([
+            format!("{}#{}", p["repo"].as_str().unwrap_or(""), p["number"]),
+            p["author"].as_str().unwrap_or("").to_owned(),
+            p["state"].as_str().unwrap_or("").to_owned(),
+            p["cluster"].as_str().unwrap_or("-").to_owned(),
+            time_left(p["seconds_left"].as_i64().unwrap_or(0)),
+            p["url"].as_str().unwrap_or("").to_owned(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out += cells.join("  ").trim_end();
+        out += "\n";
+    }
+    if previews.is_empty() {
+        out += "(no previews)\n";
+    }
+    out
+}
+
+pub async fn show(config: &Config, preview: &str) -> anyhow::Result<()> {
+    let key: PreviewKey = preview.parse().context("expected OWNER/REPO#N")?;
+    let pool = crate::db::open(&config.state).await?;
+    let Some(detail) = crate::api::detail(
+        &pool,
+        config,
+        SystemClock.now(),
+        key.repo.as_str(),
+        i64::from(key.number),
+    )
+    .await?
+    else {
+        bail!("previewd has no record of {key}");
+    };
+    let p = &detail["preview"];
+    if p.is_object() {
+        println!("{key}  {}", p["title"].as_str().unwrap_or(""));
+        for (label, field) in [
+            ("state", "state"),
+            ("url", "url"),
+            ("pr", "pr_url"),
+            ("author", "author"),
+            ("commit", "head_sha"),
+            ("cluster", "cluster"),
+            ("last error", "last_error"),
+        ] {
+            if let Some(value) = p[field].as_str() {
+                println!("  {label:<11}{value}");
+            }
+        }
+        println!(
+            "  {:<11}{}",
+            "time left",
+            time_left(p["seconds_left"].as_i64().unwrap_or(0))
+        );
+    } else {
+        println!("{key}  (destroyed; its history remains)");
+    }
+    if let Some(ledger) = detail["ledger"].as_array().filter(|l| !l.is_empty()) {
+        println!("ledger:");
+        for item in ledger {
+            println!(
+                "  {:<12}{:<40}{}",
+                item["kind"].as_str().unwrap_or(""),
+                item["name"].as_str().unwrap_or(""),
+                item["state"].as_str().unwrap_or("")
+            );
+        }
+    }
+    println!("history:");
+    for h in detail["history"].as_array().into_iter().flatten() {
+        println!(
+            "  {}  {:<18}{:<12}{}",
+            crate::comment::stamp(h["at"].as_i64().unwrap_or(0)),
+            h["what"].as_str().unwrap_or(""),
+            h["actor"].as_str().unwrap_or(""),
+            h["reason"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// Records the teardown (with the operator as its actor), then follows it until the
+/// preview is gone, printing each step.
+pub async fn destroy(
+    config: &Config,
+    preview: &str,
+    actor: &str,
+    follow: bool,
+) -> anyhow::Result<()> {
+    let key: PreviewKey = preview.parse().context("expected OWNER/REPO#N")?;
+    let pool = crate::db::open(&config.state).await?;
+    let repo = key.repo.as_str();
+    let number = i64::from(key.number);
+    match crate::db::request_destroy(&pool, repo, number, actor, SystemClock.now()).await? {
+        None => bail!("previewd has no live preview for {key}"),
+        Some(false) => println!("{key} is already being torn down"),
+        Some(true) => println!("{key}: teardown recorded (by {actor})"),
+    }
+    if !follow {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let mut last = String::new();
+    let mut hinted = false;
+    while started.elapsed() < FOLLOW_FOR {
+        let Some(row) = crate::db::preview_summary(&pool, repo, number).await? else {
+            println!("{key}: destroyed; everything it provisioned is gone");
+            return Ok(());
+        };
+        let ledger = crate::db::ledger(&pool, row.id).await?;
+        let waiting: Vec<String> = ledger
+            .iter()
+            .filter(|l| l.state != "gone" && l.state != "kept")
+            .map(|l| format!("{} {} ({})", l.kind, l.name, l.state))
+            .collect();
+        let now = format!(
+            "{}: {}; waiting for {}",
+            key,
+            row.observed,
+            if waiting.is_empty() {
+                "the reconciler".into()
+            } else {
+                waiting.join(", ")
+            }
+        );
+        if now != last {
+            println!("{now}");
+            last = now;
+        }
+        let untouched = row.observed != "tearing_down" && row.observed != "teardown_stuck";
+        if !hinted && untouched && started.elapsed() > Duration::from_secs(10) {
+            println!("(nothing has picked it up yet: is `previewd serve` running on this state?)");
+            hinted = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    println!(
+        "{key}: still tearing down; it goes on without this command (see `previewd show {key}`)"
+    );
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! `/metrics` parsed by Prometheus' own text-format parser. Its own test binary: the
+//! counters are process-wide, and no other test may send deliveries meanwhile.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use common::{Delivery, TestApp};
+use serde_json::Value;
+use tower::ServiceExt;
+
+async fn get(app: &TestApp, path: &str, auth: Option<&str>) -> (StatusCode, String) {
+    let mut request = Request::builder().uri(path);
+    if let Some(auth) = auth {
+        request = request.header("authorization", auth);
+    }
+    let response = app
+        .router
+        .clone()
+        .oneshot(request.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn metrics_parse_as_prometheus_text_and_move_when_deliveries_arrive() {
+    let app = TestApp::start().await;
+    let read = |text: &str| -> Value {
+        let python = std::env::var("PREVIEWD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/prometheus_parse.py");
+        let mut child = std::process::Command::new(python)
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "the parser refused the text:\n{text}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let accepted = |samples: &Value| {
+        samples
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["name"] == "previewd_deliveries_total"
+                    && s["labels"]["event"] == "pull_request"
+                    && s["labels"]["outcome"] == "accepted"
+            })
+            .map_or(0.0, |s| s["value"].as_f64().unwrap())
+    };
+    let (_, before) = get(&app, "/metrics", None).await;
+    let before = read(&before);
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    app.send(
+        &Delivery::fixture("pull_request.opened")
+            .number(5)
+            .guid("five"),
+    )
+    .await;
+    let (status, after) = get(&app, "/metrics", None).await;
+    assert_eq!(status, 200);
+    let after = read(&after);
+    assert_eq!(accepted(&after) - accepted(&before), 2.0);
+    let queued: f64 = after
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "previewd_previews")
+        .map(|s| s["value"].as_f64().unwrap())
+        .sum();
+    assert_eq!(queued, 2.0, "previews by state and cluster");
+    for family in [
+        "previewd_intake_seconds_bucket",
+        "previewd_teardown_seconds_count",
+        "previewd_stuck_teardowns_total",
+        "previewd_github_rate_limit_remaining",
+        "previewd_sweep_seconds_count",
+    ] {
+        assert!(
+            after
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["name"] == family),
+            "{family}"
+        );
+    }
+}
