@@ -1,8 +1,6 @@
 //! Every word previewd says on a pull request, as pure functions: the sticky status
 //! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
 
-use std::time::Duration;
-
 use crate::command::{Command, ParseError};
 
 /// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
@@ -327,14 +325,7 @@ pub fn when(at: i64, now: i64) -> String {
     if left <= 0 {
         return format!("{stamp} (due now)");
     }
-    // Whole minutes, largest two units: "2d 3h", "5h 10m", "4m".
-    let minutes = (left as u64).div_ceil(60) * 60;
-    let text = crate::duration::format(Duration::from_secs(minutes));
-    let mut parts = text
-        .split_inclusive(|c: char| c.is_ascii_alphabetic())
-        .take(2);
-    let short: Vec<&str> = parts.by_ref().collect();
-    format!("{stamp} (in {})", short.join(" "))
+    format!("{stamp} (in {})", crate::duration::roughly(left as u64))
 }
 
 /// The first line of an error, bounded, with Markdown and HTML defused.

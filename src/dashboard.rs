@@ -60,13 +60,7 @@ pub fn time_left(seconds: i64) -> String {
     if seconds <= 0 {
         return "expired".into();
     }
-    let minutes = (seconds as u64).div_ceil(60) * 60;
-    let spelled = crate::duration::format(std::time::Duration::from_secs(minutes));
-    let parts: Vec<&str> = spelled
-        .split_inclusive(|c: char| c.is_ascii_alphabetic())
-        .take(2)
-        .collect();
-    parts.join(" ")
+    crate::duration::roughly(seconds as u64)
 }
 
 fn age(seconds: i64) -> String {

@@ -39,6 +39,18 @@ pub fn parse(text: &str) -> Result<Duration, BadDuration> {
     Ok(Duration::from_secs(total))
 }
 
+/// What a person says for time left: whole minutes, the largest two units ("2d 3h",
+/// "5h 10m", "4m").
+pub fn roughly(seconds: u64) -> String {
+    let minutes = seconds.div_ceil(60) * 60;
+    let spelled = format(Duration::from_secs(minutes));
+    let parts: Vec<&str> = spelled
+        .split_inclusive(|c: char| c.is_ascii_alphabetic())
+        .take(2)
+        .collect();
+    parts.join(" ")
+}
+
 /// The shortest exact spelling in the units `parse` accepts: `3d`, `1h30m`, `0s`.
 pub fn format(duration: Duration) -> String {
     let mut secs = duration.as_secs();

@@ -10,27 +10,11 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::{Delivery, TestApp};
 use previewd::reconcile::Reconciler;
-use previewd::seal::SealingCert;
-use previewd::sink::{DirectorySink, Sink};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
-
 fn reconciler(app: &TestApp) -> Arc<Reconciler> {
-    let cert = SealingCert::from_pem(
-        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
-        common::NOW,
-    )
-    .unwrap();
-    Arc::new(Reconciler::new(
-        app.pool().clone(),
-        app.app.config.clone(),
-        Sink::Directory(DirectorySink::new(app.dir.path().join("rendered"))),
-        [("in-cluster".to_string(), cert)].into(),
-        None,
-        Arc::new(app.clock.clone()),
-    ))
+    Arc::new(common::directory_reconciler(app))
 }
 
 async fn get(app: &TestApp, path: &str, auth: Option<&str>) -> (StatusCode, String) {

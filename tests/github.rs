@@ -11,8 +11,6 @@ use common::github::{BOT, FakeGitHub, Fault};
 use common::{Delivery, TestApp};
 use previewd::github::GitHub;
 use previewd::reconcile::Reconciler;
-use previewd::seal::SealingCert;
-use previewd::sink::{DirectorySink, Sink};
 use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
@@ -32,26 +30,14 @@ async fn setup() -> (TestApp, FakeGitHub, Arc<Reconciler>) {
 
 fn reconciler(app: &TestApp) -> Arc<Reconciler> {
     let config = &app.app.config;
-    let cert = SealingCert::from_pem(
-        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
-        common::NOW,
-    )
-    .unwrap();
     let client = GitHub::new(
         &config.github.api_url,
         config.github.credentials.as_ref().unwrap(),
     )
     .unwrap();
     Arc::new(
-        Reconciler::new(
-            app.pool().clone(),
-            config.clone(),
-            Sink::Directory(DirectorySink::new(app.dir.path().join("rendered"))),
-            [("in-cluster".to_string(), cert)].into(),
-            None,
-            Arc::new(app.clock.clone()),
-        )
-        .with_github(Some(Arc::new(client)), app.app.intake.clone()),
+        common::directory_reconciler(app)
+            .with_github(Some(Arc::new(client)), app.app.intake.clone()),
     )
 }
 

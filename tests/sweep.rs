@@ -8,12 +8,10 @@ use std::sync::Arc;
 use common::{Delivery, TestApp};
 use previewd::clock::Clock;
 use previewd::reconcile::Reconciler;
-use previewd::seal::SealingCert;
 use previewd::sink::{DirectorySink, Sink};
 use previewd::sweep::Sweeper;
 use serde_json::json;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
 const HOUR: i64 = 3600;
 const DAY: i64 = 24 * HOUR;
 
@@ -30,19 +28,7 @@ fn sink(app: &TestApp) -> Sink {
 }
 
 fn reconciler(app: &TestApp) -> Arc<Reconciler> {
-    let cert = SealingCert::from_pem(
-        &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
-        common::NOW,
-    )
-    .unwrap();
-    Arc::new(Reconciler::new(
-        app.pool().clone(),
-        app.app.config.clone(),
-        sink(app),
-        [("in-cluster".to_string(), cert)].into(),
-        None,
-        Arc::new(app.clock.clone()),
-    ))
+    Arc::new(common::directory_reconciler(app))
 }
 
 fn sweeper(app: &TestApp) -> Sweeper {

@@ -293,3 +293,33 @@ impl Delivery {
         request.body(Body::from(self.body.clone())).unwrap()
     }
 }
+
+/// A reconciler on `app`'s state: the directory sink in `<dir>/rendered`, and every cluster
+/// sealed with the test certificate.
+pub fn directory_reconciler(app: &TestApp) -> previewd::reconcile::Reconciler {
+    let cert = previewd::seal::SealingCert::from_pem(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sealed/test-cert.pem"
+        ))
+        .unwrap(),
+        NOW,
+    )
+    .unwrap();
+    let config = app.app.config.clone();
+    let certs = config
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), cert.clone()))
+        .collect();
+    previewd::reconcile::Reconciler::new(
+        app.pool().clone(),
+        config,
+        previewd::sink::Sink::Directory(previewd::sink::DirectorySink::new(
+            app.dir.path().join("rendered"),
+        )),
+        certs,
+        None,
+        Arc::new(app.clock.clone()),
+    )
+}
