@@ -87,6 +87,10 @@ fn every_key_has_a_variable_that_is_accepted() {
             "tls.ca_cert" | "tls.ca_key" => continue,
             "dns.ttl" => "1m",
             "defaults.max_lifetime" => "20d",
+            "defaults.allow_keep" | "sweep.remove_orphans" => "true",
+            "defaults.max_per_repo" | "defaults.max_per_author" => "3",
+            "defaults.at_cap" => "evict",
+            "defaults.keep_for" | "sweep.delivery_retention" => "2d",
             k if k.ends_with("ttl")
                 || k.ends_with("_before")
                 || k.ends_with("_after")
@@ -230,4 +234,28 @@ fn app_charts_outside_the_repository_or_without_a_path_are_refused() {
         &[],
     );
     assert!(not_git.contains("repos[0].app_repo_url"), "{not_git}");
+}
+
+#[test]
+fn quotas_and_keep_are_per_repository_with_defaults() {
+    let config = Config::from_toml(
+        "[defaults]\nmax_per_repo = 5\nat_cap = \"evict\"\nkeep_for = \"3d\"\n[[repos]]\nname = \"o/r\"\nmax_per_author = \"2\"\nallow_keep = false\n",
+        Vec::new(),
+    )
+    .unwrap();
+    let policy = &config.repos[0].policy;
+    assert_eq!(
+        (
+            policy.max_per_repo,
+            policy.max_per_author,
+            policy.at_cap,
+            policy.allow_keep
+        ),
+        (Some(5), Some(2), AtCap::Evict, false)
+    );
+    assert_eq!(policy.keep_for, Duration::from_secs(3 * 86_400));
+    let zero = error_of("[defaults]\nmax_per_repo = 0\n", &[]);
+    assert!(zero.contains("defaults.max_per_repo"), "{zero}");
+    let unknown = error_of("[defaults]\nat_cap = \"drop\"\n", &[]);
+    assert!(unknown.contains("queue or evict"), "{unknown}");
 }
