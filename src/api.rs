@@ -188,7 +188,9 @@ pub async fn destroy(
             "destroy through the API needs api.token to be set",
         );
     }
-    if !authorized(&app.config, &headers) {
+    // Bearer only: a browser resends cached Basic credentials with any cross-site form
+    // post, and a destroy must not be one click on someone else's page away.
+    if !authorized(&app.config, &headers, false) {
         return unauthorized();
     }
     let repo = format!("{owner}/{repo}").to_ascii_lowercase();
@@ -210,13 +212,13 @@ pub async fn destroy(
 /// Reads need the token when `api.token` is set: `Authorization: Bearer TOKEN`, or Basic
 /// auth with the token as password (what a browser can send for the dashboard).
 pub async fn require_token(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    if app.config.api_token.is_none() || authorized(&app.config, request.headers()) {
+    if app.config.api_token.is_none() || authorized(&app.config, request.headers(), true) {
         return next.run(request).await;
     }
     unauthorized()
 }
 
-fn authorized(config: &Config, headers: &HeaderMap) -> bool {
+fn authorized(config: &Config, headers: &HeaderMap, allow_basic: bool) -> bool {
     let Some(token) = &config.api_token else {
         return false;
     };
@@ -228,7 +230,7 @@ fn authorized(config: &Config, headers: &HeaderMap) -> bool {
     };
     let offered = if let Some(bearer) = value.strip_prefix("Bearer ") {
         bearer.trim().to_owned()
-    } else if let Some(basic) = value.strip_prefix("Basic ") {
+    } else if let Some(basic) = value.strip_prefix("Basic ").filter(|_| allow_basic) {
         use base64::Engine;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(basic.trim())

@@ -203,6 +203,7 @@ pub enum Outcome<'a> {
         sha: &'a str,
     },
     NotAFork,
+    ChangedSinceApproval,
     NoPreview,
     /// Parsed, but refused (who, and what they would need).
     Refused {
@@ -259,6 +260,10 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
         ),
         Outcome::NotAFork => format!(
             "{}: this PR is not from a fork, so it needs no approval.",
+            at(actor)
+        ),
+        Outcome::ChangedSinceApproval => format!(
+            "{}: the PR received a push after your comment, so this approval would cover code you have not seen. Review the new commit and approve again.",
             at(actor)
         ),
         Outcome::NoPreview => format!(

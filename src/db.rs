@@ -189,13 +189,15 @@ pub async fn apply_pr_change(
         sqlx::query!(
             "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
                  head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
-                 updated_at, expires_at)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16
+                 updated_at, expires_at, head_changed_at)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?15
              WHERE NOT EXISTS (SELECT 1 FROM closed_prs WHERE repo = ?1 AND number = ?2 AND pr_updated_at > ?14)
              ON CONFLICT (repo, number) DO UPDATE SET
                  repo_id = excluded.repo_id,
                  installation_id = COALESCE(excluded.installation_id, previews.installation_id),
                  title = excluded.title, author = excluded.author, head_sha = excluded.head_sha,
+                 head_changed_at = CASE WHEN excluded.head_sha != previews.head_sha
+                     THEN excluded.updated_at ELSE previews.head_changed_at END,
                  head_ref = excluded.head_ref, base_ref = excluded.base_ref,
                  fork = excluded.fork, draft = excluded.draft,
                  desired = CASE
@@ -203,8 +205,9 @@ pub async fn apply_pr_change(
                      THEN 'deployed' ELSE excluded.desired END,
                  end_reason = excluded.end_reason,
                  pr_updated_at = excluded.pr_updated_at, updated_at = excluded.updated_at,
+                 -- A push restarts the clock but never shortens a later expiry (a keep, an extend).
                  expires_at = CASE WHEN ?17
-                     THEN MIN(excluded.expires_at, previews.created_at + ?18)
+                     THEN MAX(previews.expires_at, MIN(excluded.expires_at, previews.created_at + ?18))
                      ELSE previews.expires_at END
              WHERE excluded.pr_updated_at >= previews.pr_updated_at",
             repo,
@@ -232,6 +235,7 @@ pub async fn apply_pr_change(
         sqlx::query!(
             "UPDATE previews SET
                  installation_id = COALESCE(?3, installation_id),
+                 head_changed_at = CASE WHEN ?6 != head_sha THEN ?14 ELSE head_changed_at END,
                  title = ?4, author = ?5, head_sha = ?6, head_ref = ?7, base_ref = ?8,
                  fork = ?9, draft = ?10,
                  desired = COALESCE(?11, desired),

@@ -117,6 +117,12 @@ async fn write_batches(
                 // The reconciler may be gone (shutdown, tests without one): nothing to wake.
                 let _ = changed.send(change.pr.key.clone());
             }
+            // A command runs now, not at the next resync: what it acts on stays what was seen.
+            if let (Ok(Recorded::New { .. }), Change::Command(command)) =
+                (result, &job.intent.change)
+            {
+                let _ = changed.send(command.key.clone());
+            }
         }
         for (job, result) in batch.drain(..).zip(results) {
             // The handler may have gone (client hung up); the write stands regardless.

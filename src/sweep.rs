@@ -216,13 +216,27 @@ impl Sweeper {
             }
         }
         report.pruned = db::prune_deliveries(&self.pool, plan.prune_before).await?;
+        // Never delete on doubt: an empty or foreign state (a fresh previewd.db, a second
+        // instance on the same Argo CD) would make every Application look orphaned.
+        let mut removable = self.config.remove_orphans && !plan.orphans.is_empty();
+        if removable {
+            let tracked = db::preview_keys(&self.pool).await?.len();
+            removable = tracked > 0 && plan.orphans.len() <= tracked / 2 + 1;
+            if !removable {
+                tracing::warn!(
+                    orphans = plan.orphans.len(),
+                    tracked,
+                    "too many orphans for the previews this state tracks; removing none (is this the right state?)"
+                );
+            }
+        }
         for name in &plan.orphans {
             tracing::warn!(
                 application = name,
-                remove = self.config.remove_orphans,
+                remove = removable,
                 "orphaned Application: no preview owns it"
             );
-            if let (true, Some(sink)) = (self.config.remove_orphans, &self.sink) {
+            if let (true, Some(sink)) = (removable, &self.sink) {
                 sink.delete(name).await?;
                 report.orphans_removed += 1;
             }

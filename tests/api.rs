@@ -227,6 +227,17 @@ async fn with_a_token_reads_need_it_and_destroy_always_does() {
         &app,
         "POST",
         "/api/previews/codertocat/hello-world/2/destroy",
+        Some("Basic dXNlcjpzM2NyZXQtdG9rZW4="),
+    )
+    .await;
+    assert_eq!(
+        status, 401,
+        "a browser's cached Basic credentials cannot destroy (CSRF)"
+    );
+    let (status, _) = call(
+        &app,
+        "POST",
+        "/api/previews/codertocat/hello-world/2/destroy",
         Some("Bearer s3cret-token"),
     )
     .await;

@@ -281,6 +281,11 @@ async fn read_permission_refuses_destroy_and_write_accepts_it() {
         replies[1]
     );
     assert_eq!(app.count("previews").await, 0, "torn down in the same pass");
+    let answered: i64 = sqlx::query_scalar("SELECT answered FROM commands WHERE comment_id = 502")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(answered, 1, "the command outlives its preview");
 }
 
 #[tokio::test]
@@ -509,4 +514,78 @@ async fn a_github_app_mints_an_installation_token_once_and_acts_with_it() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
+    let (app, github, reconciler) = setup().await;
+    github
+        .hub()
+        .permissions
+        .insert("maintainer".into(), "write".into());
+    let fork = |sha: &str, at: &str, guid: &str| {
+        Delivery::fixture("pull_request.opened")
+            .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
+            .at_sha(sha)
+            .updated_at(at)
+            .guid(guid)
+    };
+    app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&command("/preview approve", "maintainer", "MEMBER", 901))
+        .await;
+    app.clock.advance(5);
+    // The fork's author pushes before previewd runs the command.
+    app.send(&fork(
+        "6666666666666666666666666666666666666666",
+        "2019-05-15T16:00:00Z",
+        "f2",
+    ))
+    .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(desired(&app).await, "awaiting_approval");
+    assert_eq!(rendered_files(&app), 0, "the new head never ran");
+    let reply = github
+        .hub()
+        .comments
+        .iter()
+        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 901"))
+        .cloned()
+        .unwrap();
+    assert!(
+        reply["body"].as_str().unwrap().contains("approve again"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn resync_does_not_bring_back_a_preview_destroyed_on_purpose() {
+    let (app, github, reconciler) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&command("/preview destroy", "Codertocat", "OWNER", 950))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0);
+    let pull = |sha: &str| {
+        json!({
+            "number": 2, "state": "open", "title": "Still open", "draft": false,
+            "user": {"login": "Codertocat"}, "merged_at": null,
+            "updated_at": "2026-11-29T11:00:00Z",
+            "head": {"sha": sha, "ref": "feature", "repo": {"id": 186853002}},
+            "base": {"ref": "main", "repo": {"id": 186853002}},
+        })
+    };
+    github.hub().pulls.push(pull(HEAD));
+    assert_eq!(
+        reconciler.resync().await.unwrap(),
+        0,
+        "destroyed at this head: stays gone"
+    );
+    github.hub().pulls[0] = pull("7777777777777777777777777777777777777777");
+    assert_eq!(
+        reconciler.resync().await.unwrap(),
+        1,
+        "a new push brings it back"
+    );
 }

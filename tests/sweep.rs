@@ -149,12 +149,19 @@ async fn a_pinned_preview_is_untouched_until_its_maximum_lifetime() {
         .execute(app.pool())
         .await
         .unwrap();
-    app.clock.advance(4 * DAY);
+    app.clock.advance(2 * DAY);
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("4444444444444444444444444444444444444444")
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    app.clock.advance(2 * DAY);
     sweeper.pass(false).await.unwrap();
     assert_eq!(
         count(&app, "expired").await,
         0,
-        "a day past its ttl, still kept"
+        "past its ttl, and a push did not shorten the keep"
     );
     app.clock.advance(DAY);
     sweeper.pass(false).await.unwrap();

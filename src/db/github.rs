@@ -16,13 +16,15 @@ pub struct CommandRow {
     pub status: String,
     pub reply: Option<String>,
     pub reply_comment_id: Option<i64>,
+    /// When intake queued it (previewd's clock).
+    pub created_at: i64,
 }
 
 /// Commands not yet run, oldest first.
 pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at
          FROM commands WHERE status = 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -33,7 +35,7 @@ pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>
 pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at
          FROM commands WHERE answered = 0 AND status != 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -41,6 +43,7 @@ pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandR
 }
 
 /// A command's outcome, with its history row, inside the transaction that made its effect.
+/// Returns false (and writes nothing) if the command had already run.
 pub async fn finish_command(
     tx: &mut SqliteConnection,
     command: &CommandRow,
@@ -48,9 +51,9 @@ pub async fn finish_command(
     what: &str,
     reply: &str,
     now: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE commands SET status = ?2, reply = ?3, done_at = ?4 WHERE id = ?1",
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        "UPDATE commands SET status = ?2, reply = ?3, done_at = ?4 WHERE id = ?1 AND status = 'pending'",
         command.id,
         status,
         reply,
@@ -58,6 +61,9 @@ pub async fn finish_command(
     )
     .execute(&mut *tx)
     .await?;
+    if done.rows_affected() == 0 {
+        return Ok(false);
+    }
     let reason = format!("{}: {reply}", command.line);
     sqlx::query!(
         "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -69,8 +75,8 @@ pub async fn finish_command(
         now
     )
     .execute(&mut *tx)
-    .await
-    .map(drop)
+    .await?;
+    Ok(true)
 }
 
 pub async fn set_reply_comment(pool: &SqlitePool, id: i64, comment_id: i64) -> sqlx::Result<()> {
@@ -100,7 +106,7 @@ pub async fn command_effect(
 ) -> sqlx::Result<bool> {
     let done = match effect {
         Effect::ExpireAt(at) => sqlx::query!(
-            "UPDATE previews SET expires_at = ?2, updated_at = ?3 WHERE id = ?1",
+            "UPDATE previews SET expires_at = ?2, updated_at = ?3 WHERE id = ?1 AND desired != 'absent'",
             preview_id,
             at,
             now
@@ -145,13 +151,14 @@ pub async fn command_effect(
         )
         .execute(&mut *tx)
         .await?,
-        Effect::Approve(sha) => sqlx::query!(
+        Effect::Approve { sha, seen_at } => sqlx::query!(
             "UPDATE previews SET approved_sha = ?2, updated_at = ?3,
                     desired = CASE WHEN desired = 'awaiting_approval' AND head_sha = ?2 THEN 'deployed' ELSE desired END
-             WHERE id = ?1 AND head_sha = ?2",
+             WHERE id = ?1 AND head_sha = ?2 AND head_changed_at <= ?4",
             preview_id,
             sha,
-            now
+            now,
+            seen_at
         )
         .execute(&mut *tx)
         .await?,
@@ -168,8 +175,11 @@ pub enum Effect<'a> {
     Reseed,
     Redeploy,
     Deploy,
-    /// Approves exactly this head SHA.
-    Approve(&'a str),
+    /// Approves exactly this head SHA, if it was the head when the approver commented.
+    Approve {
+        sha: &'a str,
+        seen_at: i64,
+    },
 }
 
 /// What previewd last told GitHub about one PR.
@@ -207,7 +217,8 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
         Thread,
         r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
                   deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool"
-           FROM github_threads WHERE final_pending = 1"#
+           FROM github_threads t WHERE final_pending = 1
+             AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)"#
     )
     .fetch_all(pool)
     .await
@@ -285,6 +296,33 @@ pub async fn tracked_pulls(pool: &SqlitePool) -> sqlx::Result<Vec<TrackedPull>> 
     sqlx::query_as!(
         TrackedPull,
         r#"SELECT repo, number, head_sha, installation_id, desired != 'absent' AS "live!: bool" FROM previews"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// How a PR's last preview ended: the head it ran and the final history reason.
+pub async fn last_destroyed(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+) -> sqlx::Result<Option<(Option<String>, String)>> {
+    let row = sqlx::query!(
+        "SELECT head_sha, reason FROM history WHERE repo = ?1 AND number = ?2 AND what = 'destroyed'
+         ORDER BY at DESC, id DESC LIMIT 1",
+        repo,
+        number
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|r| (r.head_sha, r.reason)))
+}
+
+/// Every repository previewd has heard of: previews, history, App installations.
+pub async fn known_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        r#"SELECT repo AS "repo!" FROM previews UNION SELECT repo FROM history
+           UNION SELECT repo FROM installation_repositories"#
     )
     .fetch_all(pool)
     .await

@@ -26,6 +26,8 @@ pub struct PreviewRow {
     pub keep: bool,
     pub redeploy_generation: i64,
     pub created_at: i64,
+    /// When the head SHA last changed (previewd's clock).
+    pub head_changed_at: i64,
 }
 
 pub async fn preview_id(pool: &SqlitePool, repo: &str, number: u32) -> sqlx::Result<Option<i64>> {
@@ -49,7 +51,7 @@ pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Prev
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at
            FROM previews WHERE id = ?1"#,
         id
     )
@@ -63,7 +65,7 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at
            FROM previews INDEXED BY previews_unplaced
            WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
     )
@@ -267,6 +269,14 @@ pub async fn forget_preview(
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else { return Ok(false) };
+    // Commands are answered even after their preview is gone (and one queued during the
+    // teardown still runs): they are keyed by repo and number, not by the row.
+    sqlx::query!(
+        "UPDATE commands SET preview_id = NULL WHERE preview_id = ?1",
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
     sqlx::query!("DELETE FROM previews WHERE id = ?1", id)
         .execute(&mut *tx)
         .await?;

@@ -76,7 +76,7 @@ impl Reconciler {
             tracing::info!(actor = cmd.actor, line = cmd.line, "command refused");
             return Ok(None);
         }
-        let (effects, outcome) = self.decide(parsed, row.as_ref(), &cmd.actor, now)?;
+        let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now)?;
         let reply = comment::reply(&outcome, &cmd.actor);
         let id = row.as_ref().map(|r| r.id);
         self.finish(cmd, id, &effects, "done", "command", &reply, now)
@@ -103,9 +103,10 @@ impl Reconciler {
         &self,
         parsed: Command,
         row: Option<&'a PreviewRow>,
-        actor: &str,
+        cmd: &CommandRow,
         now: i64,
     ) -> anyhow::Result<(Vec<Effect<'a>>, Outcome<'a>)> {
+        let actor = &cmd.actor;
         let Some(row) = row else {
             return Ok(match parsed {
                 Command::Help => (vec![], Outcome::Help),
@@ -165,13 +166,29 @@ impl Reconciler {
             }
             Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
             Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
+            // A push after the comment: the approver cannot have seen this head.
+            Command::Approve | Command::Deploy
+                if row.fork && row.head_changed_at > cmd.created_at =>
+            {
+                (vec![], Outcome::ChangedSinceApproval)
+            }
             // On a fork, deploying means approving what is there now.
             Command::Approve | Command::Deploy if row.fork => (
-                vec![Effect::Approve(&row.head_sha)],
+                vec![Effect::Approve {
+                    sha: &row.head_sha,
+                    seen_at: cmd.created_at,
+                }],
                 Outcome::Approved { sha: &row.head_sha },
             ),
             Command::Approve => (vec![], Outcome::NotAFork),
-            Command::Deploy => (vec![Effect::Deploy], Outcome::Deploying),
+            // Back from a destroy: a fresh lifetime of `ttl` from now.
+            Command::Deploy => (
+                vec![
+                    Effect::Deploy,
+                    Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
+                ],
+                Outcome::Deploying,
+            ),
         })
         .map(|(effects, outcome)| {
             tracing::info!(actor, ?parsed, preview = row.id, "command accepted");
@@ -197,8 +214,10 @@ impl Reconciler {
                 db::command_effect(&mut tx, id, effect, now).await?;
             }
         }
-        db::finish_command(&mut tx, cmd, status, what, reply, now).await?;
-        tx.commit().await?;
+        // Already run (by another process on this state): its effects are rolled back.
+        if db::finish_command(&mut tx, cmd, status, what, reply, now).await? {
+            tx.commit().await?;
+        }
         Ok(())
     }
 
@@ -214,8 +233,15 @@ impl Reconciler {
                 let _ = db::mark_answered(&self.pool, cmd.id).await;
                 continue;
             };
-            if let Err(e) = self.answer(github, &cmd).await {
-                tracing::warn!(command = cmd.id, error = %e, "answering a command on GitHub failed; retrying later");
+            match self.answer(github, &cmd).await {
+                Ok(()) => {}
+                // The comment (or the PR) is gone: nobody is left to answer.
+                Err(e) if e.is_not_found() => {
+                    let _ = db::mark_answered(&self.pool, cmd.id).await;
+                }
+                Err(e) => {
+                    tracing::warn!(command = cmd.id, error = %e, "answering a command on GitHub failed; retrying later");
+                }
             }
         }
     }
@@ -235,7 +261,14 @@ impl Reconciler {
                 .react(&repo, installation, comment_id, "eyes")
                 .await?;
         }
-        if cmd.reply_comment_id.is_none() {
+        // An outsider's refused command gets a reaction, not a comment: anyone can comment,
+        // and previewd's replies must not be theirs to spend.
+        let outsider = !matches!(
+            cmd.association.as_str(),
+            "OWNER" | "MEMBER" | "COLLABORATOR"
+        );
+        let reply_worthy = !(cmd.status == "refused" && outsider);
+        if reply_worthy && cmd.reply_comment_id.is_none() {
             let marker = reply_marker(cmd.comment_id);
             let login = github.login().await?.to_owned();
             let existing = github

@@ -33,9 +33,11 @@ impl Reconciler {
                         .map(|n| n + 1);
                 }
                 let thread = self.thread_of(&row.repo, row.number).await?;
+                // A live preview (a reopened PR) owes no "destroyed" report any more.
                 let thread = Thread {
                     installation_id: row.installation_id.or(thread.installation_id),
                     head_sha: Some(row.head_sha.clone()),
+                    final_pending: false,
                     ..thread
                 };
                 self.publish(github, thread, &view).await.map(drop)
@@ -78,7 +80,12 @@ impl Reconciler {
             }
             .await;
             match result {
+                // Posted, or the PR is gone: either way it is not owed any more.
                 Ok(()) => {
+                    let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                }
+                Err(e) if e.is_not_found() => {
+                    tracing::info!(notice = notice.id, "the PR is gone; notice dropped");
                     let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
                 }
                 Err(e) => {

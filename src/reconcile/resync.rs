@@ -14,7 +14,8 @@ use crate::preview::{PreviewKey, RepoName};
 use crate::webhook::{Delivery, Event, PrAction, PullRequestEvent};
 
 impl Reconciler {
-    /// One resync of every configured repository (and every repository with previews).
+    /// One resync of every configured repository (and every repository with previews; with
+    /// no `[[repos]]`, every repository previewd has heard of).
     pub async fn resync(&self) -> anyhow::Result<usize> {
         let (Some(github), Some(intake)) = (&self.github, &self.intake) else {
             return Ok(0);
@@ -26,6 +27,11 @@ impl Reconciler {
             .iter()
             .map(|r| r.name.as_str().to_owned())
             .collect();
+        // Without [[repos]], every repository previewd has heard of (refused ones excluded by
+        // intake's own allow-list check when their events are recorded).
+        if self.config.repos.is_empty() {
+            repos.extend(db::known_repos(&self.pool).await?);
+        }
         repos.extend(tracked.iter().map(|t| t.repo.clone()));
         let mut recorded = 0;
         for repo in repos {
@@ -46,8 +52,11 @@ impl Reconciler {
             let mut events = Vec::new();
             for pull in &open {
                 match mine.get(&i64::from(pull.number)) {
-                    Some(t) if t.head_sha == pull.head_sha && t.live => {}
+                    // Being torn down: the teardown finishes first; a later pass decides.
+                    Some(t) if !t.live => {}
+                    Some(t) if t.head_sha == pull.head_sha => {}
                     Some(_) => events.push((pull.clone(), PrAction::Synchronize)),
+                    None if self.ended_on_purpose(&repo, pull).await? => {}
                     None => events.push((pull.clone(), PrAction::Opened)),
                 }
             }
@@ -85,6 +94,20 @@ impl Reconciler {
             }
         }
         Ok(recorded)
+    }
+}
+
+impl Reconciler {
+    /// An open PR without a preview whose last one was expired, destroyed or evicted at this
+    /// very head: that was the point, and only a new push brings it back. (A preview that
+    /// ended because the PR closed comes back: the PR was reopened while a webhook was lost.)
+    async fn ended_on_purpose(&self, repo: &str, pull: &PullInfo) -> anyhow::Result<bool> {
+        let last = db::last_destroyed(&self.pool, repo, i64::from(pull.number)).await?;
+        Ok(last.is_some_and(|(sha, reason)| {
+            sha.as_deref() == Some(pull.head_sha.as_str())
+                && !reason.starts_with("PR closed")
+                && !reason.starts_with("PR merged")
+        }))
     }
 }
 
