@@ -94,6 +94,9 @@ pub fn helper_application(
         "previewd.dev/author": preview.author,
         "previewd.dev/title": title,
         "link.argocd.argoproj.io/preview": format!("https://{}", names.host),
+        // For an app-of-apps watching the directory sink: the helpers before the app (with
+        // Argo CD's Application health check enabled, the app waits for them to be Healthy).
+        "argocd.argoproj.io/sync-wave": "-1",
     });
     if let Some(sha) = &preview.approved_sha {
         annotations["previewd.dev/approved-sha"] = json!(sha.as_str());
@@ -164,6 +167,7 @@ pub fn app_application(preview: &Preview, config: &Config) -> Result<Option<Valu
     }
     let mut metadata = helper["metadata"].clone();
     metadata["name"] = json!(names.app_application);
+    metadata["annotations"]["argocd.argoproj.io/sync-wave"] = json!("0");
     Ok(Some(json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
