@@ -3,7 +3,7 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -263,111 +263,6 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Gives each deployable preview without a cluster the least loaded one with room, in
-    /// arrival order; the rest wait, visibly, as `queued`. Returns the previews placed.
-    async fn place_waiting(&self) -> anyhow::Result<Vec<i64>> {
-        let waiting = db::unplaced(&self.pool).await?;
-        if waiting.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut load = db::cluster_load(&self.pool).await?;
-        let mut decisions = Vec::with_capacity(waiting.len());
-        let mut placed_now: HashMap<String, i64> = HashMap::new();
-        let mut evicted = Vec::new();
-        for row in &waiting {
-            match self.quota(row, &placed_now).await? {
-                Quota::Room => {}
-                Quota::Full => {
-                    decisions.push((row.id, None, row.observed == "queued"));
-                    continue;
-                }
-                Quota::Evicted(victim) => {
-                    evicted.push(victim);
-                    load = db::cluster_load(&self.pool).await?;
-                }
-            }
-            let cluster = place(&self.config, &load);
-            if let Some(cluster) = &cluster {
-                match load.iter_mut().find(|(c, _)| c == cluster) {
-                    Some((_, used)) => *used += 1,
-                    None => load.push((cluster.clone(), 1)),
-                }
-            }
-            if cluster.is_some() {
-                *placed_now.entry(format!("repo:{}", row.repo)).or_default() += 1;
-                *placed_now
-                    .entry(format!("author:{}", row.author))
-                    .or_default() += 1;
-            }
-            decisions.push((row.id, cluster, row.observed == "queued"));
-        }
-        // One transaction for the whole queue: placement must not cost a commit per preview.
-        db::record_placements(&self.pool, &decisions, self.clock.now()).await?;
-        Ok(decisions
-            .into_iter()
-            .filter(|(_, c, _)| c.is_some())
-            .map(|(id, _, _)| id)
-            .chain(evicted)
-            .collect())
-    }
-
-    /// The repository's and the author's caps: room, full (wait in the queue), or room made
-    /// by evicting the least recently active unpinned preview (`at_cap = "evict"`).
-    async fn quota(
-        &self,
-        row: &PreviewRow,
-        placed_now: &HashMap<String, i64>,
-    ) -> anyhow::Result<Quota> {
-        let repo: crate::preview::RepoName = row.repo.parse()?;
-        let policy = self
-            .config
-            .policy_for(&repo)
-            .unwrap_or(&self.config.defaults);
-        if policy.max_per_repo.is_none() && policy.max_per_author.is_none() {
-            return Ok(Quota::Room);
-        }
-        let (repo_live, author_live) = db::live_counts(&self.pool, &row.repo, &row.author).await?;
-        let now_placed = |key: String| placed_now.get(&key).copied().unwrap_or(0);
-        let repo_live = repo_live + now_placed(format!("repo:{}", row.repo));
-        let author_live = author_live + now_placed(format!("author:{}", row.author));
-        let repo_full = policy
-            .max_per_repo
-            .is_some_and(|cap| repo_live >= i64::from(cap));
-        let author_full = policy
-            .max_per_author
-            .is_some_and(|cap| author_live >= i64::from(cap));
-        if !repo_full && !author_full {
-            return Ok(Quota::Room);
-        }
-        if policy.at_cap == crate::config::AtCap::Queue {
-            return Ok(Quota::Full);
-        }
-        let by_author = !repo_full;
-        let Some((victim, victim_repo, victim_number, _)) =
-            db::eviction_victim(&self.pool, &row.repo, &row.author, by_author).await?
-        else {
-            return Ok(Quota::Full); // everything at the cap is pinned
-        };
-        let newcomer = format!("{}#{}", row.repo, row.number);
-        let reason = format!(
-            "evicted for {newcomer}: at the cap, and the least recently active unpinned preview"
-        );
-        if db::evict(
-            &self.pool,
-            victim,
-            &reason,
-            &crate::comment::evicted(&newcomer),
-            self.clock.now(),
-        )
-        .await?
-        {
-            tracing::info!(victim = %format!("{victim_repo}#{victim_number}"), %newcomer, "evicted");
-            Ok(Quota::Evicted(victim))
-        } else {
-            Ok(Quota::Full)
-        }
-    }
-
     /// The Applications to apply and the ledger they make; `None` while the preview waits
     /// for a cluster.
     async fn desired_manifests(
@@ -478,13 +373,6 @@ impl Reconciler {
     }
 }
 
-enum Quota {
-    Room,
-    Full,
-    /// Room made: this preview was evicted (its teardown is the reconciler's next step).
-    Evicted(i64),
-}
-
 /// What one preview should look like now.
 struct Rendered {
     /// The helper Application and the hash of its rendering.
@@ -518,47 +406,8 @@ fn desired_of(row: &PreviewRow) -> anyhow::Result<Desired> {
     })
 }
 
-/// Placement: the least loaded cluster with room (`capacity` unset = unlimited); ties go to
-/// the first configured. A preview stays on its cluster for life.
-pub fn place(config: &Config, load: &[(String, i64)]) -> Option<String> {
-    let used = |name: &str| load.iter().find(|(c, _)| c == name).map_or(0, |(_, n)| *n);
-    config
-        .clusters
-        .iter()
-        .filter(|c| c.capacity.is_none_or(|cap| used(&c.name) < i64::from(cap)))
-        .min_by_key(|c| used(&c.name))
-        .map(|c| c.name.clone())
-}
-
 mod obey;
+mod place;
 mod report;
 mod resync;
 mod teardown;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config() -> Config {
-        Config::from_toml(
-            "[[clusters]]\nname = \"a\"\nserver = \"https://a\"\ncapacity = 2\n[[clusters]]\nname = \"b\"\nserver = \"https://b\"\ncapacity = 1\n",
-            Vec::new(),
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn new_previews_go_to_the_least_loaded_cluster_with_room() {
-        assert_eq!(place(&config(), &[]).as_deref(), Some("a"));
-        assert_eq!(place(&config(), &[("a".into(), 1)]).as_deref(), Some("b"));
-        assert_eq!(
-            place(&config(), &[("a".into(), 1), ("b".into(), 1)]).as_deref(),
-            Some("a")
-        );
-    }
-
-    #[test]
-    fn with_every_cluster_full_a_preview_waits() {
-        assert_eq!(place(&config(), &[("a".into(), 2), ("b".into(), 1)]), None);
-    }
-}
