@@ -3,9 +3,9 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
@@ -32,6 +32,8 @@ use crate::sink::{APPLIED_HASH, Sink};
 const PARALLEL: usize = 4;
 /// A pass runs at least this often, so a missed notification heals.
 pub const RESYNC: Duration = Duration::from_secs(30);
+/// A preview waiting on Argo CD is looked at again this soon (then less and less often).
+const REQUEUE_FIRST: Duration = Duration::from_secs(2);
 /// Every sink call gets this long, and this many tries with doubling backoff.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 3;
@@ -49,6 +51,9 @@ pub struct Reconciler {
     intake: Option<Intake>,
     /// Previews whose skipped report was logged (once each).
     unreported: Mutex<HashSet<(String, i64)>>,
+    /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon:
+    /// when (and after which delay, doubled each time up to `RESYNC`).
+    requeue: Mutex<HashMap<i64, (Instant, Duration)>>,
 }
 
 impl Reconciler {
@@ -70,6 +75,7 @@ impl Reconciler {
             github: None,
             intake: None,
             unreported: Mutex::new(HashSet::new()),
+            requeue: Mutex::new(HashMap::new()),
         }
     }
 
@@ -95,9 +101,14 @@ impl Reconciler {
             .resync_interval
             .max(Duration::from_secs(1));
         let mut github_resync = tokio::time::interval(every);
+        let mut soon = tokio::time::interval(Duration::from_secs(1));
         loop {
             let result = tokio::select! {
                 _ = resync.tick() => self.pass().await,
+                _ = soon.tick() => {
+                    let due = self.due_requeues();
+                    if due.is_empty() { Ok(0) } else { self.pass_ids(&due).await }
+                }
                 _ = github_resync.tick() => self.resync().await,
                 Some(key) = changed.recv() => {
                     let mut keys = BTreeSet::from([key]);
@@ -130,6 +141,45 @@ impl Reconciler {
         self.report(&ids).await;
         self.report(&placed).await;
         Ok(ids.len() + placed.len())
+    }
+
+    /// Only `ids` (previews due for another look).
+    async fn pass_ids(self: &Arc<Self>, ids: &[i64]) -> anyhow::Result<usize> {
+        self.reconcile_all(ids).await;
+        let placed = self.place_waiting().await.context("placing previews")?;
+        self.reconcile_all(&placed).await;
+        self.report(ids).await;
+        self.report(&placed).await;
+        Ok(ids.len() + placed.len())
+    }
+
+    /// Looks at `id` again soon: after 2 s, then doubling up to `RESYNC` while it keeps
+    /// waiting, so a preview reports ready (or gone) seconds after Argo CD, not a resync later.
+    fn requeue(&self, id: i64) {
+        let mut queue = self.requeue.lock().expect("requeue");
+        let delay = queue
+            .get(&id)
+            .map_or(REQUEUE_FIRST, |(_, delay)| (*delay * 2).min(RESYNC));
+        queue.insert(id, (Instant::now() + delay, delay));
+    }
+
+    /// `id` converged: no early look needed.
+    fn settled(&self, id: i64) {
+        self.requeue.lock().expect("requeue").remove(&id);
+    }
+
+    fn due_requeues(&self) -> Vec<i64> {
+        let now = Instant::now();
+        let mut queue = self.requeue.lock().expect("requeue");
+        let mut due = Vec::new();
+        for (id, (at, _)) in queue.iter_mut() {
+            if *at <= now {
+                due.push(*id);
+                // Until its reconcile asks again (with a doubled delay) or settles it.
+                *at = now + RESYNC;
+            }
+        }
+        due
     }
 
     /// One pass over every preview: placement first, one preview at a time in arrival
@@ -169,6 +219,7 @@ impl Reconciler {
     }
 
     async fn record_failure(&self, id: i64, error: &anyhow::Error) {
+        self.requeue(id);
         let message = format!("{error:#}");
         tracing::warn!(preview = id, error = %message, "reconcile failed");
         let now = self.clock.now();
@@ -259,6 +310,11 @@ impl Reconciler {
                 db::confirm_ledger(&self.pool, id, now).await?;
             }
             db::set_observed(&self.pool, id, state, None, None, now).await?;
+        }
+        if state == "syncing" {
+            self.requeue(id);
+        } else {
+            self.settled(id);
         }
         Ok(())
     }

@@ -45,6 +45,7 @@ impl Reconciler {
                             &names.app_application
                         }
                     );
+                    self.requeue(row.id);
                     return self.report_if_stuck(row, &waiting, now).await;
                 }
                 Teardown::Confirm => return self.confirm_and_forget(row, now).await,
@@ -76,6 +77,7 @@ impl Reconciler {
             }
         }
         if !waiting.is_empty() {
+            self.requeue(row.id);
             let waiting = format!("for {} to go", waiting.join(", "));
             return self.report_if_stuck(row, &waiting, now).await;
         }
@@ -88,6 +90,7 @@ impl Reconciler {
                 summary.join(", ")
             }
         );
+        self.settled(row.id);
         if db::forget_preview(&self.pool, row.id, &reason, now).await? {
             let took = now - row.teardown_started_at.unwrap_or(now);
             crate::metrics::METRICS

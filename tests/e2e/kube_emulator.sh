@@ -38,7 +38,7 @@ deliver() {
 
 # Polls the state until SQL query $1 answers $2 (within the reconciler's resync period).
 wait_for() {
-  for _ in $(seq 450); do
+  for _ in $(seq 1200); do
     got=$("$python" -c 'import sqlite3, sys; r = sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone(); print(r[0] if r else "")' previewd.db "$1" 2>/dev/null || true)
     [ "$got" = "$2" ] && return 0
     sleep 0.1
