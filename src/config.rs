@@ -320,6 +320,7 @@ pub fn is_dns_label(s: &str) -> bool {
 }
 
 mod raw;
+mod repos;
 mod validate;
 
 pub use raw::{KEYS, env_name};

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::raw::{Raw, RawChart, RawDatabase, RawGithub, RawPolicy, RawRepo, RawSink, RawTls};
+use super::raw::{Raw, RawChart, RawDatabase, RawGithub, RawPolicy, RawSink, RawTls};
 use super::*;
 use crate::duration;
 pub(super) struct Validator {
@@ -13,7 +13,7 @@ pub(super) struct Validator {
 }
 
 impl Validator {
-    fn invalid(&self, key: &str, problem: String, expected: &str) -> ConfigError {
+    pub(super) fn invalid(&self, key: &str, problem: String, expected: &str) -> ConfigError {
         let source_note = if self.from_env.contains(key) {
             format!(" (from {})", env_name(key))
         } else {
@@ -27,7 +27,7 @@ impl Validator {
         }
     }
 
-    fn duration(
+    pub(super) fn duration(
         &self,
         key: &str,
         raw: Option<&str>,
@@ -165,89 +165,6 @@ impl Validator {
                 enabled: raw.dns.enabled.unwrap_or(true),
                 ttl: self.duration("dns.ttl", raw.dns.ttl.as_deref(), "5m")?,
             },
-        })
-    }
-
-    fn app(&self, i: usize, r: &RawRepo) -> Result<AppConfig, ConfigError> {
-        let key = |field: &str| format!("repos[{i}].{field}");
-        if let Some(image) = r.image.as_deref().filter(|image| {
-            image.is_empty() || image.contains(char::is_whitespace) || image.contains('@')
-        }) {
-            return Err(self.invalid(
-                &key("image"),
-                format!("{image:?} is not an image repository"),
-                "a repository without tag, like ghcr.io/acme/shop",
-            ));
-        }
-        if r.image.is_none() && !(r.migrate_command.is_empty() && r.seed_command.is_empty()) {
-            return Err(self.invalid(
-                &key("image"),
-                "commands are set but no image runs them".into(),
-                "the app's image repository",
-            ));
-        }
-        if let Some(seed) = &r.seed {
-            if !r.seed_command.is_empty() {
-                return Err(self.invalid(
-                    &key("seed"),
-                    "both seed and seed_command are set".into(),
-                    "one of them",
-                ));
-            }
-            if crate::seeds::find(seed).is_none() {
-                return Err(self.invalid(
-                    &key("seed"),
-                    format!("{seed:?} is not a seed set previewd ships"),
-                    &crate::seeds::names().join(", "),
-                ));
-            }
-        }
-        let chart = match (&r.app_chart, &r.app_repo_url) {
-            (None, None) => None,
-            (None, Some(_)) => {
-                return Err(self.invalid(
-                    &key("app_chart"),
-                    "app_repo_url is set but no chart path".into(),
-                    "the path of the app's chart in that repository, like deploy/chart",
-                ));
-            }
-            (Some(path), url) => {
-                let path = path.trim_matches('/');
-                if path.is_empty()
-                    || path.split('/').any(|part| part.is_empty() || part == "..")
-                    || path.contains(char::is_whitespace)
-                {
-                    return Err(self.invalid(
-                        &key("app_chart"),
-                        format!("{path:?} is not a path inside the repository"),
-                        "a relative path like deploy/chart",
-                    ));
-                }
-                let repo_url = match url {
-                    Some(url) if url.starts_with("https://") || url.starts_with("git@") => {
-                        url.clone()
-                    }
-                    Some(url) => {
-                        return Err(self.invalid(
-                            &key("app_repo_url"),
-                            format!("{url:?} is not a Git URL Argo CD can clone"),
-                            "https://... or git@...",
-                        ));
-                    }
-                    None => format!("https://github.com/{}.git", r.name.to_ascii_lowercase()),
-                };
-                Some(AppChart {
-                    repo_url,
-                    path: path.to_owned(),
-                })
-            }
-        };
-        Ok(AppConfig {
-            image: r.image.clone(),
-            migrate_command: r.migrate_command.clone(),
-            seed: r.seed.clone(),
-            seed_command: r.seed_command.clone(),
-            chart,
         })
     }
 
@@ -488,105 +405,5 @@ impl Validator {
             argocd_namespace,
             stuck_after: self.duration("sink.stuck_after", raw.stuck_after.as_deref(), "15m")?,
         })
-    }
-
-    /// `base` is the `[defaults]` policy a `[[repos]]` entry inherits from.
-    fn policy(
-        &self,
-        section: &str,
-        raw: &RawPolicy,
-        base: Option<&Policy>,
-    ) -> Result<Policy, ConfigError> {
-        let fallback = |field: &str, builtin: &'static str| -> String {
-            base.map_or(builtin.into(), |b| match field {
-                "ttl" => duration::format(b.ttl),
-                "warn_before" => duration::format(b.warn_before),
-                _ => duration::format(b.max_lifetime),
-            })
-        };
-        let key = |field: &str| format!("{section}.{field}");
-        let ttl = self.duration(&key("ttl"), raw.ttl.as_deref(), &fallback("ttl", "72h"))?;
-        let warn_before = self.duration(
-            &key("warn_before"),
-            raw.warn_before.as_deref(),
-            &fallback("warn_before", "24h"),
-        )?;
-        let max_lifetime = self.duration(
-            &key("max_lifetime"),
-            raw.max_lifetime.as_deref(),
-            &fallback("max_lifetime", "14d"),
-        )?;
-        if ttl > max_lifetime {
-            return Err(self.invalid(
-                &key("ttl"),
-                format!(
-                    "{} is longer than max_lifetime {}",
-                    duration::format(ttl),
-                    duration::format(max_lifetime)
-                ),
-                "a ttl no longer than max_lifetime",
-            ));
-        }
-        let domain = raw
-            .domain
-            .clone()
-            .unwrap_or_else(|| base.map_or("preview.localhost".into(), |b| b.domain.clone()));
-        if domain.len() > 200 || !is_dns_name(&domain) {
-            return Err(self.invalid(
-                &key("domain"),
-                format!("{domain:?} is not a DNS name"),
-                "a lower-case DNS name like preview.example.com",
-            ));
-        }
-        Ok(Policy {
-            ttl,
-            domain,
-            warn_before,
-            max_lifetime,
-            deploy_drafts: raw
-                .deploy_drafts
-                .or(base.map(|b| b.deploy_drafts))
-                .unwrap_or(false),
-            allow_keep: raw
-                .allow_keep
-                .or(base.map(|b| b.allow_keep))
-                .unwrap_or(true),
-            keep_for: match (&raw.keep_for, base) {
-                (Some(text), _) => self.duration(&key("keep_for"), Some(text), "")?,
-                (None, Some(b)) => b.keep_for,
-                (None, None) => max_lifetime,
-            },
-            max_per_repo: self
-                .cap(&key("max_per_repo"), raw.max_per_repo.as_deref())?
-                .or(base.and_then(|b| b.max_per_repo)),
-            max_per_author: self
-                .cap(&key("max_per_author"), raw.max_per_author.as_deref())?
-                .or(base.and_then(|b| b.max_per_author)),
-            at_cap: match raw.at_cap.as_deref() {
-                None => base.map_or(AtCap::Queue, |b| b.at_cap),
-                Some("queue") => AtCap::Queue,
-                Some("evict") => AtCap::Evict,
-                Some(other) => {
-                    return Err(self.invalid(
-                        &key("at_cap"),
-                        format!("{other:?} is not a policy"),
-                        "queue or evict",
-                    ));
-                }
-            },
-        })
-    }
-
-    fn cap(&self, key: &str, text: Option<&str>) -> Result<Option<u32>, ConfigError> {
-        text.map(|t| {
-            t.trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| {
-                    self.invalid(key, format!("{t:?} is not a cap"), "a whole number above 0")
-                })
-        })
-        .transpose()
     }
 }
