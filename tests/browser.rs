@@ -1,6 +1,7 @@
 //! The operator's view through the real binary: the dashboard in headless Chromium
 //! (Debian's `chromium`, which scripts/test installs), with screenshots kept as CI
-//! artifacts in target/ci-artifacts/, and `previewd list/show/destroy` on the same state.
+//! artifacts in target/ci-artifacts/, and `previewd list/show/destroy` and `sweep --dry-run`
+//! on the same state.
 
 mod common;
 
@@ -250,6 +251,19 @@ fn operators_list_show_and_destroy_from_the_command_line() {
         after.contains("destroy_requested") && after.contains("alice"),
         "{after}"
     );
+
+    let dry = server.cli(&["sweep", "--dry-run"]);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    let plan = String::from_utf8(dry.stdout).unwrap();
+    assert!(
+        plan.contains("would prune delivery records received before"),
+        "{plan}"
+    );
+    assert!(!plan.contains("would expire"), "nothing is due yet: {plan}");
 
     let unknown = server.cli(&["show", "codertocat/hello-world#99"]);
     assert!(!unknown.status.success());
