@@ -27,7 +27,3 @@ CREATE TABLE notices (
     posted_at       INTEGER
 );
 CREATE INDEX notices_unposted ON notices (id) WHERE posted_at IS NULL;
-
--- When the head SHA last changed (previewd's clock): `/preview approve` approves the head a
--- maintainer could have seen, so a push that lands after the comment voids it.
-ALTER TABLE previews ADD COLUMN head_changed_at INTEGER NOT NULL DEFAULT 0;

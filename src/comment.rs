@@ -161,6 +161,11 @@ pub fn evicted(newcomer: &str) -> String {
     )
 }
 
+/// `/preview status` on a PR previewd has no preview for.
+pub fn no_preview_status() -> String {
+    "previewd has no preview for this pull request. A push (or closing and reopening the PR) starts one.".into()
+}
+
 /// `/preview help`.
 pub fn help() -> String {
     "previewd commands (comment them on the PR):\n\n\
@@ -211,6 +216,23 @@ pub enum Outcome<'a> {
         command: Command,
     },
     Invalid(ParseError),
+}
+
+impl Outcome<'_> {
+    /// Whether the command changed or showed something (a rocket), rather than being
+    /// turned away for a reason (confused).
+    pub fn did_something(&self) -> bool {
+        !matches!(
+            self,
+            Self::AlreadyGone
+                | Self::NotAFork
+                | Self::ChangedSinceApproval
+                | Self::NoPreview
+                | Self::KeepNotAllowed
+                | Self::Refused { .. }
+                | Self::Invalid(_)
+        )
+    }
 }
 
 /// The reply to a command: one short paragraph.

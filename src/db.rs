@@ -190,14 +190,14 @@ pub async fn apply_pr_change(
             "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
                  head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
                  updated_at, expires_at, head_changed_at)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?15
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?14
              WHERE NOT EXISTS (SELECT 1 FROM closed_prs WHERE repo = ?1 AND number = ?2 AND pr_updated_at > ?14)
              ON CONFLICT (repo, number) DO UPDATE SET
                  repo_id = excluded.repo_id,
                  installation_id = COALESCE(excluded.installation_id, previews.installation_id),
                  title = excluded.title, author = excluded.author, head_sha = excluded.head_sha,
                  head_changed_at = CASE WHEN excluded.head_sha != previews.head_sha
-                     THEN excluded.updated_at ELSE previews.head_changed_at END,
+                     THEN excluded.pr_updated_at ELSE previews.head_changed_at END,
                  head_ref = excluded.head_ref, base_ref = excluded.base_ref,
                  fork = excluded.fork, draft = excluded.draft,
                  desired = CASE
@@ -235,7 +235,7 @@ pub async fn apply_pr_change(
         sqlx::query!(
             "UPDATE previews SET
                  installation_id = COALESCE(?3, installation_id),
-                 head_changed_at = CASE WHEN ?6 != head_sha THEN ?14 ELSE head_changed_at END,
+                 head_changed_at = CASE WHEN ?6 != head_sha THEN ?13 ELSE head_changed_at END,
                  title = ?4, author = ?5, head_sha = ?6, head_ref = ?7, base_ref = ?8,
                  fork = ?9, draft = ?10,
                  desired = COALESCE(?11, desired),
@@ -289,8 +289,8 @@ pub async fn queue_command(
     let comment_id = command.comment_id as i64;
     let installation = command.installation_id.map(|id| id as i64);
     let done = sqlx::query!(
-        "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at, installation_id)
-         VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+        "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at, installation_id, commented_at)
+         VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (comment_id) DO NOTHING",
         repo,
         command.key.number,
@@ -300,6 +300,7 @@ pub async fn queue_command(
         command.line,
         now,
         installation,
+        command.commented_at,
     )
     .execute(conn)
     .await?;

@@ -148,8 +148,9 @@ impl Reconciler {
         self.reconcile_all(ids).await;
         let placed = self.place_waiting().await.context("placing previews")?;
         self.reconcile_all(&placed).await;
-        self.report(ids).await;
-        self.report(&placed).await;
+        // Only these previews: owed notices and final reports wait for a full pass.
+        self.report_previews(ids).await;
+        self.report_previews(&placed).await;
         Ok(ids.len() + placed.len())
     }
 
@@ -237,6 +238,7 @@ impl Reconciler {
     /// The next step for one preview.
     pub async fn reconcile(&self, id: i64) -> anyhow::Result<()> {
         let Some(row) = db::preview_row(&self.pool, id).await? else {
+            self.settled(id);
             return Ok(());
         };
         let desired = desired_of(&row)?;

@@ -119,6 +119,8 @@ pub struct CommandComment {
     pub key: PreviewKey,
     pub installation_id: Option<u64>,
     pub comment_id: u64,
+    /// `comment.created_at` (Unix seconds, GitHub's clock).
+    pub commented_at: Option<i64>,
     pub actor: String,
     pub association: String,
     pub line: String,
@@ -354,6 +356,7 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                 ),
                 installation_id,
                 comment_id: c.comment.id.0,
+                commented_at: Some(c.comment.created_at.timestamp()),
                 actor: c.comment.user.login.clone(),
                 association: c
                     .comment

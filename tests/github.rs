@@ -53,6 +53,8 @@ fn command(line: &str, login: &str, association: &str, comment_id: u64) -> Deliv
             body["comment"]["id"] = json!(comment_id);
             body["comment"]["user"]["login"] = json!(login);
             body["comment"]["author_association"] = json!(association);
+            // After the fixture PR's opening (15:20:33), before the pushes tests make (16:00).
+            body["comment"]["created_at"] = json!("2019-05-15T15:30:00Z");
         })
         .guid(&format!("comment-{comment_id}"))
 }

@@ -18,13 +18,15 @@ pub struct CommandRow {
     pub reply_comment_id: Option<i64>,
     /// When intake queued it (previewd's clock).
     pub created_at: i64,
+    /// `comment.created_at` (GitHub's clock).
+    pub commented_at: Option<i64>,
 }
 
 /// Commands not yet run, oldest first.
 pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at
          FROM commands WHERE status = 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -35,7 +37,7 @@ pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>
 pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at
          FROM commands WHERE answered = 0 AND status != 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -154,7 +156,7 @@ pub async fn command_effect(
         Effect::Approve { sha, seen_at } => sqlx::query!(
             "UPDATE previews SET approved_sha = ?2, updated_at = ?3,
                     desired = CASE WHEN desired = 'awaiting_approval' AND head_sha = ?2 THEN 'deployed' ELSE desired END
-             WHERE id = ?1 AND head_sha = ?2 AND head_changed_at <= ?4",
+             WHERE id = ?1 AND head_sha = ?2 AND head_changed_at < ?4",
             preview_id,
             sha,
             now,
@@ -318,12 +320,10 @@ pub async fn last_destroyed(
     Ok(row.map(|r| (r.head_sha, r.reason)))
 }
 
-/// Every repository previewd has heard of: previews, history, App installations.
+/// Every repository previewd has had previews for (not merely every repository an App
+/// installation grants: resyncing those would deploy every old open PR at once).
 pub async fn known_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar!(
-        r#"SELECT repo AS "repo!" FROM previews UNION SELECT repo FROM history
-           UNION SELECT repo FROM installation_repositories"#
-    )
-    .fetch_all(pool)
-    .await
+    sqlx::query_scalar!(r#"SELECT repo AS "repo!" FROM previews UNION SELECT repo FROM history"#)
+        .fetch_all(pool)
+        .await
 }

@@ -77,10 +77,23 @@ impl Reconciler {
             return Ok(None);
         }
         let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now)?;
-        let reply = comment::reply(&outcome, &cmd.actor);
         let id = row.as_ref().map(|r| r.id);
-        self.finish(cmd, id, &effects, "done", "command", &reply, now)
-            .await?;
+        // Only what did something earns a rocket; the rest is answered, and confused.
+        let status = if outcome.did_something() {
+            "done"
+        } else {
+            "failed"
+        };
+        let reply = comment::reply(&outcome, &cmd.actor);
+        if !self
+            .finish(cmd, id, &effects, status, "command", &reply, now)
+            .await?
+        {
+            // The approval's guard held (a push between reading and writing): say so.
+            let reply = comment::reply(&Outcome::ChangedSinceApproval, &cmd.actor);
+            self.finish(cmd, id, &[], "failed", "command", &reply, now)
+                .await?;
+        }
         Ok(id)
     }
 
@@ -107,9 +120,12 @@ impl Reconciler {
         now: i64,
     ) -> anyhow::Result<(Vec<Effect<'a>>, Outcome<'a>)> {
         let actor = &cmd.actor;
+        // When the approver looked: the comment's own time, the clock the push's is in.
+        let seen_at = cmd.commented_at.unwrap_or(cmd.created_at);
         let Some(row) = row else {
             return Ok(match parsed {
                 Command::Help => (vec![], Outcome::Help),
+                Command::Status => (vec![], Outcome::Status(comment::no_preview_status())),
                 Command::Destroy => (vec![], Outcome::AlreadyGone),
                 _ => (vec![], Outcome::NoPreview),
             });
@@ -166,29 +182,29 @@ impl Reconciler {
             }
             Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
             Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
-            // A push after the comment: the approver cannot have seen this head.
-            Command::Approve | Command::Deploy
-                if row.fork && row.head_changed_at > cmd.created_at =>
-            {
+            // A push after the comment: the approver cannot have seen this head. Ties are
+            // refused too: GitHub's clocks count whole seconds.
+            Command::Approve | Command::Deploy if row.fork && row.head_changed_at >= seen_at => {
                 (vec![], Outcome::ChangedSinceApproval)
             }
             // On a fork, deploying means approving what is there now.
             Command::Approve | Command::Deploy if row.fork => (
                 vec![Effect::Approve {
                     sha: &row.head_sha,
-                    seen_at: cmd.created_at,
+                    seen_at,
                 }],
                 Outcome::Approved { sha: &row.head_sha },
             ),
             Command::Approve => (vec![], Outcome::NotAFork),
             // Back from a destroy: a fresh lifetime of `ttl` from now.
-            Command::Deploy => (
+            Command::Deploy if !live => (
                 vec![
                     Effect::Deploy,
                     Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
                 ],
                 Outcome::Deploying,
             ),
+            Command::Deploy => (vec![Effect::Deploy], Outcome::Deploying),
         })
         .map(|(effects, outcome)| {
             tracing::info!(actor, ?parsed, preview = row.id, "command accepted");
@@ -207,18 +223,21 @@ impl Reconciler {
         what: &str,
         reply: &str,
         now: i64,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<bool> {
         let mut tx = self.pool.begin().await?;
         if let Some(id) = preview {
             for effect in effects {
-                db::command_effect(&mut tx, id, effect, now).await?;
+                let applied = db::command_effect(&mut tx, id, effect, now).await?;
+                if !applied && matches!(effect, Effect::Approve { .. }) {
+                    return Ok(false); // rolled back
+                }
             }
         }
         // Already run (by another process on this state): its effects are rolled back.
         if db::finish_command(&mut tx, cmd, status, what, reply, now).await? {
             tx.commit().await?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Answers every command that ran: eyes when it was accepted, the reply (once: found by
@@ -267,7 +286,7 @@ impl Reconciler {
             cmd.association.as_str(),
             "OWNER" | "MEMBER" | "COLLABORATOR"
         );
-        let reply_worthy = !(cmd.status == "refused" && outsider);
+        let reply_worthy = !(outsider && cmd.status != "done");
         if reply_worthy && cmd.reply_comment_id.is_none() {
             let marker = reply_marker(cmd.comment_id);
             let login = github.login().await?.to_owned();

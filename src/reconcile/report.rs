@@ -14,8 +14,15 @@ use crate::naming::Names;
 use crate::preview::{PreviewKey, RepoName};
 
 impl Reconciler {
-    /// Reports on each of `ids`, and retries the "destroyed" reports still owed.
+    /// Reports on each of `ids`, then posts what is still owed (final reports, notices).
     pub(super) async fn report(&self, ids: &[i64]) {
+        self.report_previews(ids).await;
+        self.report_finals().await;
+        self.post_notices().await;
+    }
+
+    /// The sticky comment and deployment of each of `ids`.
+    pub(super) async fn report_previews(&self, ids: &[i64]) {
         for id in ids {
             let Ok(Some(row)) = db::preview_row(&self.pool, *id).await else {
                 continue;
@@ -47,8 +54,6 @@ impl Reconciler {
                 tracing::warn!(repo = row.repo, number = row.number, error = %e, "reporting to GitHub failed; retrying later");
             }
         }
-        self.report_finals().await;
-        self.post_notices().await;
     }
 
     /// One-off comments (expiry warnings, evictions), each posted once: marked, and looked

@@ -19,6 +19,7 @@ impl Reconciler {
     ) -> anyhow::Result<()> {
         if row.teardown_started_at.is_none() {
             db::start_teardown(&self.pool, row.id, now).await?;
+            self.settled(row.id); // a teardown is watched closely from its start
         }
         let argocd = &self.config.sink.argocd_namespace;
         let application = |name: &str| Entry {
