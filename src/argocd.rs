@@ -126,12 +126,13 @@ impl KubeSink {
 }
 
 impl KubeSink {
-    /// The Applications labelled as previewd's.
-    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+    /// The Applications this previewd state wrote (by its instance label).
+    pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
         let selector = format!(
-            "{}={}",
+            "{}={},{}={instance}",
             crate::render::MANAGED_BY.0,
-            crate::render::MANAGED_BY.1
+            crate::render::MANAGED_BY.1,
+            crate::render::LABEL_INSTANCE
         );
         let listed = self
             .api

@@ -51,6 +51,8 @@ pub struct Reconciler {
     intake: Option<Intake>,
     /// Previews whose skipped report was logged (once each).
     unreported: Mutex<HashSet<(String, i64)>>,
+    /// This state's identity, labelled on every Application (read once).
+    instance: tokio::sync::OnceCell<String>,
     /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon:
     /// when (and after which delay, doubled each time up to `RESYNC`).
     requeue: Mutex<HashMap<i64, (Instant, Duration)>>,
@@ -76,6 +78,7 @@ impl Reconciler {
             intake: None,
             unreported: Mutex::new(HashSet::new()),
             requeue: Mutex::new(HashMap::new()),
+            instance: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -348,9 +351,13 @@ impl Reconciler {
         let helper = render::helper_application(&preview, &self.config, &sealed)?;
         let dns = helper["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"] == true;
         let app = render::app_application(&preview, &self.config)?;
+        let instance = self
+            .instance
+            .get_or_try_init(|| db::instance_id(&self.pool))
+            .await?;
         Ok(Some(Rendered {
-            helper: stamped(helper)?,
-            app: app.map(stamped).transpose()?,
+            helper: stamped(helper, instance)?,
+            app: app.map(|app| stamped(app, instance)).transpose()?,
             entries: ledger::provisioned(names, &self.config, dns),
         }))
     }
@@ -440,8 +447,13 @@ struct Rendered {
     entries: Vec<ledger::Entry>,
 }
 
-/// The manifest with the hash of its rendering recorded in it (see `APPLIED_HASH`).
-fn stamped(mut manifest: serde_json::Value) -> anyhow::Result<(serde_json::Value, String)> {
+/// The manifest labelled with this state's identity and carrying the hash of its rendering
+/// (see `APPLIED_HASH`).
+fn stamped(
+    mut manifest: serde_json::Value,
+    instance: &str,
+) -> anyhow::Result<(serde_json::Value, String)> {
+    manifest["metadata"]["labels"][render::LABEL_INSTANCE] = instance.into();
     let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
     manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
     Ok((manifest, hash))

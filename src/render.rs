@@ -15,6 +15,8 @@ pub const CASCADE_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io";
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "previewd");
 pub const LABEL_REPO: &str = "previewd.dev/repo";
 pub const LABEL_PR: &str = "previewd.dev/pr";
+/// Which previewd state wrote an Application (see `db::instance_id`).
+pub const LABEL_INSTANCE: &str = "previewd.dev/instance";
 /// Longest PR title kept in an annotation.
 const MAX_TITLE: usize = 200;
 

@@ -42,11 +42,11 @@ impl Sink {
         }
     }
 
-    /// The Applications previewd manages here (helper and app), by name.
-    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+    /// The Applications this previewd state wrote here (labelled with `instance`), by name.
+    pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
         match self {
-            Self::Directory(sink) => sink.list().await,
-            Self::Kubernetes(sink) => sink.list().await,
+            Self::Directory(sink) => sink.list(instance).await,
+            Self::Kubernetes(sink) => sink.list(instance).await,
         }
     }
 
@@ -113,7 +113,7 @@ impl DirectorySink {
         Ok(Observed::Present { hash, ready: None })
     }
 
-    pub async fn list(&self) -> anyhow::Result<Vec<String>> {
+    pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
         let mut names = Vec::new();
         let mut entries = match tokio::fs::read_dir(&self.dir).await {
             Ok(entries) => entries,
@@ -125,7 +125,17 @@ impl DirectorySink {
             let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".yaml")) else {
                 continue;
             };
-            if name.ends_with("-helpers") || name.ends_with("-app") {
+            if !(name.ends_with("-helpers") || name.ends_with("-app")) {
+                continue;
+            }
+            // Only this state's own files; anything unreadable is not ours to judge.
+            let Ok(text) = tokio::fs::read_to_string(entry.path()).await else {
+                continue;
+            };
+            let Ok(manifest) = serde_yaml_ng::from_str::<Value>(&text) else {
+                continue;
+            };
+            if manifest["metadata"]["labels"][crate::render::LABEL_INSTANCE] == instance {
                 names.push(name.to_owned());
             }
         }

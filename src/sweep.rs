@@ -249,7 +249,8 @@ impl Sweeper {
         let Some(sink) = &self.sink else {
             return Ok(Vec::new());
         };
-        let listed = sink.list().await?;
+        let instance = db::instance_id(&self.pool).await?;
+        let listed = sink.list(&instance).await?;
         if listed.is_empty() {
             return Ok(Vec::new());
         }

@@ -300,12 +300,23 @@ async fn a_dry_run_changes_no_row_and_no_file() {
         .execute(app.pool())
         .await
         .unwrap();
-    // An Application file no preview owns.
-    let orphan = app
-        .dir
-        .path()
-        .join("rendered/someone-else-pr-9-helpers.yaml");
-    std::fs::write(&orphan, "kind: Application\n").unwrap();
+    // An Application file this state wrote that no preview owns, and one another previewd
+    // (another instance label) wrote: only the first is an orphan.
+    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let labelled = |id: &str| {
+        format!("kind: Application\nmetadata:\n  labels:\n    previewd.dev/instance: \"{id}\"\n")
+    };
+    let rendered = app.dir.path().join("rendered");
+    std::fs::write(
+        rendered.join("someone-else-pr-9-helpers.yaml"),
+        labelled(&instance),
+    )
+    .unwrap();
+    std::fs::write(
+        rendered.join("other-previewd-pr-1-helpers.yaml"),
+        labelled("0123456789abcdef"),
+    )
+    .unwrap();
     app.clock.advance(DAY + 13 * HOUR);
 
     let dump = |app: &TestApp| {
@@ -359,6 +370,10 @@ async fn a_dry_run_changes_no_row_and_no_file() {
             .iter()
             .any(|l| l.contains("someone-else-pr-9-helpers")),
         "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("other-previewd")),
+        "another instance's Applications are not ours to judge: {lines:?}"
     );
     assert_eq!(dump(&app).await, rows_before, "no row changed");
     assert_eq!(files(&app), files_before, "no file changed");

@@ -274,3 +274,18 @@ pub async fn preview_keys(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>>
         .await?;
     Ok(rows.into_iter().map(|r| (r.repo, r.number)).collect())
 }
+
+/// This state's identity (made once, at first use): the label that tells its Applications
+/// from another previewd's.
+pub async fn instance_id(pool: &SqlitePool) -> sqlx::Result<String> {
+    let fresh = format!("{:016x}", rand::random::<u64>());
+    sqlx::query!(
+        "INSERT INTO instance (id) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM instance)",
+        fresh
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query_scalar!("SELECT id FROM instance ORDER BY rowid LIMIT 1")
+        .fetch_one(pool)
+        .await
+}
