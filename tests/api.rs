@@ -6,41 +6,16 @@ mod common;
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
 use common::{Delivery, TestApp};
 use previewd::reconcile::Reconciler;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 fn reconciler(app: &TestApp) -> Arc<Reconciler> {
     Arc::new(common::directory_reconciler(app))
 }
 
-async fn get(app: &TestApp, path: &str, auth: Option<&str>) -> (StatusCode, String) {
-    call(app, "GET", path, auth).await
-}
-
-async fn call(app: &TestApp, method: &str, path: &str, auth: Option<&str>) -> (StatusCode, String) {
-    let mut request = Request::builder().method(method).uri(path);
-    if let Some(auth) = auth {
-        request = request.header("authorization", auth);
-    }
-    let response = app
-        .router
-        .clone()
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
 async fn json_of(app: &TestApp, path: &str) -> Value {
-    let (status, body) = get(app, path, None).await;
+    let (status, body) = app.get(path, None).await;
     assert_eq!(status, 200, "{path}: {body}");
     serde_json::from_str(&body).unwrap()
 }
@@ -128,7 +103,9 @@ async fn previews_are_listed_filtered_and_shaped_as_the_openapi_description_says
         .map(|h| h["what"].as_str().unwrap())
         .collect();
     assert_eq!(whats, ["opened", "placed", "applied"]);
-    let (status, _) = get(&app, "/api/previews/codertocat/hello-world/99", None).await;
+    let (status, _) = app
+        .get("/api/previews/codertocat/hello-world/99", None)
+        .await;
     assert_eq!(status, 404);
 }
 
@@ -150,10 +127,10 @@ async fn a_destroyed_preview_keeps_its_history_in_the_api_and_the_dashboard() {
             &json_of(&app, "/api/openapi.json").await["components"]["schemas"]["HistoryEntry"],
         );
     }
-    let (status, page) = get(&app, "/previews/codertocat/hello-world/2", None).await;
+    let (status, page) = app.get("/previews/codertocat/hello-world/2", None).await;
     assert_eq!(status, 200);
     assert!(page.contains("has been destroyed") && page.contains("destroyed"));
-    let (_, index) = get(&app, "/", None).await;
+    let (_, index) = app.get("/", None).await;
     assert!(
         index.contains("Recently destroyed")
             && index.contains("/previews/codertocat/hello-world/2")
@@ -164,7 +141,7 @@ async fn a_destroyed_preview_keeps_its_history_in_the_api_and_the_dashboard() {
 async fn a_title_with_a_script_tag_shows_as_text() {
     let app = TestApp::start().await;
     two_previews(&app).await;
-    let (status, page) = get(&app, "/", None).await;
+    let (status, page) = app.get("/", None).await;
     assert_eq!(status, 200);
     assert!(!page.contains("<script>"), "{page}");
     assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; friends"));
@@ -178,13 +155,13 @@ async fn a_title_with_a_script_tag_shows_as_text() {
 async fn with_a_token_reads_need_it_and_destroy_always_does() {
     let open = TestApp::start().await;
     two_previews(&open).await;
-    let (status, body) = call(
-        &open,
-        "POST",
-        "/api/previews/codertocat/hello-world/2/destroy",
-        None,
-    )
-    .await;
+    let (status, body) = open
+        .call(
+            "POST",
+            "/api/previews/codertocat/hello-world/2/destroy",
+            None,
+        )
+        .await;
     assert_eq!(
         status, 403,
         "no api.token: nobody destroys through the API: {body}"
@@ -202,45 +179,45 @@ async fn with_a_token_reads_need_it_and_destroy_always_does() {
         "/api/previews/codertocat/hello-world/2",
         "/api/openapi.json",
     ] {
-        let (status, _) = get(&app, path, None).await;
+        let (status, _) = app.get(path, None).await;
         assert_eq!(status, 401, "{path}");
-        let (status, _) = get(&app, path, Some("Bearer wrong")).await;
+        let (status, _) = app.get(path, Some("Bearer wrong")).await;
         assert_eq!(status, 401, "{path}");
-        let (status, _) = get(&app, path, Some("Bearer s3cret-token")).await;
+        let (status, _) = app.get(path, Some("Bearer s3cret-token")).await;
         assert_eq!(status, 200, "{path}");
     }
     // A browser sends Basic auth after the prompt; the password is the token.
-    let (status, _) = get(&app, "/", Some("Basic dXNlcjpzM2NyZXQtdG9rZW4=")).await;
+    let (status, _) = app.get("/", Some("Basic dXNlcjpzM2NyZXQtdG9rZW4=")).await;
     assert_eq!(status, 200);
-    let (status, _) = get(&app, "/healthz", None).await;
+    let (status, _) = app.get("/healthz", None).await;
     assert_eq!(status, 200, "health stays open");
 
-    let (status, _) = call(
-        &app,
-        "POST",
-        "/api/previews/codertocat/hello-world/2/destroy",
-        None,
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            "POST",
+            "/api/previews/codertocat/hello-world/2/destroy",
+            None,
+        )
+        .await;
     assert_eq!(status, 401);
-    let (status, _) = call(
-        &app,
-        "POST",
-        "/api/previews/codertocat/hello-world/2/destroy",
-        Some("Basic dXNlcjpzM2NyZXQtdG9rZW4="),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            "POST",
+            "/api/previews/codertocat/hello-world/2/destroy",
+            Some("Basic dXNlcjpzM2NyZXQtdG9rZW4="),
+        )
+        .await;
     assert_eq!(
         status, 401,
         "a browser's cached Basic credentials cannot destroy (CSRF)"
     );
-    let (status, _) = call(
-        &app,
-        "POST",
-        "/api/previews/codertocat/hello-world/2/destroy",
-        Some("Bearer s3cret-token"),
-    )
-    .await;
+    let (status, _) = app
+        .call(
+            "POST",
+            "/api/previews/codertocat/hello-world/2/destroy",
+            Some("Bearer s3cret-token"),
+        )
+        .await;
     assert_eq!(status, 202);
     let (desired, actor): (String, String) = sqlx::query_as(
         "SELECT p.desired, h.actor FROM previews p JOIN history h ON h.repo = p.repo AND h.number = p.number

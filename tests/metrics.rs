@@ -3,29 +3,8 @@
 
 mod common;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
 use common::{Delivery, TestApp};
 use serde_json::Value;
-use tower::ServiceExt;
-
-async fn get(app: &TestApp, path: &str, auth: Option<&str>) -> (StatusCode, String) {
-    let mut request = Request::builder().uri(path);
-    if let Some(auth) = auth {
-        request = request.header("authorization", auth);
-    }
-    let response = app
-        .router
-        .clone()
-        .oneshot(request.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
 
 #[tokio::test]
 async fn metrics_parse_as_prometheus_text_and_move_when_deliveries_arrive() {
@@ -62,7 +41,7 @@ async fn metrics_parse_as_prometheus_text_and_move_when_deliveries_arrive() {
             })
             .map_or(0.0, |s| s["value"].as_f64().unwrap())
     };
-    let (_, before) = get(&app, "/metrics", None).await;
+    let (_, before) = app.get("/metrics", None).await;
     let before = read(&before);
     app.send(&Delivery::fixture("pull_request.opened")).await;
     app.send(
@@ -71,7 +50,7 @@ async fn metrics_parse_as_prometheus_text_and_move_when_deliveries_arrive() {
             .guid("five"),
     )
     .await;
-    let (status, after) = get(&app, "/metrics", None).await;
+    let (status, after) = app.get("/metrics", None).await;
     assert_eq!(status, 200);
     let after = read(&after);
     assert_eq!(accepted(&after) - accepted(&before), 2.0);

@@ -49,15 +49,7 @@ pub async fn record_applied(
     )
     .execute(&mut *tx)
     .await?;
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         SELECT repo, number, 'applied', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
-        id,
-        reason,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
+    super::add_history_of(&mut tx, id, "applied", reason, now).await?;
     tx.commit().await
 }
 

@@ -324,3 +324,25 @@ pub async fn add_history_now(
     .await
     .map(drop)
 }
+
+/// A history row about the preview with row `id` (by previewd), inside the caller's
+/// transaction: the rows that record a state change and the change commit together.
+pub async fn add_history_of(
+    tx: &mut sqlx::SqliteConnection,
+    id: i64,
+    what: &str,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
+        id,
+        what,
+        reason,
+        now
+    )
+    .execute(tx)
+    .await
+    .map(drop)
+}

@@ -62,15 +62,7 @@ async fn expire_one(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         SELECT repo, number, 'expired', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
-        id,
-        reason,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
+    super::add_history_of(tx, id, "expired", reason, now).await?;
     Ok(true)
 }
 
@@ -233,15 +225,7 @@ pub async fn evict(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         SELECT repo, number, 'evicted', 'previewd', ?2, ?3 FROM previews WHERE id = ?1",
-        victim,
-        reason,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
+    super::add_history_of(&mut tx, victim, "evicted", reason, now).await?;
     sqlx::query!(
         "INSERT INTO notices (repo, number, installation_id, kind, body, created_at)
          SELECT repo, number, installation_id, 'evicted', ?2, ?3 FROM previews WHERE id = ?1",

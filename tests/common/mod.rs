@@ -93,6 +93,29 @@ impl TestApp {
         (status, json)
     }
 
+    /// A request with no body through the router; the answer's status and text.
+    pub async fn call(&self, method: &str, path: &str, auth: Option<&str>) -> (StatusCode, String) {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        let response = self
+            .router
+            .clone()
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    pub async fn get(&self, path: &str, auth: Option<&str>) -> (StatusCode, String) {
+        self.call("GET", path, auth).await
+    }
+
     pub async fn count(&self, table: &str) -> i64 {
         sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
             .fetch_one(self.pool())
