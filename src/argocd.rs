@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::ledger::{ApiRef, Entry};
-use crate::plan::Observed;
+use crate::plan::{Health, Observed};
 use crate::sink::APPLIED_HASH;
 
 pub const FIELD_MANAGER: &str = "previewd";
@@ -110,7 +110,7 @@ impl KubeSink {
             .cloned();
         Ok(Observed::Present {
             hash,
-            ready: Some(ready(&app)),
+            health: Some(verdict(&app)),
         })
     }
 
@@ -182,19 +182,162 @@ impl KubeSink {
     }
 }
 
-/// Synced and Healthy, no operation running, and compared against exactly the source
-/// previewd applied, so a status left over from the previous push never counts.
-pub fn ready(app: &Application) -> bool {
-    let status = &app.rest.get("status").cloned().unwrap_or(Value::Null);
-    let spec = app.rest.get("spec").cloned().unwrap_or(Value::Null);
-    // Pinned to a commit (the app at the PR's head): Argo CD must have synced exactly it.
-    let pinned = spec["source"]["targetRevision"]
+/// Longest failure message kept (it ends up in the state, the API and the sticky comment).
+const MAX_MESSAGE: usize = 600;
+
+/// Argo CD's verdict on the Application as previewd applied it. Ready needs all of: Synced
+/// and Healthy, compared against exactly the source in the spec (a status left over from the
+/// previous push never counts), no operation running, and the last operation run on that
+/// same source, at the revision compared, succeeded. Hooks (migrations, seed) are outside
+/// Argo CD's sync and health status: only `operationState` says whether they ran and passed
+/// (argo-cd controller/appcontroller.go processRequestedAppOperation, gitops-engine
+/// pkg/sync/sync_context.go). A failed operation on this source is a failure, also while
+/// Argo CD waits to retry it; one on an older source is history.
+pub fn verdict(app: &Application) -> Health {
+    let null = Value::Null;
+    let status = app.rest.get("status").unwrap_or(&null);
+    let spec = app.rest.get("spec").unwrap_or(&null);
+    let source = &spec["source"];
+    if source.is_null() {
+        return Health::Progressing;
+    }
+    let compared = same_source(&status["sync"]["comparedTo"]["source"], source);
+    // The spec itself refused (project, repository, destination): nothing will ever sync.
+    // A render failure of this source, likewise, until the source changes.
+    for condition in status["conditions"].as_array().into_iter().flatten() {
+        let kind = condition["type"].as_str().unwrap_or_default();
+        if kind == "InvalidSpecError" || (kind == "ComparisonError" && compared) {
+            let message = condition["message"].as_str().unwrap_or_default();
+            return Health::Failed(clip(format!("{kind}: {message}")));
+        }
+    }
+    let operation = &status["operationState"];
+    let phase = operation["phase"].as_str().unwrap_or_default();
+    let operated = &operation["syncResult"]["source"];
+    let ours = same_source(
+        if operated.is_null() {
+            &operation["operation"]["sync"]["source"]
+        } else {
+            operated
+        },
+        source,
+    );
+    // A failed attempt waiting for Argo CD's retry (its backoff) is Running again, with the
+    // attempt's finish time and a retry count.
+    let retrying = phase == "Running"
+        && operation["retryCount"].as_i64().unwrap_or(0) > 0
+        && !operation["finishedAt"].is_null();
+    if ours && (matches!(phase, "Failed" | "Error") || retrying) {
+        return Health::Failed(failure(operation));
+    }
+    let pinned = source["targetRevision"]
         .as_str()
         .filter(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
-    status["sync"]["status"] == "Synced"
-        && status["health"]["status"] == "Healthy"
-        && pinned.is_none_or(|sha| status["sync"]["revision"] == sha)
-        && status["operationState"]["phase"] != "Running"
-        && !spec["source"].is_null()
-        && status["sync"]["comparedTo"]["source"] == spec["source"]
+    let revision = &status["sync"]["revision"];
+    let synced = status["sync"]["status"] == "Synced"
+        && compared
+        && pinned.is_none_or(|sha| revision == sha)
+        && app.rest.get("operation").is_none_or(Value::is_null)
+        && phase == "Succeeded"
+        && ours
+        && operation["syncResult"]["revision"] == *revision;
+    match status["health"]["status"].as_str() {
+        Some("Healthy") if synced => Health::Ready,
+        // Synced and then degraded (a crash-looping app, a certificate refused): Argo CD
+        // says so only in the resources' health.
+        Some("Degraded") if synced => Health::Failed(clip(degraded(status))),
+        _ => Health::Progressing,
+    }
 }
+
+/// Whether two `spec.source`s are the same, as Go's DeepEqual on Argo CD's structs sees them:
+/// Argo CD echoes sources through `omitempty` JSON, so empty values may vanish on the way.
+pub fn same_source(a: &Value, b: &Value) -> bool {
+    !a.is_null() && normalized(a) == normalized(b)
+}
+
+fn normalized(value: &Value) -> Value {
+    let empty = |v: &Value| match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(_) | Value::Bool(true) => false,
+    };
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), normalized(v)))
+                .filter(|(_, v)| !empty(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(normalized).collect()),
+        other => other.clone(),
+    }
+}
+
+/// What failed: the failed hooks and resources of the operation (upstream names them only in
+/// `syncResult.resources`), then Argo CD's own message.
+fn failure(operation: &Value) -> String {
+    let failed: Vec<String> = operation["syncResult"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            matches!(r["hookPhase"].as_str(), Some("Failed" | "Error"))
+                || r["status"] == "SyncFailed"
+        })
+        .map(|r| {
+            let what = if r["hookType"].is_string() { "hook" } else { "resource" };
+            format!(
+                "{what} {}/{} failed: {}",
+                r["kind"].as_str().unwrap_or_default(),
+                r["name"].as_str().unwrap_or_default(),
+                r["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    let message = operation["message"].as_str().unwrap_or("the sync failed");
+    clip(if failed.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{} (Argo CD: {message})", failed.join("; "))
+    })
+}
+
+fn degraded(status: &Value) -> String {
+    let resources: Vec<String> = status["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["health"]["status"] == "Degraded")
+        .map(|r| {
+            format!(
+                "{}/{} is degraded: {}",
+                r["kind"].as_str().unwrap_or_default(),
+                r["name"].as_str().unwrap_or_default(),
+                r["health"]["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    if resources.is_empty() {
+        "Argo CD reports the Application Degraded".into()
+    } else {
+        resources.join("; ")
+    }
+}
+
+fn clip(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests;

@@ -143,15 +143,17 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 pub enum Rotation {
     FirstSeen,
     Unchanged,
-    /// The certificate changed: this many live previews will be re-sealed.
-    Resealed {
+    /// The certificate changed: this many live previews keep what was sealed for the old one.
+    Renewed {
         previews: u64,
     },
 }
 
-/// Records `cert` for `cluster`; when it differs from the one seen before, drops the sealed
-/// values of the cluster's live previews (the reconciler seals new ones, with new passwords,
-/// on its next pass) and writes a history row for each. One transaction.
+/// Records `cert` for `cluster`; when it differs from the one seen before, says so in the
+/// history of each of the cluster's live previews. Their sealed values stay as they are: the
+/// sealed-secrets controller keeps every key it ever had (a renewal adds one) and still opens
+/// them, while re-sealing would mean new database passwords that the running pods do not
+/// have. Only values sealed from now on use the new certificate. One transaction.
 pub async fn check_rotation(
     pool: &SqlitePool,
     cluster: &str,
@@ -180,7 +182,7 @@ pub async fn check_rotation(
         Some(old) if old == cert.fingerprint => Rotation::Unchanged,
         Some(old) => {
             let reason = format!(
-                "cluster {cluster} sealing key changed from {old} to {}: secrets re-sealed",
+                "cluster {cluster} sealing key changed from {old} to {}: sealed values kept (the controller keeps its old keys); new ones are sealed for the new key",
                 cert.fingerprint
             );
             let previews = sqlx::query!(
@@ -195,19 +197,12 @@ pub async fn check_rotation(
             .execute(&mut *tx)
             .await?
             .rows_affected();
-            sqlx::query!(
-                "DELETE FROM sealed_secrets WHERE preview_id IN
-                     (SELECT id FROM previews WHERE cluster = ?1 AND desired != 'absent')",
-                cluster
-            )
-            .execute(&mut *tx)
-            .await?;
             tracing::warn!(
                 cluster,
                 previews,
-                "sealing certificate changed: live previews will be re-sealed"
+                "sealing certificate changed: live previews keep their sealed values"
             );
-            Rotation::Resealed { previews }
+            Rotation::Renewed { previews }
         }
     };
     tx.commit().await?;

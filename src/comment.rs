@@ -28,7 +28,7 @@ impl Shown {
             ("draft", _) => Self::Draft,
             (_, "queued") => Self::Queued,
             (_, "ready") => Self::Ready,
-            (_, "error") => Self::Failed,
+            (_, "error" | "failed") => Self::Failed,
             _ => Self::Deploying,
         }
     }

@@ -56,8 +56,10 @@ pub struct ChartConfig {
     pub repo_url: String,
     pub path: String,
     pub revision: String,
-    /// The AppProject that restricts helper Applications to preview destinations.
+    /// The AppProject that restricts helper Applications to what the chart provisions.
     pub project: String,
+    /// The AppProject of the apps' own Applications: PR code, confined to preview namespaces.
+    pub apps_project: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,13 +8,36 @@ use crate::preview::Desired;
 pub enum Observed {
     Missing,
     /// Present; `hash` identifies what was applied (None when the sink cannot tell);
-    /// `ready` is Argo CD's verdict on it (None where nobody reports one: a directory).
+    /// `health` is Argo CD's verdict on it (None where nobody reports one: a directory).
     Present {
         hash: Option<String>,
-        ready: Option<bool>,
+        health: Option<Health>,
     },
     /// Deletion requested, finalizers still running (Argo CD's cascade).
     Deleting,
+}
+
+/// Argo CD's verdict on the rendering previewd applied (see `argocd::verdict`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Not (yet) synced and healthy at what previewd applied: a sync or a rollout runs, or
+    /// Argo CD has not looked at the new rendering.
+    Progressing,
+    /// Synced, healthy, and the last operation on exactly this source succeeded.
+    Ready,
+    /// The operation on this source failed (a hook, a resource, the project), or what it
+    /// synced degraded: the message says what.
+    Failed(String),
+}
+
+impl Observed {
+    /// Argo CD's verdict; `None` where nobody reports one. Absent or deleting is progress.
+    pub fn health(&self) -> Option<&Health> {
+        match self {
+            Self::Present { health, .. } => health.as_ref(),
+            _ => Some(&Health::Progressing),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,8 +77,9 @@ pub fn plan(desired: Desired, desired_hash: Option<&str>, observed: &Observed) -
 }
 
 /// The app's own Application waits behind a health gate: it is applied only while the helper
-/// Application runs the current rendering and nobody reports it unready. (A directory sink has
-/// nobody reporting; there the app-of-apps orders the two by sync wave.)
+/// Application runs the current rendering and Argo CD reports it ready, its hooks (the
+/// migration for this head) succeeded included. (A directory sink has nobody reporting;
+/// there the app-of-apps orders the two by sync wave.)
 pub fn plan_app(
     desired: Desired,
     helper_hash: Option<&str>,
@@ -63,11 +87,24 @@ pub fn plan_app(
     app_hash: Option<&str>,
     app: &Observed,
 ) -> Action {
-    let gate_open = matches!(helper, Observed::Present { hash: Some(h), ready }
-        if Some(h.as_str()) == helper_hash && *ready != Some(false));
+    let gate_open = matches!(helper, Observed::Present { hash: Some(h), health: None | Some(Health::Ready) }
+        if Some(h.as_str()) == helper_hash);
     match desired {
         Desired::Deployed if !gate_open => Action::Wait,
         _ => plan(desired, app_hash, app),
+    }
+}
+
+/// The state a deployed preview is in, and the failure that put it there, from Argo CD's
+/// verdicts on the helper Application and (if any) the app's own (`None`: nobody reports).
+pub fn state<'a>(helper: Option<&'a Health>, app: Option<&'a Health>) -> (&'static str, Option<&'a str>) {
+    match (helper, app) {
+        (Some(Health::Failed(message)), _) | (_, Some(Health::Failed(message))) => {
+            ("failed", Some(message.as_str()))
+        }
+        (Some(Health::Progressing), _) | (_, Some(Health::Progressing)) => ("syncing", None),
+        (Some(Health::Ready), _) => ("ready", None),
+        (None, _) => ("applied", None),
     }
 }
 
@@ -98,7 +135,7 @@ mod tests {
     fn ready(hash: &str, ready: Option<bool>) -> Observed {
         Observed::Present {
             hash: Some(hash.into()),
-            ready,
+            health: ready.map(|r| if r { Health::Ready } else { Health::Progressing }),
         }
     }
 
@@ -119,6 +156,18 @@ mod tests {
             plan(&ready("h2", None)),
             Action::Apply,
             "directory: no one reports health"
+        );
+    }
+
+    #[test]
+    fn a_failed_migration_keeps_the_app_where_it_was() {
+        let failed = Observed::Present {
+            hash: Some("h2".into()),
+            health: Some(Health::Failed("hook Job x-migrate failed".into())),
+        };
+        assert_eq!(
+            plan_app(Desired::Deployed, Some("h2"), &failed, Some("a2"), &ready("a1", Some(true))),
+            Action::Wait
         );
     }
 
@@ -158,7 +207,7 @@ mod tests {
     fn present(hash: &str) -> Observed {
         Observed::Present {
             hash: Some(hash.into()),
-            ready: None,
+            health: None,
         }
     }
 
@@ -190,7 +239,7 @@ mod tests {
                 Some("b"),
                 &Observed::Present {
                     hash: None,
-                    ready: None
+                    health: None
                 }
             ),
             Action::Apply

@@ -22,7 +22,7 @@ use crate::intake::Intake;
 use crate::ledger;
 use crate::metrics::METRICS;
 use crate::naming::Names;
-use crate::plan::{self, Action, Observed};
+use crate::plan::{self, Action, Health, Observed};
 use crate::preview::{Desired, Preview, PreviewKey};
 use crate::render::{self, SealedSecret};
 use crate::seal::SealingCert;
@@ -279,10 +279,11 @@ impl Reconciler {
             tracing::info!(preview = %key, sha, "applied");
             helper = Observed::Present {
                 hash: Some(hash.clone()),
-                ready: self.sink.reports_health().then_some(false),
+                health: self.sink.reports_health().then_some(Health::Progressing),
             };
         }
-        let mut app_ready = None;
+        // The app's verdict: None with no app, or where nobody reports one.
+        let mut app_health = None;
         if let Some((manifest, app_hash)) = rendered.as_ref().and_then(|r| r.app.as_ref()) {
             let app = self.observe(&names.app_application).await?;
             match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
@@ -297,29 +298,32 @@ impl Reconciler {
                     );
                     let entry = ledger::app_entry(&names, &self.config);
                     db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
-                    app_ready = Some(false);
+                    app_health = Some(Health::Progressing);
                 }
-                Action::Nothing => app_ready = Some(ready_of(&app) != Some(false)),
-                _ => app_ready = Some(false),
+                Action::Nothing => app_health = app.health().cloned(),
+                _ => app_health = Some(Health::Progressing),
             }
         }
-        let state = match (desired, ready_of(&helper), app_ready) {
-            (Desired::Deployed, _, Some(false)) => "syncing",
-            (Desired::Deployed, Some(true), _) => "ready",
-            (Desired::Deployed, Some(false), _) => "syncing",
-            (Desired::Deployed, None, _) => "applied",
-            _ => desired.as_str(),
+        let (state, message) = match desired {
+            Desired::Deployed => plan::state(helper.health(), app_health.as_ref()),
+            _ => (desired.as_str(), None),
         };
-        if row.observed != state || row.last_error.is_some() {
+        if row.observed != state || row.last_error.as_deref() != message {
             if state == "ready" {
                 db::confirm_ledger(&self.pool, id, now).await?;
             }
-            db::set_observed(&self.pool, id, state, None, None, now).await?;
+            if let Some(message) = message {
+                // Once per distinct failure, not once per look.
+                tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
+                db::add_history_now(&self.pool, &row.repo, row.number, "failed", message, now)
+                    .await?;
+            }
+            db::set_observed(&self.pool, id, state, message, None, now).await?;
         }
-        if state == "syncing" {
-            self.requeue(id);
-        } else {
-            self.settled(id);
+        match state {
+            // Argo CD may still be syncing or retrying: look again soon.
+            "syncing" | "failed" => self.requeue(id),
+            _ => self.settled(id),
         }
         Ok(())
     }
@@ -362,8 +366,9 @@ impl Reconciler {
         }))
     }
 
-    /// The preview's secrets sealed for its cluster: the stored ones while the cluster's
-    /// certificate is the one they were sealed for; otherwise new ones, generated and stored.
+    /// The preview's secrets sealed for its cluster: the stored ones, whichever of the
+    /// cluster's certificates sealed them (the controller keeps its old keys, and the running
+    /// pods have the passwords inside); new ones, generated and stored, only the first time.
     async fn sealed_secrets(
         &self,
         row: &PreviewRow,
@@ -376,11 +381,7 @@ impl Reconciler {
             .get(cluster)
             .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
         let stored = db::sealed_secrets(&self.pool, row.id).await?;
-        if !stored.is_empty()
-            && stored
-                .iter()
-                .all(|(_, fingerprint)| fingerprint == &cert.fingerprint)
-        {
+        if !stored.is_empty() {
             return Ok(stored.into_iter().map(|(secret, _)| secret).collect());
         }
         // A certificate that outlives any extension: no preview may run past max_lifetime.
@@ -457,13 +458,6 @@ fn stamped(
     let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
     manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
     Ok((manifest, hash))
-}
-
-fn ready_of(observed: &Observed) -> Option<bool> {
-    match observed {
-        Observed::Present { ready, .. } => *ready,
-        _ => Some(false),
-    }
 }
 
 fn desired_of(row: &PreviewRow) -> anyhow::Result<Desired> {

@@ -131,7 +131,9 @@ pub fn helper_application(
                 },
             },
             "destination": {"server": cluster.server, "namespace": names.slug},
-            "syncPolicy": sync_policy(),
+            // Server-side apply: a large seed set in a ConfigMap would not fit client-side
+            // apply's 256 KiB last-applied-configuration annotation.
+            "syncPolicy": sync_policy(&["ServerSideApply=true"]),
         },
     }))
 }
@@ -175,7 +177,8 @@ pub fn app_application(preview: &Preview, config: &Config) -> Result<Option<Valu
         "kind": "Application",
         "metadata": metadata,
         "spec": {
-            "project": config.chart.project,
+            // PR code (fork code included) runs here: never with the helpers' rights.
+            "project": config.chart.apps_project,
             "source": {
                 "repoURL": chart.repo_url,
                 "path": chart.path,
@@ -184,16 +187,22 @@ pub fn app_application(preview: &Preview, config: &Config) -> Result<Option<Valu
                 "helm": {"releaseName": names.app_application, "valuesObject": values},
             },
             "destination": helper["spec"]["destination"].clone(),
-            "syncPolicy": sync_policy(),
+            "syncPolicy": sync_policy(&[]),
         },
     })))
 }
 
-fn sync_policy() -> Value {
+/// Automated sync with prune and selfHeal. Argo CD retries a failed operation itself (here
+/// three times, within about a minute and a half) and then never again for the same source
+/// (appcontroller.go alreadyAttemptedSync); previewd reports the failure, and a push or
+/// `/preview redeploy` makes a new source.
+fn sync_policy(extra: &[&str]) -> Value {
+    let mut options = vec!["PrunePropagationPolicy=foreground"];
+    options.extend_from_slice(extra);
     json!({
         "automated": {"prune": true, "selfHeal": true},
-        "syncOptions": ["PrunePropagationPolicy=foreground"],
-        "retry": {"limit": 5, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "5m"}},
+        "syncOptions": options,
+        "retry": {"limit": 3, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "1m"}},
     })
 }
 
@@ -226,6 +235,7 @@ pub fn values(
             "host": names.host,
         },
         "namespace": names.slug,
+        "redeploy": preview.redeploy_generation,
         "labels": labels(preview, names),
         "sealedSecrets": sealed.iter().map(|s| json!({
             "name": s.name,
@@ -251,12 +261,12 @@ pub fn values(
                 "name": names.database,
                 "role": names.database,
                 "urlSecret": secrets.database_url,
+                "dropOnDelete": database.drop_on_delete,
                 "shared": {
                     "namespace": database.namespace,
                     "adminSecret": database.admin_secret,
                     "passwordSecret": secrets.database_password,
                     "image": database.image,
-                    "dropOnDelete": database.drop_on_delete,
                 },
             }),
             DatabaseMode::Cnpg => json!({
@@ -264,10 +274,12 @@ pub fn values(
                 "name": names.database,
                 "role": names.database,
                 "urlSecret": secrets.database_url,
+                "dropOnDelete": database.drop_on_delete,
                 "cnpg": {
                     "namespace": database.namespace,
                     "cluster": database.cnpg_cluster,
                     "passwordSecret": secrets.database_role,
+                    "image": database.image,
                 },
             }),
         },

@@ -110,7 +110,7 @@ impl DirectorySink {
         let hash = manifest["metadata"]["annotations"][APPLIED_HASH]
             .as_str()
             .map(str::to_owned);
-        Ok(Observed::Present { hash, ready: None })
+        Ok(Observed::Present { hash, health: None })
     }
 
     pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
@@ -190,7 +190,7 @@ mod tests {
             sink.observe("a").await.unwrap(),
             Observed::Present {
                 hash: Some("h1".into()),
-                ready: None
+                health: None
             }
         );
         sink.delete("a").await.unwrap();

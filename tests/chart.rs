@@ -133,15 +133,19 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
             "PASSWORD",
         ),
     ];
-    // Namespace, 2 SealedSecrets, Certificate, 2 DB ConfigMaps + create + drop Jobs,
-    // migrate Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 13.
-    let objects = assert_valid(FULL, &preview, &secrets, 13);
+    // Namespace, rendering ConfigMap, 2 SealedSecrets, Certificate, 2 DB ConfigMaps + create
+    // + drop Jobs, migrate Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 14.
+    let objects = assert_valid(FULL, &preview, &secrets, 14);
     let wave =
         |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
     let hook = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook");
     assert_eq!(wave("Namespace", "pr-7"), Some("-2"));
     assert_eq!(wave("SealedSecret", "-db"), Some("-2"));
-    assert_eq!(wave("Certificate", "-tls"), Some("-2"));
+    assert_eq!(wave("ConfigMap", "-rendering"), Some("-2"));
+    assert_eq!(hook("ConfigMap", "-rendering"), None, "an ordinary object: Argo CD diffs it");
+    // The record before the certificate: an HTTP-01 challenge needs the name to resolve.
+    assert_eq!(wave("DNSEndpoint", "-dns"), Some("-2"));
+    assert_eq!(wave("Certificate", "-tls"), Some("-1"));
     assert_eq!(
         (hook("Job", "-db-create"), wave("Job", "-db-create")),
         (Some("Sync"), Some("-1"))
@@ -150,9 +154,15 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
         (hook("Job", "-migrate"), wave("Job", "-migrate")),
         (Some("Sync"), Some("0"))
     );
-    assert_eq!(wave("DNSEndpoint", "-dns"), Some("1"));
     assert_eq!(hook("Job", "-seed"), Some("PostSync"));
     assert_eq!(hook("Job", "-db-drop"), Some("PostDelete"));
+    // Argo CD deletes PostDelete hooks only by policy, and BeforeHookCreation never fires
+    // after the last sync (argo-cd controller/hook.go cleanupHooks): they would leak.
+    let policy = |kind, suffix| {
+        annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook-delete-policy")
+    };
+    assert_eq!(policy("Job", "-db-drop"), Some("HookSucceeded"));
+    assert_eq!(policy("ConfigMap", "-db-drop-sql"), Some("HookSucceeded"));
     // The drop's SQL must outlive the Application's ordinary resources: it is a hook too.
     assert_eq!(
         (
@@ -201,13 +211,34 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         "strict",
         "tls.key",
     )];
-    // Namespace, SealedSecret, DatabaseRole, Database, seed Job, DNSEndpoint.
-    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 6);
+    // Namespace, rendering ConfigMap, SealedSecret, DatabaseRole, Database, the wait Job,
+    // seed Job, DNSEndpoint.
+    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 8);
     let role = find(&objects, "DatabaseRole", "-role");
     assert_eq!(role["metadata"]["namespace"], "pg-shared");
+    assert_eq!(role["spec"]["databaseRoleReclaimPolicy"], "delete");
     assert_eq!(
         find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"],
         "delete"
+    );
+    // Argo CD has no health check for CNPG's kinds: a hook in their wave waits for the
+    // database before the migration's wave starts.
+    let ready = find(&objects, "Job", "-db-ready");
+    assert_eq!(annotation(ready, "argocd.argoproj.io/hook"), Some("Sync"));
+    assert_eq!(annotation(ready, "argocd.argoproj.io/sync-wave"), Some("-1"));
+    assert_eq!(ready["metadata"]["namespace"], "octo-app-609ddd-pr-7");
+    assert!(ready.to_string().contains("REVOKE ALL ON DATABASE"));
+
+    // database.drop_on_delete = false keeps the data in cnpg mode too.
+    let keep = config.replace(
+        "mode = \"cnpg\"",
+        "mode = \"cnpg\"\n        drop_on_delete = false",
+    );
+    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 8);
+    assert_eq!(find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"], "retain");
+    assert_eq!(
+        find(&objects, "DatabaseRole", "-role")["spec"]["databaseRoleReclaimPolicy"],
+        "retain"
     );
     assert_eq!(
         find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"],
@@ -218,7 +249,8 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
 #[test]
 fn everything_off_renders_just_the_namespace() {
     let config = "[database]\nmode = \"off\"\n[tls]\nmode = \"off\"\n[dns]\nenabled = false\n";
-    assert_valid(config, &Preview::test(), &[], 1);
+    // The namespace and the rendering ConfigMap.
+    assert_valid(config, &Preview::test(), &[], 2);
 }
 
 #[test]
@@ -228,16 +260,16 @@ fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
         "o".repeat(39),
         "very-long-repository-name-".repeat(3).trim_end_matches('-')
     );
-    // octo/app has migrations and a seed (11 objects); the others have no [[repos]] entry (7).
+    // octo/app has migrations and a seed (12 objects); the others have no [[repos]] entry (8).
     for (preview, objects) in [
-        (Preview::test().on("eu-1").fork().approved(), 11),
-        (Preview::test().on("eu-1").of(&long), 7),
-        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 7),
+        (Preview::test().on("eu-1").fork().approved(), 12),
+        (Preview::test().on("eu-1").of(&long), 8),
+        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 8),
         (
             Preview::test()
                 .on("eu-1")
                 .titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""),
-            11,
+            12,
         ),
     ] {
         assert_valid(FULL, &preview, &[], objects);
@@ -276,14 +308,47 @@ fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
         assert!(status.success(), "{event}");
         let app = out.join("codertocat-hello-world-4d960c-pr-2-helpers.yaml");
         // No [[repos]] entry: no migrations or seed; the default cluster has no ingress
-        // target: no DNS record. Left: the Application, Namespace, Certificate, and the
-        // database's two ConfigMaps, create and drop Jobs.
+        // target: no DNS record. Left: the Application, Namespace, rendering ConfigMap,
+        // Certificate, and the database's two ConfigMaps, create and drop Jobs.
         let (ok, output) = check(&[&chart(), "--application", app.to_str().unwrap()]);
         assert!(
-            ok && output.trim_end().ends_with("validated 7 objects, 0 failed"),
+            ok && output.trim_end().ends_with("validated 8 objects, 0 failed"),
             "{event}: {output}"
         );
     }
+}
+
+/// The ordinary (non-hook) objects of a rendering: all that Argo CD compares.
+fn ordinary(objects: &[Value]) -> Vec<&Value> {
+    objects
+        .iter()
+        .filter(|o| annotation(o, "argocd.argoproj.io/hook").is_none())
+        .collect()
+}
+
+/// Argo CD splits hooks out of its diff and auto-syncs only an OutOfSync Application
+/// (argo-cd controller/appcontroller.go autoSync, gitops-engine pkg/sync/reconcile.go
+/// splitHooks): whatever must run the hooks again has to change an ordinary object.
+#[test]
+fn a_push_a_reseed_a_redeploy_and_a_hook_only_change_each_change_an_ordinary_object() {
+    let base = Preview::test().on("eu-1");
+    let first = assert_valid(FULL, &base, &[], 12);
+    let mut reseeded = base.clone();
+    reseeded.seed_generation += 1;
+    let mut redeployed = base.clone();
+    redeployed.redeploy_generation += 1;
+    let other_command = FULL.replace("[\"bin/migrate\"]", "[\"bin/migrate\", \"--all\"]");
+    for (what, config, preview) in [
+        ("push", FULL, base.clone().at_sha("1111111111111111111111111111111111111111")),
+        ("reseed", FULL, reseeded),
+        ("redeploy", FULL, redeployed),
+        ("a new migrate_command", other_command.as_str(), base.clone()),
+    ] {
+        let next = assert_valid(config, &preview, &[], 12);
+        assert_ne!(ordinary(&first), ordinary(&next), "{what} changes only hooks");
+    }
+    let again = assert_valid(FULL, &base, &[], 12);
+    assert_eq!(ordinary(&first), ordinary(&again), "the same input renders the same");
 }
 
 #[test]

@@ -306,7 +306,7 @@ fn a_configured_cluster_needs_an_unexpired_certificate() {
 }
 
 #[tokio::test]
-async fn a_renewed_controller_key_reseals_the_live_previews_of_that_cluster_once() {
+async fn a_renewed_controller_key_keeps_the_sealed_values_of_live_previews() {
     let app = TestApp::start().await;
     for n in [1, 2, 3] {
         app.send(&Delivery::fixture("pull_request.opened").number(n))
@@ -350,7 +350,7 @@ async fn a_renewed_controller_key_reseals_the_live_previews_of_that_cluster_once
         clusters::check_rotation(app.pool(), "eu-1", &new, NOW)
             .await
             .unwrap(),
-        Rotation::Resealed { previews: 1 }
+        Rotation::Renewed { previews: 1 }
     );
     assert_eq!(
         clusters::check_rotation(app.pool(), "eu-1", &new, NOW)
@@ -365,13 +365,14 @@ async fn a_renewed_controller_key_reseals_the_live_previews_of_that_cluster_once
         .unwrap();
     assert_eq!(
         remaining,
-        [2, 3],
-        "only the live preview on eu-1 is re-sealed"
+        [1, 2, 3],
+        "running pods hold the passwords inside: nothing is sealed anew"
     );
     let history = app.history("codertocat/hello-world", 1).await;
     let last = history.last().unwrap();
     assert_eq!((last.0.as_str(), last.1.as_str()), ("resealed", "previewd"));
     assert!(last.2.contains(&new.fingerprint), "{last:?}");
+    assert!(last.2.contains("kept"), "{last:?}");
 }
 
 #[test]
@@ -432,4 +433,71 @@ fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
         String::from_utf8_lossy(&san.stdout)
             .contains("DNS:codertocat-hello-world-4d960c-pr-2.preview.localhost")
     );
+}
+
+/// The reconciler, after a renewal, keeps applying what the old certificate sealed: the
+/// database password the running pods have must not change under them.
+#[tokio::test]
+async fn after_a_renewal_the_reconciler_keeps_the_old_sealed_values() {
+    let app = TestApp::start().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    std::sync::Arc::new(common::directory_reconciler(&app))
+        .pass()
+        .await
+        .unwrap();
+    let sealed = || async {
+        sqlx::query_as::<_, (String, String)>(
+            "SELECT name, encrypted_data FROM sealed_secrets ORDER BY name",
+        )
+        .fetch_all(app.pool())
+        .await
+        .unwrap()
+    };
+    let before = sealed().await;
+    assert!(!before.is_empty());
+
+    let other = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).unwrap();
+    let renewed = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
+    let config = app.app.config.clone();
+    let certs = config
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), renewed.clone()))
+        .collect();
+    let reconciler = std::sync::Arc::new(previewd::reconcile::Reconciler::new(
+        app.pool().clone(),
+        config,
+        previewd::sink::Sink::Directory(previewd::sink::DirectorySink::new(
+            app.dir.path().join("rendered"),
+        )),
+        certs,
+        None,
+        std::sync::Arc::new(app.clock.clone()),
+    ));
+    // A push: the Application is rendered again, under the renewed certificate.
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("1111111111111111111111111111111111111111")
+            .updated_at("2030-01-01T00:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(sealed().await, before, "nothing sealed anew");
+    let rendered = std::fs::read_to_string(
+        app.dir
+            .path()
+            .join("rendered/codertocat-hello-world-4d960c-pr-2-helpers.yaml"),
+    )
+    .unwrap();
+    assert!(
+        rendered.contains("1111111111111111111111111111111111111111"),
+        "the push was applied"
+    );
+    for (_, data) in &before {
+        let values: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(data).unwrap();
+        for value in values.values() {
+            assert!(rendered.contains(value.as_str()), "old sealed value kept");
+        }
+    }
 }

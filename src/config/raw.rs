@@ -41,6 +41,7 @@ pub(super) struct RawChart {
     pub(super) path: Option<String>,
     pub(super) revision: Option<String>,
     pub(super) project: Option<String>,
+    pub(super) apps_project: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -213,6 +214,7 @@ pub const KEYS: &[&str] = &[
     "chart.path",
     "chart.revision",
     "chart.project",
+    "chart.apps_project",
     "database.mode",
     "database.namespace",
     "database.admin_secret",
@@ -309,6 +311,7 @@ impl Raw {
             "chart.path" => &mut self.chart.path,
             "chart.revision" => &mut self.chart.revision,
             "chart.project" => &mut self.chart.project,
+            "chart.apps_project" => &mut self.chart.apps_project,
             "database.mode" => &mut self.database.mode,
             "database.namespace" => &mut self.database.namespace,
             "database.admin_secret" => &mut self.database.admin_secret,

@@ -180,11 +180,22 @@ impl Validator {
             ));
         }
         let project = raw.project.unwrap_or_else(|| "previews".into());
-        if !is_dns_label(&project) {
+        let apps_project = raw.apps_project.unwrap_or_else(|| "preview-apps".into());
+        for (key, name) in [("chart.project", &project), ("chart.apps_project", &apps_project)] {
+            if !is_dns_label(name) {
+                return Err(self.invalid(
+                    key,
+                    format!("{name:?} is not an AppProject name"),
+                    "a lower-case RFC 1123 label",
+                ));
+            }
+        }
+        if project == apps_project {
+            // PR code must never run with the helpers' rights (provisioner namespace, DNS, TLS).
             return Err(self.invalid(
-                "chart.project",
-                format!("{project:?} is not an AppProject name"),
-                "a lower-case RFC 1123 label",
+                "chart.apps_project",
+                format!("{apps_project:?} is also chart.project"),
+                "a project of its own for the apps' Applications",
             ));
         }
         Ok(ChartConfig {
@@ -194,6 +205,7 @@ impl Validator {
             path: raw.path.unwrap_or_else(|| "helpers-chart".into()),
             revision,
             project,
+            apps_project,
         })
     }
 
