@@ -184,12 +184,7 @@ async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_s
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     // Argo CD reports the first push as synced and healthy.
-    let argo_reports = |app: Application| json!({"status": {"sync": {"status": "Synced", "comparedTo": {"source": app.rest["spec"]["source"]}}, "health": {"status": "Healthy"}}});
-    let status = argo_reports(applications.get(APP).await.unwrap());
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    report_ready(&applications, APP).await;
     reconciler.pass().await.unwrap();
     assert_eq!(observed(&app).await, "ready");
 
