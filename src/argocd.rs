@@ -288,7 +288,11 @@ fn failure(operation: &Value) -> String {
                 || r["status"] == "SyncFailed"
         })
         .map(|r| {
-            let what = if r["hookType"].is_string() { "hook" } else { "resource" };
+            let what = if r["hookType"].is_string() {
+                "hook"
+            } else {
+                "resource"
+            };
             format!(
                 "{what} {}/{} failed: {}",
                 r["kind"].as_str().unwrap_or_default(),

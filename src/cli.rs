@@ -55,12 +55,16 @@ pub enum Command {
         #[arg(long)]
         no_wait: bool,
     },
-    /// Print (or write) every manifest previewd would apply for a `pull_request` event; offline
+    /// Print (or write) every manifest previewd would apply for a `pull_request` event, or
+    /// the AppProjects the configuration needs; offline
     Render {
         /// A `pull_request` webhook payload (JSON), as GitHub sends it
-        #[arg(long, value_name = "FILE")]
-        event: PathBuf,
-        /// Write one YAML file per Application into DIR instead of printing
+        #[arg(long, value_name = "FILE", required_unless_present = "projects")]
+        event: Option<PathBuf>,
+        /// The two AppProjects (helpers and apps) for this configuration's clusters and repos
+        #[arg(long, conflicts_with = "event")]
+        projects: bool,
+        /// Write one YAML file per Application (or `appprojects.yaml`) into DIR instead of printing
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
@@ -121,7 +125,12 @@ pub fn main() -> ExitCode {
                 actor,
                 no_wait,
             } => crate::operate::destroy(&config, &preview, &actor, !no_wait).await,
-            Command::Render { event, out } => render(&config, &event, out.as_deref()),
+            Command::Render {
+                event: Some(event),
+                out,
+                ..
+            } => render(&config, &event, out.as_deref()),
+            Command::Render { out, .. } => render_projects(&config, out.as_deref()),
             Command::Seal {
                 cert,
                 namespace,
@@ -252,6 +261,24 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             let path = dir.join(format!("{}.yaml", names.application));
+            std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// `previewd render --projects`: the AppProjects, as one YAML stream.
+fn render_projects(config: &Config, out: Option<&Path>) -> anyhow::Result<()> {
+    let yaml: String = crate::projects::projects(config)
+        .iter()
+        .map(|project| format!("---\n{}", crate::yaml::to_string(project)))
+        .collect();
+    match out {
+        None => print!("{yaml}"),
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let path = dir.join("appprojects.yaml");
             std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }

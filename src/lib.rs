@@ -26,6 +26,7 @@ pub mod openapi;
 pub mod operate;
 pub mod plan;
 pub mod preview;
+pub mod projects;
 pub mod reconcile;
 pub mod render;
 pub mod seal;

@@ -50,6 +50,15 @@ impl Names {
     }
 }
 
+/// Every preview namespace matches this glob (the slug's suffix).
+pub const PREVIEW_NAMESPACES: &str = "*-pr-*";
+
+/// The namespaces of `repo`'s previews, as an AppProject glob: the readable part of a slug
+/// may be cut to fit, but the hash of the full repository name before `-pr-N` never is.
+pub fn namespaces_of(repo: &crate::preview::RepoName) -> String {
+    format!("*-{}-pr-*", short_hash(repo.as_str()))
+}
+
 /// `text` as an RFC 1123 label of at most `max` characters. When the text had to change
 /// (other characters, or too long), a short hash of `identity` is appended, so two inputs
 /// that map to the same label still get different names, and the same input always the same.

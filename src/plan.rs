@@ -97,7 +97,10 @@ pub fn plan_app(
 
 /// The state a deployed preview is in, and the failure that put it there, from Argo CD's
 /// verdicts on the helper Application and (if any) the app's own (`None`: nobody reports).
-pub fn state<'a>(helper: Option<&'a Health>, app: Option<&'a Health>) -> (&'static str, Option<&'a str>) {
+pub fn state<'a>(
+    helper: Option<&'a Health>,
+    app: Option<&'a Health>,
+) -> (&'static str, Option<&'a str>) {
     match (helper, app) {
         (Some(Health::Failed(message)), _) | (_, Some(Health::Failed(message))) => {
             ("failed", Some(message.as_str()))
@@ -135,7 +138,13 @@ mod tests {
     fn ready(hash: &str, ready: Option<bool>) -> Observed {
         Observed::Present {
             hash: Some(hash.into()),
-            health: ready.map(|r| if r { Health::Ready } else { Health::Progressing }),
+            health: ready.map(|r| {
+                if r {
+                    Health::Ready
+                } else {
+                    Health::Progressing
+                }
+            }),
         }
     }
 
@@ -166,7 +175,13 @@ mod tests {
             health: Some(Health::Failed("hook Job x-migrate failed".into())),
         };
         assert_eq!(
-            plan_app(Desired::Deployed, Some("h2"), &failed, Some("a2"), &ready("a1", Some(true))),
+            plan_app(
+                Desired::Deployed,
+                Some("h2"),
+                &failed,
+                Some("a2"),
+                &ready("a1", Some(true))
+            ),
             Action::Wait
         );
     }

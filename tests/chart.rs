@@ -142,7 +142,11 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     assert_eq!(wave("Namespace", "pr-7"), Some("-2"));
     assert_eq!(wave("SealedSecret", "-db"), Some("-2"));
     assert_eq!(wave("ConfigMap", "-rendering"), Some("-2"));
-    assert_eq!(hook("ConfigMap", "-rendering"), None, "an ordinary object: Argo CD diffs it");
+    assert_eq!(
+        hook("ConfigMap", "-rendering"),
+        None,
+        "an ordinary object: Argo CD diffs it"
+    );
     // The record before the certificate: an HTTP-01 challenge needs the name to resolve.
     assert_eq!(wave("DNSEndpoint", "-dns"), Some("-2"));
     assert_eq!(wave("Certificate", "-tls"), Some("-1"));
@@ -159,7 +163,10 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     // Argo CD deletes PostDelete hooks only by policy, and BeforeHookCreation never fires
     // after the last sync (argo-cd controller/hook.go cleanupHooks): they would leak.
     let policy = |kind, suffix| {
-        annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook-delete-policy")
+        annotation(
+            find(&objects, kind, suffix),
+            "argocd.argoproj.io/hook-delete-policy",
+        )
     };
     assert_eq!(policy("Job", "-db-drop"), Some("HookSucceeded"));
     assert_eq!(policy("ConfigMap", "-db-drop-sql"), Some("HookSucceeded"));
@@ -225,7 +232,10 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
     // database before the migration's wave starts.
     let ready = find(&objects, "Job", "-db-ready");
     assert_eq!(annotation(ready, "argocd.argoproj.io/hook"), Some("Sync"));
-    assert_eq!(annotation(ready, "argocd.argoproj.io/sync-wave"), Some("-1"));
+    assert_eq!(
+        annotation(ready, "argocd.argoproj.io/sync-wave"),
+        Some("-1")
+    );
     assert_eq!(ready["metadata"]["namespace"], "octo-app-609ddd-pr-7");
     assert!(ready.to_string().contains("REVOKE ALL ON DATABASE"));
 
@@ -235,7 +245,10 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         "mode = \"cnpg\"\n        drop_on_delete = false",
     );
     let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 8);
-    assert_eq!(find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"], "retain");
+    assert_eq!(
+        find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"],
+        "retain"
+    );
     assert_eq!(
         find(&objects, "DatabaseRole", "-role")["spec"]["databaseRoleReclaimPolicy"],
         "retain"
@@ -339,16 +352,33 @@ fn a_push_a_reseed_a_redeploy_and_a_hook_only_change_each_change_an_ordinary_obj
     redeployed.redeploy_generation += 1;
     let other_command = FULL.replace("[\"bin/migrate\"]", "[\"bin/migrate\", \"--all\"]");
     for (what, config, preview) in [
-        ("push", FULL, base.clone().at_sha("1111111111111111111111111111111111111111")),
+        (
+            "push",
+            FULL,
+            base.clone()
+                .at_sha("1111111111111111111111111111111111111111"),
+        ),
         ("reseed", FULL, reseeded),
         ("redeploy", FULL, redeployed),
-        ("a new migrate_command", other_command.as_str(), base.clone()),
+        (
+            "a new migrate_command",
+            other_command.as_str(),
+            base.clone(),
+        ),
     ] {
         let next = assert_valid(config, &preview, &[], 12);
-        assert_ne!(ordinary(&first), ordinary(&next), "{what} changes only hooks");
+        assert_ne!(
+            ordinary(&first),
+            ordinary(&next),
+            "{what} changes only hooks"
+        );
     }
     let again = assert_valid(FULL, &base, &[], 12);
-    assert_eq!(ordinary(&first), ordinary(&again), "the same input renders the same");
+    assert_eq!(
+        ordinary(&first),
+        ordinary(&again),
+        "the same input renders the same"
+    );
 }
 
 #[test]
@@ -413,9 +443,9 @@ fn values_the_chart_cannot_render_are_refused_by_its_schema() {
 #[test]
 fn the_deploy_manifests_validate_and_their_config_loads() {
     let deploy = format!("{ROOT}/deploy");
-    let (ok, out) = check(&["--manifests", &deploy, "--unschematized", "AppProject"]);
+    let (ok, out) = check(&["--manifests", &deploy]);
     assert!(
-        ok && out.trim_end().ends_with("validated 12 objects, 0 failed"),
+        ok && out.trim_end().ends_with("validated 16 objects, 0 failed"),
         "{out}"
     );
     // The previewd.toml in the ConfigMap is one this version accepts.
@@ -427,6 +457,25 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
     )
     .unwrap();
     assert_eq!(config.sink.kind, previewd::config::SinkKind::Kubernetes);
+    // The projects shipped are the ones this configuration needs, and the admission policy
+    // admits exactly those.
+    let shipped = std::fs::read_to_string(format!("{deploy}/appprojects.yaml")).unwrap();
+    let generated: String = previewd::projects::projects(&config)
+        .iter()
+        .map(|p| format!("---\n{}", previewd::yaml::to_string(p)))
+        .collect();
+    assert!(
+        shipped.ends_with(&generated),
+        "deploy/appprojects.yaml is stale: regenerate it with `previewd render --projects`"
+    );
+    let admission = std::fs::read_to_string(format!("{deploy}/admission.yaml")).unwrap();
+    assert!(
+        admission.contains(&format!(
+            "object.spec.project in ['{}', '{}']",
+            config.chart.project, config.chart.apps_project
+        )),
+        "{admission}"
+    );
     // RBAC: writes only to Applications in Argo CD's namespace; cluster-wide, only `get` on
     // exactly what a teardown confirms gone.
     let rbac = std::fs::read_to_string(format!("{deploy}/rbac.yaml")).unwrap();

@@ -47,8 +47,10 @@ impl Status {
         for (k, v) in self.extra.as_object().unwrap() {
             status[k] = v.clone();
         }
-        serde_json::from_value(json!({"metadata": {"name": "a"}, "spec": {"source": self.spec}, "status": status}))
-            .unwrap()
+        serde_json::from_value(
+            json!({"metadata": {"name": "a"}, "spec": {"source": self.spec}, "status": status}),
+        )
+        .unwrap()
     }
 }
 
@@ -96,7 +98,12 @@ fn a_failed_migration_hook_is_a_failed_preview_naming_the_job() {
     let Health::Failed(message) = verdict(&failed.app()) else {
         panic!("not failed")
     };
-    assert!(message.starts_with("hook Job/pr-2-migrate failed: Job has reached the specified backoff limit"), "{message}");
+    assert!(
+        message.starts_with(
+            "hook Job/pr-2-migrate failed: Job has reached the specified backoff limit"
+        ),
+        "{message}"
+    );
     assert!(message.contains("completed unsuccessfully"), "{message}");
 }
 
@@ -106,12 +113,16 @@ fn a_failed_attempt_waiting_for_argo_cds_retry_is_already_failed() {
     operation["phase"] = json!("Running");
     operation["retryCount"] = json!(1);
     operation["finishedAt"] = json!("2026-12-01T10:00:00Z");
-    operation["message"] = json!("one or more synchronization tasks completed unsuccessfully. Retrying attempt #1 at 10:00AM.");
+    operation["message"] = json!(
+        "one or more synchronization tasks completed unsuccessfully. Retrying attempt #1 at 10:00AM."
+    );
     let retrying = Status {
         extra: json!({"operationState": operation}),
         ..Status::ready()
     };
-    assert!(matches!(verdict(&retrying.app()), Health::Failed(m) if m.contains("Retrying attempt #1")));
+    assert!(
+        matches!(verdict(&retrying.app()), Health::Failed(m) if m.contains("Retrying attempt #1"))
+    );
 }
 
 #[test]
@@ -134,7 +145,9 @@ fn a_project_that_refuses_the_application_is_a_failure() {
             "message": "application repo https://github.com/o/r.git is not permitted in project 'previews'"}]}),
         ..Status::ready()
     };
-    assert!(matches!(verdict(&refused.app()), Health::Failed(m) if m.contains("not permitted in project")));
+    assert!(
+        matches!(verdict(&refused.app()), Health::Failed(m) if m.contains("not permitted in project"))
+    );
 }
 
 #[test]
@@ -159,7 +172,8 @@ fn degraded_after_a_successful_sync_is_a_failure() {
 
 #[test]
 fn an_app_synced_at_another_commit_is_not_ready() {
-    let pinned = json!({"repoURL": "https://github.com/o/r.git", "path": "chart", "targetRevision": SHA});
+    let pinned =
+        json!({"repoURL": "https://github.com/o/r.git", "path": "chart", "targetRevision": SHA});
     let at = |revision: &str| -> Application {
         serde_json::from_value(json!({
             "metadata": {"name": "a"},
@@ -171,14 +185,21 @@ fn an_app_synced_at_another_commit_is_not_ready() {
         .unwrap()
     };
     assert_eq!(verdict(&at(SHA)), Health::Ready);
-    assert_eq!(verdict(&at("0000000000000000000000000000000000000000")), Health::Progressing);
+    assert_eq!(
+        verdict(&at("0000000000000000000000000000000000000000")),
+        Health::Progressing
+    );
 }
 
 #[test]
 fn sources_echoed_without_their_empty_fields_are_the_same() {
-    let sent = json!({"repoURL": "u", "path": "p", "helm": {"valueFiles": [], "valuesObject": {"a": 1}}});
+    let sent =
+        json!({"repoURL": "u", "path": "p", "helm": {"valueFiles": [], "valuesObject": {"a": 1}}});
     let echoed = json!({"repoURL": "u", "path": "p", "helm": {"valuesObject": {"a": 1}}});
     assert!(same_source(&echoed, &sent));
     assert!(!same_source(&json!({"repoURL": "u", "path": "q"}), &sent));
-    assert!(!same_source(&Value::Null, &Value::Null), "no source is nobody's");
+    assert!(
+        !same_source(&Value::Null, &Value::Null),
+        "no source is nobody's"
+    );
 }

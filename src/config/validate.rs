@@ -181,7 +181,10 @@ impl Validator {
         }
         let project = raw.project.unwrap_or_else(|| "previews".into());
         let apps_project = raw.apps_project.unwrap_or_else(|| "preview-apps".into());
-        for (key, name) in [("chart.project", &project), ("chart.apps_project", &apps_project)] {
+        for (key, name) in [
+            ("chart.project", &project),
+            ("chart.apps_project", &apps_project),
+        ] {
             if !is_dns_label(name) {
                 return Err(self.invalid(
                     key,

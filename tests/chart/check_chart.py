@@ -68,7 +68,9 @@ def rule_errors(obj):
         errors.append(f"metadata.name {name!r} is not a valid {kind} name (<= {limit})")
     if namespace is not None and (len(namespace) > 63 or not DNS_LABEL.match(namespace)):
         errors.append(f"metadata.namespace {namespace!r} is not a DNS label")
-    if kind not in ("Namespace", "ClusterRole", "ClusterRoleBinding") and namespace is None:
+    cluster_scoped = ("Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")
+    if kind not in cluster_scoped and namespace is None:
         errors.append("metadata.namespace is not set (objects must not depend on the release namespace)")
     for key, value in (meta.get("labels") or {}).items():
         if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):

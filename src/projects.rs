@@ -1,0 +1,238 @@
+//! The two AppProjects previewd's Applications run under, generated from the configuration so
+//! that they always cover `[[clusters]]` and `[[repos]]` (`previewd render --projects`;
+//! `deploy/appprojects.yaml` is what it prints for `deploy/config.yaml`). Pure.
+//!
+//! The helpers' project may create what `helpers-chart/` renders, in the preview namespaces
+//! and in the provisioner (and CloudNativePG) namespace. The apps' project runs PR code, fork
+//! code included: preview namespaces only, nothing cluster-scoped, and none of the kinds that
+//! reach beyond a namespace (certificates and DNS for any name, database roles, sealed
+//! secrets the controller would open, Applications). Argo CD checks cluster-scoped objects
+//! against the kind whitelist only (argo-cd controller/sync.go validateSyncPermissions), so
+//! the Namespace entry carries the name glob.
+
+use serde_json::{Value, json};
+
+use crate::config::{Config, DatabaseMode};
+use crate::naming;
+
+/// What the helper Applications may create (group, kind): exactly what the chart renders.
+const HELPER_KINDS: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("batch", "Job"),
+    ("bitnami.com", "SealedSecret"),
+    ("cert-manager.io", "Certificate"),
+    ("externaldns.k8s.io", "DNSEndpoint"),
+    ("postgresql.cnpg.io", "Database"),
+    ("postgresql.cnpg.io", "DatabaseRole"),
+];
+
+/// What an app's chart may never create, even in its own namespace.
+const APP_FORBIDDEN: &[(&str, &str)] = &[
+    ("cert-manager.io", "*"),
+    ("acme.cert-manager.io", "*"),
+    ("externaldns.k8s.io", "*"),
+    ("postgresql.cnpg.io", "*"),
+    ("bitnami.com", "*"),
+    ("argoproj.io", "*"),
+    ("", "ResourceQuota"),
+    ("", "LimitRange"),
+];
+
+/// Both projects, the helpers' first.
+pub fn projects(config: &Config) -> Vec<Value> {
+    vec![helpers(config), apps(config)]
+}
+
+/// Namespace globs of the previews this configuration can make: every repository's when
+/// `[[repos]]` is empty (then any repository that sends webhooks is accepted).
+fn preview_namespaces(config: &Config) -> Vec<String> {
+    if config.repos.is_empty() {
+        return vec![naming::PREVIEW_NAMESPACES.to_owned()];
+    }
+    config
+        .repos
+        .iter()
+        .map(|r| naming::namespaces_of(&r.name))
+        .collect()
+}
+
+fn kinds(list: &[(&str, &str)]) -> Value {
+    list.iter()
+        .map(|(group, kind)| json!({"group": group, "kind": kind}))
+        .collect()
+}
+
+fn project(config: &Config, name: &str, description: &str, rules: Value) -> Value {
+    let mut spec = json!({"description": description});
+    for (key, value) in rules.as_object().into_iter().flatten() {
+        spec[key] = value.clone();
+    }
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "AppProject",
+        "metadata": {
+            "name": name,
+            "namespace": config.sink.argocd_namespace,
+            "labels": {crate::render::MANAGED_BY.0: crate::render::MANAGED_BY.1},
+        },
+        "spec": spec,
+    })
+}
+
+pub fn helpers(config: &Config) -> Value {
+    let namespaces = preview_namespaces(config);
+    let mut destinations = Vec::new();
+    for cluster in &config.clusters {
+        for glob in &namespaces {
+            destinations.push(json!({"server": cluster.server, "namespace": glob}));
+        }
+        if config.database.mode != DatabaseMode::Off {
+            // The create and drop Jobs (shared) or the Database and DatabaseRole (cnpg).
+            destinations
+                .push(json!({"server": cluster.server, "namespace": config.database.namespace}));
+        }
+    }
+    let owned_namespaces: Vec<Value> = namespaces
+        .iter()
+        .map(|glob| json!({"group": "", "kind": "Namespace", "name": glob}))
+        .collect();
+    project(
+        config,
+        &config.chart.project,
+        "previewd helper Applications: helpers-chart only, into preview namespaces and the provisioner namespace",
+        json!({
+            "sourceRepos": [config.chart.repo_url],
+            "destinations": destinations,
+            "clusterResourceWhitelist": owned_namespaces,
+            "namespaceResourceWhitelist": kinds(HELPER_KINDS),
+        }),
+    )
+}
+
+pub fn apps(config: &Config) -> Value {
+    let mut sources = Vec::new();
+    let mut destinations = Vec::new();
+    for repo in &config.repos {
+        let Some(chart) = &repo.app.chart else {
+            continue;
+        };
+        if !sources.contains(&chart.repo_url) {
+            sources.push(chart.repo_url.clone());
+        }
+        for cluster in &config.clusters {
+            destinations.push(
+                json!({"server": cluster.server, "namespace": naming::namespaces_of(&repo.name)}),
+            );
+        }
+    }
+    project(
+        config,
+        &config.chart.apps_project,
+        "previewd app Applications: the PRs' own charts (fork code included), confined to their preview namespaces",
+        json!({
+            "sourceRepos": sources,
+            "destinations": destinations,
+            // Nothing cluster-scoped: an empty whitelist permits none.
+            "clusterResourceWhitelist": [],
+            "namespaceResourceBlacklist": kinds(APP_FORBIDDEN),
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+        [database]
+        mode = "cnpg"
+        namespace = "pg"
+        cnpg_cluster = "shared"
+        [[clusters]]
+        name = "eu-1"
+        server = "https://eu-1.example.com"
+        [[clusters]]
+        name = "us-1"
+        server = "https://us-1.example.com"
+        [[repos]]
+        name = "octo/shop"
+        app_chart = "deploy/chart"
+        [[repos]]
+        name = "octo/docs"
+    "#;
+
+    fn strings(value: &Value, field: &str) -> Vec<String> {
+        value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v[field].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_helpers_reach_every_cluster_and_the_database_namespace() {
+        let config = Config::from_toml(CONFIG, Vec::new()).unwrap();
+        let helpers = helpers(&config);
+        let destinations = &helpers["spec"]["destinations"];
+        assert_eq!(
+            strings(destinations, "server"),
+            ["https://eu-1.example.com"; 3]
+                .into_iter()
+                .chain(["https://us-1.example.com"; 3])
+                .collect::<Vec<_>>()
+        );
+        assert!(strings(destinations, "namespace").contains(&"pg".to_owned()));
+        assert_eq!(
+            helpers["spec"]["sourceRepos"],
+            json!(["https://github.com/previewd/previewd.git"])
+        );
+    }
+
+    #[test]
+    fn the_apps_are_confined_to_their_own_preview_namespaces() {
+        let config = Config::from_toml(CONFIG, Vec::new()).unwrap();
+        let apps = apps(&config);
+        let shop = naming::namespaces_of(&"octo/shop".parse().unwrap());
+        assert_eq!(
+            strings(&apps["spec"]["destinations"], "namespace"),
+            [shop.clone(), shop]
+        );
+        assert_eq!(
+            apps["spec"]["sourceRepos"],
+            json!(["https://github.com/octo/shop.git"])
+        );
+        assert_eq!(apps["spec"]["clusterResourceWhitelist"], json!([]));
+        let forbidden = strings(&apps["spec"]["namespaceResourceBlacklist"], "group");
+        for group in [
+            "cert-manager.io",
+            "externaldns.k8s.io",
+            "postgresql.cnpg.io",
+            "bitnami.com",
+        ] {
+            assert!(forbidden.contains(&group.to_owned()), "{group}");
+        }
+        assert!(
+            !strings(&apps["spec"]["destinations"], "namespace").contains(&"pg".to_owned()),
+            "PR code never reaches the database namespace"
+        );
+    }
+
+    #[test]
+    fn a_preview_namespace_matches_its_repositorys_glob_and_no_other() {
+        let repo: crate::preview::RepoName =
+            format!("o/{}", "long-name".repeat(9)).parse().unwrap();
+        let slug =
+            naming::Names::of(&crate::preview::PreviewKey::new(repo.clone(), 12345), "x").slug;
+        let infix = |glob: String| {
+            glob.strip_prefix('*')
+                .unwrap()
+                .strip_suffix('*')
+                .unwrap()
+                .to_owned()
+        };
+        let own = infix(naming::namespaces_of(&repo));
+        assert!(slug.ends_with(&format!("{own}12345")), "{own} {slug}");
+        assert!(!slug.contains(&infix(naming::namespaces_of(&"o/other".parse().unwrap()))));
+    }
+}
