@@ -166,25 +166,23 @@ pub struct Asker<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
     Allowed,
-    /// Plausible (OWNER, MEMBER, COLLABORATOR): confirm write access with GitHub.
+    /// Write access decides: the caller asks GitHub (or, without credentials, trusts only
+    /// an OWNER association).
     NeedsWrite,
-    Refused,
 }
 
 /// Anyone may ask for `help` and `status` (they only say what the sticky comment shows);
 /// the PR author may `extend` and `destroy` their own (non-fork) preview; everything else,
-/// and anything on a fork PR, needs write access — pre-filtered on `author_association`,
-/// confirmed by the caller.
+/// and anything on a fork PR, needs write access. `author_association` is no pre-filter: a
+/// member whose organisation membership is private arrives as CONTRIBUTOR (GitHub reports
+/// the association as the public sees it), so only the permission endpoint can tell.
 pub fn gate(command: Command, asker: &Asker, pr_author: &str, fork: bool) -> Gate {
     let own = asker.login.eq_ignore_ascii_case(pr_author);
     let authors_may = matches!(command, Command::Extend(_) | Command::Destroy);
     if matches!(command, Command::Help | Command::Status) || (own && authors_may && !fork) {
         return Gate::Allowed;
     }
-    match asker.association {
-        "OWNER" | "MEMBER" | "COLLABORATOR" => Gate::NeedsWrite,
-        _ => Gate::Refused,
-    }
+    Gate::NeedsWrite
 }
 
 #[cfg(test)]

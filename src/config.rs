@@ -33,6 +33,9 @@ pub struct Config {
     pub state: PathBuf,
     /// tracing filter, e.g. `info` or `previewd=debug`
     pub log: String,
+    /// Where people reach previewd's dashboard (`https://previewd.example.com`): the
+    /// Deployment statuses link a preview's page there. `None`: no link.
+    pub public_url: Option<String>,
     pub github: GithubConfig,
     pub sink: SinkConfig,
     pub defaults: Policy,

@@ -104,7 +104,15 @@ pub struct GitHub {
     login: tokio::sync::OnceCell<String>,
     /// `x-ratelimit-remaining` of the last answer (-1 before any).
     pub rate_remaining: AtomicI64,
+    /// Recent permission answers, by (repository, lower-cased login): a burst of commands
+    /// costs one look-up, and a revoked permission counts within `PERMISSION_TTL`.
+    permissions: Mutex<HashMap<(String, String), (std::time::Instant, Permission)>>,
 }
+
+/// How long a permission answer is trusted.
+const PERMISSION_TTL: Duration = Duration::from_secs(60);
+/// At most this many answers are kept (the oldest go first).
+const PERMISSION_CACHE: usize = 1024;
 
 impl GitHub {
     pub fn new(api_url: &str, credentials: &GithubCredentials) -> anyhow::Result<Self> {
@@ -139,6 +147,7 @@ impl GitHub {
             installations: Mutex::new(HashMap::new()),
             login: tokio::sync::OnceCell::new(),
             rate_remaining: AtomicI64::new(-1),
+            permissions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -289,8 +298,41 @@ impl GitHub {
     }
 
     /// octocrab's typed call cannot read `write`/`read`/`none` (its enum lacks them), so
-    /// the answer is read here.
+    /// the answer is read here. Cached for `PERMISSION_TTL`.
     pub async fn permission(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        login: &str,
+    ) -> Result<Permission, GitHubError> {
+        let key = (repo.to_string(), login.to_ascii_lowercase());
+        let cached = self
+            .permissions
+            .lock()
+            .expect("permissions")
+            .get(&key)
+            .copied();
+        if let Some((at, permission)) = cached.filter(|(at, _)| at.elapsed() < PERMISSION_TTL) {
+            tracing::debug!(?permission, age = ?at.elapsed(), "permission from the cache");
+            return Ok(permission);
+        }
+        let permission = self.ask_permission(repo, installation, login).await?;
+        let mut cache = self.permissions.lock().expect("permissions");
+        if cache.len() >= PERMISSION_CACHE {
+            cache.retain(|_, (at, _)| at.elapsed() < PERMISSION_TTL);
+            if cache.len() >= PERMISSION_CACHE {
+                let oldest = cache
+                    .iter()
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(k, _)| k.clone());
+                cache.remove(&oldest.expect("a full cache has an oldest entry"));
+            }
+        }
+        cache.insert(key, (std::time::Instant::now(), permission));
+        Ok(permission)
+    }
+
+    async fn ask_permission(
         &self,
         repo: &RepoName,
         installation: Option<u64>,
@@ -358,7 +400,9 @@ impl GitHub {
             .ok_or_else(|| shape(&path, "no deployment id (GitHub merged instead?)"))
     }
 
-    /// `state`: `in_progress`, `success`, `failure`, `inactive`, ...
+    /// `state`: `in_progress`, `success`, `failure`, `inactive`, ...; `log_url`: where the
+    /// preview's details are (its dashboard page), GitHub's "View logs" link.
+    #[allow(clippy::too_many_arguments)]
     pub async fn deployment_status(
         &self,
         repo: &RepoName,
@@ -366,6 +410,7 @@ impl GitHub {
         deployment: u64,
         state: &str,
         url: Option<&str>,
+        log_url: Option<&str>,
         description: &str,
     ) -> Result<(), GitHubError> {
         let client = self.client_for(repo, installation).await?;
@@ -374,6 +419,9 @@ impl GitHub {
         let mut body = json!({"state": state, "description": description, "auto_inactive": false});
         if let Some(url) = url {
             body["environment_url"] = json!(url);
+        }
+        if let Some(log_url) = log_url {
+            body["log_url"] = json!(log_url);
         }
         // A repeated status changes nothing GitHub shows, so it may be resent.
         self.call_idempotent(&client, Method::POST, &path, Some(&body))

@@ -192,17 +192,19 @@ pub fn app_application(preview: &Preview, config: &Config) -> Result<Option<Valu
     })))
 }
 
-/// Automated sync with prune and selfHeal. Argo CD retries a failed operation itself (here
-/// three times, within about a minute and a half) and then never again for the same source
-/// (appcontroller.go alreadyAttemptedSync); previewd reports the failure, and a push or
-/// `/preview redeploy` makes a new source.
+/// Automated sync with prune and selfHeal. Argo CD retries a failed operation itself, here
+/// twice within 15 s, and then never again for the same source (appcontroller.go
+/// alreadyAttemptedSync); previewd reports the failure, and a push or `/preview redeploy`
+/// makes a new source. Few and short retries: while an operation retries it keeps its old
+/// source, so a fixing push waits for the retries to run out (and so does a teardown:
+/// finalizeApplicationDeletion waits for the operation).
 fn sync_policy(extra: &[&str]) -> Value {
     let mut options = vec!["PrunePropagationPolicy=foreground"];
     options.extend_from_slice(extra);
     json!({
         "automated": {"prune": true, "selfHeal": true},
         "syncOptions": options,
-        "retry": {"limit": 3, "backoff": {"duration": "10s", "factor": 2, "maxDuration": "1m"}},
+        "retry": {"limit": 2, "backoff": {"duration": "5s", "factor": 2, "maxDuration": "30s"}},
     })
 }
 

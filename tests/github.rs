@@ -146,6 +146,12 @@ async fn deployments_are_transient_per_head_and_end_inactive() {
         assert_eq!(deployment["production_environment"], false);
         assert_eq!(hub.statuses.len(), 1);
         assert_eq!(hub.statuses[0].1["state"], "in_progress");
+        // GitHub's "View logs": the preview's dashboard page (public_url defaults to the
+        // loopback listen address).
+        assert_eq!(
+            hub.statuses[0].1["log_url"],
+            "http://127.0.0.1:8080/previews/codertocat/hello-world/2"
+        );
     }
     let new_head = "4444444444444444444444444444444444444444";
     app.send(
@@ -288,6 +294,50 @@ async fn read_permission_refuses_destroy_and_write_accepts_it() {
         .await
         .unwrap();
     assert_eq!(answered, 1, "the command outlives its preview");
+}
+
+/// A member whose organisation membership is private arrives as CONTRIBUTOR in the webhook:
+/// GitHub's permission endpoint, not the association, decides; and a burst of commands from
+/// one person asks it once.
+#[tokio::test]
+async fn a_private_member_arriving_as_contributor_is_asked_for_once_and_obeyed() {
+    let (app, github, reconciler) = setup().await;
+    github
+        .hub()
+        .permissions
+        .insert("quiet-member".into(), "write".into());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+
+    app.send(&command(
+        "/preview keep",
+        "quiet-member",
+        "CONTRIBUTOR",
+        601,
+    ))
+    .await;
+    app.send(&command(
+        "/preview unkeep",
+        "Quiet-Member",
+        "CONTRIBUTOR",
+        602,
+    ))
+    .await;
+    reconciler.pass().await.unwrap();
+    let statuses: Vec<String> = sqlx::query_scalar(
+        "SELECT status FROM commands WHERE comment_id IN (601, 602) ORDER BY comment_id",
+    )
+    .fetch_all(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(statuses, ["done", "done"]);
+    let asked = github
+        .hub()
+        .log
+        .iter()
+        .filter(|line| line.contains("/collaborators/"))
+        .count();
+    assert_eq!(asked, 1, "the answer is cached: {:?}", github.hub().log);
 }
 
 #[tokio::test]

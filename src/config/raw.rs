@@ -10,6 +10,7 @@ pub(super) struct Raw {
     pub(super) listen: Option<String>,
     pub(super) state: Option<String>,
     pub(super) log: Option<String>,
+    pub(super) public_url: Option<String>,
     #[serde(default)]
     pub(super) github: RawGithub,
     #[serde(default)]
@@ -185,6 +186,7 @@ pub const KEYS: &[&str] = &[
     "listen",
     "state",
     "log",
+    "public_url",
     "github.webhook_secret",
     "github.webhook_secret_file",
     "github.api_url",
@@ -285,6 +287,7 @@ impl Raw {
             "listen" => &mut self.listen,
             "state" => &mut self.state,
             "log" => &mut self.log,
+            "public_url" => &mut self.public_url,
             "github.webhook_secret" => &mut self.github.webhook_secret,
             "github.webhook_secret_file" => &mut self.github.webhook_secret_file,
             "github.api_url" => &mut self.github.api_url,

@@ -73,6 +73,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "github.app_id" | "github.private_key_path" | "github.token" => continue,
             "github.webhook_secret_file" => continue,
             "github.api_url" => "https://ghe.example.com/api/v3",
+            "public_url" => "https://previewd.example.com",
             "sink.kind" => "kubernetes",
             "defaults.domain"
             | "sink.argocd_namespace"
@@ -258,4 +259,32 @@ fn quotas_and_keep_are_per_repository_with_defaults() {
     assert!(zero.contains("defaults.max_per_repo"), "{zero}");
     let unknown = error_of("[defaults]\nat_cap = \"drop\"\n", &[]);
     assert!(unknown.contains("queue or evict"), "{unknown}");
+}
+
+#[test]
+fn the_public_url_is_an_http_url_and_defaults_to_a_loopback_listen_address() {
+    let config = Config::from_toml("", Vec::new()).unwrap();
+    assert_eq!(config.public_url.as_deref(), Some("http://127.0.0.1:8080"));
+    let config = Config::from_toml(
+        "listen = \"0.0.0.0:8080\"\n[api]\ntoken = \"0123456789abcdef0123\"\n",
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(config.public_url, None, "no guess off loopback");
+    let config = Config::from_toml(
+        "public_url = \"https://previewd.example.com/\"\n",
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(
+        config.public_url.as_deref(),
+        Some("https://previewd.example.com")
+    );
+    assert!(error_of("public_url = \"previewd.example.com\"\n", &[]).contains("`public_url`"));
+}
+
+#[test]
+fn the_apps_never_share_the_helpers_project() {
+    let message = error_of("[chart]\nproject = \"p\"\napps_project = \"p\"\n", &[]);
+    assert!(message.contains("`chart.apps_project`"), "{message}");
 }

@@ -141,10 +141,35 @@ impl Validator {
                 "a level such as info or debug, or a filter like previewd=debug,info",
             ));
         }
+        let public_url = match raw.public_url {
+            Some(url) => {
+                let url = url.trim_end_matches('/').to_owned();
+                let rest = url
+                    .strip_prefix("https://")
+                    .or_else(|| url.strip_prefix("http://"));
+                if rest.is_none_or(|host| host.is_empty() || host.contains(char::is_whitespace)) {
+                    return Err(self.invalid(
+                        "public_url",
+                        format!("{url:?} is not an http(s) URL"),
+                        "where people open the dashboard, like https://previewd.example.com",
+                    ));
+                }
+                Some(url)
+            }
+            // On loopback the listen address is where it is reached.
+            None => {
+                let listen: std::net::SocketAddr = listen;
+                listen
+                    .ip()
+                    .is_loopback()
+                    .then(|| format!("http://{listen}"))
+            }
+        };
         Ok(Config {
             listen,
             state: raw.state.unwrap_or_else(|| "previewd.db".into()).into(),
             log,
+            public_url,
             github: self.github(raw.github)?,
             sink: self.sink(raw.sink)?,
             defaults,

@@ -62,7 +62,6 @@ impl Reconciler {
         };
         let allowed = match command::gate(parsed, &asker, &author, fork) {
             Gate::Allowed => true,
-            Gate::Refused => false,
             Gate::NeedsWrite => self.has_write(cmd).await?,
         };
         if !allowed {

@@ -203,6 +203,11 @@ impl Reconciler {
         };
         let now = self.clock.now();
         let environment = format!("preview/pr-{number}");
+        let log_url = self
+            .config
+            .public_url
+            .as_ref()
+            .map(|base| format!("{base}/previews/{}/{}/{number}", repo.owner(), repo.name()));
         let sha = view.head_sha;
         if thread.deployment_sha.as_deref() != Some(sha) && state != "inactive" {
             if let (Some(old), false) = (
@@ -217,6 +222,7 @@ impl Reconciler {
                         old as u64,
                         "inactive",
                         None,
+                        log_url.as_deref(),
                         &description,
                     )
                     .await?;
@@ -247,7 +253,15 @@ impl Reconciler {
             let url = (state == "success").then_some(view.url.as_str());
             let description = comment::deployment_description(view.shown, sha);
             github
-                .deployment_status(repo, installation, id as u64, state, url, &description)
+                .deployment_status(
+                    repo,
+                    installation,
+                    id as u64,
+                    state,
+                    url,
+                    log_url.as_deref(),
+                    &description,
+                )
                 .await?;
             thread.deployment_state = Some(state.to_owned());
             let _ = db::save_thread(&self.pool, thread, now).await;

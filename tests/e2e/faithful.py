@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""previewd end to end against the faithful Argo CD (kube_emulator.py --argocd faithful).
+
+Through the real binary, once per database mode (shared, cnpg): helpers-chart and an app
+chart (tests/e2e/app-chart) mapped to this checkout, the AppProjects `previewd render
+--projects` prints applied, the test sealing key, --cert-http01. The walk:
+
+  opened   -> helpers Synced/Healthy/Succeeded -> app Application at the head -> ready
+  pushed   -> the migration Job ran again for the new image, before the app moved to it
+  reseed   -> the seed Job ran again, at the next generation
+  a migration that fails -> the preview is failed (naming the Job); the app stays where it was
+  closed   -> every object gone, every hook in the provisioner namespace included
+
+Every Job's pod could start (no Secret or ConfigMap missing), and the sealed values opened
+with the cluster's key. Usage: faithful.py PREVIEWD PYTHON EMULATOR [MODE ...]
+Ends with "N passed, M failed"; non-zero exit on a failure.
+"""
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+SECRET = "e2e-webhook-secret-0123456789"
+SLUG = "codertocat-hello-world-4d960c-pr-2"
+HELPERS, APP = SLUG + "-helpers", SLUG + "-app"
+SHA_A = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+SHA_B = "b" * 40
+SHA_C = "c" * 40
+IMAGE = "ghcr.io/codertocat/hello-world"
+APPS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, "github", name + ".json")) as f:
+        return json.load(f)
+
+
+class Emulator:
+    def __init__(self, python, emulator, work):
+        self.log = open(os.path.join(work, "emulator.log"), "w")
+        self.proc = subprocess.Popen(
+            [python, emulator, "--port", "0", "--kubeconfig", os.path.join(work, "kubeconfig"),
+             "--argocd", "faithful", "--namespaces", "argocd,default,previewd-system,pg",
+             "--repo", "https://github.com/previewd/previewd.git=" + ROOT,
+             "--repo", "https://github.com/codertocat/hello-world.git=" + os.path.join(ROOT, "tests", "e2e"),
+             "--sealing-key", os.path.join(FIXTURES, "sealed", "test-key.pem"), "--cert-http01",
+             "--job-seconds", "0.3", "--ready-seconds", "0.3"],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError("the emulator did not start: %r (see emulator.log)" % line)
+        self.base = "http://127.0.0.1:%d" % int(line)
+
+    def req(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        r = urllib.request.Request(self.base + path, data=data, method=method,
+                                   headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(r, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def objects(self):
+        return self.req("GET", "/_emu/objects")[1]
+
+    def jobs(self):
+        return self.req("GET", "/_emu/argocd/jobs")[1]
+
+    def actions(self):
+        return self.req("GET", "/_emu/argocd/log")[1]
+
+    def app(self, name):
+        status, body = self.req("GET", "%s/%s" % (APPS, name))
+        return body if status == 200 else None
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Previewd:
+    def __init__(self, binary, work):
+        self.binary, self.work, self.proc = binary, work, None
+        self.port = free_port()
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PREVIEWD_")}
+        env.update({"KUBECONFIG": os.path.join(self.work, "kubeconfig"),
+                    "PREVIEWD_GITHUB_WEBHOOK_SECRET": SECRET,
+                    "PREVIEWD_LISTEN": "127.0.0.1:%d" % self.port,
+                    "PREVIEWD_LOG": "info,previewd=debug"})
+        return env
+
+    def run(self, *args):
+        out = subprocess.run([self.binary, "--config", "previewd.toml", *args], cwd=self.work, env=self.env(),
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError("previewd %s failed: %s" % (" ".join(args), out.stderr))
+        return out.stdout
+
+    def start(self):
+        self.log = open(os.path.join(self.work, "serve.log"), "a")
+        self.proc = subprocess.Popen([self.binary, "--config", "previewd.toml", "serve"], cwd=self.work,
+                                     env=self.env(), stdout=self.log, stderr=self.log)
+        wait("previewd to answer /healthz", lambda: self.get("/healthz")[0] == 200, 30)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path), timeout=5) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except OSError:
+            return 0, b""
+
+    def deliver(self, event, payload):
+        body = json.dumps(payload).encode()
+        sig = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        r = urllib.request.Request("http://127.0.0.1:%d/webhooks/github" % self.port, data=body, method="POST",
+                                   headers={"Content-Type": "application/json", "X-GitHub-Event": event,
+                                            "X-GitHub-Delivery": str(uuid.uuid4()),
+                                            "X-Hub-Signature-256": "sha256=" + sig})
+        with urllib.request.urlopen(r, timeout=10) as resp:
+            assert resp.status in (200, 202), resp.status
+            return json.loads(resp.read())
+
+    def preview(self):
+        db = sqlite3.connect(os.path.join(self.work, "previewd.db"))
+        try:
+            row = db.execute("SELECT observed, last_error, head_sha FROM previews").fetchone()
+        finally:
+            db.close()
+        return row
+
+    def history(self, what):
+        db = sqlite3.connect(os.path.join(self.work, "previewd.db"))
+        try:
+            return [r[0] for r in db.execute("SELECT reason FROM history WHERE what = ?1 ORDER BY id", (what,))]
+        finally:
+            db.close()
+
+
+def wait(what, predicate, timeout=120.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+def config(mode, migrate):
+    database = {"shared": '[database]\nmode = "shared"\nnamespace = "previewd-system"\nhost = "postgres.example"\n',
+                "cnpg": '[database]\nmode = "cnpg"\nnamespace = "pg"\ncnpg_cluster = "shared"\n'}[mode]
+    return """[sink]
+kind = "kubernetes"
+[defaults]
+domain = "preview.example.com"
+%s[tls]
+mode = "cert-manager"
+[[clusters]]
+name = "in-cluster"
+server = "https://kubernetes.default.svc"
+sealing_cert = "%s"
+ingress_target = "ingress.example.com"
+[[repos]]
+name = "codertocat/hello-world"
+image = "%s"
+migrate_command = %s
+seed = "example"
+app_chart = "app-chart"
+""" % (database, os.path.join(FIXTURES, "sealed", "test-cert.pem"), IMAGE, json.dumps(migrate))
+
+
+def pushed(sha, at):
+    event = fixture("pull_request.synchronize")
+    event["pull_request"]["head"]["sha"] = sha
+    event["pull_request"]["updated_at"] = at
+    return event
+
+
+def reseed_comment():
+    event = fixture("issue_comment.created.pull_request")
+    pr = fixture("pull_request.opened")
+    event["repository"] = pr["repository"]
+    event["issue"]["number"] = 2
+    event["comment"]["body"] = "/preview reseed"
+    event["comment"]["author_association"] = "OWNER"
+    event["comment"]["user"] = pr["repository"]["owner"]
+    event["comment"]["id"] = 9000001
+    event["comment"]["created_at"] = event["comment"]["updated_at"] = "2019-05-15T17:00:00Z"
+    return event
+
+
+def ready_at(pd, emu, sha):
+    """The preview ready at `sha`, with its app Application synced there."""
+    row = pd.preview()
+    app = emu.app(APP)
+    return (row is not None and row[0] == "ready" and row[2] == sha and app is not None
+            and app["spec"]["source"]["targetRevision"] == sha
+            and (app.get("status") or {}).get("sync", {}).get("revision") == sha)
+
+
+def runs(emu, suffix, image=None):
+    return [j for j in emu.jobs() if j["name"].endswith(suffix) and (image is None or j["image"] == image)]
+
+
+def check_pods_started(emu):
+    """No Job was ever held for a missing Secret or ConfigMap key, nor is one now."""
+    blocked = [(j["namespace"], j["name"], j["blocked"]) for j in emu.jobs() if j.get("blocked")]
+    assert not blocked, "Jobs whose pod could not start: %s" % blocked
+
+
+def walk(mode, binary, python, emulator):
+    work = tempfile.mkdtemp(prefix="previewd-faithful-%s-" % mode)
+    emu = Emulator(python, emulator, work)
+    pd = Previewd(binary, work)
+    try:
+        with open(os.path.join(work, "previewd.toml"), "w") as f:
+            f.write(config(mode, ["bin/migrate"]))
+        if mode == "shared":
+            admin = {k: base64.b64encode(v.encode()).decode() for k, v in
+                     {"PGHOST": "postgres.example", "PGPORT": "5432", "PGUSER": "postgres", "PGPASSWORD": "admin"}.items()}
+            status, body = emu.req("POST", "/api/v1/namespaces/previewd-system/secrets",
+                                   {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
+                                    "data": admin})
+            assert status == 201, body
+        import yaml
+        for project in yaml.safe_load_all(pd.run("render", "--projects")):
+            status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
+            assert status == 201, body
+        pd.start()
+
+        # opened -> ready, with the app at the head SHA behind the helpers' gate
+        pd.deliver("pull_request", fixture("pull_request.opened"))
+        wait("the preview ready at the opened head", lambda: ready_at(pd, emu, SHA_A), 180)
+        helpers = emu.app(HELPERS)
+        st = helpers["status"]
+        assert (st["sync"]["status"], st["health"]["status"], st["operationState"]["phase"]) == \
+            ("Synced", "Healthy", "Succeeded"), st
+        assert runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_A)), emu.jobs()
+        assert runs(emu, "-seed"), emu.jobs()
+        assert runs(emu, "-db-create" if mode == "shared" else "-db-ready"), emu.jobs()
+        assert runs(emu, "smoke"), "the app's own hook ran: its Secrets existed"
+        objects = emu.objects()
+        secret = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == SLUG + "-db")
+        url = base64.b64decode(secret["data"]["DATABASE_URL"]).decode()
+        assert url.startswith("postgres://"), "the sealed values opened with the cluster's key: %r" % url[:12]
+        print("faithful[%s]: opened -> ready (helpers Synced/Healthy/Succeeded, app at %s)" % (mode, SHA_A[:7]))
+
+        # pushed -> migrated at the new image before the app moves there
+        pd.deliver("pull_request", pushed(SHA_B, "2019-05-15T16:00:00Z"))
+        wait("the preview ready at the pushed head", lambda: ready_at(pd, emu, SHA_B), 180)
+        migrated = runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_B))
+        assert migrated and migrated[-1]["result"] == "succeeded", emu.jobs()
+        log = emu.actions()
+        seeded = [a["seq"] for a in log if a["action"] == "create-hook" and a["name"].endswith("-seed")]
+        moved = [a["seq"] for a in log if a["action"] == "apply" and a["app"] == APP and a["kind"] == "Deployment"]
+        migrate_b = [a["seq"] for a in log if a["action"] == "create-hook" and a["name"].endswith("-migrate")][-1]
+        after = [s for s in seeded if s > migrate_b]
+        assert after and moved[-1] > after[0], \
+            "the app's Deployment moved (seq %s) before the helpers' sync passed its migration (seq %s)" % (moved, after)
+        print("faithful[%s]: pushed -> migration re-ran for %s before the app moved" % (mode, SHA_B[:7]))
+
+        # /preview reseed -> the seed Job runs again, at generation 2
+        before = len(runs(emu, "-seed"))
+        pd.deliver("issue_comment", reseed_comment())
+        wait("the seed Job to run again", lambda: len(runs(emu, "-seed")) > before, 120)
+        wait("the preview ready after the reseed", lambda: ready_at(pd, emu, SHA_B) and runs(emu, "-seed")[-1]["result"] == "succeeded", 120)
+        rendering = next(o for o in emu.objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == SLUG + "-rendering")
+        assert rendering["data"]["seedGeneration"] == "2", rendering["data"]
+        print("faithful[%s]: /preview reseed -> the seed Job ran again (generation 2)" % mode)
+
+        # a failing migration -> failed, and the app stays at the last good head
+        pd.stop()
+        with open(os.path.join(work, "previewd.toml"), "w") as f:
+            f.write(config(mode, ["bin/migrate", "previewd-twin-fail"]))
+        pd.start()
+        pd.deliver("pull_request", pushed(SHA_C, "2019-05-15T18:00:00Z"))
+        row = wait("the preview to fail", lambda: (lambda r: r if r and r[0] == "failed" and r[2] == SHA_C else None)(pd.preview()), 180)
+        assert "-migrate" in (row[1] or ""), "the failure names the migration Job: %r" % row[1]
+        app = emu.app(APP)
+        assert app["spec"]["source"]["targetRevision"] == SHA_B, "the app was moved past a failed migration"
+        status, page = pd.get("/api/previews/codertocat/hello-world/2")
+        assert status == 200 and b'"failed"' in page, page[:300]
+        print("faithful[%s]: failing migration -> failed (%s); the app stays at %s" % (mode, row[1][:70], SHA_B[:7]))
+
+        # closed -> nothing left, hooks in the provisioner namespace included
+        closed = fixture("pull_request.closed.unmerged")
+        closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T19:00:00Z"
+        pd.deliver("pull_request", closed)
+        wait("the preview forgotten", lambda: pd.preview() is None, 300)
+
+        def leftovers():
+            keep = {("Secret", "previewd-system", "postgres-admin")}
+            return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in emu.objects()
+                    if o["kind"] not in ("AppProject",)
+                    and (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) not in keep
+                    and (o["metadata"].get("namespace") in ("previewd-system", "pg", SLUG)
+                         or o["metadata"]["name"].startswith(SLUG)
+                         or o["kind"] in ("Application", "Job", "SealedSecret", "Certificate", "DNSEndpoint"))]
+        try:
+            wait("every object to be gone", lambda: not leftovers(), 60)
+        except AssertionError:
+            raise AssertionError("left behind: %s" % leftovers())
+        if mode == "shared":
+            assert runs(emu, "-db-drop"), "the PostDelete drop ran"
+        check_pods_started(emu)
+        assert pd.history("destroyed"), "the history outlives the preview"
+        print("faithful[%s]: closed -> every object gone (hooks included); history kept" % mode)
+    except BaseException:
+        for name in ("serve.log", "emulator.log"):
+            path = os.path.join(work, name)
+            if os.path.exists(path):
+                with open(path) as f:
+                    sys.stderr.write("--- %s (tail)\n%s\n" % (name, "".join(f.readlines()[-40:])))
+        raise
+    finally:
+        pd.stop()
+        emu.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    binary, python, emulator = (os.path.abspath(a) if os.sep in a else shutil.which(a) for a in sys.argv[1:4])
+    modes = sys.argv[4:] or ["shared", "cnpg"]
+    passed = failed = 0
+    for mode in modes:
+        started = time.time()
+        try:
+            walk(mode, binary, python, emulator)
+            passed += 1
+            print("faithful[%s]: passed in %.0f s" % (mode, time.time() - started))
+        except Exception:
+            failed += 1
+            traceback.print_exc()
+            print("faithful[%s]: FAILED" % mode)
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
