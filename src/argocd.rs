@@ -126,6 +126,54 @@ impl KubeSink {
 }
 
 impl KubeSink {
+    /// What this cluster serves of `needed` ("group/version/plural"), and the AppProjects in
+    /// Argo CD's namespace (`None` when not allowed to list them). A group that is not served
+    /// at all is simply absent; any other failure is an error.
+    pub async fn served(
+        &self,
+        needed: &[(&str, &str, &str, &str)],
+    ) -> anyhow::Result<(
+        std::collections::BTreeSet<String>,
+        Option<std::collections::BTreeSet<String>>,
+    )> {
+        let client = self.api.clone().into_client();
+        let mut served = std::collections::BTreeSet::new();
+        let mut versions: Vec<String> =
+            needed.iter().map(|(g, v, ..)| format!("{g}/{v}")).collect();
+        versions.dedup();
+        for group_version in versions {
+            match client.list_api_group_resources(&group_version).await {
+                Ok(list) => served.extend(
+                    list.resources
+                        .into_iter()
+                        .map(|r| format!("{group_version}/{}", r.name)),
+                ),
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(e).with_context(|| format!("discovering {group_version}")),
+            }
+        }
+        let resource = ApiResource {
+            group: "argoproj.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "argoproj.io/v1alpha1".into(),
+            kind: "AppProject".into(),
+            plural: "appprojects".into(),
+        };
+        let namespace = self.api.namespace().unwrap_or("argocd").to_owned();
+        let projects: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+        let projects = match projects.list_metadata(&Default::default()).await {
+            Ok(list) => Some(
+                list.items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect(),
+            ),
+            Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => None,
+            Err(e) => return Err(e).context("listing AppProjects"),
+        };
+        Ok((served, projects))
+    }
+
     /// The Applications this previewd state wrote (by its instance label).
     pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
         let selector = format!(

@@ -29,6 +29,7 @@ pub mod preview;
 pub mod projects;
 pub mod reconcile;
 pub mod render;
+pub mod requirements;
 pub mod seal;
 pub mod secrets;
 pub mod seeds;

@@ -329,10 +329,26 @@ async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
             None
         }
     };
+    let sink = sink(&app.config).await?;
+    if let crate::sink::Sink::Kubernetes(kube) = &sink {
+        // What previews need on this cluster (others cannot be seen from here): said loudly
+        // at start rather than found later as a stuck preview.
+        let config = &app.config;
+        match kube.served(&crate::requirements::needed(config)).await {
+            Ok((served, projects)) => {
+                for missing in crate::requirements::missing(config, &served, projects.as_ref()) {
+                    tracing::error!(%missing, "this cluster lacks what previews need");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "could not check what this cluster serves")
+            }
+        }
+    }
     Ok(crate::reconcile::Reconciler::new(
         app.pool.clone(),
         app.config.clone(),
-        sink(&app.config).await?,
+        sink,
         certs,
         crate::ca::from_config(&app.config, now, true)?,
         app.clock.clone(),

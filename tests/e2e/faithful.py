@@ -262,6 +262,9 @@ def walk(mode, binary, python, emulator):
             status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
             assert status == 201, body
         pd.start()
+        with open(os.path.join(work, "serve.log")) as f:
+            lacks = [line for line in f if "lacks what previews need" in line or "could not check" in line]
+        assert not lacks, "the emulated cluster has all previews need: %s" % lacks
 
         # opened -> ready, with the app at the head SHA behind the helpers' gate
         pd.deliver("pull_request", fixture("pull_request.opened"))

@@ -1,0 +1,153 @@
+//! What a cluster must run for previews to work (the README's "What a cluster needs"),
+//! checked where previewd can: on its own cluster, at start, through API discovery. Pure:
+//! what is served in, what is missing out; `argocd::KubeSink::served` asks the cluster.
+//!
+//! Version floors that discovery shows: CloudNativePG >= 1.30 serves `databaseroles`;
+//! Argo CD's CRDs and the AppProjects previewd's Applications name must exist. Floors it
+//! cannot see (Argo CD >= 2.10 for PostDelete hooks, external-dns' flags) are in the README;
+//! PostgreSQL >= 13 and psql >= 15 are checked by the chart's own Jobs.
+
+use std::collections::BTreeSet;
+
+use crate::config::{Config, DatabaseMode, TlsMode};
+
+/// The API resources (group, version, plural) this configuration relies on, and why.
+pub fn needed(config: &Config) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    let mut needed = vec![
+        (
+            "argoproj.io",
+            "v1alpha1",
+            "applications",
+            "Argo CD (>= 2.10, for PostDelete hooks)",
+        ),
+        (
+            "argoproj.io",
+            "v1alpha1",
+            "appprojects",
+            "Argo CD's AppProjects",
+        ),
+        (
+            "bitnami.com",
+            "v1alpha1",
+            "sealedsecrets",
+            "the sealed-secrets controller",
+        ),
+    ];
+    if config.database.mode == DatabaseMode::Cnpg {
+        needed.push((
+            "postgresql.cnpg.io",
+            "v1",
+            "databaseroles",
+            "CloudNativePG >= 1.30 (DatabaseRole; database.mode = \"cnpg\")",
+        ));
+    }
+    if config.tls.mode == TlsMode::CertManager {
+        needed.push((
+            "cert-manager.io",
+            "v1",
+            "certificates",
+            "cert-manager (tls.mode = \"cert-manager\")",
+        ));
+    }
+    if config.dns.enabled && config.clusters.iter().any(|c| c.ingress_target.is_some()) {
+        needed.push((
+            "externaldns.k8s.io",
+            "v1alpha1",
+            "dnsendpoints",
+            "external-dns' DNSEndpoint CRD (run it with --source=crd --policy=sync)",
+        ));
+    }
+    needed
+}
+
+/// What is missing, one sentence each: `served` holds "group/version/plural" of what the
+/// cluster serves, `projects` the AppProjects found (`None`: not allowed to look).
+pub fn missing(
+    config: &Config,
+    served: &BTreeSet<String>,
+    projects: Option<&BTreeSet<String>>,
+) -> Vec<String> {
+    let mut missing: Vec<String> = needed(config)
+        .into_iter()
+        .filter(|(group, version, plural, _)| {
+            !served.contains(&format!("{group}/{version}/{plural}"))
+        })
+        .map(|(group, version, plural, what)| {
+            format!("{what}: {group}/{version} {plural} is not served")
+        })
+        .collect();
+    if let Some(projects) = projects {
+        for (key, name) in [
+            ("chart.project", &config.chart.project),
+            ("chart.apps_project", &config.chart.apps_project),
+        ] {
+            if !projects.contains(name) {
+                missing.push(format!(
+                    "AppProject {name:?} ({key}) is missing in {}: apply what `previewd render --projects` prints",
+                    config.sink.argocd_namespace
+                ));
+            }
+        }
+    }
+    missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(config: &Config) -> BTreeSet<String> {
+        needed(config)
+            .into_iter()
+            .map(|(g, v, p, _)| format!("{g}/{v}/{p}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_with_everything_lacks_nothing() {
+        let config = Config::from_toml(
+            "[database]\nmode = \"cnpg\"\ncnpg_cluster = \"pg\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let projects = BTreeSet::from(["previews".to_owned(), "preview-apps".to_owned()]);
+        assert_eq!(
+            missing(&config, &served(&config), Some(&projects)),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn cloudnative_pg_before_1_30_and_a_missing_project_are_named() {
+        let config = Config::from_toml(
+            "[database]\nmode = \"cnpg\"\ncnpg_cluster = \"pg\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let mut old = served(&config);
+        old.remove("postgresql.cnpg.io/v1/databaseroles");
+        let projects = BTreeSet::from(["previews".to_owned()]);
+        let missing = missing(&config, &old, Some(&projects));
+        assert_eq!(missing.len(), 2, "{missing:?}");
+        assert!(missing[0].contains("CloudNativePG >= 1.30"), "{missing:?}");
+        assert!(
+            missing[1].contains("\"preview-apps\" (chart.apps_project)"),
+            "{missing:?}"
+        );
+    }
+
+    #[test]
+    fn what_the_configuration_does_not_use_is_not_asked_for() {
+        let config = Config::from_toml(
+            "[tls]\nmode = \"off\"\n[database]\nmode = \"shared\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let groups: Vec<_> = needed(&config).into_iter().map(|(g, ..)| g).collect();
+        assert!(
+            !groups.contains(&"postgresql.cnpg.io") && !groups.contains(&"cert-manager.io"),
+            "{groups:?}"
+        );
+        assert!(missing(&config, &served(&config), None).is_empty());
+    }
+}
