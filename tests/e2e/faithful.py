@@ -267,8 +267,10 @@ def walk(mode, binary, python, emulator):
         assert not lacks, "the emulated cluster has all previews need: %s" % lacks
 
         # opened -> ready, with the app at the head SHA behind the helpers' gate
+        started = time.time()
         pd.deliver("pull_request", fixture("pull_request.opened"))
         wait("the preview ready at the opened head", lambda: ready_at(pd, emu, SHA_A), 180)
+        took = {"opened": time.time() - started}
         helpers = emu.app(HELPERS)
         st = helpers["status"]
         assert (st["sync"]["status"], st["health"]["status"], st["operationState"]["phase"]) == \
@@ -284,8 +286,10 @@ def walk(mode, binary, python, emulator):
         print("faithful[%s]: opened -> ready (helpers Synced/Healthy/Succeeded, app at %s)" % (mode, SHA_A[:7]))
 
         # pushed -> migrated at the new image before the app moves there
+        started = time.time()
         pd.deliver("pull_request", pushed(SHA_B, "2019-05-15T16:00:00Z"))
         wait("the preview ready at the pushed head", lambda: ready_at(pd, emu, SHA_B), 180)
+        took["pushed"] = time.time() - started
         migrated = runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_B))
         assert migrated and migrated[-1]["result"] == "succeeded", emu.jobs()
         log = emu.actions()
@@ -323,8 +327,10 @@ def walk(mode, binary, python, emulator):
         # closed -> nothing left, hooks in the provisioner namespace included
         closed = fixture("pull_request.closed.unmerged")
         closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T19:00:00Z"
+        started = time.time()
         pd.deliver("pull_request", closed)
         wait("the preview forgotten", lambda: pd.preview() is None, 300)
+        took["closed"] = time.time() - started
 
         def leftovers():
             keep = {("Secret", "previewd-system", "postgres-admin")}
@@ -343,6 +349,8 @@ def walk(mode, binary, python, emulator):
         check_pods_started(emu)
         assert pd.history("destroyed"), "the history outlives the preview"
         print("faithful[%s]: closed -> every object gone (hooks included); history kept" % mode)
+        print("faithful[%s]: seconds to ready after opened %.1f, after the push %.1f; closed to forgotten %.1f"
+              % (mode, took["opened"], took["pushed"], took["closed"]))
     except BaseException:
         for name in ("serve.log", "emulator.log"):
             path = os.path.join(work, name)
