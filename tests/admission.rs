@@ -1,0 +1,172 @@
+//! deploy/admission.yaml's ValidatingAdmissionPolicies, evaluated by cel-python (an
+//! independent CEL) through `tests/admission/check_admission.py`, on requests whose names
+//! previewd itself makes: previewd may write only its two projects' Applications, and Argo CD
+//! may write an app Application's objects only into that preview's own namespace.
+
+use previewd::naming::Names;
+use previewd::preview::PreviewKey;
+use serde_json::{Value, json};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const PREVIEWD: &str = "system:serviceaccount:previewd-system:previewd";
+const ARGOCD: &str = "system:serviceaccount:argocd:argocd-application-controller";
+
+fn names(repo: &str, number: u32) -> Names {
+    Names::of(
+        &PreviewKey::new(repo.parse().unwrap(), number),
+        "preview.example.com",
+    )
+}
+
+fn case(name: &str, user: &str, object: Value, admitted: bool) -> Value {
+    json!({"name": name, "user": user, "object": object, "admitted": admitted})
+}
+
+/// An object Argo CD applies for Application `app` into `namespace` (None: cluster-scoped),
+/// tracked by label or by annotation.
+fn applied(app: &str, namespace: Option<&str>, annotation: bool) -> Value {
+    let mut object = json!({"kind": "Pod", "metadata": {"name": "x"}});
+    if let Some(namespace) = namespace {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    if annotation {
+        let tracking = format!("{app}:/Pod:{}/x", namespace.unwrap_or_default());
+        object["metadata"]["annotations"] = json!({"argocd.argoproj.io/tracking-id": tracking});
+    } else {
+        object["metadata"]["labels"] = json!({"app.kubernetes.io/instance": app});
+    }
+    object
+}
+
+#[test]
+fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
+    let own = names("octo/shop", 7);
+    let other = names("octo/shop", 8);
+    let long = names(
+        &format!(
+            "o/{}",
+            "long-repository-name-".repeat(4).trim_end_matches('-')
+        ),
+        123456,
+    );
+    let application = |project: &str| json!({"kind": "Application", "metadata": {"name": "a", "namespace": "argocd"}, "spec": {"project": project}});
+    let mut forged = applied(&own.app_application, Some(&other.slug), false);
+    forged["metadata"]["annotations"] = json!({
+        "argocd.argoproj.io/tracking-id": format!("{}:/Pod:{}/x", other.app_application, other.slug)
+    });
+    let cases = json!([
+        case(
+            "previewd writes a helper Application",
+            PREVIEWD,
+            application("previews"),
+            true
+        ),
+        case(
+            "previewd writes an app Application",
+            PREVIEWD,
+            application("preview-apps"),
+            true
+        ),
+        case(
+            "previewd may not use the default project",
+            PREVIEWD,
+            application("default"),
+            false
+        ),
+        case(
+            "previewd may not omit the project",
+            PREVIEWD,
+            json!({"kind": "Application", "metadata": {"name": "a"}, "spec": {}}),
+            false
+        ),
+        case(
+            "others are not this policy's business",
+            "alice",
+            application("default"),
+            true
+        ),
+        case(
+            "an app writes into its own namespace",
+            ARGOCD,
+            applied(&own.app_application, Some(&own.slug), false),
+            true
+        ),
+        case(
+            "so does a long-named one",
+            ARGOCD,
+            applied(&long.app_application, Some(&long.slug), false),
+            true
+        ),
+        case(
+            "an app may not write into another preview's namespace",
+            ARGOCD,
+            applied(&own.app_application, Some(&other.slug), false),
+            false
+        ),
+        case(
+            "nor into the provisioner namespace",
+            ARGOCD,
+            applied(&own.app_application, Some("previewd-system"), false),
+            false
+        ),
+        case(
+            "nor anything cluster-scoped",
+            ARGOCD,
+            applied(&own.app_application, None, false),
+            false
+        ),
+        case(
+            "annotation tracking: its own namespace",
+            ARGOCD,
+            applied(&own.app_application, Some(&own.slug), true),
+            true
+        ),
+        case(
+            "annotation tracking: another preview's namespace",
+            ARGOCD,
+            applied(&own.app_application, Some(&other.slug), true),
+            false
+        ),
+        case(
+            "a forged tracking annotation does not hide the real label",
+            ARGOCD,
+            forged,
+            false
+        ),
+        case(
+            "the helpers reach the provisioner namespace",
+            ARGOCD,
+            applied(&own.application, Some("previewd-system"), false),
+            true
+        ),
+        case(
+            "other Applications are left alone",
+            ARGOCD,
+            applied("shop", Some("anywhere"), false),
+            true
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cases.json");
+    std::fs::write(&file, cases.to_string()).unwrap();
+    let python = std::env::var("PREVIEWD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let output = std::process::Command::new(python)
+        .arg(format!("{ROOT}/tests/admission/check_admission.py"))
+        .arg(format!("{ROOT}/deploy/admission.yaml"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !text.contains("ModuleNotFoundError"),
+        "needs cel-python and pyyaml: run scripts/test\n{text}"
+    );
+    assert!(
+        output.status.success() && text.contains("15 passed, 0 failed"),
+        "{text}"
+    );
+}

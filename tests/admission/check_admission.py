@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Evaluates deploy/admission.yaml's ValidatingAdmissionPolicies with cel-python (an
+independent implementation of CEL, the language the API server runs) on the requests given
+as JSON: each {"name", "user", "object", "admitted": true|false}. Prints one line per case
+and "N passed, M failed". Matching follows the API server: a policy applies when every
+matchCondition is true; variables are evaluated in order; every validation must hold.
+Usage: check_admission.py ADMISSION.yaml CASES.json"""
+import json
+import sys
+
+import celpy
+import yaml
+
+
+def evaluate(env, expression, activation):
+    program = env.program(env.compile(expression))
+    return program.evaluate(activation)
+
+
+def admitted(policies, user, obj):
+    env = celpy.Environment()
+    base = {"request": celpy.json_to_cel({"userInfo": {"username": user}}), "object": celpy.json_to_cel(obj)}
+    for policy in policies:
+        spec = policy["spec"]
+        if not all(bool(evaluate(env, c["expression"], base)) for c in spec.get("matchConditions") or []):
+            continue
+        variables = {}
+        for v in spec.get("variables") or []:
+            activation = dict(base, variables=celpy.json_to_cel(dict(variables)))
+            variables[v["name"]] = str(evaluate(env, v["expression"], activation))
+        activation = dict(base, variables=celpy.json_to_cel(dict(variables)))
+        for validation in spec["validations"]:
+            if not bool(evaluate(env, validation["expression"], activation)):
+                return False, policy["metadata"]["name"]
+    return True, None
+
+
+def main():
+    docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+    policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    bound = {d["spec"]["policyName"] for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert bound == {p["metadata"]["name"] for p in policies}, "every policy is bound, with Deny"
+    assert all(d["spec"]["validationActions"] == ["Deny"] for d in docs if d["kind"].endswith("Binding"))
+    passed = failed = 0
+    for case in json.load(open(sys.argv[2])):
+        ok, by = admitted(policies, case["user"], case["object"])
+        good = ok == case["admitted"]
+        passed, failed = passed + good, failed + (not good)
+        print("%s %s: %s%s" % ("ok  " if good else "FAIL", case["name"], "admitted" if ok else "denied",
+                               " by " + by if by else ""))
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
