@@ -3,6 +3,8 @@
 //! previewd itself makes: previewd may write only its two projects' Applications, and Argo CD
 //! may write an app Application's objects only into that preview's own namespace.
 
+mod common;
+
 use previewd::naming::Names;
 use previewd::preview::PreviewKey;
 use serde_json::{Value, json};
@@ -149,24 +151,12 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cases.json");
     std::fs::write(&file, cases.to_string()).unwrap();
-    let python = std::env::var("PREVIEWD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let output = std::process::Command::new(python)
-        .arg(format!("{ROOT}/tests/admission/check_admission.py"))
-        .arg(format!("{ROOT}/deploy/admission.yaml"))
-        .arg(&file)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let (ok, text) = common::python::run(
+        "admission/check_admission.py",
+        &[
+            format!("{ROOT}/deploy/admission.yaml"),
+            file.display().to_string(),
+        ],
     );
-    assert!(
-        !text.contains("ModuleNotFoundError"),
-        "needs cel-python and pyyaml: run scripts/test\n{text}"
-    );
-    assert!(
-        output.status.success() && text.contains("15 passed, 0 failed"),
-        "{text}"
-    );
+    assert!(ok && text.contains("15 passed, 0 failed"), "{text}");
 }

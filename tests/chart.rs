@@ -2,6 +2,8 @@
 //! renders, and every object validated against the Kubernetes and CRD schemas, through
 //! `tests/chart/check_chart.py`. `scripts/test` installs the Python packages.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,28 +15,9 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The interpreter with helm-python-sdk and kubernetes-validate (`scripts/test` sets it).
-fn python() -> String {
-    std::env::var("PREVIEWD_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
 /// Runs the checker; returns (success, output).
 fn check(args: &[&str]) -> (bool, String) {
-    let output = Command::new(python())
-        .arg(format!("{ROOT}/tests/chart/check_chart.py"))
-        .args(args)
-        .output()
-        .expect("running python");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        !text.contains("ModuleNotFoundError"),
-        "the chart tests need helm-python-sdk, kubernetes-validate, jsonschema and pyyaml: run scripts/test\n{text}"
-    );
-    (output.status.success(), text)
+    common::python::run("chart/check_chart.py", args)
 }
 
 fn chart() -> String {

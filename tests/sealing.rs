@@ -458,22 +458,7 @@ async fn after_a_renewal_the_reconciler_keeps_the_old_sealed_values() {
 
     let other = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).unwrap();
     let renewed = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
-    let config = app.app.config.clone();
-    let certs = config
-        .clusters
-        .iter()
-        .map(|c| (c.name.clone(), renewed.clone()))
-        .collect();
-    let reconciler = std::sync::Arc::new(previewd::reconcile::Reconciler::new(
-        app.pool().clone(),
-        config,
-        previewd::sink::Sink::Directory(previewd::sink::DirectorySink::new(
-            app.dir.path().join("rendered"),
-        )),
-        certs,
-        None,
-        std::sync::Arc::new(app.clock.clone()),
-    ));
+    let reconciler = std::sync::Arc::new(common::directory_reconciler_sealing_with(&app, &renewed));
     // A push: the Application is rendered again, under the renewed certificate.
     app.send(
         &Delivery::fixture("pull_request.synchronize")

@@ -4,6 +4,7 @@
 
 pub mod github;
 pub mod http;
+pub mod python;
 
 use std::sync::Arc;
 
@@ -329,6 +330,14 @@ pub fn directory_reconciler(app: &TestApp) -> previewd::reconcile::Reconciler {
         NOW,
     )
     .unwrap();
+    directory_reconciler_sealing_with(app, &cert)
+}
+
+/// The same, with every cluster sealed with `cert`.
+pub fn directory_reconciler_sealing_with(
+    app: &TestApp,
+    cert: &previewd::seal::SealingCert,
+) -> previewd::reconcile::Reconciler {
     let config = app.app.config.clone();
     let certs = config
         .clusters
