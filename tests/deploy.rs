@@ -1,7 +1,8 @@
-//! deploy/admission.yaml's ValidatingAdmissionPolicies, evaluated by cel-python (an
-//! independent CEL) through `tests/admission/check_admission.py`, on requests whose names
-//! previewd itself makes: previewd may write only its two projects' Applications, and Argo CD
-//! may write an app Application's objects only into that preview's own namespace.
+//! What deploy/ asks of a cluster, evaluated the way the cluster would: admission.yaml's
+//! ValidatingAdmissionPolicies by cel-python (an independent CEL) on requests whose names
+//! previewd itself makes — previewd may write only its two projects' Applications, and Argo
+//! CD may write an app Application's objects only into that preview's own namespace — and
+//! argocd-cm.yaml's Lua health checks by lupa's Lua (`tests/deploy/*.py`).
 
 mod common;
 
@@ -152,11 +153,65 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
     let file = dir.path().join("cases.json");
     std::fs::write(&file, cases.to_string()).unwrap();
     let (ok, text) = common::python::run(
-        "admission/check_admission.py",
+        "deploy/check_admission.py",
         &[
             format!("{ROOT}/deploy/admission.yaml"),
             file.display().to_string(),
         ],
     );
     assert!(ok && text.contains("15 passed, 0 failed"), "{text}");
+}
+
+/// deploy/argocd-cm.yaml's health checks on the statuses CloudNativePG writes
+/// (cloudnative-pg api/v1/database_funcs.go SetAsReady / SetAsFailed / SetAsUnknown): only a
+/// reconciled object of the current generation is Healthy; a failure is retried every 30 s,
+/// so it stays Progressing with CloudNativePG's message.
+#[test]
+fn argocd_health_checks_follow_cloudnative_pgs_status() {
+    let object = |generation: u32, status: Value| json!({"metadata": {"name": "db", "generation": generation}, "status": status});
+    let mut cases = Vec::new();
+    for kind in ["Database", "DatabaseRole"] {
+        let case = |name: &str, object: Value, status: &str| json!({"name": format!("{kind}: {name}"), "kind": kind, "object": object, "status": status});
+        cases.extend([
+            case(
+                "just created",
+                json!({"metadata": {"name": "db", "generation": 1}}),
+                "Progressing",
+            ),
+            case(
+                "reconciled",
+                object(1, json!({"applied": true, "observedGeneration": 1})),
+                "Healthy",
+            ),
+            case(
+                "reconciled an older generation",
+                object(2, json!({"applied": true, "observedGeneration": 1})),
+                "Progressing",
+            ),
+            case(
+                "failed, to be retried",
+                object(
+                    1,
+                    json!({"applied": false, "message": "role \"x\" does not exist"}),
+                ),
+                "Progressing",
+            ),
+            case(
+                "on a replica cluster",
+                object(1, json!({"message": "waiting"})),
+                "Progressing",
+            ),
+        ]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cases.json");
+    std::fs::write(&file, Value::from(cases).to_string()).unwrap();
+    let (ok, text) = common::python::run(
+        "deploy/check_health.py",
+        &[
+            format!("{ROOT}/deploy/argocd-cm.yaml"),
+            file.display().to_string(),
+        ],
+    );
+    assert!(ok && text.contains("10 passed, 0 failed"), "{text}");
 }
