@@ -373,6 +373,83 @@ async fn report_ready(applications: &Api<Application>, name: &str) {
         .unwrap();
 }
 
+/// What Argo CD writes when the sync of `name`'s current source failed in its migration hook
+/// (the shape of gitops-engine's sync_context.go results).
+async fn report_failed_migration(applications: &Api<Application>, name: &str) {
+    let app = applications.get(name).await.unwrap();
+    let source = &app.rest["spec"]["source"];
+    let status = json!({"status": {
+        "sync": {"status": "OutOfSync", "revision": source["targetRevision"], "comparedTo": {"source": source}},
+        "health": {"status": "Healthy"},
+        "operationState": {"phase": "Failed",
+            "message": "one or more synchronization tasks completed unsuccessfully (retried 2 times).",
+            "syncResult": {"revision": source["targetRevision"], "source": source, "resources": [
+                {"group": "batch", "kind": "Job", "namespace": NAMESPACE, "name": format!("{NAMESPACE}-migrate"),
+                 "hookType": "Sync", "syncPhase": "Sync", "hookPhase": "Failed", "status": "Synced",
+                 "message": "Job has reached the specified backoff limit"}]}},
+    }});
+    applications
+        .patch(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
+    let app = TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
+        common::SECRET
+    ))
+    .await;
+    let argo = Arc::new(ArgoCd::default());
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app_name = APP.replace("-helpers", "-app");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    report_ready(&applications, APP).await;
+    reconciler.pass().await.unwrap();
+    report_ready(&applications, &app_name).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(observed(&app).await, "ready");
+
+    let new_head = "4444444444444444444444444444444444444444";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    report_failed_migration(&applications, APP).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let (state, error): (String, Option<String>) =
+        sqlx::query_as("SELECT observed, last_error FROM previews")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(state, "failed");
+    let error = error.unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "hook Job/{NAMESPACE}-migrate failed: Job has reached the specified backoff limit"
+        )),
+        "{error}"
+    );
+    assert_eq!(
+        applications.get(&app_name).await.unwrap().rest["spec"]["source"]["targetRevision"],
+        "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
+        "the app stays at the last head whose migration passed"
+    );
+    let failures: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'failed'")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(failures, 1, "one history row per failure, not one per look");
+}
+
 #[tokio::test]
 async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     let app = TestApp::with_config(&format!(
