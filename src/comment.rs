@@ -117,6 +117,8 @@ pub fn status(view: &StatusView) -> String {
     }
     if let Some(error) = view.last_error.filter(|_| view.shown == Shown::Failed) {
         out += &format!("\n**Last error:** {}\n", plain_error(error));
+        // Argo CD never retries a failed sync of the same rendering by itself.
+        out += "\nA push retries with the new commit; a writer's `/preview redeploy` retries this one.\n";
     }
     if view.shown != Shown::TearingDown {
         out += "\nTo keep it longer comment `/preview extend 2d`; `/preview help` lists every command.\n";

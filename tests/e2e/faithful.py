@@ -211,15 +211,15 @@ def pushed(sha, at):
     return event
 
 
-def reseed_comment():
+def command(line, comment_id):
     event = fixture("issue_comment.created.pull_request")
     pr = fixture("pull_request.opened")
     event["repository"] = pr["repository"]
     event["issue"]["number"] = 2
-    event["comment"]["body"] = "/preview reseed"
+    event["comment"]["body"] = line
     event["comment"]["author_association"] = "OWNER"
     event["comment"]["user"] = pr["repository"]["owner"]
-    event["comment"]["id"] = 9000001
+    event["comment"]["id"] = comment_id
     event["comment"]["created_at"] = event["comment"]["updated_at"] = "2019-05-15T17:00:00Z"
     return event
 
@@ -303,7 +303,7 @@ def walk(mode, binary, python, emulator):
 
         # /preview reseed -> the seed Job runs again, at generation 2
         before = len(runs(emu, "-seed"))
-        pd.deliver("issue_comment", reseed_comment())
+        pd.deliver("issue_comment", command("/preview reseed", 9000001))
         wait("the seed Job to run again", lambda: len(runs(emu, "-seed")) > before, 120)
         wait("the preview ready after the reseed", lambda: ready_at(pd, emu, SHA_B) and runs(emu, "-seed")[-1]["result"] == "succeeded", 120)
         rendering = next(o for o in emu.objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == SLUG + "-rendering")
@@ -323,6 +323,15 @@ def walk(mode, binary, python, emulator):
         status, page = pd.get("/api/previews/codertocat/hello-world/2")
         assert status == 200 and b'"failed"' in page, page[:300]
         print("faithful[%s]: failing migration -> failed (%s); the app stays at %s" % (mode, row[1][:70], SHA_B[:7]))
+
+        # Argo CD never retries a failed source itself; /preview redeploy makes a new one
+        wait("Argo CD to give up retrying", lambda: emu.app(HELPERS)["status"]["operationState"]["phase"] == "Failed", 120)
+        tries = len(runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_C)))
+        time.sleep(2)
+        assert len(runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_C))) == tries, "Argo CD retried the same source"
+        pd.deliver("issue_comment", command("/preview redeploy", 9000002))
+        wait("the migration to run again", lambda: len(runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_C))) > tries, 120)
+        print("faithful[%s]: /preview redeploy -> the failed migration ran again" % mode)
 
         # closed -> nothing left, hooks in the provisioner namespace included
         closed = fixture("pull_request.closed.unmerged")
