@@ -235,12 +235,16 @@ const MAX_MESSAGE: usize = 600;
 
 /// Argo CD's verdict on the Application as previewd applied it. Ready needs all of: Synced
 /// and Healthy, compared against exactly the source in the spec (a status left over from the
-/// previous push never counts), no operation running, and the last operation run on that
-/// same source, at the revision compared, succeeded. Hooks (migrations, seed) are outside
-/// Argo CD's sync and health status: only `operationState` says whether they ran and passed
-/// (argo-cd controller/appcontroller.go processRequestedAppOperation, gitops-engine
-/// pkg/sync/sync_context.go). A failed operation on this source is a failure, also while
-/// Argo CD waits to retry it; one on an older source is history.
+/// previous push never counts), no operation running, and the last operation succeeded.
+/// Hooks (migrations, seed) are outside Argo CD's sync and health status: only
+/// `operationState` says whether they ran and passed (argo-cd controller/appcontroller.go
+/// processRequestedAppOperation, gitops-engine pkg/sync/sync_context.go). The last operation
+/// need not have run on this very source: Argo CD syncs only an OutOfSync Application, so a
+/// new source that renders the same objects (a `chart.revision` bump, a push the app's chart
+/// does not show) is Synced with no operation at all — and the helpers' rendering ConfigMap
+/// makes every change to a hook an OutOfSync one. A failed operation on this source is a
+/// failure, also while Argo CD waits to retry it; so is a failed one on an earlier source
+/// when Argo CD now sees nothing to sync (it would never run the hooks again).
 pub fn verdict(app: &Application) -> Health {
     let null = Value::Null;
     let status = app.rest.get("status").unwrap_or(&null);
@@ -275,25 +279,29 @@ pub fn verdict(app: &Application) -> Health {
     let retrying = phase == "Running"
         && operation["retryCount"].as_i64().unwrap_or(0) > 0
         && !operation["finishedAt"].is_null();
-    if ours && (matches!(phase, "Failed" | "Error") || retrying) {
+    let failed = matches!(phase, "Failed" | "Error");
+    if ours && (failed || retrying) {
         return Health::Failed(failure(operation));
     }
     let pinned = source["targetRevision"]
         .as_str()
         .filter(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
     let revision = &status["sync"]["revision"];
-    let synced = status["sync"]["status"] == "Synced"
+    // Argo CD sees nothing to do at exactly this source: what ran last is what there is.
+    let settled = status["sync"]["status"] == "Synced"
         && compared
         && pinned.is_none_or(|sha| revision == sha)
         && app.rest.get("operation").is_none_or(Value::is_null)
-        && phase == "Succeeded"
-        && ours
-        && operation["syncResult"]["revision"] == *revision;
+        && phase != "Running"
+        && phase != "Terminating";
+    if settled && failed {
+        return Health::Failed(failure(operation));
+    }
     match status["health"]["status"].as_str() {
-        Some("Healthy") if synced => Health::Ready,
+        Some("Healthy") if settled => Health::Ready,
         // Synced and then degraded (a crash-looping app, a certificate refused): Argo CD
         // says so only in the resources' health.
-        Some("Degraded") if synced => Health::Failed(clip(degraded(status))),
+        Some("Degraded") if settled => Health::Failed(clip(degraded(status))),
         _ => Health::Progressing,
     }
 }

@@ -78,14 +78,51 @@ fn a_status_left_over_from_the_previous_push_is_not_ready() {
         ..Status::ready()
     };
     assert_eq!(verdict(&stale.app()), Health::Progressing);
-    // Compared at the new source (the ConfigMap made it OutOfSync, then synced?) but the
-    // last operation ran on the old one: the hooks of the new one have not run.
-    let unsynced = Status {
+}
+
+#[test]
+fn out_of_sync_at_the_new_source_is_progress_until_its_sync_succeeds() {
+    let mut app = Status {
+        spec: source(2),
+        compared: source(2),
+        ..Status::ready()
+    }
+    .app();
+    app.rest.get_mut("status").unwrap()["sync"]["status"] = json!("OutOfSync");
+    assert_eq!(verdict(&app), Health::Progressing);
+    // Argo CD's auto-sync has set the operation but not started it yet.
+    app.rest.get_mut("status").unwrap()["sync"]["status"] = json!("Synced");
+    app.rest
+        .insert("operation".into(), json!({"sync": {"source": source(2)}}));
+    assert_eq!(verdict(&app), Health::Progressing);
+}
+
+/// Argo CD syncs only what is OutOfSync (appcontroller.go autoSync): a new source that
+/// renders the same objects — a chart revision bump that changed no template — gets no
+/// operation at all, and waiting for one would wait forever.
+#[test]
+fn a_new_source_that_renders_the_same_objects_is_ready_without_a_sync() {
+    let bumped = Status {
         spec: source(2),
         compared: source(2),
         ..Status::ready()
     };
-    assert_eq!(verdict(&unsynced.app()), Health::Progressing);
+    assert_eq!(verdict(&bumped.app()), Health::Ready);
+}
+
+/// ... but when the last sync failed, nothing will run its hooks again until the rendering
+/// changes: that is a failure, not progress.
+#[test]
+fn a_failed_last_sync_with_nothing_left_to_sync_stays_failed() {
+    let after_failure = Status {
+        spec: source(2),
+        compared: source(2),
+        extra: json!({"operationState": failed_migration()}),
+        ..Status::ready()
+    };
+    assert!(
+        matches!(verdict(&after_failure.app()), Health::Failed(m) if m.contains("-migrate failed"))
+    );
 }
 
 #[test]
@@ -126,16 +163,19 @@ fn a_failed_attempt_waiting_for_argo_cds_retry_is_already_failed() {
 }
 
 #[test]
-fn a_failure_of_an_older_source_is_history() {
+fn a_failure_of_an_older_source_is_history_once_the_new_one_syncs() {
     let mut operation = failed_migration();
     operation["syncResult"]["source"] = source(1);
-    let moved_on = Status {
+    let mut moved_on = Status {
         spec: source(2),
         compared: source(2),
         extra: json!({"operationState": operation}),
         ..Status::ready()
-    };
-    assert_eq!(verdict(&moved_on.app()), Health::Progressing);
+    }
+    .app();
+    // Argo CD found the new rendering OutOfSync and is about to sync it.
+    moved_on.rest.get_mut("status").unwrap()["sync"]["status"] = json!("OutOfSync");
+    assert_eq!(verdict(&moved_on), Health::Progressing);
 }
 
 #[test]

@@ -181,11 +181,13 @@ def wait(what, predicate, timeout=120.0):
     raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
-def config(mode, migrate):
+def config(mode, migrate, revision="v0.1.0"):
     database = {"shared": '[database]\nmode = "shared"\nnamespace = "previewd-system"\nhost = "postgres.example"\n',
                 "cnpg": '[database]\nmode = "cnpg"\nnamespace = "pg"\ncnpg_cluster = "shared"\n'}[mode]
     return """[sink]
 kind = "kubernetes"
+[chart]
+revision = "%s"
 [defaults]
 domain = "preview.example.com"
 %s[tls]
@@ -201,7 +203,7 @@ image = "%s"
 migrate_command = %s
 seed = "example"
 app_chart = "app-chart"
-""" % (database, os.path.join(FIXTURES, "sealed", "test-cert.pem"), IMAGE, json.dumps(migrate))
+""" % (revision, database, os.path.join(FIXTURES, "sealed", "test-cert.pem"), IMAGE, json.dumps(migrate))
 
 
 def pushed(sha, at):
@@ -301,6 +303,19 @@ def walk(mode, binary, python, emulator):
             "the app's Deployment moved (seq %s) before the helpers' sync passed its migration (seq %s)" % (moved, after)
         print("faithful[%s]: pushed -> migration re-ran for %s before the app moved" % (mode, SHA_B[:7]))
 
+        # a new chart revision that renders the same objects: Argo CD has nothing to sync, and
+        # previewd must not wait for an operation that never comes
+        pd.stop()
+        with open(os.path.join(work, "previewd.toml"), "w") as f:
+            f.write(config(mode, ["bin/migrate"], "v9.9.9"))
+        pd.start()
+        compared = lambda: ((emu.app(HELPERS).get("status") or {}).get("sync") or {}).get("comparedTo", {})
+        wait("Argo CD to compare the new chart revision",
+             lambda: compared().get("source", {}).get("targetRevision") == "v9.9.9", 60)
+        time.sleep(1)
+        wait("the preview ready at the new chart revision", lambda: ready_at(pd, emu, SHA_B), 30)
+        print("faithful[%s]: chart revision bumped, nothing to sync -> still ready" % mode)
+
         # /preview reseed -> the seed Job runs again, at generation 2
         before = len(runs(emu, "-seed"))
         pd.deliver("issue_comment", command("/preview reseed", 9000001))
@@ -313,7 +328,7 @@ def walk(mode, binary, python, emulator):
         # a failing migration -> failed, and the app stays at the last good head
         pd.stop()
         with open(os.path.join(work, "previewd.toml"), "w") as f:
-            f.write(config(mode, ["bin/migrate", "previewd-twin-fail"]))
+            f.write(config(mode, ["bin/migrate", "previewd-twin-fail"], "v9.9.9"))
         pd.start()
         pd.deliver("pull_request", pushed(SHA_C, "2019-05-15T18:00:00Z"))
         row = wait("the preview to fail", lambda: (lambda r: r if r and r[0] == "failed" and r[2] == SHA_C else None)(pd.preview()), 180)
