@@ -4,9 +4,11 @@
 //!
 //! The helpers' project may create what `helpers-chart/` renders, in the preview namespaces
 //! and in the provisioner (and CloudNativePG) namespace. The apps' project runs PR code, fork
-//! code included: preview namespaces only, nothing cluster-scoped, and none of the kinds that
-//! reach beyond a namespace (certificates and DNS for any name, database roles, sealed
-//! secrets the controller would open, Applications). Argo CD checks cluster-scoped objects
+//! code included: preview namespaces only, nothing cluster-scoped, and only plain workload
+//! kinds (none that reach beyond a namespace: RBAC, certificates and DNS for any name,
+//! database roles, sealed secrets the controller would open, Applications). What the project
+//! cannot say — each app only in its own namespace, Ingress hosts, `externalIPs` — is
+//! `deploy/admission.yaml`'s. Argo CD checks cluster-scoped objects
 //! against the kind whitelist only (argo-cd controller/sync.go validateSyncPermissions), so
 //! the Namespace entry carries the name glob.
 
@@ -26,16 +28,27 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     ("postgresql.cnpg.io", "DatabaseRole"),
 ];
 
-/// What an app's chart may never create, even in its own namespace.
-const APP_FORBIDDEN: &[(&str, &str)] = &[
-    ("cert-manager.io", "*"),
-    ("acme.cert-manager.io", "*"),
-    ("externaldns.k8s.io", "*"),
-    ("postgresql.cnpg.io", "*"),
-    ("bitnami.com", "*"),
-    ("argoproj.io", "*"),
-    ("", "ResourceQuota"),
-    ("", "LimitRange"),
+/// All an app's chart may create, in its own namespace: plain workloads and their wiring. A
+/// whitelist, because anything else may reach further than the namespace: RBAC (a Role or a
+/// RoleBinding to `cluster-admin`, then a Pod that creates DNSEndpoints, Certificates or
+/// SealedSecrets itself), CRDs of operators that act on names (cert-manager, external-dns,
+/// CloudNativePG), Argo CD's own kinds, Gateway routes that claim any hostname.
+const APP_KINDS: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "Service"),
+    ("", "ServiceAccount"),
+    ("", "PersistentVolumeClaim"),
+    ("", "Pod"),
+    ("apps", "Deployment"),
+    ("apps", "StatefulSet"),
+    ("apps", "ReplicaSet"),
+    ("batch", "Job"),
+    ("batch", "CronJob"),
+    ("networking.k8s.io", "Ingress"),
+    ("networking.k8s.io", "NetworkPolicy"),
+    ("autoscaling", "HorizontalPodAutoscaler"),
+    ("policy", "PodDisruptionBudget"),
 ];
 
 /// Both projects, the helpers' first.
@@ -134,7 +147,7 @@ pub fn apps(config: &Config) -> Value {
             "destinations": destinations,
             // Nothing cluster-scoped: an empty whitelist permits none.
             "clusterResourceWhitelist": [],
-            "namespaceResourceBlacklist": kinds(APP_FORBIDDEN),
+            "namespaceResourceWhitelist": kinds(APP_KINDS),
         }),
     )
 }
@@ -203,15 +216,23 @@ mod tests {
             json!(["https://github.com/octo/shop.git"])
         );
         assert_eq!(apps["spec"]["clusterResourceWhitelist"], json!([]));
-        let forbidden = strings(&apps["spec"]["namespaceResourceBlacklist"], "group");
+        let allowed = strings(&apps["spec"]["namespaceResourceWhitelist"], "group");
         for group in [
+            "rbac.authorization.k8s.io",
             "cert-manager.io",
             "externaldns.k8s.io",
             "postgresql.cnpg.io",
             "bitnami.com",
+            "argoproj.io",
+            "gateway.networking.k8s.io",
         ] {
-            assert!(forbidden.contains(&group.to_owned()), "{group}");
+            assert!(!allowed.contains(&group.to_owned()), "{group}");
         }
+        assert!(
+            !apps["spec"]["namespaceResourceWhitelist"]
+                .to_string()
+                .contains('*')
+        );
         assert!(
             !strings(&apps["spec"]["destinations"], "namespace").contains(&"pg".to_owned()),
             "PR code never reaches the database namespace"

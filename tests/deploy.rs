@@ -2,7 +2,7 @@
 //! ValidatingAdmissionPolicies by cel-python (an independent CEL) on requests whose names
 //! previewd itself makes — previewd may write only its two projects' Applications, and Argo
 //! CD may write an app Application's objects only into that preview's own namespace — and
-//! argocd-cm.yaml's Lua health checks by lupa's Lua (`tests/deploy/*.py`).
+//! patches/argocd-cm.yaml's Lua health checks by lupa's Lua (`tests/deploy/*.py`).
 
 mod common;
 
@@ -39,6 +39,17 @@ fn applied(app: &str, namespace: Option<&str>, annotation: bool) -> Value {
         object["metadata"]["labels"] = json!({"app.kubernetes.io/instance": app});
     }
     object
+}
+
+/// An Ingress of `names`' app Application, as Argo CD applies it.
+fn ingress(names: &Names, spec: Value, annotations: Value) -> Value {
+    json!({"kind": "Ingress", "metadata": {"name": "web", "namespace": names.slug, "annotations": annotations,
+           "labels": {"app.kubernetes.io/instance": names.app_application}}, "spec": spec})
+}
+
+fn service(names: &Names, spec: Value) -> Value {
+    json!({"kind": "Service", "metadata": {"name": "web", "namespace": names.slug,
+           "labels": {"app.kubernetes.io/instance": names.app_application}}, "spec": spec})
 }
 
 #[test]
@@ -148,6 +159,59 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             applied("shop", Some("anywhere"), false),
             true
         ),
+        case(
+            "an Ingress for the preview's own host",
+            ARGOCD,
+            ingress(&own, json!({"rules": [{"host": own.host}]}), json!({})),
+            true
+        ),
+        case(
+            "an Ingress for another preview's host",
+            ARGOCD,
+            ingress(&own, json!({"rules": [{"host": other.host}]}), json!({})),
+            false
+        ),
+        case(
+            "an Ingress for any host",
+            ARGOCD,
+            ingress(&own, json!({"rules": [{"http": {}}]}), json!({})),
+            false
+        ),
+        case(
+            "an Ingress as the default backend",
+            ARGOCD,
+            ingress(&own, json!({"defaultBackend": {}}), json!({})),
+            false
+        ),
+        case(
+            "an Ingress asking cert-manager for a certificate",
+            ARGOCD,
+            ingress(
+                &own,
+                json!({"rules": [{"host": own.host}]}),
+                json!({"cert-manager.io/cluster-issuer": "letsencrypt"})
+            ),
+            false,
+        ),
+        case(
+            "a Service",
+            ARGOCD,
+            service(&own, json!({"ports": [{"port": 80}]})),
+            true
+        ),
+        case(
+            "a Service with externalIPs",
+            ARGOCD,
+            service(&own, json!({"externalIPs": ["10.0.0.1"]})),
+            false
+        ),
+        case(
+            "another Application's Ingress is not previewd's business",
+            ARGOCD,
+            json!({"kind": "Ingress", "metadata": {"name": "i", "namespace": "shop", "labels": {"app.kubernetes.io/instance": "shop"}},
+                   "spec": {"rules": [{"http": {}}]}}),
+            true,
+        ),
     ]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cases.json");
@@ -159,10 +223,10 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             file.display().to_string(),
         ],
     );
-    assert!(ok && text.contains("15 passed, 0 failed"), "{text}");
+    assert!(ok && text.contains("23 passed, 0 failed"), "{text}");
 }
 
-/// deploy/argocd-cm.yaml's health checks on the statuses CloudNativePG writes
+/// deploy/patches/argocd-cm.yaml's health checks on the statuses CloudNativePG writes
 /// (cloudnative-pg api/v1/database_funcs.go SetAsReady / SetAsFailed / SetAsUnknown): only a
 /// reconciled object of the current generation is Healthy; a failure is retried every 30 s,
 /// so it stays Progressing with CloudNativePG's message.
@@ -209,7 +273,7 @@ fn argocd_health_checks_follow_cloudnative_pgs_status() {
     let (ok, text) = common::python::run(
         "deploy/check_health.py",
         &[
-            format!("{ROOT}/deploy/argocd-cm.yaml"),
+            format!("{ROOT}/deploy/patches/argocd-cm.yaml"),
             file.display().to_string(),
         ],
     );

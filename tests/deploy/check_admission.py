@@ -24,11 +24,11 @@ def admitted(policies, user, obj):
         spec = policy["spec"]
         if not all(bool(evaluate(env, c["expression"], base)) for c in spec.get("matchConditions") or []):
             continue
-        variables = {}
+        variables = celpy.celtypes.MapType({})
         for v in spec.get("variables") or []:
-            activation = dict(base, variables=celpy.json_to_cel(dict(variables)))
-            variables[v["name"]] = str(evaluate(env, v["expression"], activation))
-        activation = dict(base, variables=celpy.json_to_cel(dict(variables)))
+            value = evaluate(env, v["expression"], dict(base, variables=variables))
+            variables = celpy.celtypes.MapType({**variables, celpy.celtypes.StringType(v["name"]): value})
+        activation = dict(base, variables=variables)
         for validation in spec["validations"]:
             if not bool(evaluate(env, validation["expression"], activation)):
                 return False, policy["metadata"]["name"]

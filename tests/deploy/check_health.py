@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs the Lua health checks of deploy/argocd-cm.yaml as Argo CD does (a global `obj`, the
+"""Runs the Lua health checks of deploy/patches/argocd-cm.yaml as Argo CD does (a global `obj`, the
 script returns a table with `status` and `message`) with lupa's Lua, on the CloudNativePG
 objects given as JSON: each {"name", "kind", "object", "status"}. Prints one line per case and
 "N passed, M failed". Usage: check_health.py ARGOCD-CM.yaml CASES.json"""
