@@ -114,6 +114,41 @@ impl KubeSink {
         })
     }
 
+    /// Terminates the Application's running sync, as `argocd app terminate-op` does: the
+    /// operation's phase set to `Terminating` (argo-cd server/application/application.go
+    /// TerminateOperation; the Application CRD has no status subresource). Argo CD finalizes
+    /// a deletion only once no operation runs, and a sync with no timeout whose wave never
+    /// gets healthy would otherwise hold a teardown forever. True when it asked.
+    pub async fn stop_operation(&self, name: &str) -> anyhow::Result<bool> {
+        let Some(app) = self
+            .api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading Application {name}"))?
+        else {
+            return Ok(false);
+        };
+        let running = app.rest.get("operation").is_some_and(|o| !o.is_null())
+            && app.rest["status"]["operationState"]["phase"] == "Running";
+        if !running {
+            return Ok(false);
+        }
+        // With the resourceVersion read: a sync that finished meanwhile is a 409, left alone.
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": app.metadata.resource_version},
+            "status": {"operationState": {"phase": "Terminating"}},
+        });
+        match self
+            .api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("terminating the sync of Application {name}")),
+        }
+    }
+
     /// Asks for deletion; Argo CD's cascade finalizer removes what the Application made and
     /// then the Application itself. Already gone counts as done.
     pub async fn delete(&self, name: &str) -> anyhow::Result<()> {

@@ -42,6 +42,15 @@ impl Sink {
         }
     }
 
+    /// Stops the Application's running sync so that its deletion can go on (see
+    /// `KubeSink::stop_operation`); a directory has nothing running. True when it asked.
+    pub async fn stop_operation(&self, name: &str) -> anyhow::Result<bool> {
+        match self {
+            Self::Directory(_) => Ok(false),
+            Self::Kubernetes(sink) => sink.stop_operation(name).await,
+        }
+    }
+
     /// The Applications this previewd state wrote here (labelled with `instance`), by name.
     pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
         match self {

@@ -450,6 +450,37 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
     assert_eq!(failures, 1, "one history row per failure, not one per look");
 }
 
+/// A sync whose wave never gets healthy runs forever (Argo CD has no sync timeout), and
+/// Argo CD finalizes no deletion while one runs: teardown terminates it as `argocd app
+/// terminate-op` does (server/application/application.go TerminateOperation).
+#[tokio::test]
+async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
+        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
+        .await
+        .unwrap();
+    let sink = KubeSink::new(client, "argocd");
+    assert!(sink.stop_operation(APP).await.unwrap());
+    let terminating = applications.get(APP).await.unwrap();
+    assert_eq!(
+        terminating.rest["status"]["operationState"]["phase"],
+        "Terminating"
+    );
+    assert!(
+        !sink.stop_operation(APP).await.unwrap(),
+        "a sync already terminating (or done) is left alone"
+    );
+    assert!(!sink.stop_operation("no-such-application").await.unwrap());
+}
+
 #[tokio::test]
 async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     let app = TestApp::with_config(&format!(

@@ -38,13 +38,22 @@ impl Reconciler {
                 }
                 Teardown::DeleteHelper => (application(&names.application), &names.application),
                 Teardown::Wait => {
+                    let deleting = if app == plan::Observed::Missing {
+                        &names.application
+                    } else {
+                        &names.app_application
+                    };
+                    // Argo CD finalizes a deletion only once no sync runs, and a sync has no
+                    // timeout: one whose wave never gets healthy would hold this forever.
+                    if self
+                        .retry("stop", || self.sink.stop_operation(deleting))
+                        .await?
+                    {
+                        tracing::info!(preview = row.id, application = %deleting,
+                            "terminated its running sync so that the deletion can proceed");
+                    }
                     let waiting = format!(
-                        "for Argo CD to delete Application {} (finalizers still running)",
-                        if app == plan::Observed::Missing {
-                            &names.application
-                        } else {
-                            &names.app_application
-                        }
+                        "for Argo CD to delete Application {deleting} (finalizers still running)"
                     );
                     self.requeue(row.id);
                     return self.report_if_stuck(row, &waiting, now).await;
