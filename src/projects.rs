@@ -32,7 +32,8 @@ const HELPER_KINDS: &[(&str, &str)] = &[
 /// whitelist, because anything else may reach further than the namespace: RBAC (a Role or a
 /// RoleBinding to `cluster-admin`, then a Pod that creates DNSEndpoints, Certificates or
 /// SealedSecrets itself), CRDs of operators that act on names (cert-manager, external-dns,
-/// CloudNativePG), Argo CD's own kinds, Gateway routes that claim any hostname.
+/// CloudNativePG), Argo CD's own kinds, Gateway routes that claim any hostname, and
+/// PodDisruptionBudgets (`maxUnavailable: 0` stalls every node drain).
 const APP_KINDS: &[(&str, &str)] = &[
     ("", "ConfigMap"),
     ("", "Secret"),
@@ -48,7 +49,6 @@ const APP_KINDS: &[(&str, &str)] = &[
     ("networking.k8s.io", "Ingress"),
     ("networking.k8s.io", "NetworkPolicy"),
     ("autoscaling", "HorizontalPodAutoscaler"),
-    ("policy", "PodDisruptionBudget"),
 ];
 
 /// Both projects, the helpers' first.

@@ -206,6 +206,86 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             false
         ),
         case(
+            "an ExternalName Service",
+            ARGOCD,
+            service(
+                &own,
+                json!({"type": "ExternalName", "externalName": "argocd-server.argocd.svc"})
+            ),
+            false
+        ),
+        case(
+            "a LoadBalancer Service",
+            ARGOCD,
+            service(
+                &own,
+                json!({"type": "LoadBalancer", "ports": [{"port": 80}]})
+            ),
+            false
+        ),
+        case(
+            "a NodePort Service",
+            ARGOCD,
+            service(&own, json!({"type": "NodePort", "ports": [{"port": 80}]})),
+            false
+        ),
+        case(
+            "a ClusterIP Service said so",
+            ARGOCD,
+            service(&own, json!({"type": "ClusterIP", "ports": [{"port": 80}]})),
+            true
+        ),
+        case(
+            "an Ingress with its own TLS host",
+            ARGOCD,
+            ingress(
+                &own,
+                json!({"rules": [{"host": own.host}], "tls": [{"hosts": [own.host], "secretName": "t"}]}),
+                json!({})
+            ),
+            true,
+        ),
+        case(
+            "an Ingress with another TLS host",
+            ARGOCD,
+            ingress(
+                &own,
+                json!({"rules": [{"host": own.host}], "tls": [{"hosts": ["shop.example.com"]}]}),
+                json!({})
+            ),
+            false,
+        ),
+        case(
+            "an Ingress adding a host by annotation",
+            ARGOCD,
+            ingress(
+                &own,
+                json!({"rules": [{"host": own.host}]}),
+                json!({"nginx.ingress.kubernetes.io/server-alias": "shop.example.com"})
+            ),
+            false,
+        ),
+        case(
+            "an Ingress with a configuration snippet",
+            ARGOCD,
+            ingress(
+                &own,
+                json!({"rules": [{"host": own.host}]}),
+                json!({"nginx.ingress.kubernetes.io/server-snippet": "return 200;"})
+            ),
+            false,
+        ),
+        case(
+            "an Ingress with ordinary annotations",
+            ARGOCD,
+            ingress(
+                &own,
+                json!({"rules": [{"host": own.host}]}),
+                json!({"nginx.ingress.kubernetes.io/proxy-body-size": "8m"})
+            ),
+            true,
+        ),
+        case(
             "another Application's Ingress is not previewd's business",
             ARGOCD,
             json!({"kind": "Ingress", "metadata": {"name": "i", "namespace": "shop", "labels": {"app.kubernetes.io/instance": "shop"}},
@@ -223,7 +303,7 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             file.display().to_string(),
         ],
     );
-    assert!(ok && text.contains("23 passed, 0 failed"), "{text}");
+    assert!(ok && text.contains("32 passed, 0 failed"), "{text}");
 }
 
 /// deploy/patches/argocd-cm.yaml's health checks on the statuses CloudNativePG writes

@@ -13,8 +13,13 @@ import yaml
 
 
 def evaluate(env, expression, activation):
+    """The expression's value; an evaluation error raises, as it denies the request on the API
+    server (failurePolicy: Fail). cel-python returns errors as values, which are truthy."""
     program = env.program(env.compile(expression))
-    return program.evaluate(activation)
+    value = program.evaluate(activation)
+    if isinstance(value, celpy.evaluation.CELEvalError):
+        raise RuntimeError("%s: %s" % (expression, value))
+    return value
 
 
 def admitted(policies, user, obj):
@@ -43,7 +48,10 @@ def main():
     assert all(d["spec"]["validationActions"] == ["Deny"] for d in docs if d["kind"].endswith("Binding"))
     passed = failed = 0
     for case in json.load(open(sys.argv[2])):
-        ok, by = admitted(policies, case["user"], case["object"])
+        try:
+            ok, by = admitted(policies, case["user"], case["object"])
+        except RuntimeError as e:  # an evaluation error denies
+            ok, by = False, "an evaluation error (%s)" % e
         good = ok == case["admitted"]
         passed, failed = passed + good, failed + (not good)
         print("%s %s: %s%s" % ("ok  " if good else "FAIL", case["name"], "admitted" if ok else "denied",
