@@ -1,6 +1,8 @@
 //! Argo CD Applications through the Kubernetes API: the kubernetes sink. Server-side apply
-//! with one field manager (so previewd never claims `status` or `operation`, which Argo CD
-//! writes), deletion that Argo CD's cascade finalizer completes, and readiness read back.
+//! with one field manager, each new rendering with the sync of it asked for (`operation`,
+//! which Argo CD then owns and clears; `status` is never claimed), deletion that Argo CD's
+//! cascade finalizer completes (after terminating a sync that would hold it), and Argo CD's
+//! verdict read back.
 
 use std::borrow::Cow;
 
@@ -114,6 +116,41 @@ impl KubeSink {
         })
     }
 
+    /// Asks Argo CD to sync the Application's current rendering (`sync_request`), unless an
+    /// operation is already set. With the resourceVersion read: a spec changed meanwhile is a
+    /// 409, and the next look asks for the new rendering. True when it asked.
+    pub async fn request_sync(&self, name: &str) -> anyhow::Result<bool> {
+        let Some(app) = self
+            .api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading Application {name}"))?
+        else {
+            return Ok(false);
+        };
+        if app.rest.get("operation").is_some_and(|o| !o.is_null())
+            || app.metadata.deletion_timestamp.is_some()
+        {
+            return Ok(false);
+        }
+        let Some(operation) = sync_request(&serde_json::to_value(&app)?) else {
+            return Ok(false);
+        };
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": app.metadata.resource_version},
+            "operation": operation,
+        });
+        match self
+            .api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("asking Argo CD to sync Application {name}")),
+        }
+    }
+
     /// Terminates the Application's running sync, as `argocd app terminate-op` does: the
     /// operation's phase set to `Terminating` (argo-cd server/application/application.go
     /// TerminateOperation; the Application CRD has no status subresource). Argo CD finalizes
@@ -129,7 +166,10 @@ impl KubeSink {
             return Ok(false);
         };
         let running = app.rest.get("operation").is_some_and(|o| !o.is_null())
-            && app.rest["status"]["operationState"]["phase"] == "Running";
+            && app
+                .rest
+                .get("status")
+                .is_some_and(|s| s["operationState"]["phase"] == "Running");
         if !running {
             return Ok(false);
         }
@@ -268,18 +308,21 @@ impl KubeSink {
 /// Longest failure message kept (it ends up in the state, the API and the sticky comment).
 const MAX_MESSAGE: usize = 600;
 
-/// Argo CD's verdict on the Application as previewd applied it. Ready needs all of: Synced
-/// and Healthy, compared against exactly the source in the spec (a status left over from the
-/// previous push never counts), no operation running, and the last operation succeeded.
-/// Hooks (migrations, seed) are outside Argo CD's sync and health status: only
-/// `operationState` says whether they ran and passed (argo-cd controller/appcontroller.go
-/// processRequestedAppOperation, gitops-engine pkg/sync/sync_context.go). The last operation
-/// need not have run on this very source: Argo CD syncs only an OutOfSync Application, so a
-/// new source that renders the same objects (a `chart.revision` bump, a push the app's chart
-/// does not show) is Synced with no operation at all — and the helpers' rendering ConfigMap
-/// makes every change to a hook an OutOfSync one. A failed operation on this source is a
-/// failure, also while Argo CD waits to retry it; so is a failed one on an earlier source
-/// when Argo CD now sees nothing to sync (it would never run the hooks again).
+/// Names the rendering a sync was asked for, in the operation's `info` (kept by Argo CD in
+/// `status.operationState.operation` through every retry).
+pub const RENDERING_INFO: &str = "previewd.dev/rendering";
+
+/// Argo CD's verdict on the Application as previewd applied it. Ready needs all of: the sync
+/// previewd asked for this very rendering (its `APPLIED_HASH`, named in the operation's
+/// `info`) succeeded, and Argo CD now shows it Synced and Healthy at exactly the source in
+/// the spec with nothing running. Hooks (migrations, seed, the app's own) are outside Argo
+/// CD's sync and health status: only `operationState` says whether they ran and passed
+/// (argo-cd controller/appcontroller.go processRequestedAppOperation, gitops-engine
+/// pkg/sync/sync_context.go). An operation Argo CD started on its own does not count: it
+/// syncs only what is OutOfSync (appcontroller.go autoSync), so a new rendering that
+/// changes no ordinary object (a chart revision bump, a push only the app's hooks see, a
+/// redeploy) would never run its hooks — `NeedsSync` says previewd must ask. A failed
+/// operation for this rendering is a failure, also while Argo CD waits to retry it.
 pub fn verdict(app: &Application) -> Health {
     let null = Value::Null;
     let status = app.rest.get("status").unwrap_or(&null);
@@ -300,45 +343,75 @@ pub fn verdict(app: &Application) -> Health {
     }
     let operation = &status["operationState"];
     let phase = operation["phase"].as_str().unwrap_or_default();
-    let operated = &operation["syncResult"]["source"];
-    let ours = same_source(
-        if operated.is_null() {
-            &operation["operation"]["sync"]["source"]
-        } else {
-            operated
-        },
-        source,
-    );
+    let rendering = app
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(APPLIED_HASH));
+    let ours = rendering.is_some_and(|hash| asked_for(&operation["operation"], hash))
+        && same_source(&operation["syncResult"]["source"], source);
     // A failed attempt waiting for Argo CD's retry (its backoff) is Running again, with the
     // attempt's finish time and a retry count.
     let retrying = phase == "Running"
         && operation["retryCount"].as_i64().unwrap_or(0) > 0
         && !operation["finishedAt"].is_null();
-    let failed = matches!(phase, "Failed" | "Error");
-    if ours && (failed || retrying) {
+    if ours && (matches!(phase, "Failed" | "Error") || retrying) {
         return Health::Failed(failure(operation));
     }
     let pinned = source["targetRevision"]
         .as_str()
         .filter(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
     let revision = &status["sync"]["revision"];
-    // Argo CD sees nothing to do at exactly this source: what ran last is what there is.
-    let settled = status["sync"]["status"] == "Synced"
-        && compared
-        && pinned.is_none_or(|sha| revision == sha)
-        && app.rest.get("operation").is_none_or(Value::is_null)
+    let idle = app.rest.get("operation").is_none_or(Value::is_null)
         && phase != "Running"
         && phase != "Terminating";
-    if settled && failed {
-        return Health::Failed(failure(operation));
+    if !idle {
+        return Health::Progressing;
     }
+    if !ours {
+        return Health::NeedsSync;
+    }
+    let synced = status["sync"]["status"] == "Synced"
+        && compared
+        && pinned.is_none_or(|sha| revision == sha)
+        && phase == "Succeeded";
     match status["health"]["status"].as_str() {
-        Some("Healthy") if settled => Health::Ready,
+        Some("Healthy") if synced => Health::Ready,
         // Synced and then degraded (a crash-looping app, a certificate refused): Argo CD
         // says so only in the resources' health.
-        Some("Degraded") if settled => Health::Failed(clip(degraded(status))),
+        Some("Degraded") if synced => Health::Failed(clip(degraded(status))),
         _ => Health::Progressing,
     }
+}
+
+/// Whether `operation` (an Argo CD Operation) is the sync previewd asked for `rendering`.
+fn asked_for(operation: &Value, rendering: &str) -> bool {
+    operation["info"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|i| i["name"] == RENDERING_INFO && i["value"] == rendering)
+}
+
+/// The sync previewd asks for an Application's current rendering, as `argocd app sync`
+/// would ask it (a full sync, hooks included, with the Application's own options and retry),
+/// naming the rendering so that its outcome can be told apart from any other sync's.
+pub fn sync_request(application: &Value) -> Option<Value> {
+    let rendering = application["metadata"]["annotations"][APPLIED_HASH].as_str()?;
+    let policy = &application["spec"]["syncPolicy"];
+    let mut sync = serde_json::json!({"prune": true, "syncStrategy": {"hook": {}}});
+    if let Some(options) = policy["syncOptions"].as_array() {
+        sync["syncOptions"] = Value::from(options.clone());
+    }
+    let mut operation = serde_json::json!({
+        "sync": sync,
+        "initiatedBy": {"username": "previewd"},
+        "info": [{"name": RENDERING_INFO, "value": rendering}],
+    });
+    if !policy["retry"].is_null() {
+        operation["retry"] = policy["retry"].clone();
+    }
+    Some(operation)
 }
 
 /// Whether two `spec.source`s are the same, as Go's DeepEqual on Argo CD's structs sees them:

@@ -23,8 +23,12 @@ pub enum Health {
     /// Not (yet) synced and healthy at what previewd applied: a sync or a rollout runs, or
     /// Argo CD has not looked at the new rendering.
     Progressing,
-    /// Synced, healthy, and the last operation on exactly this source succeeded.
+    /// Synced, healthy, and the sync previewd asked for this rendering succeeded.
     Ready,
+    /// Argo CD has nothing running and no sync of this rendering to show: previewd asks for
+    /// one (`Sink::request_sync`). Argo CD syncs on its own only what is OutOfSync, so a
+    /// rendering whose change reaches only hooks, or a redeploy, would otherwise never run.
+    NeedsSync,
     /// The operation on this source failed (a hook, a resource, the project), or what it
     /// synced degraded: the message says what.
     Failed(String),
@@ -105,7 +109,8 @@ pub fn state<'a>(
         (Some(Health::Failed(message)), _) | (_, Some(Health::Failed(message))) => {
             ("failed", Some(message.as_str()))
         }
-        (Some(Health::Progressing), _) | (_, Some(Health::Progressing)) => ("syncing", None),
+        (Some(Health::Progressing | Health::NeedsSync), _)
+        | (_, Some(Health::Progressing | Health::NeedsSync)) => ("syncing", None),
         (Some(Health::Ready), _) => ("ready", None),
         (None, _) => ("applied", None),
     }

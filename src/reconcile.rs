@@ -272,6 +272,7 @@ impl Reconciler {
         if plan::plan(desired, hash, &helper) == Action::Apply {
             let rendered = rendered.as_ref().context("nothing to apply")?;
             let (manifest, hash) = &rendered.helper;
+            let manifest = &self.with_sync_request(manifest);
             self.retry("apply", || self.sink.apply(&names.application, manifest))
                 .await?;
             let reason = format!("helper Application {} applied at {sha}", names.application);
@@ -282,12 +283,14 @@ impl Reconciler {
                 health: self.sink.reports_health().then_some(Health::Progressing),
             };
         }
+        self.sync_if_needed(&names.application, &mut helper).await?;
         // The app's verdict: None with no app, or where nobody reports one.
         let mut app_health = None;
         if let Some((manifest, app_hash)) = rendered.as_ref().and_then(|r| r.app.as_ref()) {
             let app = self.observe(&names.app_application).await?;
             match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
                 Action::Apply => {
+                    let manifest = &self.with_sync_request(manifest);
                     self.retry("apply", || {
                         self.sink.apply(&names.app_application, manifest)
                     })
@@ -300,7 +303,12 @@ impl Reconciler {
                     db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
                     app_health = Some(Health::Progressing);
                 }
-                Action::Nothing => app_health = app.health().cloned(),
+                Action::Nothing => {
+                    let mut app = app;
+                    self.sync_if_needed(&names.app_application, &mut app)
+                        .await?;
+                    app_health = app.health().cloned();
+                }
                 _ => app_health = Some(Health::Progressing),
             }
         }
@@ -405,6 +413,35 @@ impl Reconciler {
             .collect::<Result<Vec<_>, _>>()?;
         db::store_sealed_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
         Ok(sealed)
+    }
+
+    /// The manifest with the sync of its rendering asked for in the same write, where Argo CD
+    /// reports back (see `argocd::verdict`): one write, so Argo CD's own auto-sync cannot
+    /// run first and the hooks run once. A directory's app-of-apps syncs on its own.
+    fn with_sync_request(&self, manifest: &serde_json::Value) -> serde_json::Value {
+        let mut manifest = manifest.clone();
+        if self.sink.reports_health() {
+            if let Some(operation) = crate::argocd::sync_request(&manifest) {
+                manifest["operation"] = operation;
+            }
+        }
+        manifest
+    }
+
+    /// Asks Argo CD for the sync of `name`'s current rendering when its verdict says one is
+    /// needed (`Health::NeedsSync`); then it is in progress.
+    async fn sync_if_needed(&self, name: &str, observed: &mut Observed) -> anyhow::Result<()> {
+        if let Observed::Present {
+            health: Some(health @ Health::NeedsSync),
+            ..
+        } = observed
+        {
+            if self.retry("sync", || self.sink.request_sync(name)).await? {
+                tracing::debug!(application = name, "asked Argo CD to sync this rendering");
+            }
+            *health = Health::Progressing;
+        }
+        Ok(())
     }
 
     async fn observe(&self, name: &str) -> anyhow::Result<Observed> {

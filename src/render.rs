@@ -1,6 +1,6 @@
 //! Rendering, pure: a preview and the configuration in, the helper Application out, with
-//! everything `helpers-chart/` needs in `helm.valuesObject`. No I/O; `status` and
-//! `operation` are never written (Argo CD owns them).
+//! everything `helpers-chart/` needs in `helm.valuesObject`. No I/O; `status` is never
+//! written, and `operation` only by the kubernetes sink's writer (`argocd::sync_request`).
 
 use std::collections::BTreeMap;
 

@@ -42,6 +42,15 @@ impl Sink {
         }
     }
 
+    /// Asks Argo CD to sync the Application's current rendering (see
+    /// `KubeSink::request_sync`); a directory's app-of-apps syncs on its own. True when it asked.
+    pub async fn request_sync(&self, name: &str) -> anyhow::Result<bool> {
+        match self {
+            Self::Directory(_) => Ok(false),
+            Self::Kubernetes(sink) => sink.request_sync(name).await,
+        }
+    }
+
     /// Stops the Application's running sync so that its deletion can go on (see
     /// `KubeSink::stop_operation`); a directory has nothing running. True when it asked.
     pub async fn stop_operation(&self, name: &str) -> anyhow::Result<bool> {

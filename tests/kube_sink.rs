@@ -361,11 +361,17 @@ async fn report_ready(applications: &Api<Application>, name: &str) {
     let app = applications.get(name).await.unwrap();
     let source = &app.rest["spec"]["source"];
     let revision = &source["targetRevision"];
-    let status = json!({"status": {
+    // The sync previewd asked for in its write: done, so Argo CD clears the request.
+    let asked = app.rest["operation"].clone();
+    assert!(
+        asked.is_object(),
+        "previewd asks for a sync of each rendering: {app:?}"
+    );
+    let status = json!({"operation": null, "status": {
         "sync": {"status": "Synced", "revision": revision, "comparedTo": {"source": source}},
         "health": {"status": "Healthy"},
         "operationState": {"phase": "Succeeded", "message": "successfully synced (all tasks run)",
-                           "syncResult": {"revision": revision, "source": source}},
+                           "operation": asked, "syncResult": {"revision": revision, "source": source}},
     }});
     applications
         .patch(name, &PatchParams::default(), &Patch::Merge(&status))
@@ -378,10 +384,15 @@ async fn report_ready(applications: &Api<Application>, name: &str) {
 async fn report_failed_migration(applications: &Api<Application>, name: &str) {
     let app = applications.get(name).await.unwrap();
     let source = &app.rest["spec"]["source"];
-    let status = json!({"status": {
+    let asked = app.rest["operation"].clone();
+    assert!(
+        asked.is_object(),
+        "previewd asks for a sync of each rendering: {app:?}"
+    );
+    let status = json!({"operation": null, "status": {
         "sync": {"status": "OutOfSync", "revision": source["targetRevision"], "comparedTo": {"source": source}},
         "health": {"status": "Healthy"},
-        "operationState": {"phase": "Failed",
+        "operationState": {"phase": "Failed", "operation": asked,
             "message": "one or more synchronization tasks completed unsuccessfully (retried 2 times).",
             "syncResult": {"revision": source["targetRevision"], "source": source, "resources": [
                 {"group": "batch", "kind": "Job", "namespace": NAMESPACE, "name": format!("{NAMESPACE}-migrate"),
@@ -479,6 +490,41 @@ async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
         "a sync already terminating (or done) is left alone"
     );
     assert!(!sink.stop_operation("no-such-application").await.unwrap());
+}
+
+/// Argo CD syncs on its own only what is OutOfSync: when the last operation is not the one
+/// previewd asked for this rendering (a self-heal replaced it, or Argo CD dropped the request
+/// while another sync ran), previewd asks again rather than wait forever or call it ready.
+#[tokio::test]
+async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    report_ready(&applications, APP).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(observed(&app).await, "ready");
+
+    let self_heal = json!({"status": {"operationState": {"operation": {
+        "sync": {"resources": [{"kind": "ConfigMap", "name": "x"}]}, "initiatedBy": {"automated": true}, "info": null}}}});
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&self_heal))
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        observed(&app).await,
+        "syncing",
+        "not ready on a sync nobody asked for"
+    );
+    let asked = applications.get(APP).await.unwrap();
+    let hash = &asked.metadata.annotations.as_ref().unwrap()[previewd::sink::APPLIED_HASH];
+    assert_eq!(
+        asked.rest["operation"]["info"],
+        json!([{"name": previewd::argocd::RENDERING_INFO, "value": hash}])
+    );
 }
 
 #[tokio::test]

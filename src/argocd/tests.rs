@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::*;
 
 const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+const REVISION: &str = "8d1f4c2e0a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d";
 
 fn source(generation: u32) -> Value {
     json!({"repoURL": "https://github.com/previewd/previewd.git", "path": "helpers-chart",
@@ -14,11 +15,21 @@ fn source(generation: u32) -> Value {
            "helm": {"releaseName": "pr-2", "valuesObject": {"seed": {"generation": generation, "files": {}}}}})
 }
 
-/// An Application whose spec is at `spec` and whose status Argo CD wrote for `synced`.
+/// The operation previewd asks for `rendering` (as `sync_request` writes it).
+fn asked(rendering: &str) -> Value {
+    json!({"sync": {"prune": true}, "initiatedBy": {"username": "previewd"},
+           "info": [{"name": RENDERING_INFO, "value": rendering}]})
+}
+
+/// An Application previewd applied at rendering `rendering` with source `spec`, and the
+/// status Argo CD wrote: compared at `compared`, its last operation `operation` (asked for
+/// `asked_for`, None: Argo CD's own), ended in `phase` on source `operated`.
 struct Status {
+    rendering: &'static str,
     spec: Value,
     compared: Value,
     operated: Value,
+    asked_for: Option<&'static str>,
     phase: &'static str,
     health: &'static str,
     extra: Value,
@@ -27,9 +38,11 @@ struct Status {
 impl Status {
     fn ready() -> Self {
         Self {
+            rendering: "r1",
             spec: source(1),
             compared: source(1),
             operated: source(1),
+            asked_for: Some("r1"),
             phase: "Succeeded",
             health: "Healthy",
             extra: json!({}),
@@ -37,19 +50,23 @@ impl Status {
     }
 
     fn app(self) -> Application {
-        let revision = "8d1f4c2e0a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d";
+        let operation = match self.asked_for {
+            Some(rendering) => asked(rendering),
+            None => json!({"sync": {"prune": true}, "initiatedBy": {"automated": true}}),
+        };
         let mut status = json!({
-            "sync": {"status": "Synced", "revision": revision, "comparedTo": {"source": self.compared}},
+            "sync": {"status": "Synced", "revision": REVISION, "comparedTo": {"source": self.compared}},
             "health": {"status": self.health},
             "operationState": {"phase": self.phase, "message": "successfully synced (all tasks run)",
-                               "syncResult": {"revision": revision, "source": self.operated}},
+                               "operation": operation,
+                               "syncResult": {"revision": REVISION, "source": self.operated}},
         });
         for (k, v) in self.extra.as_object().unwrap() {
             status[k] = v.clone();
         }
-        serde_json::from_value(
-            json!({"metadata": {"name": "a"}, "spec": {"source": self.spec}, "status": status}),
-        )
+        serde_json::from_value(json!({
+            "metadata": {"name": "a", "annotations": {APPLIED_HASH: self.rendering}},
+            "spec": {"source": self.spec}, "status": status}))
         .unwrap()
     }
 }
@@ -57,7 +74,8 @@ impl Status {
 fn failed_migration() -> Value {
     json!({"phase": "Failed",
            "message": "one or more synchronization tasks completed unsuccessfully",
-           "syncResult": {"revision": "8d1f4c2e0a9b7c6d5e4f3a2b1c0d9e8f7a6b5c4d", "source": source(1),
+           "operation": asked("r1"),
+           "syncResult": {"revision": REVISION, "source": source(1),
              "resources": [
                {"group": "", "kind": "Namespace", "name": "pr-2", "status": "Synced", "hookPhase": "Succeeded", "syncPhase": "Sync"},
                {"group": "batch", "kind": "Job", "namespace": "pr-2", "name": "pr-2-migrate", "hookType": "Sync",
@@ -66,63 +84,64 @@ fn failed_migration() -> Value {
 }
 
 #[test]
-fn synced_healthy_and_succeeded_at_the_applied_source_is_ready() {
+fn the_sync_asked_for_this_rendering_succeeded_synced_and_healthy_is_ready() {
     assert_eq!(verdict(&Status::ready().app()), Health::Ready);
 }
 
 #[test]
 fn a_status_left_over_from_the_previous_push_is_not_ready() {
-    // previewd applied generation 2; Argo CD still shows its comparison and sync of 1.
+    // previewd applied rendering r2 (generation 2); Argo CD still shows r1.
     let stale = Status {
+        rendering: "r2",
         spec: source(2),
         ..Status::ready()
     };
-    assert_eq!(verdict(&stale.app()), Health::Progressing);
+    assert_ne!(verdict(&stale.app()), Health::Ready);
+}
+
+/// Argo CD syncs on its own only what is OutOfSync (appcontroller.go autoSync): a rendering
+/// that changes no ordinary object — a chart revision bump, a push only the app chart's
+/// hooks see, a redeploy — gets no operation unless previewd asks.
+#[test]
+fn a_new_rendering_argo_cd_sees_nothing_to_sync_for_needs_previewd_to_ask() {
+    let bumped = Status {
+        rendering: "r2",
+        spec: source(2),
+        compared: source(2),
+        ..Status::ready()
+    };
+    assert_eq!(verdict(&bumped.app()), Health::NeedsSync);
+    // Nor does an auto-sync or a selective self-heal count: previewd did not ask for them.
+    let automated = Status {
+        asked_for: None,
+        ..Status::ready()
+    };
+    assert_eq!(verdict(&automated.app()), Health::NeedsSync);
 }
 
 #[test]
-fn out_of_sync_at_the_new_source_is_progress_until_its_sync_succeeds() {
-    let mut app = Status {
+fn a_sync_running_or_requested_is_progress() {
+    let running = Status {
+        phase: "Running",
+        ..Status::ready()
+    };
+    assert_eq!(verdict(&running.app()), Health::Progressing);
+    let mut requested = Status {
+        rendering: "r2",
         spec: source(2),
         compared: source(2),
         ..Status::ready()
     }
     .app();
+    requested.rest.insert("operation".into(), asked("r2"));
+    assert_eq!(verdict(&requested), Health::Progressing);
+}
+
+#[test]
+fn out_of_sync_after_the_asked_sync_is_progress_not_ready() {
+    let mut app = Status::ready().app();
     app.rest.get_mut("status").unwrap()["sync"]["status"] = json!("OutOfSync");
     assert_eq!(verdict(&app), Health::Progressing);
-    // Argo CD's auto-sync has set the operation but not started it yet.
-    app.rest.get_mut("status").unwrap()["sync"]["status"] = json!("Synced");
-    app.rest
-        .insert("operation".into(), json!({"sync": {"source": source(2)}}));
-    assert_eq!(verdict(&app), Health::Progressing);
-}
-
-/// Argo CD syncs only what is OutOfSync (appcontroller.go autoSync): a new source that
-/// renders the same objects — a chart revision bump that changed no template — gets no
-/// operation at all, and waiting for one would wait forever.
-#[test]
-fn a_new_source_that_renders_the_same_objects_is_ready_without_a_sync() {
-    let bumped = Status {
-        spec: source(2),
-        compared: source(2),
-        ..Status::ready()
-    };
-    assert_eq!(verdict(&bumped.app()), Health::Ready);
-}
-
-/// ... but when the last sync failed, nothing will run its hooks again until the rendering
-/// changes: that is a failure, not progress.
-#[test]
-fn a_failed_last_sync_with_nothing_left_to_sync_stays_failed() {
-    let after_failure = Status {
-        spec: source(2),
-        compared: source(2),
-        extra: json!({"operationState": failed_migration()}),
-        ..Status::ready()
-    };
-    assert!(
-        matches!(verdict(&after_failure.app()), Health::Failed(m) if m.contains("-migrate failed"))
-    );
 }
 
 #[test]
@@ -162,20 +181,16 @@ fn a_failed_attempt_waiting_for_argo_cds_retry_is_already_failed() {
     );
 }
 
+/// A redeploy is a new rendering of the same source: the failure of the old one is history,
+/// and previewd asks for a sync of the new one, which Argo CD alone would never run.
 #[test]
-fn a_failure_of_an_older_source_is_history_once_the_new_one_syncs() {
-    let mut operation = failed_migration();
-    operation["syncResult"]["source"] = source(1);
-    let mut moved_on = Status {
-        spec: source(2),
-        compared: source(2),
-        extra: json!({"operationState": operation}),
+fn after_a_failure_a_redeploy_asks_for_a_new_sync() {
+    let redeployed = Status {
+        rendering: "r2",
+        extra: json!({"operationState": failed_migration()}),
         ..Status::ready()
-    }
-    .app();
-    // Argo CD found the new rendering OutOfSync and is about to sync it.
-    moved_on.rest.get_mut("status").unwrap()["sync"]["status"] = json!("OutOfSync");
-    assert_eq!(verdict(&moved_on), Health::Progressing);
+    };
+    assert_eq!(verdict(&redeployed.app()), Health::NeedsSync);
 }
 
 #[test]
@@ -188,15 +203,6 @@ fn a_project_that_refuses_the_application_is_a_failure() {
     assert!(
         matches!(verdict(&refused.app()), Health::Failed(m) if m.contains("not permitted in project"))
     );
-}
-
-#[test]
-fn a_running_operation_is_progress_even_at_the_applied_source() {
-    let running = Status {
-        phase: "Running",
-        ..Status::ready()
-    };
-    assert_eq!(verdict(&running.app()), Health::Progressing);
 }
 
 #[test]
@@ -216,11 +222,12 @@ fn an_app_synced_at_another_commit_is_not_ready() {
         json!({"repoURL": "https://github.com/o/r.git", "path": "chart", "targetRevision": SHA});
     let at = |revision: &str| -> Application {
         serde_json::from_value(json!({
-            "metadata": {"name": "a"},
+            "metadata": {"name": "a", "annotations": {APPLIED_HASH: "r1"}},
             "spec": {"source": pinned},
             "status": {"sync": {"status": "Synced", "revision": revision, "comparedTo": {"source": pinned}},
                        "health": {"status": "Healthy"},
-                       "operationState": {"phase": "Succeeded", "syncResult": {"revision": revision, "source": pinned}}},
+                       "operationState": {"phase": "Succeeded", "operation": asked("r1"),
+                                          "syncResult": {"revision": revision, "source": pinned}}},
         }))
         .unwrap()
     };
@@ -228,6 +235,28 @@ fn an_app_synced_at_another_commit_is_not_ready() {
     assert_eq!(
         verdict(&at("0000000000000000000000000000000000000000")),
         Health::Progressing
+    );
+}
+
+#[test]
+fn the_sync_request_names_the_rendering_and_keeps_the_applications_options() {
+    let manifest = json!({"metadata": {"annotations": {APPLIED_HASH: "r9"}},
+        "spec": {"syncPolicy": {"syncOptions": ["ServerSideApply=true"], "retry": {"limit": 2}}}});
+    let operation = sync_request(&manifest).unwrap();
+    assert!(asked_for(&operation, "r9"));
+    assert_eq!(
+        operation["sync"]["syncOptions"],
+        json!(["ServerSideApply=true"])
+    );
+    assert_eq!(operation["retry"], json!({"limit": 2}));
+    assert_eq!(
+        operation["sync"]["syncStrategy"],
+        json!({"hook": {}}),
+        "hooks run"
+    );
+    assert!(
+        sync_request(&json!({"metadata": {}})).is_none(),
+        "no rendering, no request"
     );
 }
 

@@ -294,6 +294,9 @@ def walk(mode, binary, python, emulator):
         took["pushed"] = time.time() - started
         migrated = runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_B))
         assert migrated and migrated[-1]["result"] == "succeeded", emu.jobs()
+        # previewd's sync request rides in the same write as the new rendering: Argo CD's own
+        # auto-sync cannot run first, so the push runs its migration once, not twice.
+        assert len(migrated) == 1, "the migration ran %d times for one push" % len(migrated)
         log = emu.actions()
         seeded = [a["seq"] for a in log if a["action"] == "create-hook" and a["name"].endswith("-seed")]
         moved = [a["seq"] for a in log if a["action"] == "apply" and a["app"] == APP and a["kind"] == "Deployment"]
@@ -303,8 +306,8 @@ def walk(mode, binary, python, emulator):
             "the app's Deployment moved (seq %s) before the helpers' sync passed its migration (seq %s)" % (moved, after)
         print("faithful[%s]: pushed -> migration re-ran for %s before the app moved" % (mode, SHA_B[:7]))
 
-        # a new chart revision that renders the same objects: Argo CD has nothing to sync, and
-        # previewd must not wait for an operation that never comes
+        # a new chart revision that renders the same objects: Argo CD alone would sync nothing
+        # (it syncs only OutOfSync), so previewd asks, and must not wait for what never comes
         pd.stop()
         with open(os.path.join(work, "previewd.toml"), "w") as f:
             f.write(config(mode, ["bin/migrate"], "v9.9.9"))
@@ -314,7 +317,7 @@ def walk(mode, binary, python, emulator):
              lambda: compared().get("source", {}).get("targetRevision") == "v9.9.9", 60)
         time.sleep(1)
         wait("the preview ready at the new chart revision", lambda: ready_at(pd, emu, SHA_B), 30)
-        print("faithful[%s]: chart revision bumped, nothing to sync -> still ready" % mode)
+        print("faithful[%s]: chart revision bumped, no object changed -> synced on previewd's request, ready" % mode)
 
         # /preview reseed -> the seed Job runs again, at generation 2
         before = len(runs(emu, "-seed"))
