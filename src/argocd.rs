@@ -92,13 +92,15 @@ impl KubeSink {
         Ok(())
     }
 
-    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
-        let Some(app) = self
-            .api
+    async fn read(&self, name: &str) -> anyhow::Result<Option<Application>> {
+        self.api
             .get_opt(name)
             .await
-            .with_context(|| format!("reading Application {name}"))?
-        else {
+            .with_context(|| format!("reading Application {name}"))
+    }
+
+    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+        let Some(app) = self.read(name).await? else {
             return Ok(Observed::Missing);
         };
         if app.metadata.deletion_timestamp.is_some() {
@@ -117,38 +119,17 @@ impl KubeSink {
     }
 
     /// Asks Argo CD to sync the Application's current rendering (`sync_request`), unless an
-    /// operation is already set. With the resourceVersion read: a spec changed meanwhile is a
-    /// 409, and the next look asks for the new rendering. True when it asked.
+    /// operation is already set or it is being deleted. True when it asked.
     pub async fn request_sync(&self, name: &str) -> anyhow::Result<bool> {
-        let Some(app) = self
-            .api
-            .get_opt(name)
-            .await
-            .with_context(|| format!("reading Application {name}"))?
-        else {
-            return Ok(false);
-        };
-        if app.rest.get("operation").is_some_and(|o| !o.is_null())
-            || app.metadata.deletion_timestamp.is_some()
-        {
-            return Ok(false);
-        }
-        let Some(operation) = sync_request(&serde_json::to_value(&app)?) else {
-            return Ok(false);
-        };
-        let patch = serde_json::json!({
-            "metadata": {"resourceVersion": app.metadata.resource_version},
-            "operation": operation,
-        });
-        match self
-            .api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
-            Err(e) => Err(e).with_context(|| format!("asking Argo CD to sync Application {name}")),
-        }
+        self.patch_as_read(name, "asking Argo CD to sync", |app| {
+            let busy = app.rest.get("operation").is_some_and(|o| !o.is_null());
+            if busy || app.metadata.deletion_timestamp.is_some() {
+                return None;
+            }
+            let operation = sync_request(&serde_json::to_value(app).ok()?)?;
+            Some(serde_json::json!({"operation": operation}))
+        })
+        .await
     }
 
     /// Terminates the Application's running sync, as `argocd app terminate-op` does: the
@@ -157,27 +138,36 @@ impl KubeSink {
     /// a deletion only once no operation runs, and a sync with no timeout whose wave never
     /// gets healthy would otherwise hold a teardown forever. True when it asked.
     pub async fn stop_operation(&self, name: &str) -> anyhow::Result<bool> {
-        let Some(app) = self
-            .api
-            .get_opt(name)
-            .await
-            .with_context(|| format!("reading Application {name}"))?
-        else {
+        self.patch_as_read(name, "terminating the sync of", |app| {
+            let running = app.rest.get("operation").is_some_and(|o| !o.is_null())
+                && app
+                    .rest
+                    .get("status")
+                    .is_some_and(|s| s["operationState"]["phase"] == "Running");
+            running.then(
+                || serde_json::json!({"status": {"operationState": {"phase": "Terminating"}}}),
+            )
+        })
+        .await
+    }
+
+    /// Reads the Application, lets `patch_for` decide on a merge patch (None: nothing to do)
+    /// and sends it under the resourceVersion read, so that an Application changed meanwhile
+    /// (a sync finished, a new rendering applied) is a 409 and left for the next look. True
+    /// when it patched; gone or changed is false.
+    async fn patch_as_read(
+        &self,
+        name: &str,
+        what: &str,
+        patch_for: impl FnOnce(&Application) -> Option<Value>,
+    ) -> anyhow::Result<bool> {
+        let Some(app) = self.read(name).await? else {
             return Ok(false);
         };
-        let running = app.rest.get("operation").is_some_and(|o| !o.is_null())
-            && app
-                .rest
-                .get("status")
-                .is_some_and(|s| s["operationState"]["phase"] == "Running");
-        if !running {
+        let Some(mut patch) = patch_for(&app) else {
             return Ok(false);
-        }
-        // With the resourceVersion read: a sync that finished meanwhile is a 409, left alone.
-        let patch = serde_json::json!({
-            "metadata": {"resourceVersion": app.metadata.resource_version},
-            "status": {"operationState": {"phase": "Terminating"}},
-        });
+        };
+        patch["metadata"] = serde_json::json!({"resourceVersion": app.metadata.resource_version});
         match self
             .api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -185,7 +175,7 @@ impl KubeSink {
         {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
-            Err(e) => Err(e).with_context(|| format!("terminating the sync of Application {name}")),
+            Err(e) => Err(e).with_context(|| format!("{what} Application {name}")),
         }
     }
 

@@ -133,6 +133,15 @@ fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
     ))
 }
 
+/// previewd with the fixture repository's app chart configured.
+async fn with_app_chart() -> TestApp {
+    TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
+        common::SECRET
+    ))
+    .await
+}
+
 async fn observed(app: &TestApp) -> String {
     sqlx::query_scalar("SELECT observed FROM previews")
         .fetch_one(app.pool())
@@ -407,11 +416,7 @@ async fn report_failed_migration(applications: &Api<Application>, name: &str) {
 
 #[tokio::test]
 async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
-    let app = TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
-        common::SECRET
-    ))
-    .await;
+    let app = with_app_chart().await;
     let argo = Arc::new(ArgoCd::default());
     let client = cluster(argo.clone()).await;
     let reconciler = reconciler(&app, client.clone());
@@ -529,11 +534,7 @@ async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
 
 #[tokio::test]
 async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
-    let app = TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
-        common::SECRET
-    ))
-    .await;
+    let app = with_app_chart().await;
     let argo = Arc::new(ArgoCd::default());
     let client = cluster(argo.clone()).await;
     let reconciler = reconciler(&app, client.clone());
