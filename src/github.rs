@@ -325,7 +325,9 @@ impl GitHub {
                     .iter()
                     .min_by_key(|(_, (at, _))| *at)
                     .map(|(k, _)| k.clone());
-                cache.remove(&oldest.expect("a full cache has an oldest entry"));
+                if let Some(oldest) = oldest {
+                    cache.remove(&oldest);
+                }
             }
         }
         cache.insert(key, (std::time::Instant::now(), permission));

@@ -27,6 +27,8 @@ struct ArgoCd {
     deleting: Mutex<Option<serde_json::Value>>,
     failing_writes: AtomicUsize,
     patches: AtomicUsize,
+    /// Patches that asked a running sync to terminate.
+    terminations: AtomicUsize,
     released: AtomicBool,
     /// Applications whose deletion was asked for, in order.
     deletions: Mutex<Vec<String>>,
@@ -97,8 +99,11 @@ async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
                 .clone()
                 .filter(|_| ctx.name == APP))
         })
-        .patch(move |_| {
+        .patch(move |ctx| {
             on_patch.patches.fetch_add(1, Ordering::SeqCst);
+            if ctx.patch["status"]["operationState"]["phase"] == "Terminating" {
+                on_patch.terminations.fetch_add(1, Ordering::SeqCst);
+            }
             let failing = on_patch.failing_writes.load(Ordering::SeqCst);
             if failing > 0 {
                 on_patch.failing_writes.store(failing - 1, Ordering::SeqCst);
@@ -140,6 +145,19 @@ async fn with_app_chart() -> TestApp {
         common::SECRET
     ))
     .await
+}
+
+/// Opens the fixture PR and has Argo CD report its helper Application synced: `ready`.
+async fn ready_preview(
+    app: &TestApp,
+    reconciler: &Arc<Reconciler>,
+    applications: &Api<Application>,
+) {
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    report_ready(applications, APP).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(observed(app).await, "ready");
 }
 
 async fn observed(app: &TestApp) -> String {
@@ -190,12 +208,8 @@ async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_s
     let client = cluster(argo).await;
     let reconciler = reconciler(&app, client.clone());
     let applications: Api<Application> = Api::namespaced(client, "argocd");
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
     // Argo CD reports the first push as synced and healthy.
-    report_ready(&applications, APP).await;
-    reconciler.pass().await.unwrap();
-    assert_eq!(observed(&app).await, "ready");
+    ready_preview(&app, &reconciler, &applications).await;
 
     let new_head = "4444444444444444444444444444444444444444";
     app.send(
@@ -497,6 +511,36 @@ async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
     assert!(!sink.stop_operation("no-such-application").await.unwrap());
 }
 
+/// ... and the teardown itself asks for it while Argo CD holds the deletion.
+#[tokio::test]
+async fn a_teardown_held_by_a_running_sync_asks_argo_cd_to_stop_it() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
+        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(*argo.deletions.lock().unwrap(), [APP.to_owned()]);
+    assert!(
+        argo.terminations.load(Ordering::SeqCst) >= 1,
+        "the running sync holding the deletion was asked to stop"
+    );
+    assert_eq!(
+        app.count("previews").await,
+        1,
+        "and the preview waits for Argo CD"
+    );
+}
+
 /// Argo CD syncs on its own only what is OutOfSync: when the last operation is not the one
 /// previewd asked for this rendering (a self-heal replaced it, or Argo CD dropped the request
 /// while another sync ran), previewd asks again rather than wait forever or call it ready.
@@ -506,11 +550,7 @@ async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
     let client = cluster(argo).await;
     let reconciler = reconciler(&app, client.clone());
     let applications: Api<Application> = Api::namespaced(client, "argocd");
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
-    report_ready(&applications, APP).await;
-    reconciler.pass().await.unwrap();
-    assert_eq!(observed(&app).await, "ready");
+    ready_preview(&app, &reconciler, &applications).await;
 
     let self_heal = json!({"status": {"operationState": {"operation": {
         "sync": {"resources": [{"kind": "ConfigMap", "name": "x"}]}, "initiatedBy": {"automated": true}, "info": null}}}});
