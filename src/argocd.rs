@@ -83,10 +83,17 @@ impl KubeSink {
         }
     }
 
+    /// Applies a new rendering with the sync of it asked for in the same write
+    /// (`sync_request`): one write, so Argo CD's own auto-sync cannot run first and the
+    /// hooks run once.
     pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut manifest = manifest.clone();
+        if let Some(operation) = sync_request(&manifest) {
+            manifest["operation"] = operation;
+        }
         self.api
-            .patch(name, &params, &Patch::Apply(manifest))
+            .patch(name, &params, &Patch::Apply(&manifest))
             .await
             .with_context(|| format!("applying Application {name}"))?;
         Ok(())

@@ -272,7 +272,6 @@ impl Reconciler {
         if plan::plan(desired, hash, &helper) == Action::Apply {
             let rendered = rendered.as_ref().context("nothing to apply")?;
             let (manifest, hash) = &rendered.helper;
-            let manifest = &self.with_sync_request(manifest);
             self.retry("apply", || self.sink.apply(&names.application, manifest))
                 .await?;
             let reason = format!("helper Application {} applied at {sha}", names.application);
@@ -290,7 +289,6 @@ impl Reconciler {
             let app = self.observe(&names.app_application).await?;
             match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
                 Action::Apply => {
-                    let manifest = &self.with_sync_request(manifest);
                     self.retry("apply", || {
                         self.sink.apply(&names.app_application, manifest)
                     })
@@ -413,19 +411,6 @@ impl Reconciler {
             .collect::<Result<Vec<_>, _>>()?;
         db::store_sealed_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
         Ok(sealed)
-    }
-
-    /// The manifest with the sync of its rendering asked for in the same write, where Argo CD
-    /// reports back (see `argocd::verdict`): one write, so Argo CD's own auto-sync cannot
-    /// run first and the hooks run once. A directory's app-of-apps syncs on its own.
-    fn with_sync_request(&self, manifest: &serde_json::Value) -> serde_json::Value {
-        let mut manifest = manifest.clone();
-        if self.sink.reports_health() {
-            if let Some(operation) = crate::argocd::sync_request(&manifest) {
-                manifest["operation"] = operation;
-            }
-        }
-        manifest
     }
 
     /// Asks Argo CD for the sync of `name`'s current rendering when its verdict says one is
