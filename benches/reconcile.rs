@@ -94,9 +94,9 @@ fn latency(dir: &Path, count: usize) {
     for number in 1..=count as u64 {
         assert_eq!(deliver(&addr, number), 202);
         let accepted = Instant::now();
-        let file = dir.join(format!(
-            "rendered/codertocat-hello-world-4d960c-pr-{number}-helpers.yaml"
-        ));
+        let key = format!("codertocat/hello-world#{number}").parse().unwrap();
+        let name = previewd::naming::Names::of(&key, "preview.localhost").application;
+        let file = dir.join(format!("rendered/{name}.yaml"));
         while !file.exists() {
             assert!(
                 accepted.elapsed() < Duration::from_secs(30),

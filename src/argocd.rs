@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::{Health, Observed};
-use crate::sink::APPLIED_HASH;
+use crate::sink::{APPLIED_HASH, Conflict, Owner};
 
 pub const FIELD_MANAGER: &str = "previewd";
 
@@ -106,10 +106,13 @@ impl KubeSink {
             .with_context(|| format!("reading Application {name}"))
     }
 
-    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+    pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
         let Some(app) = self.read(name).await? else {
             return Ok(Observed::Missing);
         };
+        if let Some(owner) = owner.mismatch(&labels_of(&app)) {
+            return Ok(Observed::Foreign { owner });
+        }
         if app.metadata.deletion_timestamp.is_some() {
             return Ok(Observed::Deleting);
         }
@@ -127,8 +130,8 @@ impl KubeSink {
 
     /// Asks Argo CD to sync the Application's current rendering (`sync_request`), unless an
     /// operation is already set or it is being deleted. True when it asked.
-    pub async fn request_sync(&self, name: &str) -> anyhow::Result<bool> {
-        self.patch_as_read(name, "asking Argo CD to sync", |app| {
+    pub async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
+        self.patch_as_read(name, owner, "asking Argo CD to sync", |app| {
             let busy = app.rest.get("operation").is_some_and(|o| !o.is_null());
             if busy || app.metadata.deletion_timestamp.is_some() {
                 return None;
@@ -144,8 +147,8 @@ impl KubeSink {
     /// TerminateOperation; the Application CRD has no status subresource). Argo CD finalizes
     /// a deletion only once no operation runs, and a sync with no timeout whose wave never
     /// gets healthy would otherwise hold a teardown forever. True when it asked.
-    pub async fn stop_operation(&self, name: &str) -> anyhow::Result<bool> {
-        self.patch_as_read(name, "terminating the sync of", |app| {
+    pub async fn stop_operation(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
+        self.patch_as_read(name, owner, "terminating the sync of", |app| {
             let running = app.rest.get("operation").is_some_and(|o| !o.is_null())
                 && app
                     .rest
@@ -161,16 +164,20 @@ impl KubeSink {
     /// Reads the Application, lets `patch_for` decide on a merge patch (None: nothing to do)
     /// and sends it under the resourceVersion read, so that an Application changed meanwhile
     /// (a sync finished, a new rendering applied) is a 409 and left for the next look. True
-    /// when it patched; gone or changed is false.
+    /// when it patched; gone, changed or another's (`Owner`) is false.
     async fn patch_as_read(
         &self,
         name: &str,
+        owner: &Owner,
         what: &str,
         patch_for: impl FnOnce(&Application) -> Option<Value>,
     ) -> anyhow::Result<bool> {
         let Some(app) = self.read(name).await? else {
             return Ok(false);
         };
+        if owner.mismatch(&labels_of(&app)).is_some() {
+            return Ok(false);
+        }
         let Some(mut patch) = patch_for(&app) else {
             return Ok(false);
         };
@@ -186,10 +193,28 @@ impl KubeSink {
         }
     }
 
-    /// Asks for deletion; Argo CD's cascade finalizer removes what the Application made and
-    /// then the Application itself. Already gone counts as done.
-    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
-        match self.api.delete(name, &DeleteParams::foreground()).await {
+    /// Asks for deletion of `owner`'s Application; Argo CD's cascade finalizer removes what
+    /// it made and then the Application itself. Already gone counts as done. The owner is
+    /// checked on the object just read, and the deletion holds that object's `uid` as a
+    /// precondition: one re-created under the same name meanwhile (another preview's, after
+    /// a collision) is a 409, never deleted.
+    pub async fn delete(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
+        let Some(app) = self.read(name).await? else {
+            return Ok(());
+        };
+        if let Some(other) = owner.mismatch(&labels_of(&app)) {
+            return Err(Conflict {
+                name: name.to_owned(),
+                owner: other,
+            }
+            .into());
+        }
+        let mut params = DeleteParams::foreground();
+        params.preconditions = Some(kube::api::Preconditions {
+            uid: app.metadata.uid.clone(),
+            resource_version: None,
+        });
+        match self.api.delete(name, &params).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(e).with_context(|| format!("deleting Application {name}")),
@@ -320,6 +345,11 @@ pub const RENDERING_INFO: &str = "previewd.dev/rendering";
 /// changes no ordinary object (a chart revision bump, a push only the app's hooks see, a
 /// redeploy) would never run its hooks — `NeedsSync` says previewd must ask. A failed
 /// operation for this rendering is a failure, also while Argo CD waits to retry it.
+/// An Application's labels as JSON, for `Owner::mismatch`.
+fn labels_of(app: &Application) -> Value {
+    serde_json::to_value(&app.metadata.labels).unwrap_or_default()
+}
+
 pub fn verdict(app: &Application) -> Health {
     let null = Value::Null;
     let status = app.rest.get("status").unwrap_or(&null);

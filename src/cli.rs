@@ -224,13 +224,7 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
     };
     // Placement across clusters is the reconciler's; offline, the first cluster stands in.
     let cluster = &config.clusters[0].name;
-    let names = crate::naming::Names::of(
-        &pr.key,
-        &config
-            .policy_for(&pr.key.repo)
-            .unwrap_or(&config.defaults)
-            .domain,
-    );
+    let names = &change.names;
     match change.desired {
         Some(Desired::Deployed) => {}
         Some(Desired::Absent) => {
@@ -253,8 +247,9 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
             return Ok(());
         }
     }
-    let sealed = sealed_secrets(config, cluster, &names)?;
-    let application = crate::render::helper_application(&pr.preview(cluster), config, &sealed)?;
+    let sealed = sealed_secrets(config, cluster, names)?;
+    let application =
+        crate::render::helper_application(&pr.preview(cluster), names, config, &sealed)?;
     let yaml = crate::yaml::to_string(&application);
     match out {
         None => print!("---\n{yaml}"),

@@ -185,13 +185,19 @@ pub async fn apply_pr_change(
     let desired = change.desired.map(|d| d.as_str());
     let restart_clock = change.expires_at.is_some();
     let expires_at = change.expires_at.unwrap_or(now + change.max_lifetime_secs);
+    // Only a new row takes these: a live preview keeps the names it was created with.
+    let names = change.names.to_json();
     let done = if change.create {
         sqlx::query!(
             "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
                  head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
-                 updated_at, expires_at, head_changed_at)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?14
-             WHERE NOT EXISTS (SELECT 1 FROM closed_prs WHERE repo = ?1 AND number = ?2 AND pr_updated_at > ?14)
+                 updated_at, expires_at, head_changed_at, names)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?14, ?19
+             -- Not over a newer close, nor over an end on purpose that is not older than the
+             -- event: deliveries carry no signed time of their own, so a replay is only ever
+             -- as new as the PR it captured.
+             WHERE NOT EXISTS (SELECT 1 FROM closed_prs WHERE repo = ?1 AND number = ?2
+                               AND (pr_updated_at > ?14 OR ended_at >= ?14))
              ON CONFLICT (repo, number) DO UPDATE SET
                  repo_id = excluded.repo_id,
                  installation_id = COALESCE(excluded.installation_id, previews.installation_id),
@@ -228,6 +234,7 @@ pub async fn apply_pr_change(
             expires_at,
             restart_clock,
             change.max_lifetime_secs,
+            names,
         )
         .execute(&mut *conn)
         .await?

@@ -118,8 +118,10 @@ async fn write_batches(
                 let _ = changed.send(change.pr.key.clone());
             }
             // A command runs now, not at the next resync: what it acts on stays what was seen.
-            if let (Ok(Recorded::New { .. }), Change::Command(command)) =
-                (result, &job.intent.change)
+            if let (
+                Ok(Recorded::New { .. }),
+                Change::Command(command) | Change::FrozenCommand(command),
+            ) = (result, &job.intent.change)
             {
                 let _ = changed.send(command.key.clone());
             }
@@ -279,7 +281,24 @@ async fn apply(
                 db::add_history(conn, &row).await?;
             }
         }
-        Change::Command(command) => {
+        Change::FrozenCommand(command)
+            if db::preview_id(&mut *conn, command.key.repo.as_str(), command.key.number)
+                .await?
+                .is_none() =>
+        {
+            let detail = format!("{} is not in the [[repos]] allow-list", command.key.repo);
+            let row = history(
+                command.key.repo.as_str(),
+                command.key.number,
+                "refused",
+                &command.actor,
+                &detail,
+                None,
+            );
+            db::add_history(conn, &row).await?;
+            return Ok((Outcome::Refused, detail));
+        }
+        Change::Command(command) | Change::FrozenCommand(command) => {
             if !db::queue_command(conn, command, now).await? {
                 return Ok((Outcome::Ignored, "command already queued".into()));
             }

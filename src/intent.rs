@@ -2,6 +2,7 @@
 //! the policy and the time, written down later by `intake` in one transaction.
 
 use crate::config::{Config, Policy};
+use crate::naming::Names;
 use crate::preview::{Desired, PreviewKey};
 use crate::webhook::{
     CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent,
@@ -50,8 +51,11 @@ pub enum Change {
         key: PreviewKey,
         actor: String,
     },
-    PullRequest(PrChange),
+    PullRequest(Box<PrChange>),
     Command(CommandComment),
+    /// A command for a repository dropped from `[[repos]]`: queued only when the PR has a
+    /// live preview (its commands still work, design.md), refused otherwise.
+    FrozenCommand(CommandComment),
     Installation(InstallationChange),
 }
 
@@ -64,6 +68,8 @@ pub struct PrChange {
     pub desired: Option<Desired>,
     /// Create the preview row when there is none (false for close, edit, label).
     pub create: bool,
+    /// The names a new row records (a live preview keeps its own).
+    pub names: Names,
     pub end_reason: Option<&'static str>,
     /// New expiry (Unix seconds) when this event restarts the clock (a push).
     pub expires_at: Option<i64>,
@@ -91,11 +97,20 @@ pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
             Change::Installation(change.clone()),
         ),
         Event::PullRequest(pr) => match config.policy_for(&pr.key.repo) {
+            // A repository dropped from `[[repos]]` gets no new preview and no new rendering,
+            // but its close still tears down what it has (design.md).
+            None if matches!(pr.action, PrAction::Closed { .. }) => {
+                pull_request(pr, &config.defaults, now)
+            }
             None => refuse(&pr.key, &pr.sender),
             Some(policy) => pull_request(pr, policy, now),
         },
         Event::Command(command) => match config.policy_for(&command.key.repo) {
-            None => refuse(&command.key, &command.actor),
+            None => intent(
+                Outcome::Accepted,
+                "command queued for a frozen preview".into(),
+                Change::FrozenCommand(command.clone()),
+            ),
             Some(_) => intent(
                 Outcome::Accepted,
                 "command queued".into(),
@@ -141,6 +156,7 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
         pr: pr.clone(),
         desired: Some(gate),
         create: true,
+        names: Names::of(&pr.key, &policy.domain),
         end_reason: None,
         // A push (or a PR coming back) restarts the preview's clock.
         expires_at: Some(now.saturating_add(secs(policy.ttl))),
@@ -182,7 +198,7 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
             change.what,
             change.desired.map_or("details refreshed", |d| d.as_str())
         ),
-        change: Change::PullRequest(change),
+        change: Change::PullRequest(Box::new(change)),
     }
 }
 
@@ -292,5 +308,32 @@ mod tests {
         let intent = decide_pr(pr(PrAction::Opened), "[[repos]]\nname = \"octo/other\"\n");
         assert_eq!(intent.outcome, Outcome::Refused);
         assert!(matches!(intent.change, Change::Refusal { .. }));
+    }
+
+    #[test]
+    fn a_repository_dropped_from_the_allow_list_still_closes_its_previews() {
+        let closed = decide_pr(
+            pr(PrAction::Closed { merged: false }),
+            "[[repos]]\nname = \"octo/other\"\n",
+        );
+        assert_eq!(closed.outcome, Outcome::Accepted);
+        assert_eq!(change(&closed).desired, Some(Desired::Absent));
+        assert!(!change(&closed).create, "a close never creates");
+        let pushed = decide_pr(
+            pr(PrAction::Synchronize),
+            "[[repos]]\nname = \"octo/other\"\n",
+        );
+        assert_eq!(pushed.outcome, Outcome::Refused, "no new rendering");
+    }
+
+    #[test]
+    fn new_previews_record_the_names_of_their_policys_domain() {
+        let intent = decide_pr(
+            pr(PrAction::Opened),
+            "[defaults]\ndomain = \"pr.example.com\"\n",
+        );
+        let names = &change(&intent).names;
+        assert!(names.host.ends_with(".pr.example.com"), "{}", names.host);
+        assert!(names.slug.starts_with(crate::naming::PREFIX));
     }
 }

@@ -1,19 +1,36 @@
 //! Kubernetes and DNS names for a preview, derived from the repository and PR number only
 //! (never the branch), so a rename or a force-push never deletes and recreates anything.
+//! A preview's names are computed once, when it is created, and recorded with it: a change of
+//! this rule or of the domain never renames (and so re-creates) a live preview.
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::preview::PreviewKey;
 
-/// Longest slug: leaves room for the longest suffix the chart adds (`-seed-runner`) within
-/// a 63-character label.
-pub const MAX_SLUG: usize = 40;
+/// Longest slug: CloudNativePG refuses a Cluster name over 50 characters
+/// (cloudnative-pg internal/webhook/v1/cluster_webhook.go, validateName) and the chart's is
+/// `<slug>-db`; the longest suffix the chart adds (`-seed-runner`) still fits a 63-character
+/// label, and Helm's 53-character release name takes the slug itself.
+pub const MAX_SLUG: usize = 47;
+
+/// The longest slug before names were recorded (`Names::legacy`).
+const LEGACY_MAX_SLUG: usize = 40;
+
+/// Every preview namespace starts with this: a prefix previewd owns, so that the AppProjects'
+/// and admission's globs match previews and nothing else (`*-pr-*` also matched `api-pr-x`).
+pub const PREFIX: &str = "pv-";
+
+/// Bytes of SHA-256 in a name: 64 bits. A 24-bit hash was collided in 34 s of Python
+/// (`acme/payments-service-backend-1ab3d84` vs `acme/payments-service-backend`), which let
+/// one repository's PR overwrite and delete another's preview.
+const HASH_BYTES: usize = 8;
 
 /// Every name one preview uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Names {
-    /// `owner-repo-1a2b3c-pr-7`: the namespace, the Helm release, and the prefix of every
-    /// object. The hash of the full repository name keeps `acme-corp/web` and
+    /// `pv-owner-repo-<16 hex>-pr-7`: the namespace, the Helm release, and the prefix of
+    /// every object. The hash of the full repository name keeps `acme-corp/web` and
     /// `acme/corp-web` (and `my_app` and `my-app`) apart.
     pub slug: String,
     /// The helper Application in Argo CD's namespace.
@@ -22,17 +39,55 @@ pub struct Names {
     pub app_application: String,
     /// `<slug>.<domain>`
     pub host: String,
-    /// PostgreSQL database and role name (`owner_repo_1a2b3c_pr_7`).
+    /// PostgreSQL database and role name (`pv_owner_repo_<16 hex>_pr_7`).
     pub database: String,
     /// The repository as a label value (`owner.repo`), exact unless hashed.
     pub repo_label: String,
 }
 
 impl Names {
+    /// The names a preview created now gets.
     pub fn of(key: &PreviewKey, domain: &str) -> Self {
-        let suffix = format!("-{}-pr-{}", short_hash(key.repo.as_str()), key.number);
+        let suffix = format!("-{}-pr-{}", hash(key.repo.as_str()), key.number);
         let repo = format!("{}-{}", key.repo.owner(), key.repo.name());
-        let slug = format!("{}{suffix}", readable(&repo, MAX_SLUG - suffix.len()));
+        let room = MAX_SLUG - PREFIX.len() - suffix.len();
+        let slug = format!("{PREFIX}{}{suffix}", readable(&repo, room));
+        Self::from_slug(slug, key, domain)
+    }
+
+    /// The names of a preview created before names were recorded (24-bit hash, no prefix):
+    /// only to record what such a preview already has, never for a new one.
+    pub fn legacy(key: &PreviewKey, domain: &str) -> Self {
+        let suffix = format!("-{}-pr-{}", legacy_hash(key.repo.as_str()), key.number);
+        let repo = format!("{}-{}", key.repo.owner(), key.repo.name());
+        let slug = format!(
+            "{}{suffix}",
+            readable(&repo, LEGACY_MAX_SLUG - suffix.len())
+        );
+        let mut names = Self::from_slug(slug, key, domain);
+        // The repository label it was labelled with: hashed as then, when it had to be.
+        let exact = key.repo.as_str().replace('/', ".");
+        if names.repo_label != exact {
+            names.repo_label = hashed(&exact, 63, &legacy_hash(key.repo.as_str()));
+        }
+        names
+    }
+
+    /// The recorded names (JSON, as `to_json` wrote them), or, for a preview from before
+    /// names were recorded, the ones it was created with.
+    pub fn recorded(json: Option<&str>, key: &PreviewKey, domain: &str) -> anyhow::Result<Self> {
+        match json {
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| anyhow::anyhow!("the recorded names of {key} are unreadable: {e}")),
+            None => Ok(Self::legacy(key, domain)),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("names serialize")
+    }
+
+    fn from_slug(slug: String, key: &PreviewKey, domain: &str) -> Self {
         let database = slug.replace('-', "_");
         let database = if database.starts_with(|c: char| c.is_ascii_digit()) {
             format!("db_{database}")
@@ -50,13 +105,13 @@ impl Names {
     }
 }
 
-/// Every preview namespace matches this glob (the slug's suffix).
-pub const PREVIEW_NAMESPACES: &str = "*-pr-*";
+/// Every preview namespace matches this glob (previewd's own prefix).
+pub const PREVIEW_NAMESPACES: &str = "pv-*";
 
 /// The namespaces of `repo`'s previews, as an AppProject glob: the readable part of a slug
 /// may be cut to fit, but the hash of the full repository name before `-pr-N` never is.
 pub fn namespaces_of(repo: &crate::preview::RepoName) -> String {
-    format!("*-{}-pr-*", short_hash(repo.as_str()))
+    format!("{PREFIX}*-{}-pr-*", hash(repo.as_str()))
 }
 
 /// `text` as an RFC 1123 label of at most `max` characters. When the text had to change
@@ -67,7 +122,11 @@ pub fn label(text: &str, max: usize, identity: &str) -> String {
     if clean == text && clean.len() <= max {
         return clean;
     }
-    let hash = short_hash(identity);
+    hashed(text, max, &hash(identity))
+}
+
+/// The readable part of `text` and `hash`, within `max`.
+fn hashed(text: &str, max: usize, hash: &str) -> String {
     format!(
         "{}-{hash}",
         readable(text, max.saturating_sub(hash.len() + 1))
@@ -112,7 +171,11 @@ pub fn label_value(text: &str, identity: &str) -> String {
     }
 }
 
-fn short_hash(text: &str) -> String {
+fn hash(text: &str) -> String {
+    hex::encode(&Sha256::digest(text.as_bytes())[..HASH_BYTES])
+}
+
+fn legacy_hash(text: &str) -> String {
     hex::encode(&Sha256::digest(text.as_bytes())[..3])
 }
 
@@ -127,11 +190,15 @@ mod tests {
     #[test]
     fn simple_repositories_keep_readable_names() {
         let n = names("octo/app#7");
-        let hash = short_hash("octo/app");
-        assert_eq!(n.slug, format!("octo-app-{hash}-pr-7"));
-        assert_eq!(n.application, format!("octo-app-{hash}-pr-7-helpers"));
-        assert_eq!(n.host, format!("octo-app-{hash}-pr-7.preview.example.com"));
-        assert_eq!(n.database, format!("octo_app_{hash}_pr_7"));
+        let hash = hash("octo/app");
+        assert_eq!(hash.len(), 16, "64 bits");
+        assert_eq!(n.slug, format!("pv-octo-app-{hash}-pr-7"));
+        assert_eq!(n.application, format!("pv-octo-app-{hash}-pr-7-helpers"));
+        assert_eq!(
+            n.host,
+            format!("pv-octo-app-{hash}-pr-7.preview.example.com")
+        );
+        assert_eq!(n.database, format!("pv_octo_app_{hash}_pr_7"));
         assert_eq!(n.repo_label, "octo.app");
     }
 
@@ -147,7 +214,7 @@ mod tests {
         }
         let underscore = names("octo/my_app#7");
         assert!(
-            underscore.slug.starts_with("octo-my-app-") && underscore.slug.ends_with("-pr-7"),
+            underscore.slug.starts_with("pv-octo-my-app-") && underscore.slug.ends_with("-pr-7"),
             "{}",
             underscore.slug
         );
@@ -187,8 +254,78 @@ mod tests {
         assert!(
             names("1password/app#3")
                 .database
-                .starts_with("db_1password_app_")
+                .starts_with("pv_1password_app_")
         );
+        let legacy = Names::legacy(&"1password/app#3".parse().unwrap(), "p.example");
+        assert!(legacy.database.starts_with("db_1password_app_"));
+    }
+
+    /// The pair the security review collided in 34 s under the 24-bit hash.
+    #[test]
+    fn the_repositories_that_collided_under_the_24_bit_hash_get_different_names() {
+        let (a, b) = (
+            "acme/payments-service-backend-1ab3d84#1",
+            "acme/payments-service-backend#1",
+        );
+        let legacy = |k: &str| Names::legacy(&k.parse().unwrap(), "p.example");
+        assert_eq!(legacy(a).slug, legacy(b).slug, "the 24-bit names collided");
+        assert_ne!(names(a).slug, names(b).slug);
+        assert_ne!(names(a).database, names(b).database);
+        assert_ne!(names(a).host, names(b).host);
+    }
+
+    #[test]
+    fn every_preview_namespace_has_previewds_prefix_and_its_repositorys_glob() {
+        let repo: crate::preview::RepoName = "acme/payments-service-backend".parse().unwrap();
+        let n = names("acme/payments-service-backend#123456");
+        assert!(
+            n.slug.starts_with(PREFIX) && n.slug.len() <= MAX_SLUG,
+            "{}",
+            n.slug
+        );
+        let glob = namespaces_of(&repo);
+        let (head, tail) = glob.split_once('*').unwrap();
+        let tail = tail.trim_end_matches('*');
+        assert!(
+            n.slug.starts_with(head) && n.slug.contains(tail),
+            "{glob} vs {}",
+            n.slug
+        );
+        assert!(!"api-pr-x".starts_with(PREVIEW_NAMESPACES.trim_end_matches('*')));
+    }
+
+    /// What previewd 0.1 named `octo/app#7` and a long repository's PR (from its snapshots):
+    /// a live preview keeps exactly these.
+    #[test]
+    fn legacy_names_are_exactly_those_previews_were_created_with() {
+        let legacy = Names::legacy(&"octo/app#7".parse().unwrap(), "preview.example.com");
+        assert_eq!(legacy.slug, "octo-app-609ddd-pr-7");
+        assert_eq!(legacy.repo_label, "octo.app");
+        let long = format!(
+            "{}/{}#98765",
+            "o".repeat(39),
+            "very-long-repository-name-".repeat(3).trim_end_matches('-')
+        );
+        let legacy = Names::legacy(&long.parse().unwrap(), "preview.example.com");
+        assert_eq!(legacy.slug, "oooooooooooooooooooooooo-70c7ab-pr-98765");
+        assert_eq!(
+            legacy.repo_label,
+            "ooooooooooooooooooooooooooooooooooooooo-very-long-reposi-70c7ab"
+        );
+        assert_eq!(legacy.database, "oooooooooooooooooooooooo_70c7ab_pr_98765");
+    }
+
+    #[test]
+    fn recorded_names_win_over_the_current_rule_and_domain() {
+        let key: PreviewKey = "octo/app#7".parse().unwrap();
+        let then = Names::legacy(&key, "old.example");
+        let json = then.to_json();
+        assert_eq!(
+            Names::recorded(Some(&json), &key, "new.example").unwrap(),
+            then
+        );
+        assert_eq!(Names::recorded(None, &key, "old.example").unwrap(), then);
+        assert!(Names::recorded(Some("{"), &key, "x").is_err());
     }
 
     #[test]

@@ -15,6 +15,11 @@ pub enum Observed {
     },
     /// Deletion requested, finalizers still running (Argo CD's cascade).
     Deleting,
+    /// An object of the expected name that carries another repository, PR or instance
+    /// (`sink::Owner`): a conflict to report, never to write over or delete.
+    Foreign {
+        owner: String,
+    },
 }
 
 /// Argo CD's verdict on the rendering previewd applied (see `argocd::verdict`).
@@ -56,11 +61,15 @@ pub enum Action {
     Wait,
     /// Converged.
     Nothing,
+    /// The name is taken by another preview's (or anyone else's) Application: report it,
+    /// write nothing.
+    Conflict,
 }
 
 /// `desired_hash`: the Application previewd would apply now (None when nothing should run).
 pub fn plan(desired: Desired, desired_hash: Option<&str>, observed: &Observed) -> Action {
     match (desired, observed) {
+        (_, Observed::Foreign { .. }) => Action::Conflict,
         (Desired::Absent, Observed::Missing) => Action::Forget,
         (Desired::Absent, Observed::Deleting) => Action::Wait,
         (Desired::Absent, Observed::Present { .. }) => Action::Delete,
@@ -127,12 +136,21 @@ pub enum Teardown {
     Confirm,
 }
 
+/// An Application of the expected name that is another's (`Observed::Foreign`) is, for this
+/// preview, gone: never deleted.
 pub fn plan_teardown(app: &Observed, helper: &Observed) -> Teardown {
-    match (app, helper) {
+    let ours = |o: &Observed| match o {
+        Observed::Foreign { .. } => Observed::Missing,
+        other => other.clone(),
+    };
+    match (&ours(app), &ours(helper)) {
         (Observed::Present { .. }, _) => Teardown::DeleteApp,
         (Observed::Deleting, _) | (Observed::Missing, Observed::Deleting) => Teardown::Wait,
         (Observed::Missing, Observed::Present { .. }) => Teardown::DeleteHelper,
         (Observed::Missing, Observed::Missing) => Teardown::Confirm,
+        (Observed::Foreign { .. }, _) | (_, Observed::Foreign { .. }) => {
+            unreachable!("foreign counts as missing")
+        }
     }
 }
 
@@ -221,6 +239,24 @@ mod tests {
         assert_eq!(
             plan_teardown(&Observed::Missing, &Observed::Missing),
             Teardown::Confirm
+        );
+    }
+
+    #[test]
+    fn another_previews_application_of_the_same_name_is_a_conflict_never_written_or_deleted() {
+        let foreign = Observed::Foreign {
+            owner: "repo \"acme.other\"".into(),
+        };
+        assert_eq!(
+            plan(Desired::Deployed, Some("h"), &foreign),
+            Action::Conflict
+        );
+        assert_eq!(plan(Desired::Absent, None, &foreign), Action::Conflict);
+        assert_eq!(plan_teardown(&foreign, &foreign), Teardown::Confirm);
+        assert_eq!(
+            plan_teardown(&foreign, &present("h")),
+            Teardown::DeleteHelper,
+            "only ours is deleted"
         );
     }
 

@@ -239,21 +239,46 @@ mod tests {
         );
     }
 
+    /// Argo CD matches destination namespaces as globs (util/glob, gobwas/glob): `*` is any
+    /// run of characters.
+    fn glob(pattern: &str, text: &str) -> bool {
+        match pattern.split_once('*') {
+            None => pattern == text,
+            Some((head, rest)) => {
+                text.starts_with(head)
+                    && (0..=text.len() - head.len()).any(|i| glob(rest, &text[head.len() + i..]))
+            }
+        }
+    }
+
     #[test]
     fn a_preview_namespace_matches_its_repositorys_glob_and_no_other() {
         let repo: crate::preview::RepoName =
             format!("o/{}", "long-name".repeat(9)).parse().unwrap();
         let slug =
             naming::Names::of(&crate::preview::PreviewKey::new(repo.clone(), 12345), "x").slug;
-        let infix = |glob: String| {
-            glob.strip_prefix('*')
-                .unwrap()
-                .strip_suffix('*')
-                .unwrap()
-                .to_owned()
-        };
-        let own = infix(naming::namespaces_of(&repo));
-        assert!(slug.ends_with(&format!("{own}12345")), "{own} {slug}");
-        assert!(!slug.contains(&infix(naming::namespaces_of(&"o/other".parse().unwrap()))));
+        assert!(glob(&naming::namespaces_of(&repo), &slug), "{slug}");
+        assert!(glob(naming::PREVIEW_NAMESPACES, &slug), "{slug}");
+        let other = naming::namespaces_of(&"o/other".parse().unwrap());
+        assert!(!glob(&other, &slug), "{other} {slug}");
+    }
+
+    #[test]
+    fn the_preview_glob_matches_no_namespace_that_is_not_previewds() {
+        for unrelated in [
+            "api-pr-x",
+            "team-pr-tools",
+            "kube-system",
+            "previewd-system",
+            "prod-pr-1",
+        ] {
+            assert!(!glob(naming::PREVIEW_NAMESPACES, unrelated), "{unrelated}");
+        }
+        let config = crate::config::Config::from_toml("", Vec::new()).unwrap();
+        let helpers = helpers(&config);
+        for destination in helpers["spec"]["destinations"].as_array().unwrap() {
+            let namespace = destination["namespace"].as_str().unwrap();
+            assert!(!glob(namespace, "api-pr-x"), "{namespace}");
+        }
     }
 }

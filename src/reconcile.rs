@@ -26,7 +26,7 @@ use crate::plan::{self, Action, Health, Observed};
 use crate::preview::{Desired, Preview, PreviewKey};
 use crate::render::{self, SealedSecret};
 use crate::seal::SealingCert;
-use crate::sink::{APPLIED_HASH, Sink};
+use crate::sink::{self, APPLIED_HASH, Owner, Sink};
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -246,18 +246,17 @@ impl Reconciler {
         };
         let desired = desired_of(&row)?;
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
-        let domain = &self
-            .config
-            .policy_for(&key.repo)
-            .unwrap_or(&self.config.defaults)
-            .domain;
-        let names = Names::of(&key, domain);
+        let names = self.names_of(&row, &key).await?;
+        let owner = Owner::preview(&names, key.number, self.instance().await?);
         let now = self.clock.now();
         if desired == Desired::Absent {
-            return self.tear_down(&row, &names, now).await;
+            return self.tear_down(&row, &names, &owner, now).await;
         }
         if row.teardown_started_at.is_some() {
             db::clear_teardown(&self.pool, id).await?;
+        }
+        if self.config.policy_for(&key.repo).is_none() {
+            return self.keep_frozen(&row, &key, &names, &owner, now).await;
         }
         let rendered = match desired {
             Desired::Deployed => match self.desired_manifests(&row, &key, &names, now).await? {
@@ -267,9 +266,15 @@ impl Reconciler {
             _ => None,
         };
         let hash = rendered.as_ref().map(|r| r.helper.1.as_str());
-        let mut helper = self.observe(&names.application).await?;
+        let mut helper = self.observe(&names.application, &owner).await?;
         let sha = &row.head_sha[..7];
-        if plan::plan(desired, hash, &helper) == Action::Apply {
+        let action = plan::plan(desired, hash, &helper);
+        if action == Action::Conflict {
+            return self
+                .report_conflict(&row, &names.application, &helper, now)
+                .await;
+        }
+        if action == Action::Apply {
             let rendered = rendered.as_ref().context("nothing to apply")?;
             let (manifest, hash) = &rendered.helper;
             self.retry("apply", || self.sink.apply(&names.application, manifest))
@@ -282,12 +287,18 @@ impl Reconciler {
                 health: self.sink.reports_health().then_some(Health::Progressing),
             };
         }
-        self.sync_if_needed(&names.application, &mut helper).await?;
+        self.sync_if_needed(&names.application, &owner, &mut helper)
+            .await?;
         // The app's verdict: None with no app, or where nobody reports one.
         let mut app_health = None;
         if let Some((manifest, app_hash)) = rendered.as_ref().and_then(|r| r.app.as_ref()) {
-            let app = self.observe(&names.app_application).await?;
+            let app = self.observe(&names.app_application, &owner).await?;
             match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
+                Action::Conflict => {
+                    return self
+                        .report_conflict(&row, &names.app_application, &app, now)
+                        .await;
+                }
                 Action::Apply => {
                     self.retry("apply", || {
                         self.sink.apply(&names.app_application, manifest)
@@ -303,7 +314,7 @@ impl Reconciler {
                 }
                 Action::Nothing => {
                     let mut app = app;
-                    self.sync_if_needed(&names.app_application, &mut app)
+                    self.sync_if_needed(&names.app_application, &owner, &mut app)
                         .await?;
                     app_health = app.health().cloned();
                 }
@@ -334,6 +345,84 @@ impl Reconciler {
         Ok(())
     }
 
+    /// The preview's recorded names; a preview from before names were recorded gets the
+    /// ones it was created with, recorded now, so that a later change of the domain or of the
+    /// naming rule never renames it.
+    async fn names_of(&self, row: &PreviewRow, key: &PreviewKey) -> anyhow::Result<Names> {
+        let domain = &self
+            .config
+            .policy_for(&key.repo)
+            .unwrap_or(&self.config.defaults)
+            .domain;
+        let names = Names::recorded(row.names.as_deref(), key, domain)?;
+        if row.names.is_none() {
+            db::record_names(&self.pool, row.id, &names.to_json()).await?;
+        }
+        Ok(names)
+    }
+
+    /// A preview whose repository left `[[repos]]`: kept exactly as last applied (never
+    /// rendered again, with the defaults or anything else) until its close, a command or
+    /// its expiry ends it; only what Argo CD reports of it is still followed.
+    async fn keep_frozen(
+        &self,
+        row: &PreviewRow,
+        key: &PreviewKey,
+        names: &Names,
+        owner: &Owner,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let helper = self.observe(&names.application, owner).await?;
+        if let Observed::Foreign { .. } = helper {
+            return self
+                .report_conflict(row, &names.application, &helper, now)
+                .await;
+        }
+        let (state, message) = plan::state(helper.health(), None);
+        if row.observed != state || row.last_error.as_deref() != message {
+            tracing::info!(preview = %key, state, "frozen: its repository is no longer in [[repos]]");
+            db::set_observed(&self.pool, row.id, state, message, None, now).await?;
+        }
+        self.settled(row.id);
+        Ok(())
+    }
+
+    /// This state's identity, on every Application it writes (`render::LABEL_INSTANCE`).
+    async fn instance(&self) -> anyhow::Result<&str> {
+        let instance = self
+            .instance
+            .get_or_try_init(|| db::instance_id(&self.pool))
+            .await?;
+        Ok(instance)
+    }
+
+    /// An Application of the preview's name that is not its own: nothing is written, and the
+    /// preview shows the conflict (failed, with who holds the name) until the name is free.
+    async fn report_conflict(
+        &self,
+        row: &PreviewRow,
+        name: &str,
+        observed: &Observed,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let Observed::Foreign { owner } = observed else {
+            anyhow::bail!("no conflict at {name}");
+        };
+        let message = sink::Conflict {
+            name: name.to_owned(),
+            owner: owner.clone(),
+        }
+        .to_string();
+        if row.last_error.as_deref() != Some(message.as_str()) {
+            tracing::error!(repo = %row.repo, number = row.number, %message, "name conflict");
+            db::add_history_now(&self.pool, &row.repo, row.number, "conflict", &message, now)
+                .await?;
+            db::set_observed(&self.pool, row.id, "failed", Some(&message), None, now).await?;
+        }
+        self.requeue(row.id);
+        Ok(())
+    }
+
     /// The Applications to apply and the ledger they make; `None` while the preview waits
     /// for a cluster.
     async fn desired_manifests(
@@ -358,13 +447,10 @@ impl Reconciler {
             redeploy_generation: u32::try_from(row.redeploy_generation)?,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
-        let helper = render::helper_application(&preview, &self.config, &sealed)?;
+        let helper = render::helper_application(&preview, names, &self.config, &sealed)?;
         let dns = helper["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"] == true;
-        let app = render::app_application(&preview, &self.config)?;
-        let instance = self
-            .instance
-            .get_or_try_init(|| db::instance_id(&self.pool))
-            .await?;
+        let app = render::app_application(&preview, names, &self.config)?;
+        let instance = self.instance().await?;
         Ok(Some(Rendered {
             helper: stamped(helper, instance)?,
             app: app.map(|app| stamped(app, instance)).transpose()?,
@@ -415,13 +501,21 @@ impl Reconciler {
 
     /// Asks Argo CD for the sync of `name`'s current rendering when its verdict says one is
     /// needed (`Health::NeedsSync`); then it is in progress.
-    async fn sync_if_needed(&self, name: &str, observed: &mut Observed) -> anyhow::Result<()> {
+    async fn sync_if_needed(
+        &self,
+        name: &str,
+        owner: &Owner,
+        observed: &mut Observed,
+    ) -> anyhow::Result<()> {
         if let Observed::Present {
             health: Some(health @ Health::NeedsSync),
             ..
         } = observed
         {
-            if self.retry("sync", || self.sink.request_sync(name)).await? {
+            if self
+                .retry("sync", || self.sink.request_sync(name, owner))
+                .await?
+            {
                 tracing::debug!(application = name, "asked Argo CD to sync this rendering");
             }
             *health = Health::Progressing;
@@ -429,8 +523,9 @@ impl Reconciler {
         Ok(())
     }
 
-    async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
-        self.retry("observe", || self.sink.observe(name)).await
+    async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
+        self.retry("observe", || self.sink.observe(name, owner))
+            .await
     }
 
     /// A sink call with a timeout and a bounded retry with doubling backoff.

@@ -65,8 +65,10 @@ impl SecretNames {
 }
 
 /// The helper Application for `preview`.
+/// `names` are the preview's recorded names (`Names::recorded`), never recomputed here.
 pub fn helper_application(
     preview: &Preview,
+    names: &Names,
     config: &Config,
     sealed: &[SealedSecret],
 ) -> Result<Value, RenderError> {
@@ -84,11 +86,7 @@ pub fn helper_application(
             preview: preview.key.to_string(),
             cluster: preview.cluster.clone(),
         })?;
-    let policy = config
-        .policy_for(&preview.key.repo)
-        .unwrap_or(&config.defaults);
-    let names = Names::of(&preview.key, &policy.domain);
-    let labels = labels(preview, &names);
+    let labels = labels(preview, names);
     let title: String = preview.title.chars().take(MAX_TITLE).collect();
     let mut annotations = json!({
         "previewd.dev/repo": preview.key.repo.as_str(),
@@ -127,7 +125,7 @@ pub fn helper_application(
                 "targetRevision": config.chart.revision,
                 "helm": {
                     "releaseName": names.slug,
-                    "valuesObject": values(preview, config, cluster, &names, sealed),
+                    "valuesObject": values(preview, config, cluster, names, sealed),
                 },
             },
             "destination": {"server": cluster.server, "namespace": names.slug},
@@ -141,20 +139,17 @@ pub fn helper_application(
 /// The app's own Application, for a repository that configures its chart: the PR's code at
 /// its head SHA, in the preview namespace, told where its database, TLS secret and host are.
 /// The reconciler applies it only once the helper Application is ready (the health gate).
-pub fn app_application(preview: &Preview, config: &Config) -> Result<Option<Value>, RenderError> {
+pub fn app_application(
+    preview: &Preview,
+    names: &Names,
+    config: &Config,
+) -> Result<Option<Value>, RenderError> {
     let app = config.app_for(&preview.key.repo);
     let Some(chart) = &app.chart else {
         return Ok(None);
     };
-    let helper = helper_application(preview, config, &[])?;
-    let names = Names::of(
-        &preview.key,
-        &config
-            .policy_for(&preview.key.repo)
-            .unwrap_or(&config.defaults)
-            .domain,
-    );
-    let secrets = SecretNames::of(&names);
+    let helper = helper_application(preview, names, config, &[])?;
+    let secrets = SecretNames::of(names);
     let mut values = json!({
         "preview": {
             "repo": preview.key.repo.as_str(),

@@ -147,18 +147,24 @@ mod tests {
         let (connection, password) = (&secrets[0], &secrets[1]);
         assert_eq!(
             (connection.name.as_str(), connection.namespace.as_str()),
-            ("octo-app-609ddd-pr-7-db", "octo-app-609ddd-pr-7")
+            (
+                "pv-octo-app-609ddd1d069bc4c5-pr-7-db",
+                "pv-octo-app-609ddd1d069bc4c5-pr-7"
+            )
         );
         assert_eq!(
             (password.name.as_str(), password.namespace.as_str()),
-            ("octo-app-609ddd-pr-7-db-password", "previewd-system")
+            (
+                "pv-octo-app-609ddd1d069bc4c5-pr-7-db-password",
+                "previewd-system"
+            )
         );
         let url = String::from_utf8(connection.data["DATABASE_URL"].clone()).unwrap();
         let pw = String::from_utf8(password.data["PASSWORD"].clone()).unwrap();
         assert_eq!(
             url,
             format!(
-                "postgres://octo_app_609ddd_pr_7:{pw}@postgres.previewd-system.svc:5432/octo_app_609ddd_pr_7"
+                "postgres://pv_octo_app_609ddd1d069bc4c5_pr_7:{pw}@postgres.previewd-system.svc:5432/pv_octo_app_609ddd1d069bc4c5_pr_7"
             )
         );
         assert_eq!(connection.data["PGPASSWORD"], password.data["PASSWORD"]);

@@ -13,6 +13,66 @@ use crate::plan::Observed;
 /// The annotation that records which rendering of the Application was applied.
 pub const APPLIED_HASH: &str = "previewd.dev/applied-hash";
 
+/// Whose an Application is, by the labels previewd writes on it: an object of the expected
+/// name that carries another repository, PR or instance is never overwritten or deleted
+/// (a colliding name, another previewd sharing the Argo CD, or a person's own Application).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The repository label (`Names::repo_label`); None matches any (orphan removal, which
+    /// only knows that the object is this instance's).
+    pub repo: Option<String>,
+    pub pr: Option<String>,
+    pub instance: String,
+}
+
+impl Owner {
+    pub fn preview(names: &crate::naming::Names, number: u32, instance: &str) -> Self {
+        Self {
+            repo: Some(names.repo_label.clone()),
+            pr: Some(number.to_string()),
+            instance: instance.to_owned(),
+        }
+    }
+
+    /// Any object this previewd state wrote.
+    pub fn instance(instance: &str) -> Self {
+        Self {
+            repo: None,
+            pr: None,
+            instance: instance.to_owned(),
+        }
+    }
+
+    /// None when `labels` (an object's `metadata.labels`) are this owner's; otherwise who the
+    /// object says it belongs to, for the conflict report.
+    pub fn mismatch(&self, labels: &Value) -> Option<String> {
+        let label = |key: &str| labels[key].as_str().unwrap_or("");
+        let matches =
+            |want: &Option<String>, key: &str| want.as_deref().is_none_or(|w| w == label(key));
+        if label(crate::render::MANAGED_BY.0) == crate::render::MANAGED_BY.1
+            && matches(&self.repo, crate::render::LABEL_REPO)
+            && matches(&self.pr, crate::render::LABEL_PR)
+            && label(crate::render::LABEL_INSTANCE) == self.instance
+        {
+            return None;
+        }
+        Some(format!(
+            "repo {:?}, PR {:?}, instance {:?}",
+            label(crate::render::LABEL_REPO),
+            label(crate::render::LABEL_PR),
+            label(crate::render::LABEL_INSTANCE)
+        ))
+    }
+}
+
+/// An object of the expected name that is not this preview's: reported, never touched.
+#[derive(Debug, thiserror::Error)]
+#[error("Application {name} belongs to {owner}: previewd neither overwrites nor deletes it")]
+pub struct Conflict {
+    pub name: String,
+    pub owner: String,
+}
+
 /// The configured sink; the reconciler only ever talks to this.
 #[derive(Clone)]
 pub enum Sink {
@@ -28,35 +88,38 @@ impl Sink {
         }
     }
 
-    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+    /// What is there under `name`; an object that is not `owner`'s is `Observed::Foreign`.
+    pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
         match self {
-            Self::Directory(sink) => sink.observe(name).await,
-            Self::Kubernetes(sink) => sink.observe(name).await,
+            Self::Directory(sink) => sink.observe(name, owner).await,
+            Self::Kubernetes(sink) => sink.observe(name, owner).await,
         }
     }
 
-    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+    /// Deletes `name` if it is `owner`'s (checked just before, and, on Kubernetes, held by a
+    /// `uid` precondition); another's is a `Conflict` error, gone is done.
+    pub async fn delete(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
         match self {
-            Self::Directory(sink) => sink.delete(name).await,
-            Self::Kubernetes(sink) => sink.delete(name).await,
+            Self::Directory(sink) => sink.delete(name, owner).await,
+            Self::Kubernetes(sink) => sink.delete(name, owner).await,
         }
     }
 
     /// Asks Argo CD to sync the Application's current rendering (see
     /// `KubeSink::request_sync`); a directory's app-of-apps syncs on its own. True when it asked.
-    pub async fn request_sync(&self, name: &str) -> anyhow::Result<bool> {
+    pub async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
         match self {
             Self::Directory(_) => Ok(false),
-            Self::Kubernetes(sink) => sink.request_sync(name).await,
+            Self::Kubernetes(sink) => sink.request_sync(name, owner).await,
         }
     }
 
     /// Stops the Application's running sync so that its deletion can go on (see
     /// `KubeSink::stop_operation`); a directory has nothing running. True when it asked.
-    pub async fn stop_operation(&self, name: &str) -> anyhow::Result<bool> {
+    pub async fn stop_operation(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
         match self {
             Self::Directory(_) => Ok(false),
-            Self::Kubernetes(sink) => sink.stop_operation(name).await,
+            Self::Kubernetes(sink) => sink.stop_operation(name, owner).await,
         }
     }
 
@@ -116,15 +179,25 @@ impl DirectorySink {
         tokio::task::spawn_blocking(move || write_atomically(&dir, &path, text.as_bytes())).await?
     }
 
-    pub async fn observe(&self, name: &str) -> anyhow::Result<Observed> {
+    async fn read(&self, name: &str) -> anyhow::Result<Option<Value>> {
         let path = self.path(name);
         let text = match tokio::fs::read_to_string(&path).await {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Observed::Missing),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        let manifest: Value = serde_yaml_ng::from_str(&text)
-            .with_context(|| format!("{} is not YAML", path.display()))?;
+        serde_yaml_ng::from_str(&text)
+            .with_context(|| format!("{} is not YAML", path.display()))
+            .map(Some)
+    }
+
+    pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
+        let Some(manifest) = self.read(name).await? else {
+            return Ok(Observed::Missing);
+        };
+        if let Some(owner) = owner.mismatch(&manifest["metadata"]["labels"]) {
+            return Ok(Observed::Foreign { owner });
+        }
         let hash = manifest["metadata"]["annotations"][APPLIED_HASH]
             .as_str()
             .map(str::to_owned);
@@ -161,8 +234,18 @@ impl DirectorySink {
         Ok(names)
     }
 
-    /// Removes the file; a directory has no finalizers, so it is gone at once.
-    pub async fn delete(&self, name: &str) -> anyhow::Result<()> {
+    /// Removes the file if it is `owner`'s; a directory has no finalizers, so it is gone at
+    /// once.
+    pub async fn delete(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
+        if let Some(manifest) = self.read(name).await? {
+            if let Some(other) = owner.mismatch(&manifest["metadata"]["labels"]) {
+                return Err(Conflict {
+                    name: name.to_owned(),
+                    owner: other,
+                }
+                .into());
+            }
+        }
         let (dir, path) = (self.dir.clone(), self.path(name));
         tokio::task::spawn_blocking(move || match std::fs::remove_file(&path) {
             Ok(()) => sync_dir(&dir),
@@ -196,28 +279,67 @@ fn sync_dir(dir: &Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    fn owner(repo: &str, pr: &str) -> Owner {
+        Owner {
+            repo: Some(repo.into()),
+            pr: Some(pr.into()),
+            instance: "i1".into(),
+        }
+    }
+
+    fn manifest(repo: &str, pr: &str) -> Value {
+        serde_json::json!({"metadata": {"name": "a", "annotations": {APPLIED_HASH: "h1"},
+            "labels": {"app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": repo,
+                "previewd.dev/pr": pr, "previewd.dev/instance": "i1"}}})
+    }
+
     #[tokio::test]
     async fn files_appear_change_and_disappear() {
         let dir = tempfile::tempdir().unwrap();
         let sink = DirectorySink::new(dir.path().join("apps"));
-        assert_eq!(sink.observe("a").await.unwrap(), Observed::Missing);
-        let manifest =
-            serde_json::json!({"metadata": {"name": "a", "annotations": {APPLIED_HASH: "h1"}}});
-        sink.apply("a", &manifest).await.unwrap();
+        let me = owner("octo.app", "7");
+        assert_eq!(sink.observe("a", &me).await.unwrap(), Observed::Missing);
+        sink.apply("a", &manifest("octo.app", "7")).await.unwrap();
         assert_eq!(
-            sink.observe("a").await.unwrap(),
+            sink.observe("a", &me).await.unwrap(),
             Observed::Present {
                 hash: Some("h1".into()),
                 health: None
             }
         );
-        sink.delete("a").await.unwrap();
-        sink.delete("a").await.unwrap();
-        assert_eq!(sink.observe("a").await.unwrap(), Observed::Missing);
+        sink.delete("a", &me).await.unwrap();
+        sink.delete("a", &me).await.unwrap();
+        assert_eq!(sink.observe("a", &me).await.unwrap(), Observed::Missing);
         assert_eq!(
             std::fs::read_dir(dir.path().join("apps")).unwrap().count(),
             0,
             "no temporary files left"
         );
+    }
+
+    #[tokio::test]
+    async fn another_previews_file_of_the_same_name_is_foreign_and_never_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = DirectorySink::new(dir.path());
+        sink.apply("a", &manifest("acme.other", "7")).await.unwrap();
+        let me = owner("octo.app", "7");
+        assert!(matches!(
+            sink.observe("a", &me).await.unwrap(),
+            Observed::Foreign { owner } if owner.contains("acme.other")
+        ));
+        let error = sink.delete("a", &me).await.unwrap_err();
+        assert!(error.downcast_ref::<Conflict>().is_some(), "{error:#}");
+        assert!(
+            dir.path().join("a.yaml").exists(),
+            "the other preview's file stays"
+        );
+        assert!(
+            Owner::instance("i1")
+                .mismatch(&manifest("acme.other", "7")["metadata"]["labels"])
+                .is_none(),
+            "orphan removal matches the instance only"
+        );
+        let unlabelled = serde_json::json!({});
+        assert!(Owner::instance("i1").mismatch(&unlabelled).is_some());
     }
 }

@@ -230,14 +230,25 @@ impl Sweeper {
                 );
             }
         }
+        // The plan may be old by now (a dry run's, or one whose expiries took a while): a
+        // preview created since may own a listed name. Look again just before deleting; the
+        // sink then deletes only this instance's object under the uid it just read.
+        let still = if removable {
+            self.orphans().await?
+        } else {
+            Vec::new()
+        };
+        let instance = db::instance_id(&self.pool).await?;
         for name in &plan.orphans {
+            let remove = removable && still.contains(name);
             tracing::warn!(
                 application = name,
-                remove = removable,
+                remove,
                 "orphaned Application: no preview owns it"
             );
-            if let (true, Some(sink)) = (removable, &self.sink) {
-                sink.delete(name).await?;
+            if let (true, Some(sink)) = (remove, &self.sink) {
+                sink.delete(name, &crate::sink::Owner::instance(&instance))
+                    .await?;
                 report.orphans_removed += 1;
             }
         }
@@ -255,7 +266,7 @@ impl Sweeper {
             return Ok(Vec::new());
         }
         let mut owned = BTreeSet::new();
-        for (repo, number) in db::preview_keys(&self.pool).await? {
+        for (repo, number, names) in db::preview_names(&self.pool).await? {
             let (Ok(repo), Ok(number)) = (repo.parse(), u32::try_from(number)) else {
                 continue;
             };
@@ -265,7 +276,9 @@ impl Sweeper {
                 .policy_for(&key.repo)
                 .unwrap_or(&self.config.defaults)
                 .domain;
-            let names = Names::of(&key, domain);
+            // Recorded names: an unreadable record owns nothing, so never counts as orphaned
+            // by error; it leaves the whole pass without removals.
+            let names = Names::recorded(names.as_deref(), &key, domain)?;
             owned.insert(names.application);
             owned.insert(names.app_application);
         }

@@ -165,9 +165,9 @@ fn a_person_sees_the_live_previews_with_links_and_time_left() {
         );
         assert!(dom.contains(author), "{author}");
     }
-    assert!(
-        dom.contains("href=\"https://codertocat-hello-world-4d960c-pr-2.preview.example.com\"")
-    );
+    assert!(dom.contains(
+        "href=\"https://pv-codertocat-hello-world-4d960c3af87af320-pr-2.preview.example.com\""
+    ));
     assert!(
         dom.contains("2d 23h") || dom.contains("3d"),
         "time left: {dom}"

@@ -30,6 +30,14 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// The names a preview created under `config` records.
+fn names_of(preview: &Preview, config: &Config) -> previewd::naming::Names {
+    let policy = config
+        .policy_for(&preview.key.repo)
+        .unwrap_or(&config.defaults);
+    previewd::naming::Names::of(&preview.key, &policy.domain)
+}
+
 /// Renders the Application for `preview` under `config`, then renders and validates the chart.
 fn assert_valid(
     config_toml: &str,
@@ -38,7 +46,8 @@ fn assert_valid(
     objects: usize,
 ) -> Vec<Value> {
     let config = Config::from_toml(config_toml, Vec::new()).unwrap();
-    let application = render::helper_application(preview, &config, sealed).unwrap();
+    let application =
+        render::helper_application(preview, &names_of(preview, &config), &config, sealed).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let app = write(
         dir.path(),
@@ -104,13 +113,13 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     let preview = Preview::test().on("eu-1");
     let secrets = [
         sealed(
-            "octo-app-609ddd-pr-7-db",
-            "octo-app-609ddd-pr-7",
+            "pv-octo-app-609ddd1d069bc4c5-pr-7-db",
+            "pv-octo-app-609ddd1d069bc4c5-pr-7",
             "strict",
             "DATABASE_URL",
         ),
         sealed(
-            "octo-app-609ddd-pr-7-db-password",
+            "pv-octo-app-609ddd1d069bc4c5-pr-7-db-password",
             "previewd-system",
             "strict",
             "PASSWORD",
@@ -196,8 +205,8 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         seed_command = ["bin/rails", "db:seed"]
     "#;
     let secrets = [sealed(
-        "octo-app-609ddd-pr-7-tls",
-        "octo-app-609ddd-pr-7",
+        "pv-octo-app-609ddd1d069bc4c5-pr-7-tls",
+        "pv-octo-app-609ddd1d069bc4c5-pr-7",
         "strict",
         "tls.key",
     )];
@@ -219,7 +228,10 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         annotation(ready, "argocd.argoproj.io/sync-wave"),
         Some("-1")
     );
-    assert_eq!(ready["metadata"]["namespace"], "octo-app-609ddd-pr-7");
+    assert_eq!(
+        ready["metadata"]["namespace"],
+        "pv-octo-app-609ddd1d069bc4c5-pr-7"
+    );
     assert!(ready.to_string().contains("REVOKE ALL ON DATABASE"));
 
     // database.drop_on_delete = false keeps the data in cnpg mode too.
@@ -302,7 +314,7 @@ fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
             .status()
             .unwrap();
         assert!(status.success(), "{event}");
-        let app = out.join("codertocat-hello-world-4d960c-pr-2-helpers.yaml");
+        let app = out.join("pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml");
         // No [[repos]] entry: no migrations or seed; the default cluster has no ingress
         // target: no DNS record. Left: the Application, Namespace, rendering ConfigMap,
         // Certificate, and the database's two ConfigMaps, create and drop Jobs.
@@ -384,8 +396,9 @@ fn render_refuses_what_is_not_a_pull_request_event() {
 #[test]
 fn values_the_chart_cannot_render_are_refused_by_its_schema() {
     let config = Config::from_toml(FULL, Vec::new()).unwrap();
+    let preview = Preview::test().on("eu-1");
     let application =
-        render::helper_application(&Preview::test().on("eu-1"), &config, &[]).unwrap();
+        render::helper_application(&preview, &names_of(&preview, &config), &config, &[]).unwrap();
     let good = application["spec"]["source"]["helm"]["valuesObject"].clone();
     type Edit = fn(&mut Value);
     let cases: [(&str, Edit); 7] = [

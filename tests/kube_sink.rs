@@ -14,11 +14,11 @@ use kube_fake_client::{ClientBuilder, Error, interceptor};
 use previewd::argocd::{Application, KubeSink};
 use previewd::reconcile::Reconciler;
 use previewd::seal::SealingCert;
-use previewd::sink::Sink;
+use previewd::sink::{Owner, Sink};
 use serde_json::json;
 
-const APP: &str = "codertocat-hello-world-4d960c-pr-2-helpers";
-const NAMESPACE: &str = "codertocat-hello-world-4d960c-pr-2";
+const APP: &str = "pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers";
+const NAMESPACE: &str = "pv-codertocat-hello-world-4d960c3af87af320-pr-2";
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
 
 /// What the pretend Argo CD is doing: holding a deletion, and failing some writes.
@@ -34,6 +34,8 @@ struct ArgoCd {
     deletions: Mutex<Vec<String>>,
     /// Namespaces that exist on the cluster (the preview's, while it terminates).
     namespaces: Mutex<BTreeSet<String>>,
+    /// The DeleteOptions body of every deletion (the fake itself ignores preconditions).
+    delete_options: Mutex<Vec<serde_json::Value>>,
 }
 
 /// kube-fake-client cannot route a cluster-scoped core path (`/api/v1/namespaces/NAME` reads
@@ -44,6 +46,16 @@ fn with_namespaces(fake: kube::Client, argo: Arc<ArgoCd>) -> kube::Client {
         let (fake, argo) = (fake.clone(), argo.clone());
         async move {
             let path = request.uri().path().to_owned();
+            if request.method() == http::Method::DELETE {
+                use http_body_util::BodyExt;
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect().await.unwrap().to_bytes();
+                let options = serde_json::from_slice(&bytes).unwrap_or_default();
+                argo.delete_options.lock().unwrap().push(options);
+                let request =
+                    http::Request::from_parts(parts, kube::client::Body::from(bytes.to_vec()));
+                return fake.send(request).await;
+            }
             let Some(name) = path
                 .strip_prefix("/api/v1/namespaces/")
                 .filter(|rest| !rest.contains('/'))
@@ -498,17 +510,110 @@ async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
         .await
         .unwrap();
     let sink = KubeSink::new(client, "argocd");
-    assert!(sink.stop_operation(APP).await.unwrap());
+    let owner = owner_of(&applications.get(APP).await.unwrap());
+    assert!(sink.stop_operation(APP, &owner).await.unwrap());
     let terminating = applications.get(APP).await.unwrap();
     assert_eq!(
         terminating.rest["status"]["operationState"]["phase"],
         "Terminating"
     );
     assert!(
-        !sink.stop_operation(APP).await.unwrap(),
+        !sink.stop_operation(APP, &owner).await.unwrap(),
         "a sync already terminating (or done) is left alone"
     );
-    assert!(!sink.stop_operation("no-such-application").await.unwrap());
+    assert!(
+        !sink
+            .stop_operation("no-such-application", &owner)
+            .await
+            .unwrap()
+    );
+    let stranger = Owner::instance("another-previewd");
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
+        .await
+        .unwrap();
+    assert!(
+        !sink.stop_operation(APP, &stranger).await.unwrap(),
+        "another instance's Application is never touched"
+    );
+}
+
+/// Who the Application says it belongs to (its labels), as the sink checks it.
+fn owner_of(app: &Application) -> Owner {
+    let labels = app.metadata.labels.as_ref().unwrap();
+    Owner {
+        repo: labels.get("previewd.dev/repo").cloned(),
+        pr: labels.get("previewd.dev/pr").cloned(),
+        instance: labels["previewd.dev/instance"].clone(),
+    }
+}
+
+/// The security review's takeover: two repositories whose names collided (24-bit hash) got
+/// one Application, the second PR overwrote the first's and its close deleted it. Now an
+/// Application of the expected name that carries another repository is neither written
+/// over nor deleted, and the preview shows the conflict.
+#[tokio::test]
+async fn an_application_of_the_same_name_from_another_repository_is_neither_overwritten_nor_deleted()
+ {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    argo.released.store(true, Ordering::SeqCst);
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let victim = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": APP, "namespace": "argocd", "labels": {
+            "app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": "acme.payments",
+            "previewd.dev/pr": "2", "previewd.dev/instance": "victims"}},
+        "spec": {"project": "victims", "source": {"repoURL": "https://example.com/victim.git"}}});
+    applications
+        .patch(APP, &PatchParams::apply("victim"), &Patch::Apply(&victim))
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let after = applications.get(APP).await.unwrap();
+    assert_eq!(after.rest["spec"]["project"], "victims", "not overwritten");
+    assert_eq!(observed(&app).await, "failed");
+    let error: String = sqlx::query_scalar("SELECT last_error FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(
+        error.contains("acme.payments") && error.contains("neither overwrites nor deletes"),
+        "{error}"
+    );
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(argo.deletions.lock().unwrap().is_empty(), "never deleted");
+    assert!(applications.get_opt(APP).await.unwrap().is_some());
+    assert_eq!(app.count("previews").await, 0, "ours is gone: forgotten");
+}
+
+/// A deletion names the object it read: one re-created under the same name between the read
+/// and the delete (another preview's) fails the precondition instead of being deleted.
+#[tokio::test]
+async fn teardown_deletes_with_the_uid_it_read_as_a_precondition() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    argo.released.store(true, Ordering::SeqCst);
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let uid = applications.get(APP).await.unwrap().metadata.uid.unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    let options = argo.delete_options.lock().unwrap().clone();
+    assert_eq!(options.len(), 1, "{options:?}");
+    assert_eq!(
+        options[0]["preconditions"]["uid"],
+        uid.as_str(),
+        "{options:?}"
+    );
 }
 
 /// ... and the teardown itself asks for it while Argo CD holds the deletion.

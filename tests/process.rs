@@ -191,7 +191,7 @@ fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
     let server = Server::start(dir.path(), &env);
     let file = dir
         .path()
-        .join("rendered/codertocat-hello-world-4d960c-pr-2-helpers.yaml");
+        .join("rendered/pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml");
     let wait_for = |what: &str, ready: &dyn Fn() -> bool| {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !ready() {

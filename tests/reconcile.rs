@@ -12,7 +12,7 @@ use previewd::seal::SealingCert;
 use previewd::sink::DirectorySink;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
-const APP: &str = "codertocat-hello-world-4d960c-pr-2-helpers";
+const APP: &str = "pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers";
 const HELLO: &str = "codertocat/hello-world";
 
 fn reconciler(app: &TestApp, config: previewd::config::Config) -> Arc<Reconciler> {
@@ -388,5 +388,134 @@ async fn a_repository_with_its_own_chart_gets_the_app_application_too_and_loses_
             APP.replace("-helpers", "-app")
         )),
         "{destroyed}"
+    );
+}
+
+/// The security review's replay: a captured `opened` re-sent with a fresh delivery GUID (the
+/// GUID is an unsigned header) brought a destroyed preview back. An end on purpose holds
+/// against any event not newer than it; a genuinely new push still deploys.
+#[tokio::test]
+async fn a_replayed_opened_with_a_fresh_guid_does_not_bring_back_a_destroyed_preview() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    assert!(file(&app).is_some());
+    previewd::db::request_destroy(app.pool(), HELLO, 2, "octocat", common::NOW)
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!((app.count("previews").await, file(&app)), (0, None));
+
+    for (fixture, guid) in [
+        ("pull_request.opened", "replayed-1"),
+        ("pull_request.reopened", "replayed-2"),
+        ("pull_request.synchronize", "replayed-3"),
+    ] {
+        let (status, _) = app.send(&Delivery::fixture(fixture).guid(guid)).await;
+        assert!(status.is_success(), "{fixture}: {status}");
+        reconciler.pass().await.unwrap();
+        assert_eq!(
+            (app.count("previews").await, file(&app)),
+            (0, None),
+            "{fixture} replayed after the destroy"
+        );
+    }
+    // A push after the destroy is news: the preview comes back.
+    let after = time::OffsetDateTime::from_unix_timestamp(common::NOW + 60).unwrap();
+    let after = after
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .guid("new-push")
+            .updated_at(&after),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    assert!(file(&app).is_some(), "a newer push deploys again");
+}
+
+/// Previews created before names were recorded keep the names they have (the 24-bit hash),
+/// and recorded names survive a change of the domain: nothing live is renamed, so nothing is
+/// deleted and re-created.
+#[tokio::test]
+async fn a_live_preview_keeps_its_names_across_a_naming_rule_or_domain_change() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    sqlx::query("UPDATE previews SET names = NULL")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    let key = "codertocat/hello-world#2".parse().unwrap();
+    let legacy = previewd::naming::Names::legacy(&key, "preview.localhost");
+    assert!(
+        rendered(&app)
+            .join(format!("{}.yaml", legacy.application))
+            .exists(),
+        "the pre-upgrade preview is applied under its old name"
+    );
+    assert!(file(&app).is_none(), "and not under a new one");
+
+    let mut moved = app.app.config.clone();
+    moved.defaults.domain = "elsewhere.example.com".into();
+    let reconciler = self::reconciler(&app, moved);
+    app.send(&Delivery::fixture("pull_request.synchronize"))
+        .await;
+    reconciler.pass().await.unwrap();
+    let text = std::fs::read_to_string(rendered(&app).join(format!("{}.yaml", legacy.application)))
+        .unwrap();
+    assert!(
+        text.contains(&legacy.host),
+        "the host stays: {}",
+        legacy.host
+    );
+    assert!(!text.contains("elsewhere.example.com"));
+}
+
+/// A repository dropped from `[[repos]]` used to have its live preview re-rendered with the
+/// defaults (domain moved, migrations off) and its close refused. Frozen now: never
+/// rendered again, and its close and commands still tear it down.
+#[tokio::test]
+async fn a_repository_dropped_from_the_allow_list_keeps_its_preview_frozen_until_it_closes() {
+    let listed = format!(
+        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\ndomain = \"hello.example.com\"\nmigrate_command = [\"bin/migrate\"]\nimage = \"ghcr.io/codertocat/hello\"\n",
+        common::SECRET
+    );
+    let app = TestApp::with_config(&listed).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let before = file(&app).expect("applied");
+
+    // Restarted with the repository no longer listed, on the same state.
+    let TestApp { dir, .. } = app;
+    let dropped = format!(
+        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"someone/else\"\n",
+        common::SECRET
+    );
+    let app = TestApp::in_dir(dir, &dropped).await;
+    let reconciler = self::reconciler(&app, app.app.config.clone());
+    // A push is refused (no new rendering) and a redeploy-worthy pass rewrites nothing.
+    let (status, body) = app
+        .send(&Delivery::fixture("pull_request.synchronize").guid("push-after-drop"))
+        .await;
+    assert!(status.is_success(), "{status} {body}");
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        file(&app).as_deref(),
+        Some(before.as_str()),
+        "exactly as last applied"
+    );
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        (app.count("previews").await, file(&app)),
+        (0, None),
+        "the close tears it down"
     );
 }

@@ -192,9 +192,9 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
         passwords.push(value("PGPASSWORD").or(value("PASSWORD")).unwrap());
         if let Some(url) = value("DATABASE_URL") {
             assert!(
-                url.starts_with("postgres://codertocat_hello_world_4d960c_pr_2:")
+                url.starts_with("postgres://pv_codertocat_hello_world_4d960c3af87af320_pr_2:")
                     && url.ends_with(
-                        "@postgres.previewd-system.svc:5432/codertocat_hello_world_4d960c_pr_2"
+                        "@postgres.previewd-system.svc:5432/pv_codertocat_hello_world_4d960c3af87af320_pr_2"
                     ),
                 "{url}"
             );
@@ -431,7 +431,7 @@ fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
         .unwrap();
     assert!(
         String::from_utf8_lossy(&san.stdout)
-            .contains("DNS:codertocat-hello-world-4d960c-pr-2.preview.localhost")
+            .contains("DNS:pv-codertocat-hello-world-4d960c3af87af320-pr-2.preview.localhost")
     );
 }
 
@@ -471,7 +471,7 @@ async fn after_a_renewal_the_reconciler_keeps_the_old_sealed_values() {
     let rendered = std::fs::read_to_string(
         app.dir
             .path()
-            .join("rendered/codertocat-hello-world-4d960c-pr-2-helpers.yaml"),
+            .join("rendered/pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml"),
     )
     .unwrap();
     assert!(

@@ -28,15 +28,32 @@ pub struct PreviewRow {
     pub created_at: i64,
     /// When the head SHA last changed (previewd's clock).
     pub head_changed_at: i64,
+    /// The names recorded at creation (`Names::to_json`); None for a preview from before
+    /// names were recorded, until `record_names` gives it the ones it has.
+    pub names: Option<String>,
 }
 
-pub async fn preview_id(pool: &SqlitePool, repo: &str, number: u32) -> sqlx::Result<Option<i64>> {
+/// Records the names of a preview that has none recorded yet (never overwrites).
+pub async fn record_names(pool: &SqlitePool, id: i64, names: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE previews SET names = ?2 WHERE id = ?1 AND names IS NULL")
+        .bind(id)
+        .bind(names)
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+pub async fn preview_id<'e>(
+    conn: impl sqlx::SqliteExecutor<'e>,
+    repo: &str,
+    number: u32,
+) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar!(
         r#"SELECT id AS "id!" FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
         number
     )
-    .fetch_optional(pool)
+    .fetch_optional(conn)
     .await
 }
 
@@ -51,7 +68,7 @@ pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Prev
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names
            FROM previews WHERE id = ?1"#,
         id
     )
@@ -65,7 +82,7 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names
            FROM previews INDEXED BY previews_unplaced
            WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
     )

@@ -259,6 +259,13 @@ pub async fn preview_keys(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>>
     Ok(rows.into_iter().map(|r| (r.repo, r.number)).collect())
 }
 
+/// Every preview's key and recorded names (`Names::to_json`; None before names were recorded).
+pub async fn preview_names(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64, Option<String>)>> {
+    sqlx::query_as("SELECT repo, number, names FROM previews")
+        .fetch_all(pool)
+        .await
+}
+
 /// This state's identity (made once, at first use): the label that tells its Applications
 /// from another previewd's.
 pub async fn instance_id(pool: &SqlitePool) -> sqlx::Result<String> {

@@ -287,7 +287,7 @@ impl Reconciler {
             .config
             .policy_for(&key.repo)
             .unwrap_or(&self.config.defaults);
-        let names = Names::of(&key, &policy.domain);
+        let names = Names::recorded(row.names.as_deref(), &key, &policy.domain)?;
         Ok(StatusView {
             shown: Shown::of(&row.desired, &row.observed),
             url: format!("https://{}", names.host),

@@ -9,12 +9,14 @@ use crate::db::{self, LedgerRow, PreviewRow};
 use crate::ledger::{self, Entry};
 use crate::naming::Names;
 use crate::plan::{self, Teardown};
+use crate::sink::Owner;
 
 impl Reconciler {
     pub(super) async fn tear_down(
         &self,
         row: &PreviewRow,
         names: &Names,
+        owner: &Owner,
         now: i64,
     ) -> anyhow::Result<()> {
         if row.teardown_started_at.is_none() {
@@ -30,8 +32,18 @@ impl Reconciler {
         // Acting, then looking again: a sink without finalizers (a directory) deletes the app,
         // the helpers and confirms the rest in one pass.
         for _ in 0..3 {
-            let app = self.observe(&names.app_application).await?;
-            let helper = self.observe(&names.application).await?;
+            let app = self.observe(&names.app_application, owner).await?;
+            let helper = self.observe(&names.application, owner).await?;
+            for (name, observed) in [
+                (&names.app_application, &app),
+                (&names.application, &helper),
+            ] {
+                if let plan::Observed::Foreign { owner } = observed {
+                    // Another's object under this preview's name: left alone, said once.
+                    tracing::warn!(preview = row.id, application = %name, owner = %owner,
+                        "not deleting an Application that belongs to another preview");
+                }
+            }
             let (entry, name) = match plan::plan_teardown(&app, &helper) {
                 Teardown::DeleteApp => {
                     (application(&names.app_application), &names.app_application)
@@ -46,7 +58,7 @@ impl Reconciler {
                     // Argo CD finalizes a deletion only once no sync runs, and a sync has no
                     // timeout: one whose wave never gets healthy would hold this forever.
                     if self
-                        .retry("stop", || self.sink.stop_operation(deleting))
+                        .retry("stop", || self.sink.stop_operation(deleting, owner))
                         .await?
                     {
                         tracing::info!(preview = row.id, application = %deleting,
@@ -61,7 +73,8 @@ impl Reconciler {
                 Teardown::Confirm => return self.confirm_and_forget(row, now).await,
             };
             db::record_ledger(&self.pool, row.id, &entry, "deleting", None, now).await?;
-            self.retry("delete", || self.sink.delete(name)).await?;
+            self.retry("delete", || self.sink.delete(name, owner))
+                .await?;
         }
         Ok(())
     }

@@ -32,8 +32,17 @@ fn config() -> Config {
     Config::from_toml(CONFIG, Vec::new()).unwrap()
 }
 
+/// The names a preview created under `config` records.
+fn names(preview: &Preview, config: &Config) -> Names {
+    let domain = &config
+        .policy_for(&preview.key.repo)
+        .unwrap_or(&config.defaults)
+        .domain;
+    Names::of(&preview.key, domain)
+}
+
 fn render(preview: &Preview) -> Value {
-    helper_application(preview, &config(), &[]).unwrap()
+    helper_application(preview, &names(preview, &config()), &config(), &[]).unwrap()
 }
 
 fn yaml(preview: &Preview) -> String {
@@ -58,7 +67,7 @@ fn fork_pr_without_approval_of_its_head_renders_nothing() {
         .approved()
         .at_sha("1111111111111111111111111111111111111111");
     assert!(matches!(
-        helper_application(&preview, &config(), &[]),
+        helper_application(&preview, &names(&preview, &config()), &config(), &[]),
         Err(RenderError::NotApproved { .. })
     ));
 }
@@ -107,14 +116,26 @@ fn status_and_operation_are_never_written() {
 
 #[test]
 fn an_unknown_cluster_is_an_error_not_a_guess() {
-    let error = helper_application(&Preview::test().on("mars-1"), &config(), &[]).unwrap_err();
+    let error = helper_application(
+        &Preview::test().on("mars-1"),
+        &names(&Preview::test(), &config()),
+        &config(),
+        &[],
+    )
+    .unwrap_err();
     assert!(error.to_string().contains("mars-1"), "{error}");
 }
 
 #[test]
 fn the_embedded_defaults_render_on_the_in_cluster_cluster() {
     let defaults = Config::from_toml("", Vec::new()).unwrap();
-    let app = helper_application(&Preview::test(), &defaults, &[]).unwrap();
+    let app = helper_application(
+        &Preview::test(),
+        &names(&Preview::test(), &defaults),
+        &defaults,
+        &[],
+    )
+    .unwrap();
     assert_eq!(
         app["spec"]["destination"]["server"],
         "https://kubernetes.default.svc"
@@ -129,7 +150,9 @@ fn the_embedded_defaults_render_on_the_in_cluster_cluster() {
 #[test]
 fn a_configured_app_chart_renders_the_app_application_at_the_head_sha() {
     let preview = Preview::test().on("eu-1").of("octo/worker#3");
-    let app = app_application(&preview, &config()).unwrap().unwrap();
+    let app = app_application(&preview, &names(&preview, &config()), &config())
+        .unwrap()
+        .unwrap();
     insta::assert_snapshot!(crate::yaml::to_string(&app));
     assert_eq!(
         app["spec"]["source"]["targetRevision"],
@@ -145,7 +168,11 @@ fn a_configured_app_chart_renders_the_app_application_at_the_head_sha() {
 #[test]
 fn without_an_app_chart_there_is_no_app_application() {
     assert_eq!(
-        app_application(&Preview::test().on("eu-1"), &config()),
+        app_application(
+            &Preview::test().on("eu-1"),
+            &names(&Preview::test(), &config()),
+            &config()
+        ),
         Ok(None)
     );
 }
@@ -154,7 +181,7 @@ fn without_an_app_chart_there_is_no_app_application() {
 fn an_unapproved_fork_gets_no_app_application_either() {
     let preview = Preview::test().on("eu-1").of("octo/worker#3").fork();
     assert!(matches!(
-        app_application(&preview, &config()),
+        app_application(&preview, &names(&preview, &config()), &config()),
         Err(RenderError::NotApproved { .. })
     ));
 }

@@ -35,7 +35,7 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 SECRET = "e2e-webhook-secret-0123456789"
-SLUG = "codertocat-hello-world-4d960c-pr-2"
+SLUG = "pv-codertocat-hello-world-4d960c3af87af320-pr-2"
 HELPERS, APP = SLUG + "-helpers", SLUG + "-app"
 SHA_A = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 SHA_B = "b" * 40
