@@ -67,7 +67,10 @@ pub struct StatusView<'a> {
     pub cluster: Option<&'a str>,
     pub expires_at: Option<i64>,
     pub keep: bool,
+    /// Internal: only what kind of failure it is reaches the comment (`what_failed`).
     pub last_error: Option<&'a str>,
+    /// This preview's page on previewd's dashboard (`public_url`), where the details are.
+    pub dashboard: Option<String>,
     /// Why it ended (closed, merged, destroyed, expired), once it has.
     pub end_reason: Option<&'a str>,
     /// Place in the queue (1 = next), while queued.
@@ -116,7 +119,12 @@ pub fn status(view: &StatusView) -> String {
         out += &format!("| Expires | {}{pinned} |\n", stamp(at));
     }
     if let Some(error) = view.last_error.filter(|_| view.shown == Shown::Failed) {
-        out += &format!("\n**Last error:** {}\n", plain_error(error));
+        // The error's own text (hook output, hostnames, SQL) is for operators, not the PR.
+        out += &format!("\n**What failed:** {}.", what_failed(error));
+        out += &match &view.dashboard {
+            Some(page) => format!(" The details are on [previewd's dashboard]({page}).\n"),
+            None => " An operator sees the details with `previewd show`.\n".into(),
+        };
         // Argo CD never retries a failed sync of the same rendering by itself.
         out += "\nA push retries with the new commit; a writer's `/preview redeploy` retries this one.\n";
     }
@@ -357,16 +365,38 @@ pub fn when(at: i64, now: i64) -> String {
     format!("{stamp} (in {})", crate::duration::roughly(left as u64))
 }
 
-/// The first line of an error, bounded, with Markdown and HTML defused.
-fn plain_error(error: &str) -> String {
-    let line: String = error
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(300)
-        .collect();
-    format!("`{}`", line.replace('`', "'"))
+/// What failed, in words fit for a public PR: a fixed phrase chosen by the shape of the
+/// error, never its text (hook output, hostnames, SQL and internal addresses stay on the
+/// dashboard). The shapes are `argocd::verdict`'s: `hook Kind/name failed: …`,
+/// `resource Kind/name failed: …`, `<Condition>: …`, `Kind/name is degraded: …`; the hook
+/// names are the helper chart's (`-migrate`, `-seed`, `-db-…`). The first failure decides.
+pub fn what_failed(error: &str) -> &'static str {
+    let first = error.split("; ").next().unwrap_or_default();
+    if let Some(hook) = first.strip_prefix("hook ") {
+        let name = hook.split(' ').next().unwrap_or_default();
+        return if name.ends_with("-migrate") {
+            "the migrations hook failed"
+        } else if name.contains("-seed") {
+            "the seed hook (loading the seed data) failed"
+        } else if name.contains("-db-") {
+            "the database setup hook failed"
+        } else {
+            "a sync hook failed"
+        };
+    }
+    if first.starts_with("resource ") {
+        return "Argo CD could not sync one of the preview's resources";
+    }
+    if first.starts_with("InvalidSpecError") {
+        return "Argo CD refused the preview's Application";
+    }
+    if first.starts_with("ComparisonError") {
+        return "Argo CD could not render the preview's manifests";
+    }
+    if first.contains(" is degraded") || first.contains("Application Degraded") {
+        return "the preview deployed, but its app is unhealthy";
+    }
+    "the deployment failed"
 }
 
 /// Text from outside (logins, names) made inert in Markdown: no HTML, no mentions, no links.
