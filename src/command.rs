@@ -17,7 +17,48 @@ pub enum Command {
     Keep,
     Unkeep,
     Reseed,
-    Approve,
+    /// Fork PRs: approves the named commit, which must be the head (none named: refused).
+    Approve(Option<ShaPrefix>),
+}
+
+/// A commit named in a command: 7 to 40 hex digits, lower-cased. `Copy`, as `Command` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShaPrefix {
+    digits: [u8; 40],
+    len: u8,
+}
+
+impl ShaPrefix {
+    /// Fewest hex digits accepted (what GitHub shows as a short SHA).
+    pub const MIN: usize = 7;
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let len = text.len();
+        if !(Self::MIN..=40).contains(&len) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut digits = [0; 40];
+        for (digit, b) in digits.iter_mut().zip(text.bytes()) {
+            *digit = b.to_ascii_lowercase();
+        }
+        Some(Self {
+            digits,
+            len: u8::try_from(len).ok()?,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.digits[..usize::from(self.len)]).unwrap_or_default()
+    }
+
+    /// Whether this names `sha`, a full commit SHA: a prefix of it (in any case).
+    pub fn names(&self, sha: &str) -> bool {
+        sha.len() == 40
+            && sha
+                .get(..usize::from(self.len))
+                .is_some_and(|head| head.eq_ignore_ascii_case(self.as_str()))
+    }
 }
 
 pub const VERBS: &[&str] = &[
@@ -40,6 +81,10 @@ pub enum ParseError {
     BadDuration(String),
     #[error("`{verb}` takes no arguments (got `{extra}`)")]
     Unexpected { verb: &'static str, extra: String },
+    #[error(
+        "`{0}` is not a commit; name the commit you reviewed, like `/preview approve 1a2b3c4` (at least 7 hex digits of its SHA)"
+    )]
+    BadSha(String),
 }
 
 /// Longest comment searched for a command (bytes). GitHub refuses comments over 65,536
@@ -168,7 +213,18 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
         "keep" => Command::Keep,
         "unkeep" => Command::Unkeep,
         "reseed" => Command::Reseed,
-        "approve" => Command::Approve,
+        "approve" => {
+            return match rest.as_slice() {
+                [] => Ok(Command::Approve(None)),
+                [text] => ShaPrefix::parse(text)
+                    .map(|sha| Command::Approve(Some(sha)))
+                    .ok_or_else(|| ParseError::BadSha(text.chars().take(40).collect())),
+                _ => Err(ParseError::Unexpected {
+                    verb: "approve",
+                    extra: rest.join(" ").chars().take(40).collect(),
+                }),
+            };
+        }
         "extend" => {
             return match rest.as_slice() {
                 [] => Err(ParseError::MissingDuration),

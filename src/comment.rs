@@ -1,7 +1,7 @@
 //! Every word previewd says on a pull request, as pure functions: the sticky status
 //! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
 
-use crate::command::{Command, ParseError};
+use crate::command::{Command, ParseError, ShaPrefix};
 
 /// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
 pub const MARKER: &str = "<!-- previewd:status -->";
@@ -94,11 +94,12 @@ pub fn status(view: &StatusView) -> String {
             return out;
         }
         Shown::AwaitingApproval => {
-            out += &format!(
-                "This PR comes from a fork, so its code runs only after a maintainer approves it. \
-                 A maintainer can comment `/preview approve` to deploy exactly `{short}`; \
-                 every new push needs a new approval.\n\n"
-            );
+            // No ready-made command with the head's SHA: the head may move while a maintainer
+            // reads, and copying the SHA from here would approve what they have not read.
+            out += "This PR comes from a fork, so its code runs only after a maintainer approves it. \
+                    A maintainer reviews the commit and comments `/preview approve` followed by its SHA \
+                    (at least 7 hex digits; all 40 leave no room for a look-alike commit): only that \
+                    commit deploys, and only while it is the head. Every new push needs a new approval.\n\n";
         }
         _ => {}
     }
@@ -187,7 +188,7 @@ pub fn help() -> String {
      | `/preview redeploy` | applies it again and asks Argo CD to refresh |\n\
      | `/preview reseed` | loads the seed data again |\n\
      | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
-     | `/preview approve` | fork PRs: deploys exactly the current commit |\n\
+     | `/preview approve <sha>` | fork PRs: deploys exactly that commit, if it is the head |\n\
      | `/preview help` | this list |\n\n\
      The PR's author may run `status`, `extend` and `destroy`; everything else needs write access."
         .into()
@@ -217,6 +218,15 @@ pub enum Outcome<'a> {
     Approved {
         sha: &'a str,
     },
+    /// A fork's approval (or deploy) that names no commit: nothing is approved.
+    ApprovalNeedsCommit {
+        head: &'a str,
+    },
+    /// The named commit is not the head (a push landed, or a typo): nothing is approved.
+    NotTheHead {
+        named: ShaPrefix,
+        head: &'a str,
+    },
     NotAFork,
     ChangedSinceApproval,
     NoPreview,
@@ -236,6 +246,8 @@ impl Outcome<'_> {
             self,
             Self::AlreadyGone
                 | Self::NotAFork
+                | Self::ApprovalNeedsCommit { .. }
+                | Self::NotTheHead { .. }
                 | Self::ChangedSinceApproval
                 | Self::NoPreview
                 | Self::KeepNotAllowed
@@ -290,6 +302,20 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
             at(actor),
             sha.get(..7).unwrap_or(sha)
         ),
+        Outcome::ApprovalNeedsCommit { head } => format!(
+            "{}: this PR comes from a fork, so a maintainer approves exactly the commit they reviewed: \
+             `/preview approve <sha>` with at least 7 hex digits of its SHA. Nothing was approved. \
+             The head is now `{}`.",
+            at(actor),
+            escape(head)
+        ),
+        Outcome::NotTheHead { named, head } => format!(
+            "{}: `{}` is not the head of this PR, so nothing was approved (a push may have landed \
+             since you looked). The head is now `{}`: review it, then approve it by its SHA.",
+            at(actor),
+            named.as_str(),
+            escape(head)
+        ),
         Outcome::NotAFork => format!(
             "{}: this PR is not from a fork, so it needs no approval.",
             at(actor)
@@ -337,7 +363,7 @@ fn verb(command: Command) -> &'static str {
         Command::Keep => "keep",
         Command::Unkeep => "unkeep",
         Command::Reseed => "reseed",
-        Command::Approve => "approve",
+        Command::Approve(_) => "approve",
     }
 }
 

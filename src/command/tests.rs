@@ -19,7 +19,7 @@ fn every_verb_parses() {
         ("/preview keep", Command::Keep),
         ("/preview unkeep", Command::Unkeep),
         ("/preview reseed", Command::Reseed),
-        ("/preview approve", Command::Approve),
+        ("/preview approve", Command::Approve(None)),
         (
             "/preview   EXTEND   2d  ",
             Command::Extend(Duration::from_secs(48 * HOUR)),
@@ -247,6 +247,38 @@ fn a_very_long_comment_stays_fast_and_an_oversized_one_runs_nothing() {
 }
 
 #[test]
+fn approve_names_the_commit_by_at_least_seven_hex_digits() {
+    assert_eq!(cmd("/preview approve"), Ok(Command::Approve(None)));
+    let Ok(Command::Approve(Some(named))) = cmd("/preview approve EC26C3E") else {
+        panic!("not an approval of a commit");
+    };
+    assert_eq!(named.as_str(), "ec26c3e");
+    assert!(named.names("ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
+    assert!(!named.names("ec26c3f57ca3a959ca5aad62de7213c562f8c821"));
+    assert!(!named.names("ec26c3e"), "only a full head SHA is named");
+    let full = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+    assert!(
+        matches!(cmd(&format!("/preview approve {full}")), Ok(Command::Approve(Some(n))) if n.names(full))
+    );
+    for bad in ["ec26c3", "ec26c3g", &format!("{full}0"), "HEAD"] {
+        assert!(
+            matches!(
+                cmd(&format!("/preview approve {bad}")),
+                Err(ParseError::BadSha(_))
+            ),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        cmd("/preview approve ec26c3e please"),
+        Err(ParseError::Unexpected {
+            verb: "approve",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn the_first_command_line_of_several_wins() {
     let body = "Thanks!\r\n/preview extend 1d\r\n/preview destroy\r\n";
     assert_eq!(
@@ -278,7 +310,7 @@ fn authors_may_manage_their_own_preview_but_not_more() {
     for command in [
         Command::Deploy,
         Command::Reseed,
-        Command::Approve,
+        Command::Approve(None),
         Command::Keep,
     ] {
         assert_eq!(gate(command, &author, "alice", false), Gate::NeedsWrite);
@@ -304,7 +336,7 @@ fn every_association_is_confirmed_with_github() {
             association,
         };
         assert_eq!(
-            gate(Command::Approve, &asker, "alice", true),
+            gate(Command::Approve(None), &asker, "alice", true),
             Gate::NeedsWrite
         );
         assert_eq!(

@@ -150,11 +150,19 @@ fn replies_read_well() {
         reply(
             &Outcome::Refused {
                 actor: "mallory",
-                command: Command::Approve,
+                command: Command::Approve(None),
             },
             "mallory",
         ),
         reply(&Outcome::Approved { sha: SHA }, "maintainer"),
+        reply(&Outcome::ApprovalNeedsCommit { head: SHA }, "maintainer"),
+        reply(
+            &Outcome::NotTheHead {
+                named: crate::command::ShaPrefix::parse("5555555").unwrap(),
+                head: SHA,
+            },
+            "maintainer",
+        ),
         reply(
             &Outcome::Invalid(crate::command::parse("/preview destory").unwrap_err()),
             "alice",
