@@ -87,6 +87,15 @@ pub enum ParseError {
     BadSha(String),
 }
 
+/// A commenter's words quoted back in a reply: bounded, and unable to close the code span
+/// they are quoted in (a backtick would let the rest render as Markdown, mentions included).
+fn quoted(text: &str) -> String {
+    text.chars()
+        .filter(|c| *c != '`' && !c.is_control())
+        .take(40)
+        .collect()
+}
+
 /// Longest comment searched for a command (bytes). GitHub refuses comments over 65,536
 /// characters, so nothing longer is a person's command; and a body cut short could end an
 /// HTML comment or a fence early and show what it hid. Bounds the parser's work too.
@@ -218,10 +227,10 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
                 [] => Ok(Command::Approve(None)),
                 [text] => ShaPrefix::parse(text)
                     .map(|sha| Command::Approve(Some(sha)))
-                    .ok_or_else(|| ParseError::BadSha(text.chars().take(40).collect())),
+                    .ok_or_else(|| ParseError::BadSha(quoted(text))),
                 _ => Err(ParseError::Unexpected {
                     verb: "approve",
-                    extra: rest.join(" ").chars().take(40).collect(),
+                    extra: quoted(&rest.join(" ")),
                 }),
             };
         }
@@ -232,15 +241,13 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
                     .ok()
                     .filter(|d| !d.is_zero())
                     .map(Command::Extend)
-                    .ok_or_else(|| ParseError::BadDuration((*text).into())),
-                _ => Err(ParseError::BadDuration(
-                    rest.join(" ").chars().take(40).collect(),
-                )),
+                    .ok_or_else(|| ParseError::BadDuration(quoted(text))),
+                _ => Err(ParseError::BadDuration(quoted(&rest.join(" ")))),
             };
         }
         _ => {
             return Err(ParseError::UnknownVerb {
-                verb: verb.chars().take(40).collect(),
+                verb: quoted(verb),
                 suggestion: suggest(&verb_lower),
             });
         }
@@ -253,7 +260,7 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
                 .find(|v| **v == verb_lower)
                 .copied()
                 .unwrap_or("command"),
-            extra: rest.join(" ").chars().take(40).collect(),
+            extra: quoted(&rest.join(" ")),
         }),
     }
 }

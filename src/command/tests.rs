@@ -278,6 +278,24 @@ fn approve_names_the_commit_by_at_least_seven_hex_digits() {
     ));
 }
 
+/// A reply quotes the commenter's words in a code span: a backtick in them must not end it
+/// (and let a mention or a link through).
+#[test]
+fn quoted_words_cannot_leave_their_code_span() {
+    for line in [
+        "/preview destroy x` @org/security `y",
+        "/preview extend 2d` @org/security",
+        "/preview approve `@org/security`",
+        "/preview des`troy",
+    ] {
+        let error = parse(line).unwrap_err().to_string();
+        assert_eq!(error.matches('`').count() % 2, 0, "{error}");
+        // Between code spans (the even pieces) nothing of the commenter's is left.
+        let outside: String = error.split('`').step_by(2).collect();
+        assert!(!outside.contains('@'), "{error}");
+    }
+}
+
 #[test]
 fn the_first_command_line_of_several_wins() {
     let body = "Thanks!\r\n/preview extend 1d\r\n/preview destroy\r\n";
