@@ -17,7 +17,48 @@ pub enum Command {
     Keep,
     Unkeep,
     Reseed,
-    Approve,
+    /// Fork PRs: approves the named commit, which must be the head (none named: refused).
+    Approve(Option<ShaPrefix>),
+}
+
+/// A commit named in a command: 7 to 40 hex digits, lower-cased. `Copy`, as `Command` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShaPrefix {
+    digits: [u8; 40],
+    len: u8,
+}
+
+impl ShaPrefix {
+    /// Fewest hex digits accepted (what GitHub shows as a short SHA).
+    pub const MIN: usize = 7;
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let len = text.len();
+        if !(Self::MIN..=40).contains(&len) || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut digits = [0; 40];
+        for (digit, b) in digits.iter_mut().zip(text.bytes()) {
+            *digit = b.to_ascii_lowercase();
+        }
+        Some(Self {
+            digits,
+            len: u8::try_from(len).ok()?,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever stored.
+        std::str::from_utf8(&self.digits[..usize::from(self.len)]).unwrap_or_default()
+    }
+
+    /// Whether this names `sha`, a full commit SHA: a prefix of it (in any case).
+    pub fn names(&self, sha: &str) -> bool {
+        sha.len() == 40
+            && sha
+                .get(..usize::from(self.len))
+                .is_some_and(|head| head.eq_ignore_ascii_case(self.as_str()))
+    }
 }
 
 pub const VERBS: &[&str] = &[
@@ -40,41 +81,127 @@ pub enum ParseError {
     BadDuration(String),
     #[error("`{verb}` takes no arguments (got `{extra}`)")]
     Unexpected { verb: &'static str, extra: String },
+    #[error(
+        "`{0}` is not a commit; name the commit you reviewed, like `/preview approve 1a2b3c4` (at least 7 hex digits of its SHA)"
+    )]
+    BadSha(String),
 }
 
-/// The first line of `body` that is a command: starts with `/preview` as a word, outside
-/// fenced code blocks and block quotes (quoting someone's command must not re-run it).
-/// Bounded to `MAX_LINE` characters.
+/// A commenter's words quoted back in a reply: bounded, and unable to close the code span
+/// they are quoted in (a backtick would let the rest render as Markdown, mentions included).
+fn quoted(text: &str) -> String {
+    text.chars()
+        .filter(|c| *c != '`' && !c.is_control())
+        .take(40)
+        .collect()
+}
+
+/// Longest comment searched for a command (bytes). GitHub refuses comments over 65,536
+/// characters, so nothing longer is a person's command; and a body cut short could end an
+/// HTML comment or a fence early and show what it hid. Bounds the parser's work too.
+pub const MAX_BODY: usize = 4 * 65_536;
+
+/// The first line of `body` that is a command, as GitHub renders the comment (CommonMark
+/// with GFM's tables, strikethrough, task lists and footnotes): a line of a top-level
+/// paragraph whose plain text starts with `/preview` as a word. Nothing a reader does not
+/// see as such a line is a command: code blocks (any fence length, `~~~`, indented), inline
+/// code, HTML blocks and comments (also inline ones, across lines), block quotes (quoting
+/// someone's command must not re-run it), list items, tables, headings, footnotes, link
+/// and image text, emphasis. A line ends at a soft or hard break; its leading and trailing
+/// whitespace is the parser's. Bounded to `MAX_LINE` characters.
 pub fn find_line(body: &str) -> Option<String> {
-    let mut fence: Option<&str> = None;
-    for raw in body.lines() {
-        let line = raw.trim();
-        if let Some(open) = fence {
-            if line.starts_with(open) {
-                fence = None;
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    if body.len() > MAX_BODY {
+        return None;
+    }
+    // GitHub's renderer (cmark-gfm) with its extensions; `tagfilter` and autolinks change no
+    // block structure. Math is left off: `$…$` text never starts with `/preview` anyway.
+    let options = Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES
+        | Options::ENABLE_GFM;
+    // Open tags: a top-level paragraph is the only one at depth 1; its plain text at depth 1.
+    let mut depth = 0usize;
+    let mut in_paragraph = false;
+    let mut line = Line::default();
+    for event in Parser::new_ext(body, options) {
+        match event {
+            Event::Start(tag) => {
+                in_paragraph |= depth == 0 && matches!(tag, Tag::Paragraph);
+                depth += 1;
+                // Link, image, emphasis: what they hold is not plain text at a line's start.
+                if in_paragraph && depth > 1 {
+                    line.push_other(" ");
+                }
             }
-            continue;
-        }
-        if line.starts_with("```") || line.starts_with("~~~") {
-            fence = Some(&line[..3]);
-            continue;
-        }
-        // Indented code (four spaces or a tab) is code, not a command.
-        if raw.starts_with("    ") || raw.starts_with('\t') {
-            continue;
-        }
-        let is_command = line
-            .strip_prefix("/preview")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace));
-        if is_command {
-            let end = line
-                .char_indices()
-                .nth(MAX_LINE)
-                .map_or(line.len(), |(i, _)| i);
-            return Some(line[..end].to_owned());
+            Event::End(tag) => {
+                depth = depth.saturating_sub(1);
+                if in_paragraph && depth == 0 && matches!(tag, TagEnd::Paragraph) {
+                    in_paragraph = false;
+                    if let Some(command) = line.take_command() {
+                        return Some(command);
+                    }
+                }
+            }
+            _ if !in_paragraph => {}
+            Event::Text(text) if depth == 1 => line.push_text(&text),
+            Event::Text(text) | Event::Code(text) => line.push_other(&text),
+            Event::SoftBreak | Event::HardBreak => {
+                if let Some(command) = line.take_command() {
+                    return Some(command);
+                }
+            }
+            // Inline HTML (a comment, across lines or not, a tag): not text a reader sees.
+            _ => line.push_other(" "),
         }
     }
     None
+}
+
+/// One line of a paragraph as it is read: whether it starts with plain text, and its text.
+#[derive(Default)]
+struct Line {
+    text: String,
+    /// Set once anything but plain text (code, HTML, a link) came first on this line.
+    hidden_start: bool,
+}
+
+impl Line {
+    fn push_text(&mut self, text: &str) {
+        // The line is only ever read up to `MAX_LINE` characters (at most 4 bytes each).
+        let room = (4 * MAX_LINE).saturating_sub(self.text.len());
+        let mut end = room.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.push_str(&text[..end]);
+    }
+
+    fn push_other(&mut self, text: &str) {
+        if self.text.trim_start().is_empty() {
+            self.hidden_start = true;
+        }
+        self.push_text(text);
+    }
+
+    /// Ends the line: its text, if it is a command.
+    fn take_command(&mut self) -> Option<String> {
+        let Line { text, hidden_start } = std::mem::take(self);
+        let line = text.trim();
+        let is_command = !hidden_start
+            && line
+                .strip_prefix("/preview")
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(char::is_whitespace));
+        if !is_command {
+            return None;
+        }
+        let end = line
+            .char_indices()
+            .nth(MAX_LINE)
+            .map_or(line.len(), |(i, _)| i);
+        Some(line[..end].to_owned())
+    }
 }
 
 /// Parses a line `find_line` returned.
@@ -95,7 +222,18 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
         "keep" => Command::Keep,
         "unkeep" => Command::Unkeep,
         "reseed" => Command::Reseed,
-        "approve" => Command::Approve,
+        "approve" => {
+            return match rest.as_slice() {
+                [] => Ok(Command::Approve(None)),
+                [text] => ShaPrefix::parse(text)
+                    .map(|sha| Command::Approve(Some(sha)))
+                    .ok_or_else(|| ParseError::BadSha(quoted(text))),
+                _ => Err(ParseError::Unexpected {
+                    verb: "approve",
+                    extra: quoted(&rest.join(" ")),
+                }),
+            };
+        }
         "extend" => {
             return match rest.as_slice() {
                 [] => Err(ParseError::MissingDuration),
@@ -103,15 +241,13 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
                     .ok()
                     .filter(|d| !d.is_zero())
                     .map(Command::Extend)
-                    .ok_or_else(|| ParseError::BadDuration((*text).into())),
-                _ => Err(ParseError::BadDuration(
-                    rest.join(" ").chars().take(40).collect(),
-                )),
+                    .ok_or_else(|| ParseError::BadDuration(quoted(text))),
+                _ => Err(ParseError::BadDuration(quoted(&rest.join(" ")))),
             };
         }
         _ => {
             return Err(ParseError::UnknownVerb {
-                verb: verb.chars().take(40).collect(),
+                verb: quoted(verb),
                 suggestion: suggest(&verb_lower),
             });
         }
@@ -124,7 +260,7 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
                 .find(|v| **v == verb_lower)
                 .copied()
                 .unwrap_or("command"),
-            extra: rest.join(" ").chars().take(40).collect(),
+            extra: quoted(&rest.join(" ")),
         }),
     }
 }

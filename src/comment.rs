@@ -1,7 +1,7 @@
 //! Every word previewd says on a pull request, as pure functions: the sticky status
 //! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
 
-use crate::command::{Command, ParseError};
+use crate::command::{Command, ParseError, ShaPrefix};
 
 /// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
 pub const MARKER: &str = "<!-- previewd:status -->";
@@ -67,7 +67,10 @@ pub struct StatusView<'a> {
     pub cluster: Option<&'a str>,
     pub expires_at: Option<i64>,
     pub keep: bool,
+    /// Internal: only what kind of failure it is reaches the comment (`what_failed`).
     pub last_error: Option<&'a str>,
+    /// This preview's page on previewd's dashboard (`public_url`), where the details are.
+    pub dashboard: Option<String>,
     /// Why it ended (closed, merged, destroyed, expired), once it has.
     pub end_reason: Option<&'a str>,
     /// Place in the queue (1 = next), while queued.
@@ -91,11 +94,12 @@ pub fn status(view: &StatusView) -> String {
             return out;
         }
         Shown::AwaitingApproval => {
-            out += &format!(
-                "This PR comes from a fork, so its code runs only after a maintainer approves it. \
-                 A maintainer can comment `/preview approve` to deploy exactly `{short}`; \
-                 every new push needs a new approval.\n\n"
-            );
+            // No ready-made command with the head's SHA: the head may move while a maintainer
+            // reads, and copying the SHA from here would approve what they have not read.
+            out += "This PR comes from a fork, so its code runs only after a maintainer approves it. \
+                    A maintainer reviews the commit and comments `/preview approve` followed by its SHA \
+                    (at least 7 hex digits; all 40 leave no room for a look-alike commit): only that \
+                    commit deploys, and only while it is the head. Every new push needs a new approval.\n\n";
         }
         _ => {}
     }
@@ -116,7 +120,12 @@ pub fn status(view: &StatusView) -> String {
         out += &format!("| Expires | {}{pinned} |\n", stamp(at));
     }
     if let Some(error) = view.last_error.filter(|_| view.shown == Shown::Failed) {
-        out += &format!("\n**Last error:** {}\n", plain_error(error));
+        // The error's own text (hook output, hostnames, SQL) is for operators, not the PR.
+        out += &format!("\n**What failed:** {}.", what_failed(error));
+        out += &match &view.dashboard {
+            Some(page) => format!(" The details are on [previewd's dashboard]({page}).\n"),
+            None => " An operator sees the details with `previewd show`.\n".into(),
+        };
         // Argo CD never retries a failed sync of the same rendering by itself.
         out += "\nA push retries with the new commit; a writer's `/preview redeploy` retries this one.\n";
     }
@@ -179,7 +188,7 @@ pub fn help() -> String {
      | `/preview redeploy` | applies it again and asks Argo CD to refresh |\n\
      | `/preview reseed` | loads the seed data again |\n\
      | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
-     | `/preview approve` | fork PRs: deploys exactly the current commit |\n\
+     | `/preview approve <sha>` | fork PRs: deploys exactly that commit, if it is the head |\n\
      | `/preview help` | this list |\n\n\
      The PR's author may run `status`, `extend` and `destroy`; everything else needs write access."
         .into()
@@ -209,6 +218,15 @@ pub enum Outcome<'a> {
     Approved {
         sha: &'a str,
     },
+    /// A fork's approval (or deploy) that names no commit: nothing is approved.
+    ApprovalNeedsCommit {
+        head: &'a str,
+    },
+    /// The named commit is not the head (a push landed, or a typo): nothing is approved.
+    NotTheHead {
+        named: ShaPrefix,
+        head: &'a str,
+    },
     NotAFork,
     ChangedSinceApproval,
     NoPreview,
@@ -228,6 +246,8 @@ impl Outcome<'_> {
             self,
             Self::AlreadyGone
                 | Self::NotAFork
+                | Self::ApprovalNeedsCommit { .. }
+                | Self::NotTheHead { .. }
                 | Self::ChangedSinceApproval
                 | Self::NoPreview
                 | Self::KeepNotAllowed
@@ -282,6 +302,20 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
             at(actor),
             sha.get(..7).unwrap_or(sha)
         ),
+        Outcome::ApprovalNeedsCommit { head } => format!(
+            "{}: this PR comes from a fork, so a maintainer approves exactly the commit they reviewed: \
+             `/preview approve <sha>` with at least 7 hex digits of its SHA. Nothing was approved. \
+             The head is now `{}`.",
+            at(actor),
+            escape(head)
+        ),
+        Outcome::NotTheHead { named, head } => format!(
+            "{}: `{}` is not the head of this PR, so nothing was approved (a push may have landed \
+             since you looked). The head is now `{}`: review it, then approve it by its SHA.",
+            at(actor),
+            named.as_str(),
+            escape(head)
+        ),
         Outcome::NotAFork => format!(
             "{}: this PR is not from a fork, so it needs no approval.",
             at(actor)
@@ -329,7 +363,7 @@ fn verb(command: Command) -> &'static str {
         Command::Keep => "keep",
         Command::Unkeep => "unkeep",
         Command::Reseed => "reseed",
-        Command::Approve => "approve",
+        Command::Approve(_) => "approve",
     }
 }
 
@@ -357,16 +391,38 @@ pub fn when(at: i64, now: i64) -> String {
     format!("{stamp} (in {})", crate::duration::roughly(left as u64))
 }
 
-/// The first line of an error, bounded, with Markdown and HTML defused.
-fn plain_error(error: &str) -> String {
-    let line: String = error
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(300)
-        .collect();
-    format!("`{}`", line.replace('`', "'"))
+/// What failed, in words fit for a public PR: a fixed phrase chosen by the shape of the
+/// error, never its text (hook output, hostnames, SQL and internal addresses stay on the
+/// dashboard). The shapes are `argocd::verdict`'s: `hook Kind/name failed: …`,
+/// `resource Kind/name failed: …`, `<Condition>: …`, `Kind/name is degraded: …`; the hook
+/// names are the helper chart's (`-migrate`, `-seed`, `-db-…`). The first failure decides.
+pub fn what_failed(error: &str) -> &'static str {
+    let first = error.split("; ").next().unwrap_or_default();
+    if let Some(hook) = first.strip_prefix("hook ") {
+        let name = hook.split(' ').next().unwrap_or_default();
+        return if name.ends_with("-migrate") {
+            "the migrations hook failed"
+        } else if name.contains("-seed") {
+            "the seed hook (loading the seed data) failed"
+        } else if name.contains("-db-") {
+            "the database setup hook failed"
+        } else {
+            "a sync hook failed"
+        };
+    }
+    if first.starts_with("resource ") {
+        return "Argo CD could not sync one of the preview's resources";
+    }
+    if first.starts_with("InvalidSpecError") {
+        return "Argo CD refused the preview's Application";
+    }
+    if first.starts_with("ComparisonError") {
+        return "Argo CD could not render the preview's manifests";
+    }
+    if first.contains(" is degraded") || first.contains("Application Degraded") {
+        return "the preview deployed, but its app is unhealthy";
+    }
+    "the deployment failed"
 }
 
 /// Text from outside (logins, names) made inert in Markdown: no HTML, no mentions, no links.

@@ -395,7 +395,8 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
             .contains("/preview approve")
     );
 
-    app.send(&command("/preview approve", "maintainer", "MEMBER", 701))
+    let approve = format!("/preview approve {}", &HEAD[..7]);
+    app.send(&command(&approve, "maintainer", "MEMBER", 701))
         .await;
     reconciler.pass().await.unwrap();
     assert_eq!(desired(&app).await, "deployed");
@@ -584,7 +585,8 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
     };
     app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
     reconciler.pass().await.unwrap();
-    app.send(&command("/preview approve", "maintainer", "MEMBER", 901))
+    let approve = format!("/preview approve {HEAD}");
+    app.send(&command(&approve, "maintainer", "MEMBER", 901))
         .await;
     app.clock.advance(5);
     // The fork's author pushes before previewd runs the command.
@@ -604,10 +606,106 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
         .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 901"))
         .cloned()
         .unwrap();
+    let body = reply["body"].as_str().unwrap();
     assert!(
-        reply["body"].as_str().unwrap().contains("approve again"),
+        body.contains("nothing was approved")
+            && body.contains("6666666666666666666666666666666666666666"),
         "{reply}"
     );
+}
+
+/// A fork PR opened at `HEAD` whose author pushes `head` at `pushed_at`, and the reply to
+/// the maintainer's `line` (commented at 15:30:00, see `command`).
+async fn approve_after_a_push(line: &str, head: &str, pushed_at: &str) -> (TestApp, String) {
+    let (app, github, reconciler) = setup().await;
+    github
+        .hub()
+        .permissions
+        .insert("maintainer".into(), "write".into());
+    let fork = |sha: &str, at: &str, guid: &str| {
+        Delivery::fixture("pull_request.opened")
+            .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
+            .at_sha(sha)
+            .updated_at(at)
+            .guid(guid)
+    };
+    app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&fork(head, pushed_at, "f2")).await;
+    app.send(&command(line, "maintainer", "MEMBER", 911)).await;
+    reconciler.pass().await.unwrap();
+    let reply = github
+        .hub()
+        .comments
+        .iter()
+        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 911"))
+        .map(|c| c["body"].as_str().unwrap().to_owned())
+        .unwrap();
+    (app, reply)
+}
+
+async fn approved_sha(app: &TestApp) -> Option<String> {
+    sqlx::query_scalar("SELECT approved_sha FROM previews")
+        .fetch_one(app.pool())
+        .await
+        .unwrap()
+}
+
+/// The attack of issue #13: a push seconds before the maintainer's bare `/preview approve`
+/// got that push approved. An approval must name the commit.
+#[tokio::test]
+async fn an_approval_naming_no_commit_approves_nothing_and_names_the_head() {
+    let pushed = "7777777777777777777777777777777777777777";
+    let (app, reply) =
+        approve_after_a_push("/preview approve", pushed, "2019-05-15T15:29:55Z").await;
+    assert_eq!(desired(&app).await, "awaiting_approval");
+    assert_eq!(approved_sha(&app).await, None);
+    assert_eq!(rendered_files(&app), 0, "the push never ran");
+    assert!(
+        reply.contains("Nothing was approved") && reply.contains(pushed),
+        "{reply}"
+    );
+}
+
+/// The maintainer read `HEAD` and names it; the push that landed just before the comment
+/// is not what they named, so it is not approved.
+#[tokio::test]
+async fn approving_the_commit_read_after_a_push_landed_approves_nothing() {
+    let pushed = "7777777777777777777777777777777777777777";
+    let line = format!("/preview approve {}", &HEAD[..7]);
+    let (app, reply) = approve_after_a_push(&line, pushed, "2019-05-15T15:29:55Z").await;
+    assert_eq!(desired(&app).await, "awaiting_approval");
+    assert_eq!(approved_sha(&app).await, None);
+    assert_eq!(rendered_files(&app), 0);
+    assert!(
+        reply.contains("`ec26c3e` is not the head") && reply.contains(pushed),
+        "{reply}"
+    );
+}
+
+/// Naming the head that is there approves it: the full SHA it prefixes is stored.
+#[tokio::test]
+async fn approving_the_head_by_its_prefix_pins_the_full_sha() {
+    let pushed = "7777777abcdef0123456789abcdef0123456789a";
+    let (app, reply) = approve_after_a_push(
+        "/preview approve 7777777ABC",
+        pushed,
+        "2019-05-15T15:29:55Z",
+    )
+    .await;
+    assert_eq!(desired(&app).await, "deployed", "{reply}");
+    assert_eq!(approved_sha(&app).await.as_deref(), Some(pushed));
+}
+
+/// On a fork, `/preview deploy` names no commit either: it is no approval.
+#[tokio::test]
+async fn deploy_on_an_unapproved_fork_approves_nothing() {
+    let pushed = "7777777777777777777777777777777777777777";
+    let (app, reply) =
+        approve_after_a_push("/preview deploy", pushed, "2019-05-15T15:29:55Z").await;
+    assert_eq!(desired(&app).await, "awaiting_approval");
+    assert_eq!(approved_sha(&app).await, None);
+    assert!(reply.contains(pushed), "{reply}");
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ fn every_verb_parses() {
         ("/preview keep", Command::Keep),
         ("/preview unkeep", Command::Unkeep),
         ("/preview reseed", Command::Reseed),
-        ("/preview approve", Command::Approve),
+        ("/preview approve", Command::Approve(None)),
         (
             "/preview   EXTEND   2d  ",
             Command::Extend(Duration::from_secs(48 * HOUR)),
@@ -122,6 +122,180 @@ fn commands_in_code_blocks_and_quotes_are_ignored() {
     assert_eq!(find_line("/previewing is fun"), None);
 }
 
+/// The attack of issue #13: one code block as GitHub renders it (a 4-backtick fence around a
+/// 3-backtick one) ran the `/preview destroy` it shows.
+#[test]
+fn a_fence_inside_a_longer_fence_is_all_code() {
+    let body = "To tear it down:\n````md\n```\n/preview destroy\n```\n````\n";
+    assert_eq!(find_line(body), None);
+    let tildes = "~~~~\n~~~\n/preview destroy\n~~~\n~~~~\n";
+    assert_eq!(find_line(tildes), None);
+    let mixed = "~~~\n```\n/preview destroy\n~~~\n";
+    assert_eq!(
+        find_line(mixed),
+        None,
+        "a ``` line does not close a ~~~ fence"
+    );
+    let unclosed = "```\nno closing fence: code to the end\n/preview destroy\n";
+    assert_eq!(find_line(unclosed), None);
+}
+
+#[test]
+fn a_command_after_a_closed_fence_is_still_found() {
+    let body = "````\n```\n/preview destroy\n```\n````\n/preview status\n";
+    assert_eq!(find_line(body).as_deref(), Some("/preview status"));
+    let crlf = "```\r\n/preview destroy\r\n```\r\n/preview extend 1d\r\n";
+    assert_eq!(find_line(crlf).as_deref(), Some("/preview extend 1d"));
+}
+
+/// GitHub never shows an HTML comment: what it holds is nobody's command.
+#[test]
+fn commands_in_html_comments_are_ignored() {
+    assert_eq!(find_line("<!-- /preview destroy -->"), None);
+    assert_eq!(find_line("<!--\n/preview destroy\n-->\n"), None);
+    assert_eq!(find_line("<!--\r\n\r\n/preview destroy\r\n\r\n-->"), None);
+    assert_eq!(
+        find_line("Looks good <!--\n/preview destroy\n--> to me"),
+        None,
+        "an inline comment across lines"
+    );
+    assert_eq!(
+        find_line("<!-- hidden -->\n/preview status").as_deref(),
+        Some("/preview status"),
+        "what follows a closed comment is seen"
+    );
+    assert_eq!(find_line("<details>\n/preview destroy\n</details>"), None);
+}
+
+#[test]
+fn quotes_lists_tables_headings_links_and_inline_code_are_not_commands() {
+    for body in [
+        "> /preview destroy",
+        "> quoting a reviewer\n/preview destroy", // a lazy continuation: still the quote
+        ">> /preview destroy",
+        "- /preview destroy",
+        "1. /preview destroy",
+        "- [ ] /preview destroy",
+        "* item\n\n  /preview destroy", // a loose list item's paragraph
+        "| command |\n|---|\n| /preview destroy |",
+        "# /preview destroy",
+        "/preview destroy\n===\n", // a setext heading
+        "/preview destroy\n---\n",
+        "`/preview destroy`",
+        "``/preview destroy``",
+        "[/preview destroy](https://example.com)",
+        "![/preview destroy](https://example.com/x.png)",
+        "*/preview destroy*",
+        "~~/preview destroy~~",
+        "<b>/preview destroy</b>",
+        "Note[^1]\n\n[^1]: /preview destroy",
+        "Example:\n\n    /preview destroy\n",
+        "\t/preview destroy",
+    ] {
+        assert_eq!(find_line(body), None, "{body:?}");
+    }
+}
+
+/// GitHub shows each line of a paragraph on its own line: each may be the command.
+#[test]
+fn a_command_is_a_line_of_a_paragraph() {
+    let found = |body: &str| find_line(body);
+    assert_eq!(
+        found("Thanks!\n/preview extend 1d").as_deref(),
+        Some("/preview extend 1d")
+    );
+    assert_eq!(
+        found("/preview extend 1d\\\nthanks").as_deref(),
+        Some("/preview extend 1d"),
+        "a hard break ends the line"
+    );
+    assert_eq!(
+        found("/preview extend 1d  \nthanks").as_deref(),
+        Some("/preview extend 1d")
+    );
+    assert_eq!(
+        found("Example:\n    /preview status").as_deref(),
+        Some("/preview status"),
+        "an indented line inside a paragraph is no code block"
+    );
+    assert_eq!(
+        cmd("/preview extend `2d`"),
+        Ok(Command::Extend(Duration::from_secs(48 * HOUR))),
+        "code later on the line is its text"
+    );
+    assert_eq!(
+        found("> /preview destroy\n\n/preview status").as_deref(),
+        Some("/preview status")
+    );
+}
+
+#[test]
+fn a_very_long_comment_stays_fast_and_an_oversized_one_runs_nothing() {
+    let started = std::time::Instant::now();
+    for unit in ["`", "<!--", "[", "*_", "> ", "```\n", "- ", "|a", "\\"] {
+        let body = unit.repeat(MAX_BODY / unit.len());
+        assert!(body.len() <= MAX_BODY);
+        let _ = find_line(&body);
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let oversized = format!("/preview destroy\n\n{}", "x".repeat(MAX_BODY));
+    assert_eq!(find_line(&oversized), None);
+}
+
+#[test]
+fn approve_names_the_commit_by_at_least_seven_hex_digits() {
+    assert_eq!(cmd("/preview approve"), Ok(Command::Approve(None)));
+    let Ok(Command::Approve(Some(named))) = cmd("/preview approve EC26C3E") else {
+        panic!("not an approval of a commit");
+    };
+    assert_eq!(named.as_str(), "ec26c3e");
+    assert!(named.names("ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
+    assert!(!named.names("ec26c3f57ca3a959ca5aad62de7213c562f8c821"));
+    assert!(!named.names("ec26c3e"), "only a full head SHA is named");
+    let full = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+    assert!(
+        matches!(cmd(&format!("/preview approve {full}")), Ok(Command::Approve(Some(n))) if n.names(full))
+    );
+    for bad in ["ec26c3", "ec26c3g", &format!("{full}0"), "HEAD"] {
+        assert!(
+            matches!(
+                cmd(&format!("/preview approve {bad}")),
+                Err(ParseError::BadSha(_))
+            ),
+            "{bad}"
+        );
+    }
+    assert!(matches!(
+        cmd("/preview approve ec26c3e please"),
+        Err(ParseError::Unexpected {
+            verb: "approve",
+            ..
+        })
+    ));
+}
+
+/// A reply quotes the commenter's words in a code span: a backtick in them must not end it
+/// (and let a mention or a link through).
+#[test]
+fn quoted_words_cannot_leave_their_code_span() {
+    for line in [
+        "/preview destroy x` @org/security `y",
+        "/preview extend 2d` @org/security",
+        "/preview approve `@org/security`",
+        "/preview des`troy",
+    ] {
+        let error = parse(line).unwrap_err().to_string();
+        assert_eq!(error.matches('`').count() % 2, 0, "{error}");
+        // Between code spans (the even pieces) nothing of the commenter's is left.
+        let outside: String = error.split('`').step_by(2).collect();
+        assert!(!outside.contains('@'), "{error}");
+    }
+}
+
 #[test]
 fn the_first_command_line_of_several_wins() {
     let body = "Thanks!\r\n/preview extend 1d\r\n/preview destroy\r\n";
@@ -154,7 +328,7 @@ fn authors_may_manage_their_own_preview_but_not_more() {
     for command in [
         Command::Deploy,
         Command::Reseed,
-        Command::Approve,
+        Command::Approve(None),
         Command::Keep,
     ] {
         assert_eq!(gate(command, &author, "alice", false), Gate::NeedsWrite);
@@ -180,7 +354,7 @@ fn every_association_is_confirmed_with_github() {
             association,
         };
         assert_eq!(
-            gate(Command::Approve, &asker, "alice", true),
+            gate(Command::Approve(None), &asker, "alice", true),
             Gate::NeedsWrite
         );
         assert_eq!(

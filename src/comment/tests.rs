@@ -14,6 +14,7 @@ fn view(shown: Shown) -> StatusView<'static> {
         expires_at: Some(NOW + 2 * 86_400 + 3 * 3600),
         keep: false,
         last_error: None,
+        dashboard: Some("https://previewd.example.com/previews/Codertocat/Hello-World/2".into()),
         end_reason: None,
         position: None,
     }
@@ -24,11 +25,72 @@ fn ready_status_shows_url_commit_cluster_expiry_and_how_to_extend() {
     insta::assert_snapshot!(status(&view(Shown::Ready)));
 }
 
+/// The error's text is internal (a hook's output, addresses, user names): the PR is told
+/// what failed and where an operator finds the rest.
 #[test]
-fn failed_status_shows_the_last_error_in_plain_words() {
+fn failed_status_says_what_failed_and_links_the_dashboard_not_the_error() {
     let mut failed = view(Shown::Failed);
-    failed.last_error = Some("apply failed 3 times: `etcdserver` timed out\nstack trace...");
-    insta::assert_snapshot!(status(&failed));
+    let error = "hook Job/pr-2-migrate failed: Job has reached the specified backoff limit \
+                 (psql: connection to 10.3.0.7:5432 failed: password authentication failed for user \"pr_2\") \
+                 (Argo CD: one or more synchronization tasks completed unsuccessfully)";
+    failed.last_error = Some(error);
+    let body = status(&failed);
+    for secret in ["10.3.0.7", "pr_2", "psql", "backoff", "Job/"] {
+        assert!(!body.contains(secret), "{secret} leaked: {body}");
+    }
+    assert!(body.contains("the migrations hook failed"), "{body}");
+    insta::assert_snapshot!(body);
+    failed.dashboard = None;
+    assert!(status(&failed).contains("`previewd show`"));
+}
+
+#[test]
+fn every_failure_is_named_by_its_kind_and_never_quoted() {
+    let cases = [
+        (
+            "hook Job/pr-2-migrate failed: x",
+            "the migrations hook failed",
+        ),
+        (
+            "hook Job/pr-2-seed failed: x",
+            "the seed hook (loading the seed data) failed",
+        ),
+        (
+            "hook Job/pr-2-db-ready failed: x",
+            "the database setup hook failed",
+        ),
+        ("hook Job/app-smoke-test failed: x", "a sync hook failed"),
+        (
+            "resource Deployment/web failed: admission webhook denied: x",
+            "Argo CD could not sync one of the preview's resources",
+        ),
+        (
+            "InvalidSpecError: application repo https://github.com/o/r.git is not permitted",
+            "Argo CD refused the preview's Application",
+        ),
+        (
+            "ComparisonError: rpc error: helm template failed",
+            "Argo CD could not render the preview's manifests",
+        ),
+        (
+            "Deployment/web is degraded: Deployment exceeded its progress deadline",
+            "the preview deployed, but its app is unhealthy",
+        ),
+        (
+            "applying pr-2-helpers: ApiError: connection refused 10.0.0.1:6443",
+            "the deployment failed",
+        ),
+        ("", "the deployment failed"),
+    ];
+    for (error, said) in cases {
+        assert_eq!(what_failed(error), said, "{error}");
+        let detailed = format!("{error} (internal-detail-42)");
+        assert_eq!(what_failed(&detailed), said, "{detailed}");
+        let mut failed = view(Shown::Failed);
+        failed.last_error = Some(&detailed);
+        let body = status(&failed);
+        assert!(!body.contains("internal-detail-42"), "{body}");
+    }
 }
 
 #[test]
@@ -88,11 +150,19 @@ fn replies_read_well() {
         reply(
             &Outcome::Refused {
                 actor: "mallory",
-                command: Command::Approve,
+                command: Command::Approve(None),
             },
             "mallory",
         ),
         reply(&Outcome::Approved { sha: SHA }, "maintainer"),
+        reply(&Outcome::ApprovalNeedsCommit { head: SHA }, "maintainer"),
+        reply(
+            &Outcome::NotTheHead {
+                named: crate::command::ShaPrefix::parse("5555555").unwrap(),
+                head: SHA,
+            },
+            "maintainer",
+        ),
         reply(
             &Outcome::Invalid(crate::command::parse("/preview destory").unwrap_err()),
             "alice",

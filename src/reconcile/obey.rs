@@ -181,20 +181,47 @@ impl Reconciler {
             }
             Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
             Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
+            // A fork's code runs only as the commit the maintainer names, never as whatever
+            // the head is when the command runs (a push seconds before the comment): the
+            // name must prefix the head, and the full head it prefixes is what is approved
+            // (`Effect::Approve` writes it only while it is still the head).
+            Command::Approve(None) if row.fork => (
+                vec![],
+                Outcome::ApprovalNeedsCommit {
+                    head: &row.head_sha,
+                },
+            ),
+            Command::Approve(Some(named)) if row.fork && !named.names(&row.head_sha) => (
+                vec![],
+                Outcome::NotTheHead {
+                    named,
+                    head: &row.head_sha,
+                },
+            ),
             // A push after the comment: the approver cannot have seen this head. Ties are
             // refused too: GitHub's clocks count whole seconds.
-            Command::Approve | Command::Deploy if row.fork && row.head_changed_at >= seen_at => {
+            Command::Approve(_) if row.fork && row.head_changed_at >= seen_at => {
                 (vec![], Outcome::ChangedSinceApproval)
             }
-            // On a fork, deploying means approving what is there now.
-            Command::Approve | Command::Deploy if row.fork => (
+            Command::Approve(_) if row.fork => (
                 vec![Effect::Approve {
                     sha: &row.head_sha,
                     seen_at,
                 }],
                 Outcome::Approved { sha: &row.head_sha },
             ),
-            Command::Approve => (vec![], Outcome::NotAFork),
+            Command::Approve(_) => (vec![], Outcome::NotAFork),
+            // On a fork, deploying is no approval: it names no commit.
+            Command::Deploy
+                if row.fork && row.approved_sha.as_deref() != Some(row.head_sha.as_str()) =>
+            {
+                (
+                    vec![],
+                    Outcome::ApprovalNeedsCommit {
+                        head: &row.head_sha,
+                    },
+                )
+            }
             // Back from a destroy: a fresh lifetime of `ttl` from now.
             Command::Deploy if !live => (
                 vec![

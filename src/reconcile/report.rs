@@ -117,6 +117,7 @@ impl Reconciler {
                 expires_at: None,
                 keep: false,
                 last_error: None,
+                dashboard: None,
                 end_reason: reason.as_deref(),
                 position: None,
             };
@@ -296,6 +297,14 @@ impl Reconciler {
             expires_at: Some(row.expires_at),
             keep: row.keep,
             last_error: row.last_error.as_deref(),
+            dashboard: self.config.public_url.as_ref().map(|base| {
+                format!(
+                    "{base}/previews/{}/{}/{}",
+                    key.repo.owner(),
+                    key.repo.name(),
+                    key.number
+                )
+            }),
             end_reason: row.end_reason.as_deref(),
             position: None,
         })
