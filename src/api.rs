@@ -272,6 +272,15 @@ fn error(status: StatusCode, message: &str) -> Response {
 
 fn internal(e: anyhow::Error) -> Response {
     tracing::warn!(error = %format!("{e:#}"), "API request failed");
+    if db::is_busy_error(&e) {
+        // Only after the busy timeout went by without the lock: a retry will do.
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "1")],
+            Json(json!({"error": "the state is busy; try again"})),
+        )
+            .into_response();
+    }
     error(
         StatusCode::SERVICE_UNAVAILABLE,
         "the state could not be read",

@@ -1,9 +1,13 @@
-//! Many deliveries at once: each lands exactly once, none sees "database is locked".
+//! Many deliveries at once: each lands exactly once, none sees "database is locked"; and
+//! operators' destroys racing them (and another writer) wait for the lock instead of failing.
 
 mod common;
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use common::{Delivery, TestApp};
+use sqlx::{Connection, Executor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_deliveries_land_exactly_once() {
@@ -77,4 +81,89 @@ async fn a_delivery_that_cannot_be_written_fails_alone_and_its_redelivery_succee
         app.delivery_outcome(failed.guid_str()).await.as_deref(),
         Some("accepted")
     );
+}
+
+const TOKEN: &str = "s3cret-token";
+
+async fn app_with_token() -> Arc<TestApp> {
+    Arc::new(
+        TestApp::with_config(&format!(
+            "[github]\nwebhook_secret = {:?}\n[api]\ntoken = {TOKEN:?}\n",
+            common::SECRET
+        ))
+        .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() {
+    let app = app_with_token().await;
+    for n in 1..=120 {
+        let (status, body) = app
+            .send(&Delivery::fixture("pull_request.opened").number(n))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    // The load: destroys through the API while other PRs' deliveries (and pings)
+    // keep the single writer committing.
+    let mut deliveries = Vec::new();
+    for n in 1000..1300 {
+        let app = app.clone();
+        deliveries.push(tokio::spawn(async move {
+            let delivery = if n % 3 == 0 {
+                Delivery::fixture("ping").guid(&format!("ping-{n}"))
+            } else {
+                Delivery::fixture("pull_request.opened").number(n)
+            };
+            app.send(&delivery).await
+        }));
+    }
+    let mut destroys = Vec::new();
+    for n in 1..=120 {
+        let app = app.clone();
+        destroys.push(tokio::spawn(async move {
+            let path = format!("/api/previews/codertocat/hello-world/{n}/destroy");
+            app.call("POST", &path, Some(&format!("Bearer {TOKEN}")))
+                .await
+        }));
+    }
+    for (n, task) in (1..=120).zip(destroys) {
+        let (status, body) = task.await.unwrap();
+        assert_eq!(status, StatusCode::ACCEPTED, "destroy of #{n}: {body}");
+    }
+    for task in deliveries {
+        let (status, body) = task.await.unwrap();
+        assert!(status.is_success(), "{status}: {body}");
+    }
+    let destroyed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM previews WHERE desired = 'absent' AND end_reason = 'destroyed'",
+    )
+    .fetch_one(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(destroyed, 120);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroy_that_reads_then_writes_waits_for_another_writer_instead_of_failing() {
+    let app = app_with_token().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    // Another process (a CLI, a second connection) holds the write lock for a moment.
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other
+        .execute("UPDATE previews SET title = 'held' WHERE number = 2")
+        .await
+        .unwrap();
+    let pool = app.pool().clone();
+    let destroy = tokio::spawn(async move {
+        previewd::db::request_destroy(&pool, "codertocat/hello-world", 2, "api", common::NOW).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    other.execute("COMMIT").await.unwrap();
+    other.close().await.unwrap();
+    // A deferred BEGIN reads first and then cannot upgrade to a writer: SQLite answers
+    // SQLITE_BUSY at once, without waiting for the busy timeout.
+    assert_eq!(destroy.await.unwrap().unwrap(), Some(true));
 }

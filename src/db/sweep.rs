@@ -34,7 +34,7 @@ pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRo
 /// transaction (one fsync for the lot). Returns the ids recorded (another sweeper, or an
 /// extend in between, makes the condition false for the rest).
 pub async fn expire(pool: &SqlitePool, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let mut expired = Vec::new();
     for (id, reason) in due {
         if expire_one(&mut tx, *id, reason, now).await? {
@@ -75,7 +75,7 @@ pub async fn warn(
     notice: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let done = sqlx::query!(
         "UPDATE previews SET warned_expires_at = expires_at
          WHERE id = ?1 AND expires_at = ?2 AND desired != 'absent'
@@ -213,7 +213,7 @@ pub async fn evict(
     notice: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let done = sqlx::query!(
         "UPDATE previews SET desired = 'absent', end_reason = 'evicted', updated_at = ?2
          WHERE id = ?1 AND desired != 'absent' AND keep = 0",

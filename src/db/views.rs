@@ -126,7 +126,7 @@ pub async fn request_destroy(
     actor: &str,
     now: i64,
 ) -> sqlx::Result<Option<bool>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let exists = sqlx::query_scalar!(
         r#"SELECT desired != 'absent' AS "live!: bool" FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
