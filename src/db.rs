@@ -170,14 +170,6 @@ pub async fn record_delivery(
     .map(drop)
 }
 
-/// Deletes delivery records received before `before`; returns how many.
-pub async fn prune_deliveries(pool: &SqlitePool, before: i64) -> sqlx::Result<u64> {
-    let done = sqlx::query!("DELETE FROM deliveries WHERE received_at < ?1", before)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected())
-}
-
 // ---- history ----
 
 pub struct HistoryRow<'a> {
