@@ -167,3 +167,98 @@ async fn a_destroy_that_reads_then_writes_waits_for_another_writer_instead_of_fa
     // SQLITE_BUSY at once, without waiting for the busy timeout.
     assert_eq!(destroy.await.unwrap().unwrap(), Some(true));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_that_finds_the_state_busy_is_retried_not_recorded_as_failed() {
+    let app = TestApp::start().await;
+    let reconciler = Arc::new(common::directory_reconciler(&app));
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    // A push: the next pass has a new head to apply, and so writes.
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b")
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    let before: String = sqlx::query_scalar("SELECT observed FROM previews WHERE number = 2")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    // Another process holds the write lock past the busy timeout (5 s), then lets go.
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other
+        .execute("UPDATE leases SET holder = holder")
+        .await
+        .unwrap();
+    let holder = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(5_500)).await;
+        other.execute("COMMIT").await.unwrap();
+        other.close().await.unwrap();
+    });
+    let _ = reconciler.pass().await;
+    holder.await.unwrap();
+    let (observed, last_error): (String, Option<String>) =
+        sqlx::query_as("SELECT observed, last_error FROM previews WHERE number = 2")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    let errors: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'error'")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        (observed, last_error, errors),
+        (before, None, 0),
+        "a busy state is not the preview's failure"
+    );
+    // Once the lock is free, the retry applies the push.
+    reconciler.pass().await.unwrap();
+    let head: String = sqlx::query_scalar("SELECT head_sha FROM previews WHERE number = 2")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(head.starts_with("b1e5a3f"), "{head}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroy_that_cannot_get_the_lock_within_the_busy_timeout_answers_503_with_retry_after() {
+    let app = app_with_token().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other
+        .execute("UPDATE leases SET holder = holder")
+        .await
+        .unwrap();
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/previews/codertocat/hello-world/2/destroy")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = tower::ServiceExt::oneshot(app.router.clone(), request)
+        .await
+        .unwrap();
+    other.execute("ROLLBACK").await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("1")
+    );
+    // Asked again once the lock is free, it succeeds.
+    let (status, body) = app
+        .call(
+            "POST",
+            "/api/previews/codertocat/hello-world/2/destroy",
+            Some(&format!("Bearer {TOKEN}")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+}
