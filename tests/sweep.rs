@@ -538,3 +538,32 @@ async fn a_busy_previews_history_is_capped_to_its_newest_rows_in_batches() {
             .unwrap();
     assert_eq!(oldest, "push 701", "the oldest go");
 }
+
+#[tokio::test]
+async fn a_backlog_of_expiries_is_worked_off_over_passes_a_bounded_read_each() {
+    let app = app_with("ttl = \"72h\"").await;
+    let now = app.clock.now();
+    let backlog = previewd::db::DUE_PER_PASS + 100;
+    let mut tx = app.pool().begin().await.unwrap();
+    for n in 1..=backlog {
+        sqlx::query(
+            "INSERT INTO previews (repo, number, repo_id, title, author, head_sha, head_ref, base_ref,
+                 fork, draft, desired, observed, cluster, pr_updated_at, created_at, updated_at, expires_at)
+             VALUES ('acme/api', ?1, 1, 't', 'dev', 'ec26c3e57ca3a959ca5aad62de7213c562f8c821', 'b', 'main',
+                 0, 0, 'deployed', 'ready', 'in-cluster', ?2, ?2, ?2, ?2 - ?1)",
+        )
+        .bind(n)
+        .bind(now - DAY)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    }
+    tx.commit().await.unwrap();
+    let sweeper = sweeper(&app);
+    let (_, first) = sweeper.pass(false).await.unwrap().unwrap();
+    let (_, second) = sweeper.pass(false).await.unwrap().unwrap();
+    assert_eq!(
+        (first.expired as i64, second.expired as i64),
+        (previewd::db::DUE_PER_PASS, 100)
+    );
+}

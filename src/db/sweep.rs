@@ -17,14 +17,19 @@ pub struct DueRow {
     pub warned_expires_at: Option<i64>,
 }
 
-/// Live previews whose expiry is at or before `until`, soonest first.
+/// Previews one pass looks at, at most: a backlog (after an outage) is worked off over a
+/// few passes, soonest first, instead of read whole into memory.
+pub const DUE_PER_PASS: i64 = 2_000;
+
+/// Live previews whose expiry is at or before `until`, soonest first, at most [`DUE_PER_PASS`].
 pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRow>> {
     sqlx::query_as!(
         DueRow,
         r#"SELECT id AS "id!", repo, number, author, installation_id, expires_at, keep AS "keep: bool", warned_expires_at
            FROM previews INDEXED BY previews_by_expiry
-           WHERE expires_at <= ?1 AND desired != 'absent' ORDER BY expires_at, id"#,
-        until
+           WHERE expires_at <= ?1 AND desired != 'absent' ORDER BY expires_at, id LIMIT ?2"#,
+        until,
+        DUE_PER_PASS
     )
     .fetch_all(pool)
     .await
@@ -154,10 +159,11 @@ pub struct Notice {
     pub body: String,
 }
 
+/// The oldest notices still owed, at most 100 (the rest wait for the next report).
 pub async fn unposted_notices(pool: &SqlitePool) -> sqlx::Result<Vec<Notice>> {
     sqlx::query_as!(
         Notice,
-        r#"SELECT id AS "id!", repo, number, installation_id, body FROM notices WHERE posted_at IS NULL ORDER BY id"#
+        r#"SELECT id AS "id!", repo, number, installation_id, body FROM notices WHERE posted_at IS NULL ORDER BY id LIMIT 100"#
     )
     .fetch_all(pool)
     .await
