@@ -160,7 +160,7 @@ pub async fn check_rotation(
     cert: &SealingCert,
     now: i64,
 ) -> anyhow::Result<Rotation> {
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::db::begin_write(pool).await?;
     let previous = sqlx::query_scalar!(
         "SELECT fingerprint FROM cluster_certs WHERE cluster = ?1",
         cluster

@@ -222,7 +222,8 @@ pub async fn index(State(app): State<Arc<App>>) -> Response {
     let result = async {
         let now = app.clock.now();
         let previews = crate::api::list(&app.pool, &app.config, now, &Default::default()).await?;
-        let destroyed = crate::db::recently_destroyed(&app.pool, 20).await?;
+        let destroyed =
+            crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
         anyhow::Ok(list_page(&previews, &destroyed, app.clock.now()))
     }
     .await;

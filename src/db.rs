@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, SqliteConnection, SqlitePool};
+use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool};
 
 use crate::intent::{Outcome, PrChange};
 use crate::webhook::{CommandComment, InstallationChange};
@@ -43,6 +43,47 @@ pub async fn writer_connection(path: &Path) -> anyhow::Result<SqliteConnection> 
     SqliteConnection::connect_with(&options(path))
         .await
         .with_context(|| format!("opening state {} for writing", path.display()))
+}
+
+/// Starts a transaction that writes, holding the write lock from its first statement.
+///
+/// A plain (deferred) `BEGIN` takes a read snapshot at its first read and must upgrade it at
+/// its first write; when another connection holds the write lock then, or has committed
+/// since the snapshot, SQLite answers SQLITE_BUSY (or SQLITE_BUSY_SNAPSHOT) at once: its
+/// busy handler only runs for a transaction that holds no lock yet (sqlite3.c 3.46,
+/// `sqlite3BtreeBeginTrans`: the retry loop requires `pBt->inTransaction==TRANS_NONE`).
+/// `BEGIN IMMEDIATE` takes the write lock up front, so it waits the busy timeout instead.
+pub async fn begin_write(pool: &SqlitePool) -> sqlx::Result<sqlx::Transaction<'static, Sqlite>> {
+    pool.begin_with("BEGIN IMMEDIATE").await
+}
+
+/// [`begin_write`] on a connection of its own (the intake writer's, a test's).
+pub async fn begin_write_on(
+    conn: &mut SqliteConnection,
+) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
+    conn.begin_with("BEGIN IMMEDIATE").await
+}
+
+/// The database was busy past the busy timeout (SQLITE_BUSY, SQLITE_LOCKED and their
+/// extended codes) or no pooled connection came free: a reason to try again shortly, never
+/// a failure to record or to show on a pull request.
+pub fn is_busy(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(e) => e
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            // Extended result codes keep the primary code in their low byte.
+            .is_some_and(|code| matches!(code & 0xff, 5 | 6)),
+        sqlx::Error::PoolTimedOut => true,
+        _ => false,
+    }
+}
+
+/// [`is_busy`] anywhere in an error's chain (for errors wrapped in context).
+pub fn is_busy_error(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .any(|e| e.downcast_ref::<sqlx::Error>().is_some_and(is_busy))
 }
 
 pub async fn ping(pool: &SqlitePool) -> sqlx::Result<()> {
@@ -127,14 +168,6 @@ pub async fn record_delivery(
     .execute(conn)
     .await
     .map(drop)
-}
-
-/// Deletes delivery records received before `before`; returns how many.
-pub async fn prune_deliveries(pool: &SqlitePool, before: i64) -> sqlx::Result<u64> {
-    let done = sqlx::query!("DELETE FROM deliveries WHERE received_at < ?1", before)
-        .execute(pool)
-        .await?;
-    Ok(done.rows_affected())
 }
 
 // ---- history ----
@@ -387,3 +420,27 @@ pub use ledger::*;
 pub use previews::*;
 pub use sweep::*;
 pub use views::*;
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Executor;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lock_held_past_the_busy_timeout_is_a_busy_error_even_in_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let pool = open(&path).await.unwrap();
+        let mut holder = begin_write(&pool).await.unwrap();
+        holder.execute("DELETE FROM leases").await.unwrap();
+        let mut other = writer_connection(&path).await.unwrap();
+        other.execute("PRAGMA busy_timeout = 0").await.unwrap();
+        let busy = begin_write_on(&mut other).await.map(drop).unwrap_err();
+        assert!(is_busy(&busy), "{busy:?}");
+        let wrapped = anyhow::Error::from(busy).context("recording a teardown");
+        assert!(is_busy_error(&wrapped));
+        let refused = anyhow::Error::from(sqlx::Error::RowNotFound);
+        assert!(!is_busy_error(&refused));
+    }
+}

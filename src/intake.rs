@@ -141,7 +141,7 @@ async fn commit(
     batch: &[Job],
     now: i64,
 ) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
-    let mut tx = conn.begin().await?;
+    let mut tx = db::begin_write_on(conn).await?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         match record_one(&mut tx, &job.delivery, &job.intent, now).await {
@@ -161,7 +161,7 @@ async fn commit_isolated(
     batch: &[Job],
     now: i64,
 ) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
-    let mut tx = conn.begin().await?;
+    let mut tx = db::begin_write_on(conn).await?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         let mut savepoint = tx.begin().await?;

@@ -7,9 +7,17 @@ pub fn document() -> Value {
     let text = json!({"type": "string"});
     let nullable_text = json!({"type": ["string", "null"]});
     let time = json!({"type": "integer", "description": "Unix seconds"});
-    let filters: Vec<Value> = ["repo", "author", "state", "cluster"]
+    let mut filters: Vec<Value> = ["repo", "author", "state", "cluster"]
         .map(|name| json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}}))
         .to_vec();
+    filters.push(json!({"name": "limit", "in": "query", "required": false,
+        "description": "previews per page; over the maximum is refused with 400",
+        "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_LIMIT, "default": crate::api::DEFAULT_LIMIT}}));
+    filters.push(json!({"name": "cursor", "in": "query", "required": false,
+        "description": "the `next` of the previous page (opaque)",
+        "schema": {"type": "string"}}));
+    let busy = json!({"description": "the state stayed busy past the busy timeout; retry after the Retry-After seconds",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}}});
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -71,17 +79,22 @@ pub fn document() -> Value {
                     "summary": "Tracked previews",
                     "parameters": filters,
                     "responses": {
-                        "200": {"description": "previews, by repository and number", "content": {"application/json": {"schema": {
-                            "type": "object", "additionalProperties": false, "required": ["previews"],
-                            "properties": {"previews": {"type": "array", "items": {"$ref": "#/components/schemas/Preview"}}},
+                        "200": {"description": "a page of previews, by repository and number (with `state`, a page can hold fewer than `limit`: follow `next` until it is null)", "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["previews", "next"],
+                            "properties": {
+                                "previews": {"type": "array", "items": {"$ref": "#/components/schemas/Preview"}},
+                                "next": {"type": ["string", "null"], "description": "the cursor of the next page; null on the last"},
+                            },
                         }}}},
+                        "400": {"description": "a limit out of range or a cursor this API did not give out", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
                         "401": {"description": "api.token is set and the request did not carry it"},
+                        "503": busy.clone(),
                     },
                 },
             },
             "/api/previews/{owner}/{repo}/{number}": {
                 "get": {
-                    "summary": "One preview with its ledger and history (preview is null once destroyed)",
+                    "summary": format!("One preview with its ledger and its newest history (at most {} entries, oldest first; preview is null once destroyed; a PR's history is kept {} days after it was last active without a preview)", crate::db::HISTORY_SHOWN, crate::sweep::RETENTION / 86_400),
                     "parameters": path_parameters(),
                     "responses": {
                         "200": {"description": "the preview", "content": {"application/json": {"schema": {
@@ -105,6 +118,7 @@ pub fn document() -> Value {
                         "200": {"description": "already ending"},
                         "403": {"description": "api.token is not set, so nobody may destroy through the API"},
                         "404": {"description": "no such preview"},
+                        "503": busy,
                     },
                 },
             },

@@ -224,6 +224,12 @@ impl Reconciler {
 
     async fn record_failure(&self, id: i64, error: &anyhow::Error) {
         self.requeue(id);
+        // A busy state is the database's contention, not this preview's failure: retried,
+        // never recorded (nor shown on the PR) as an error.
+        if db::is_busy_error(error) {
+            tracing::info!(preview = id, error = %format!("{error:#}"), "state busy; retrying");
+            return;
+        }
         let message = format!("{error:#}");
         tracing::warn!(preview = id, error = %message, "reconcile failed");
         let now = self.clock.now();

@@ -1,7 +1,7 @@
 //! The sweeper, previewd's third driver after webhooks and commands: on an interval it finds
 //! the previews that are due (one indexed query), records their expiry (the reconciler tears
-//! them down), warns once per expiry before that, prunes old delivery records, and looks for
-//! orphaned Applications. It only ever records intent, under a lease, so two sweepers on one
+//! them down), warns once per expiry before that, forgets what belongs to previews long gone
+//! (and old delivery records) in small batches, and looks for orphaned Applications. It only ever records intent, under a lease, so two sweepers on one
 //! state never both act, and a crash mid-pass leaves nothing done twice or forgotten.
 
 use std::collections::BTreeSet;
@@ -24,6 +24,18 @@ const LEASE: &str = "sweep";
 const LEASE_FOR: i64 = 300;
 /// Orphans need every Application listed, so they are looked for every this many passes.
 const ORPHANS_EVERY: u64 = 10;
+/// A PR without a preview keeps its history (and its finished commands, notices, GitHub
+/// thread and close) until nothing has happened to it for this long: the history outlives
+/// the preview, for a bounded window.
+pub const RETENTION: i64 = 30 * 86_400;
+/// The newest history rows a PR keeps, however long it lives and however busy it is.
+pub const HISTORY_CAP: i64 = 1_000;
+/// Rows deleted per write transaction: the write lock is held for one batch, not a pass.
+const BATCH: i64 = 500;
+/// Batches per kind per pass: a pass stays bounded; a backlog drains over a few passes.
+const BATCHES_PER_PASS: usize = 20;
+/// PRs with history this recent are checked against the cap (only they can have grown).
+const CAP_LOOKBACK: i64 = 3_600;
 
 /// What one pass does (or, dry, would do).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -34,6 +46,8 @@ pub struct Plan {
     pub warn: Vec<(DueRow, String, String)>,
     /// Delivery records received before this are pruned.
     pub prune_before: i64,
+    /// What belongs to PRs without a preview, and quiet since before this, is forgotten.
+    pub forget_before: i64,
     /// Helper or app Applications previewd manages that have no preview.
     pub orphans: Vec<String>,
 }
@@ -56,6 +70,10 @@ impl Plan {
             "prune delivery records received before {}",
             comment::stamp(self.prune_before)
         ));
+        lines.push(format!(
+            "forget the history of previews gone and quiet since before {} (but the recently destroyed)",
+            comment::stamp(self.forget_before)
+        ));
         lines
     }
 }
@@ -65,6 +83,8 @@ pub struct Report {
     pub expired: usize,
     pub warned: usize,
     pub pruned: u64,
+    /// Rows retention deleted (history, commands, notices, threads, closes).
+    pub forgotten: u64,
     pub orphans_removed: usize,
 }
 
@@ -154,8 +174,12 @@ impl Sweeper {
             .map(|p| secs(p.warn_before))
             .max()
             .unwrap_or(0);
+        let delivery_retention = secs(self.config.delivery_retention);
         let mut plan = Plan {
-            prune_before: now - secs(self.config.delivery_retention),
+            prune_before: now - delivery_retention,
+            // Never shorter than the deduplication window: a forgotten command or close
+            // could otherwise be brought back by a redelivery its record no longer stops.
+            forget_before: now.saturating_sub(RETENTION.max(delivery_retention)),
             ..Plan::default()
         };
         for row in db::due_before(&self.pool, now.saturating_add(longest_warning)).await? {
@@ -215,7 +239,7 @@ impl Sweeper {
                 self.notify(&row.repo, row.number);
             }
         }
-        report.pruned = db::prune_deliveries(&self.pool, plan.prune_before).await?;
+        self.forget(plan, now, &mut report).await?;
         // Never delete on doubt: an empty or foreign state (a fresh previewd.db, a second
         // instance on the same Argo CD) would make every Application look orphaned.
         let mut removable = self.config.remove_orphans && !plan.orphans.is_empty();
@@ -253,6 +277,50 @@ impl Sweeper {
             }
         }
         Ok(report)
+    }
+
+    /// Retention, a batch per write transaction: what belongs to PRs gone past the window,
+    /// delivery records past theirs, and each recently busy PR's history beyond the cap.
+    async fn forget(&self, plan: &Plan, now: i64, report: &mut Report) -> anyhow::Result<()> {
+        for what in db::Retained::ALL {
+            let cutoff = match what {
+                db::Retained::Deliveries => plan.prune_before,
+                _ => plan.forget_before,
+            };
+            let mut deleted = 0;
+            for _ in 0..BATCHES_PER_PASS {
+                let n = db::forget_batch(
+                    &self.pool,
+                    what,
+                    cutoff,
+                    BATCH,
+                    db::RECENTLY_DESTROYED_SHOWN,
+                )
+                .await?;
+                deleted += n;
+                if n < BATCH as u64 {
+                    break;
+                }
+                // Let the other writers (intake, reconciler, API) in between batches.
+                tokio::task::yield_now().await;
+            }
+            match what {
+                db::Retained::Deliveries => report.pruned += deleted,
+                _ => report.forgotten += deleted,
+            }
+        }
+        let since = now - CAP_LOOKBACK.max(2 * secs(self.config.sweep_interval));
+        for (repo, number) in db::recently_written(&self.pool, since, BATCH).await? {
+            for _ in 0..BATCHES_PER_PASS {
+                let n = db::cap_history(&self.pool, &repo, number, HISTORY_CAP, BATCH).await?;
+                report.forgotten += n;
+                if n < BATCH as u64 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(())
     }
 
     /// Applications the sink holds that no preview row accounts for.

@@ -228,3 +228,205 @@ async fn with_a_token_reads_need_it_and_destroy_always_does() {
     .unwrap();
     assert_eq!((desired.as_str(), actor.as_str()), ("absent", "api"));
 }
+
+/// Inserts a preview row directly (the API reads rows; how they came is not its concern).
+async fn insert_preview(app: &TestApp, repo: &str, number: i64, author: &str) {
+    sqlx::query(
+        "INSERT INTO previews (repo, number, repo_id, title, author, head_sha, head_ref, base_ref,
+             fork, draft, desired, observed, cluster, pr_updated_at, created_at, updated_at, expires_at)
+         VALUES (?1, ?2, 1, 't', ?3, 'ec26c3e57ca3a959ca5aad62de7213c562f8c821', 'b', 'main',
+             0, 0, 'deployed', 'ready', 'in-cluster', ?4, ?4, ?4, ?4 + 86400)",
+    )
+    .bind(repo)
+    .bind(number)
+    .bind(author)
+    .bind(common::NOW)
+    .execute(app.pool())
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn pagination_walks_every_preview_exactly_once_across_pages() {
+    let app = TestApp::start().await;
+    let mut expected = Vec::new();
+    for repo in ["acme/api", "acme/web", "zeta/app"] {
+        for number in [1, 2, 10, 11, 100, 9, 3] {
+            insert_preview(&app, repo, number, "dev").await;
+            expected.push((repo.to_owned(), number));
+        }
+    }
+    expected.sort();
+    let mut seen = Vec::new();
+    let mut path = "/api/previews?limit=4".to_owned();
+    let mut pages = 0;
+    loop {
+        let page = json_of(&app, &path).await;
+        let previews = page["previews"].as_array().unwrap();
+        assert!(previews.len() <= 4, "{page}");
+        seen.extend(previews.iter().map(|p| {
+            (
+                p["repo"].as_str().unwrap().to_owned(),
+                p["number"].as_i64().unwrap(),
+            )
+        }));
+        pages += 1;
+        assert!(pages <= 10, "the walk ends");
+        match page["next"].as_str() {
+            Some(next) => path = format!("/api/previews?limit=4&cursor={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen, expected,
+        "every preview once, in (repo, number) order"
+    );
+    assert_eq!(pages, 6, "21 previews in pages of 4");
+
+    // A filter pages the same way, by its own index.
+    let first = json_of(&app, "/api/previews?repo=acme/web&limit=5").await;
+    let next = first["next"].as_str().unwrap();
+    let second = json_of(
+        &app,
+        &format!("/api/previews?repo=acme/web&limit=5&cursor={next}"),
+    )
+    .await;
+    let numbers: Vec<i64> = [&first, &second]
+        .iter()
+        .flat_map(|p| p["previews"].as_array().unwrap().clone())
+        .map(|p| p["number"].as_i64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3, 9, 10, 11, 100]);
+    assert_eq!(second["next"], Value::Null);
+
+    // The response is the documented one: `previews` and `next`, nothing else.
+    let openapi = json_of(&app, "/api/openapi.json").await;
+    let schema = &openapi["paths"]["/api/previews"]["get"]["responses"]["200"]["content"]["application/json"]
+        ["schema"];
+    conforms(&first, schema);
+}
+
+#[tokio::test]
+async fn a_limit_over_the_maximum_or_a_forged_cursor_is_refused_with_400() {
+    let app = TestApp::start().await;
+    insert_preview(&app, "acme/api", 1, "dev").await;
+    for path in [
+        "/api/previews?limit=501",
+        "/api/previews?limit=0",
+        "/api/previews?cursor=not-a-cursor!",
+        "/api/previews?cursor=Zm9v", // base64url of "foo": no number
+    ] {
+        let (status, body) = app.get(path, None).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert!(error["error"].is_string(), "{body}");
+    }
+    let page = json_of(&app, "/api/previews?limit=500").await;
+    assert_eq!(page["previews"].as_array().unwrap().len(), 1);
+    assert_eq!(page["next"], Value::Null);
+}
+
+#[tokio::test]
+async fn one_previews_history_shows_only_its_newest_entries() {
+    let app = TestApp::start().await;
+    insert_preview(&app, "acme/api", 1, "dev").await;
+    for i in 0..300 {
+        sqlx::query(
+            "INSERT INTO history (repo, number, what, actor, reason, at) VALUES ('acme/api', 1, 'pushed', 'dev', ?1, ?2)",
+        )
+        .bind(format!("push {i}"))
+        .bind(common::NOW + i)
+        .execute(app.pool())
+        .await
+        .unwrap();
+    }
+    let detail = json_of(&app, "/api/previews/acme/api/1").await;
+    let history = detail["history"].as_array().unwrap();
+    assert_eq!(history.len() as i64, previewd::db::HISTORY_SHOWN);
+    assert_eq!(history.first().unwrap()["reason"], "push 100");
+    assert_eq!(
+        history.last().unwrap()["reason"],
+        "push 299",
+        "oldest first, ending with the newest"
+    );
+}
+
+/// `EXPLAIN QUERY PLAN` of `sql`, one detail line per step.
+async fn plan(app: &TestApp, sql: &str) -> Vec<String> {
+    let rows: Vec<(i64, i64, i64, String)> = sqlx::query_as(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    rows.into_iter().map(|(_, _, _, detail)| detail).collect()
+}
+
+/// A step that reads a whole table, or sorts what it read: what an index avoids.
+fn scans(plan: &[String]) -> bool {
+    plan.iter().any(|step| {
+        (step.starts_with("SCAN ") && !step.contains(" USING ")) || step.contains("TEMP B-TREE")
+    })
+}
+
+#[tokio::test]
+async fn the_dashboard_and_api_queries_read_an_index_not_the_whole_table() {
+    let app = TestApp::start().await;
+    // Enough rows that a scan would cost: 2,000 history rows over 200 PRs, 50 destroyed.
+    let mut tx = app.pool().begin().await.unwrap();
+    for i in 0..2_000i64 {
+        let what = if i % 40 == 0 { "destroyed" } else { "pushed" };
+        sqlx::query("INSERT INTO history (repo, number, what, actor, at) VALUES ('acme/api', ?1, ?2, 'dev', ?3)")
+            .bind(i % 200 + 1)
+            .bind(what)
+            .bind(common::NOW + i)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    for n in 1..=200 {
+        insert_preview(&app, "acme/api", n, &format!("dev-{}", n % 7)).await;
+    }
+
+    let destroyed = plan(&app, previewd::db::RECENTLY_DESTROYED).await;
+    assert!(!scans(&destroyed), "{destroyed:?}");
+    assert!(
+        destroyed.iter().any(|s| s.contains("history_destroyed")),
+        "{destroyed:?}"
+    );
+    let history = plan(&app, previewd::db::HISTORY).await;
+    assert!(!scans(&history), "{history:?}");
+
+    use previewd::db::PreviewFilter;
+    for filter in [
+        PreviewFilter::default(),
+        PreviewFilter {
+            after: Some(("acme/api", 50)),
+            ..PreviewFilter::default()
+        },
+        PreviewFilter {
+            repo: Some("acme/api"),
+            after: Some(("acme/api", 50)),
+            ..PreviewFilter::default()
+        },
+        PreviewFilter {
+            author: Some("dev-3"),
+            after: Some(("acme/api", 50)),
+            ..PreviewFilter::default()
+        },
+        PreviewFilter {
+            cluster: Some("in-cluster"),
+            ..PreviewFilter::default()
+        },
+    ] {
+        let query = previewd::db::previews_query(&filter, 100);
+        let steps = plan(&app, query.sql()).await;
+        assert!(!scans(&steps), "{filter:?}: {steps:?}");
+        // A filter or a cursor seeks into its index; only the first unfiltered page
+        // reads one from its start (and stops after `limit` rows).
+        let first_page = filter.after.is_none() && filter.cluster.is_none();
+        assert!(
+            first_page || steps.iter().all(|s| s.starts_with("SEARCH ")),
+            "{filter:?}: {steps:?}"
+        );
+    }
+}

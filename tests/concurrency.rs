@@ -1,9 +1,13 @@
-//! Many deliveries at once: each lands exactly once, none sees "database is locked".
+//! Many deliveries at once: each lands exactly once, none sees "database is locked"; and
+//! operators' destroys racing them (and another writer) wait for the lock instead of failing.
 
 mod common;
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use common::{Delivery, TestApp};
+use sqlx::{Connection, Executor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_deliveries_land_exactly_once() {
@@ -77,4 +81,184 @@ async fn a_delivery_that_cannot_be_written_fails_alone_and_its_redelivery_succee
         app.delivery_outcome(failed.guid_str()).await.as_deref(),
         Some("accepted")
     );
+}
+
+const TOKEN: &str = "s3cret-token";
+
+async fn app_with_token() -> Arc<TestApp> {
+    Arc::new(
+        TestApp::with_config(&format!(
+            "[github]\nwebhook_secret = {:?}\n[api]\ntoken = {TOKEN:?}\n",
+            common::SECRET
+        ))
+        .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() {
+    let app = app_with_token().await;
+    for n in 1..=120 {
+        let (status, body) = app
+            .send(&Delivery::fixture("pull_request.opened").number(n))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    // The load: destroys through the API while other PRs' deliveries (and pings)
+    // keep the single writer committing.
+    let mut deliveries = Vec::new();
+    for n in 1000..1300 {
+        let app = app.clone();
+        deliveries.push(tokio::spawn(async move {
+            let delivery = if n % 3 == 0 {
+                Delivery::fixture("ping").guid(&format!("ping-{n}"))
+            } else {
+                Delivery::fixture("pull_request.opened").number(n)
+            };
+            app.send(&delivery).await
+        }));
+    }
+    let mut destroys = Vec::new();
+    for n in 1..=120 {
+        let app = app.clone();
+        destroys.push(tokio::spawn(async move {
+            let path = format!("/api/previews/codertocat/hello-world/{n}/destroy");
+            app.call("POST", &path, Some(&format!("Bearer {TOKEN}")))
+                .await
+        }));
+    }
+    for (n, task) in (1..=120).zip(destroys) {
+        let (status, body) = task.await.unwrap();
+        assert_eq!(status, StatusCode::ACCEPTED, "destroy of #{n}: {body}");
+    }
+    for task in deliveries {
+        let (status, body) = task.await.unwrap();
+        assert!(status.is_success(), "{status}: {body}");
+    }
+    let destroyed: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM previews WHERE desired = 'absent' AND end_reason = 'destroyed'",
+    )
+    .fetch_one(app.pool())
+    .await
+    .unwrap();
+    assert_eq!(destroyed, 120);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroy_that_reads_then_writes_waits_for_another_writer_instead_of_failing() {
+    let app = app_with_token().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    // Another process (a CLI, a second connection) holds the write lock for a moment.
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other
+        .execute("UPDATE previews SET title = 'held' WHERE number = 2")
+        .await
+        .unwrap();
+    let pool = app.pool().clone();
+    let destroy = tokio::spawn(async move {
+        previewd::db::request_destroy(&pool, "codertocat/hello-world", 2, "api", common::NOW).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    other.execute("COMMIT").await.unwrap();
+    other.close().await.unwrap();
+    // A deferred BEGIN reads first and then cannot upgrade to a writer: SQLite answers
+    // SQLITE_BUSY at once, without waiting for the busy timeout.
+    assert_eq!(destroy.await.unwrap().unwrap(), Some(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_that_finds_the_state_busy_is_retried_not_recorded_as_failed() {
+    let app = TestApp::start().await;
+    let reconciler = Arc::new(common::directory_reconciler(&app));
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    // A push: the next pass has a new head to apply, and so writes.
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b")
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    let before: String = sqlx::query_scalar("SELECT observed FROM previews WHERE number = 2")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    // Another process holds the write lock past the busy timeout (5 s), then lets go.
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other
+        .execute("UPDATE leases SET holder = holder")
+        .await
+        .unwrap();
+    let holder = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(5_500)).await;
+        other.execute("COMMIT").await.unwrap();
+        other.close().await.unwrap();
+    });
+    let _ = reconciler.pass().await;
+    holder.await.unwrap();
+    let (observed, last_error): (String, Option<String>) =
+        sqlx::query_as("SELECT observed, last_error FROM previews WHERE number = 2")
+            .fetch_one(app.pool())
+            .await
+            .unwrap();
+    let errors: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'error'")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        (observed, last_error, errors),
+        (before, None, 0),
+        "a busy state is not the preview's failure"
+    );
+    // Once the lock is free, the retry applies the push.
+    reconciler.pass().await.unwrap();
+    let head: String = sqlx::query_scalar("SELECT head_sha FROM previews WHERE number = 2")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(head.starts_with("b1e5a3f"), "{head}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destroy_that_cannot_get_the_lock_within_the_busy_timeout_answers_503_with_retry_after() {
+    let app = app_with_token().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other
+        .execute("UPDATE leases SET holder = holder")
+        .await
+        .unwrap();
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri("/api/previews/codertocat/hello-world/2/destroy")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = tower::ServiceExt::oneshot(app.router.clone(), request)
+        .await
+        .unwrap();
+    other.execute("ROLLBACK").await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("1")
+    );
+    // Asked again once the lock is free, it succeeds.
+    let (status, body) = app
+        .call(
+            "POST",
+            "/api/previews/codertocat/hello-world/2/destroy",
+            Some(&format!("Bearer {TOKEN}")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }

@@ -24,7 +24,7 @@ pub async fn record_applied(
     reason: &str,
     now: i64,
 ) -> sqlx::Result<()> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     for entry in entries {
         sqlx::query!(
             "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)

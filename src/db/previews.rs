@@ -97,7 +97,7 @@ pub async fn record_placements(
     decisions: &[(i64, Option<String>, bool)],
     now: i64,
 ) -> sqlx::Result<()> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     for (id, cluster, already_queued) in decisions {
         let (what, reason) = match cluster {
             Some(cluster) => {
@@ -172,7 +172,7 @@ pub async fn set_observed(
 /// Marks a teardown as begun (once), forgets what was applied, and says so in the history,
 /// in one transaction. Returns false when it had already begun.
 pub async fn start_teardown(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<bool> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let done = sqlx::query!(
         "UPDATE previews SET teardown_started_at = ?2, observed = 'tearing_down', applied_hash = NULL
          WHERE id = ?1 AND teardown_started_at IS NULL",
@@ -247,7 +247,7 @@ pub async fn store_sealed_secrets(
     fingerprint: &str,
     now: i64,
 ) -> sqlx::Result<()> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     sqlx::query!("DELETE FROM sealed_secrets WHERE preview_id = ?1", id)
         .execute(&mut *tx)
         .await?;
@@ -278,7 +278,7 @@ pub async fn forget_preview(
     reason: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let row = sqlx::query!(
         "SELECT repo, number, head_sha, installation_id, end_reason FROM previews WHERE id = ?1 AND desired = 'absent'",
         id

@@ -17,14 +17,19 @@ pub struct DueRow {
     pub warned_expires_at: Option<i64>,
 }
 
-/// Live previews whose expiry is at or before `until`, soonest first.
+/// Previews one pass looks at, at most: a backlog (after an outage) is worked off over a
+/// few passes, soonest first, instead of read whole into memory.
+pub const DUE_PER_PASS: i64 = 2_000;
+
+/// Live previews whose expiry is at or before `until`, soonest first, at most [`DUE_PER_PASS`].
 pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRow>> {
     sqlx::query_as!(
         DueRow,
         r#"SELECT id AS "id!", repo, number, author, installation_id, expires_at, keep AS "keep: bool", warned_expires_at
            FROM previews INDEXED BY previews_by_expiry
-           WHERE expires_at <= ?1 AND desired != 'absent' ORDER BY expires_at, id"#,
-        until
+           WHERE expires_at <= ?1 AND desired != 'absent' ORDER BY expires_at, id LIMIT ?2"#,
+        until,
+        DUE_PER_PASS
     )
     .fetch_all(pool)
     .await
@@ -34,7 +39,7 @@ pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRo
 /// transaction (one fsync for the lot). Returns the ids recorded (another sweeper, or an
 /// extend in between, makes the condition false for the rest).
 pub async fn expire(pool: &SqlitePool, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let mut expired = Vec::new();
     for (id, reason) in due {
         if expire_one(&mut tx, *id, reason, now).await? {
@@ -75,7 +80,7 @@ pub async fn warn(
     notice: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let done = sqlx::query!(
         "UPDATE previews SET warned_expires_at = expires_at
          WHERE id = ?1 AND expires_at = ?2 AND desired != 'absent'
@@ -154,10 +159,11 @@ pub struct Notice {
     pub body: String,
 }
 
+/// The oldest notices still owed, at most 100 (the rest wait for the next report).
 pub async fn unposted_notices(pool: &SqlitePool) -> sqlx::Result<Vec<Notice>> {
     sqlx::query_as!(
         Notice,
-        r#"SELECT id AS "id!", repo, number, installation_id, body FROM notices WHERE posted_at IS NULL ORDER BY id"#
+        r#"SELECT id AS "id!", repo, number, installation_id, body FROM notices WHERE posted_at IS NULL ORDER BY id LIMIT 100"#
     )
     .fetch_all(pool)
     .await
@@ -213,7 +219,7 @@ pub async fn evict(
     notice: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let done = sqlx::query!(
         "UPDATE previews SET desired = 'absent', end_reason = 'evicted', updated_at = ?2
          WHERE id = ?1 AND desired != 'absent' AND keep = 0",
@@ -279,4 +285,178 @@ pub async fn instance_id(pool: &SqlitePool) -> sqlx::Result<String> {
     sqlx::query_scalar!("SELECT id FROM instance ORDER BY rowid LIMIT 1")
         .fetch_one(pool)
         .await
+}
+
+// ---- retention ----
+
+/// What retention deletes, each kind oldest first and a batch at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retained {
+    /// The history of PRs without a preview where nothing happened since the cutoff, but
+    /// for the PRs the dashboard lists as recently destroyed.
+    History,
+    /// Finished commands of PRs without a preview.
+    Commands,
+    /// Notices posted (or owed to a PR without a preview) before the cutoff.
+    Notices,
+    /// GitHub threads of PRs without a preview, once their final report is out.
+    Threads,
+    /// The closes of PRs without a preview (a late `opened` can no longer come).
+    Closes,
+    /// Delivery records (deduplication) received before the cutoff.
+    Deliveries,
+}
+
+impl Retained {
+    pub const ALL: [Retained; 6] = [
+        Retained::History,
+        Retained::Commands,
+        Retained::Notices,
+        Retained::Threads,
+        Retained::Closes,
+        Retained::Deliveries,
+    ];
+
+    /// `?1` the cutoff, `?2` the batch size, `?3` how many recently destroyed PRs to keep.
+    /// Each picks its rows by an age index and deletes them by key: one short write.
+    fn sql(self) -> &'static str {
+        match self {
+            Retained::History => {
+                "DELETE FROM history WHERE id IN (
+                     SELECT h.id FROM history h INDEXED BY history_by_age
+                     WHERE h.at < ?1
+                       AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = h.repo AND p.number = h.number)
+                       AND NOT EXISTS (SELECT 1 FROM history n WHERE n.repo = h.repo AND n.number = h.number AND n.at >= ?1)
+                       AND (h.repo, h.number) NOT IN (
+                           SELECT repo, number FROM history WHERE what = 'destroyed' ORDER BY at DESC, id DESC LIMIT ?3)
+                     ORDER BY h.at LIMIT ?2)"
+            }
+            Retained::Commands => {
+                "DELETE FROM commands WHERE id IN (
+                     SELECT c.id FROM commands c INDEXED BY commands_by_age
+                     WHERE c.created_at < ?1 AND c.status != 'pending'
+                       AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = c.repo AND p.number = c.number)
+                     ORDER BY c.created_at LIMIT ?2)"
+            }
+            Retained::Notices => {
+                "DELETE FROM notices WHERE id IN (
+                     SELECT n.id FROM notices n INDEXED BY notices_by_age
+                     WHERE n.created_at < ?1
+                       AND (n.posted_at IS NOT NULL
+                            OR NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = n.repo AND p.number = n.number))
+                     ORDER BY n.created_at LIMIT ?2)"
+            }
+            Retained::Threads => {
+                "DELETE FROM github_threads WHERE (repo, number) IN (
+                     SELECT t.repo, t.number FROM github_threads t INDEXED BY github_threads_by_age
+                     WHERE t.updated_at < ?1 AND t.final_pending = 0
+                       AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)
+                     ORDER BY t.updated_at LIMIT ?2)"
+            }
+            Retained::Closes => {
+                "DELETE FROM closed_prs WHERE (repo, number) IN (
+                     SELECT c.repo, c.number FROM closed_prs c INDEXED BY closed_prs_by_age
+                     WHERE c.pr_updated_at < ?1
+                       AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = c.repo AND p.number = c.number)
+                     ORDER BY c.pr_updated_at LIMIT ?2)"
+            }
+            Retained::Deliveries => {
+                "DELETE FROM deliveries WHERE (hook_id, guid) IN (
+                     SELECT hook_id, guid FROM deliveries INDEXED BY deliveries_by_age
+                     WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)"
+            }
+        }
+    }
+}
+
+/// Deletes at most `batch` rows of `what` from before `cutoff`, in one write transaction
+/// of its own (so the write lock is held for one small batch, never a whole pass), keeping
+/// the history of the `keep_destroyed` most recently destroyed PRs. Returns how many.
+pub async fn forget_batch(
+    pool: &SqlitePool,
+    what: Retained,
+    cutoff: i64,
+    batch: i64,
+    keep_destroyed: i64,
+) -> sqlx::Result<u64> {
+    let mut tx = super::begin_write(pool).await?;
+    if what == Retained::History {
+        // Lets this transaction, and only it, past the append-only trigger (0008).
+        sqlx::query("INSERT INTO history_retention (running) VALUES (1)")
+            .execute(&mut *tx)
+            .await?;
+    }
+    let done = sqlx::query(what.sql())
+        .bind(cutoff)
+        .bind(batch)
+        .bind(keep_destroyed)
+        .execute(&mut *tx)
+        .await?;
+    if what == Retained::History {
+        sqlx::query("DELETE FROM history_retention")
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(done.rows_affected())
+}
+
+/// PRs with history since `since` (only they can have grown past the cap), at most `limit`.
+pub async fn recently_written(
+    pool: &SqlitePool,
+    since: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<(String, i64)>> {
+    sqlx::query_as(
+        "SELECT DISTINCT repo, number FROM history INDEXED BY history_by_age WHERE at >= ?1 LIMIT ?2",
+    )
+    .bind(since)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// Deletes at most `batch` of a PR's history rows beyond its newest `cap`, oldest first,
+/// in one write transaction; returns how many.
+pub async fn cap_history(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+    cap: i64,
+    batch: i64,
+) -> sqlx::Result<u64> {
+    let mut tx = super::begin_write(pool).await?;
+    // The newest row past the cap: it and everything older go.
+    let boundary: Option<(i64, i64)> = sqlx::query_as(
+        "SELECT at, id FROM history WHERE repo = ?1 AND number = ?2
+         ORDER BY at DESC, id DESC LIMIT 1 OFFSET ?3",
+    )
+    .bind(repo)
+    .bind(number)
+    .bind(cap)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((at, id)) = boundary else {
+        return Ok(0);
+    };
+    sqlx::query("INSERT INTO history_retention (running) VALUES (1)")
+        .execute(&mut *tx)
+        .await?;
+    let done = sqlx::query(
+        "DELETE FROM history WHERE id IN (
+             SELECT id FROM history WHERE repo = ?1 AND number = ?2 AND (at, id) <= (?3, ?4)
+             ORDER BY at, id LIMIT ?5)",
+    )
+    .bind(repo)
+    .bind(number)
+    .bind(at)
+    .bind(id)
+    .bind(batch)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("DELETE FROM history_retention")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(done.rows_affected())
 }

@@ -1,7 +1,12 @@
 //! Read queries for people and tools (the API, the dashboard, the CLI), and the one write
 //! they may make: asking for a preview's destruction.
 
-use sqlx::SqlitePool;
+use sqlx::{QueryBuilder, Sqlite, SqlitePool};
+
+/// How many recently destroyed previews the dashboard lists; retention keeps their history.
+pub const RECENTLY_DESTROYED_SHOWN: i64 = 20;
+/// The newest history rows one preview's page and API answer show.
+pub const HISTORY_SHOWN: i64 = 200;
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PreviewSummary {
@@ -22,7 +27,7 @@ pub struct PreviewSummary {
     pub end_reason: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct HistoryEntry {
     pub at: i64,
     pub what: String,
@@ -31,26 +36,65 @@ pub struct HistoryEntry {
     pub head_sha: Option<String>,
 }
 
-/// Every tracked preview, filtered on what SQL can see; ordered by repository and number.
+/// What a page of previews is filtered on, and where it starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreviewFilter<'a> {
+    pub repo: Option<&'a str>,
+    pub author: Option<&'a str>,
+    pub cluster: Option<&'a str>,
+    /// Only previews after this (repo, number): the last one of the previous page.
+    pub after: Option<(&'a str, i64)>,
+}
+
+/// The query of one page: only the conditions asked for, so each can use its index
+/// (`(?1 IS NULL OR repo = ?1)` would make SQLite scan), in the (repo, number) order of the
+/// unique index, so a page reads `limit` rows from where the last one ended (keyset), never
+/// the rows before it.
+pub fn previews_query<'a>(filter: &PreviewFilter<'a>, limit: i64) -> QueryBuilder<'a, Sqlite> {
+    let mut query = QueryBuilder::new(
+        "SELECT id, repo, number, title, author, head_sha, desired, observed, cluster,
+                created_at, expires_at, keep, fork, last_error, end_reason
+         FROM previews WHERE 1",
+    );
+    if let Some(repo) = filter.repo {
+        query.push(" AND repo = ").push_bind(repo);
+    }
+    if let Some(author) = filter.author {
+        query.push(" AND author = ").push_bind(author);
+    }
+    if let Some(cluster) = filter.cluster {
+        query.push(" AND cluster = ").push_bind(cluster);
+    }
+    match (filter.repo, filter.after) {
+        // Within one repository only the number moves on, and SQLite seeks (repo=? AND
+        // number>?) instead of reading the repository's rows before the cursor.
+        (Some(repo), Some((after_repo, number))) if repo == after_repo => {
+            query.push(" AND number > ").push_bind(number);
+        }
+        (_, Some((repo, number))) => {
+            query
+                .push(" AND (repo, number) > (")
+                .push_bind(repo)
+                .push(", ")
+                .push_bind(number)
+                .push(")");
+        }
+        (_, None) => {}
+    }
+    query.push(" ORDER BY repo, number LIMIT ").push_bind(limit);
+    query
+}
+
+/// One page of tracked previews (at most `limit`), by repository and number.
 pub async fn previews(
     pool: &SqlitePool,
-    repo: Option<&str>,
-    author: Option<&str>,
-    cluster: Option<&str>,
+    filter: &PreviewFilter<'_>,
+    limit: i64,
 ) -> sqlx::Result<Vec<PreviewSummary>> {
-    sqlx::query_as!(
-        PreviewSummary,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired, observed, cluster,
-                  created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason
-           FROM previews
-           WHERE (?1 IS NULL OR repo = ?1) AND (?2 IS NULL OR author = ?2) AND (?3 IS NULL OR cluster = ?3)
-           ORDER BY repo, number"#,
-        repo,
-        author,
-        cluster
-    )
-    .fetch_all(pool)
-    .await
+    previews_query(filter, limit)
+        .build_query_as()
+        .fetch_all(pool)
+        .await
 }
 
 pub async fn preview_summary(
@@ -70,37 +114,39 @@ pub async fn preview_summary(
     .await
 }
 
-/// A PR's history, oldest first (it outlives the preview).
+/// The newest [`HISTORY_SHOWN`] rows of a PR's history, by its index.
+pub const HISTORY: &str = "SELECT at, what, actor, reason, head_sha FROM history
+     WHERE repo = ?1 AND number = ?2 ORDER BY at DESC, id DESC LIMIT ?3";
+
+/// A PR's newest history, oldest first (it outlives the preview).
 pub async fn history(
     pool: &SqlitePool,
     repo: &str,
     number: i64,
 ) -> sqlx::Result<Vec<HistoryEntry>> {
-    sqlx::query_as!(
-        HistoryEntry,
-        "SELECT at, what, actor, reason, head_sha FROM history WHERE repo = ?1 AND number = ?2 ORDER BY at, id",
-        repo,
-        number
-    )
-    .fetch_all(pool)
-    .await
+    let mut rows: Vec<HistoryEntry> = sqlx::query_as(HISTORY)
+        .bind(repo)
+        .bind(number)
+        .bind(HISTORY_SHOWN)
+        .fetch_all(pool)
+        .await?;
+    rows.reverse();
+    Ok(rows)
 }
+
+/// The dashboard's "recently destroyed", by the partial index `history_destroyed` (0008).
+pub const RECENTLY_DESTROYED: &str = "SELECT repo, number, at, reason FROM history
+     WHERE what = 'destroyed' ORDER BY at DESC, id DESC LIMIT ?1";
 
 /// The most recently destroyed previews: (repo, number, when, reason).
 pub async fn recently_destroyed(
     pool: &SqlitePool,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64, i64, String)>> {
-    let rows = sqlx::query!(
-        "SELECT repo, number, at, reason FROM history WHERE what = 'destroyed' ORDER BY at DESC, id DESC LIMIT ?1",
-        limit
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.repo, r.number, r.at, r.reason))
-        .collect())
+    sqlx::query_as(RECENTLY_DESTROYED)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
 }
 
 /// Previews by shown state and cluster, for the metrics.
@@ -126,7 +172,7 @@ pub async fn request_destroy(
     actor: &str,
     now: i64,
 ) -> sqlx::Result<Option<bool>> {
-    let mut tx = pool.begin().await?;
+    let mut tx = super::begin_write(pool).await?;
     let exists = sqlx::query_scalar!(
         r#"SELECT desired != 'absent' AS "live!: bool" FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,

@@ -250,7 +250,7 @@ impl Reconciler {
         reply: &str,
         now: i64,
     ) -> anyhow::Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = db::begin_write(&self.pool).await?;
         if let Some(id) = preview {
             for effect in effects {
                 let applied = db::command_effect(&mut tx, id, effect, now).await?;
