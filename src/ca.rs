@@ -128,6 +128,7 @@ pub fn from_config(
                 dir.join(format!("{stem}-ca.crt")),
                 dir.join(format!("{stem}-ca.key")),
             );
+            crate::clusters::repair_pair(&key, &cert)?;
             if !cert.exists() {
                 anyhow::ensure!(
                     create_local,
@@ -139,9 +140,12 @@ pub fn from_config(
                     now,
                     5 * 365 * 86_400,
                 )?;
-                crate::clusters::write_private(&key, ca_key.as_bytes())?;
-                std::fs::write(&cert, &ca.cert_pem)
-                    .with_context(|| format!("writing {}", cert.display()))?;
+                crate::clusters::write_pair(
+                    &key,
+                    &cert,
+                    ca_key.as_bytes(),
+                    ca.cert_pem.as_bytes(),
+                )?;
                 tracing::warn!(cert = %cert.display(), "created a development preview CA: browsers will not trust it until you add it");
             }
             (cert, key)
