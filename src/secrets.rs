@@ -139,7 +139,7 @@ pub fn for_preview(
             [
                 ("tls.crt", issued.chain_pem),
                 ("tls.key", issued.key_pem),
-                ("ca.crt", ca.cert_pem.clone()),
+                ("ca.crt", issued.ca_pem),
             ],
         ));
     }

@@ -383,9 +383,14 @@ async fn a_renewed_controller_key_keeps_the_sealed_values_of_live_previews() {
 #[test]
 fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
     let dir = tempfile::tempdir().unwrap();
-    let (ca, ca_key) =
-        previewd::ca::PreviewCa::generate("test CA", NOW - 86_400, 10 * 365 * 86_400).unwrap();
-    std::fs::write(dir.path().join("ca.crt"), &ca.cert_pem).unwrap();
+    let (ca, ca_key) = previewd::ca::PreviewCa::generate(
+        "test CA",
+        &["preview.localhost".into()],
+        NOW - 86_400,
+        10 * 365 * 86_400,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("ca.crt"), ca.cert_pem()).unwrap();
     std::fs::write(dir.path().join("ca.key"), ca_key).unwrap();
     let config = format!(
         "[tls]\nmode = \"sealed\"\nca_cert = \"ca.crt\"\nca_key = \"ca.key\"\n[database]\nmode = \"off\"\n\

@@ -118,7 +118,7 @@ fn a_key_left_without_its_certificate_no_longer_stops_startup() {
         previewd::ca::from_config(&config, NOW, false)
             .unwrap()
             .unwrap()
-            .cert_pem,
-        ca.cert_pem
+            .cert_pem(),
+        ca.cert_pem()
     );
 }
