@@ -434,7 +434,10 @@ mod tests {
         assert!(within("pr-7.preview.example.com", "preview.example.com"));
         assert!(within("Preview.Example.com", "preview.example.com"));
         assert!(!within("xpreview.example.com", "preview.example.com"));
-        assert!(!within("preview.example.com.evil.net", "preview.example.com"));
+        assert!(!within(
+            "preview.example.com.evil.net",
+            "preview.example.com"
+        ));
     }
 
     #[test]
