@@ -24,9 +24,10 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
-/// Issued certificates stay valid this long after the preview's expiry, so that an
-/// extension near the end never leaves a preview with an expired certificate.
-pub const MARGIN_SECS: i64 = 7 * 86_400;
+/// Issued certificates stay valid this long after the preview's latest possible end (its
+/// max_lifetime, which no extension passes): slack for the sweep and the teardown, so that
+/// a preview never serves an expired certificate, and little more than its life.
+pub const MARGIN_SECS: i64 = 86_400;
 /// Clock skew allowance at the start.
 const BACKDATE_SECS: i64 = 3_600;
 /// The shortest CA lifetime, so that people re-trust a new CA at most every few months.

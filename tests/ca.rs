@@ -205,7 +205,7 @@ fn the_ca_previewd_makes_vouches_only_for_the_configured_domains_and_for_months(
         })
         .collect();
     assert_eq!(permitted, ["preview.example.com", "review.example.org"]);
-    // 14-day previews: leaves last 21 days and an hour; the CA twice that, at least 90 days.
+    // 14-day previews: leaves last 15 days and an hour; the CA twice that, at least 90 days.
     let validity = cert.validity();
     assert_eq!(validity.not_before.timestamp(), NOW - 3600);
     assert_eq!(validity.not_after.timestamp(), NOW + 90 * 86_400);
@@ -215,6 +215,11 @@ fn the_ca_previewd_makes_vouches_only_for_the_configured_domains_and_for_months(
         "octo-docs-pr-2.review.example.org",
     ] {
         let issued = ca.issue(inside, NOW, NOW + 14 * 86_400).unwrap();
+        // A leaf outlives its preview's latest end by a day of sweep and teardown at most.
+        let leaf = leaf_of(&issued.chain_pem);
+        let (_, pem) = x509_parser::pem::parse_x509_pem(leaf.as_bytes()).unwrap();
+        let leaf_end = pem.parse_x509().unwrap().validity().not_after.timestamp();
+        assert!(leaf_end <= NOW + 15 * 86_400, "{inside} until {leaf_end}");
         let (ok, out) = verify(dir.path(), &ca_pem, &leaf_of(&issued.chain_pem), NOW + 60);
         assert!(ok, "{inside}: {out}");
         let (ok, out) = verify(
@@ -261,7 +266,7 @@ fn ca_file(dir: &Path) -> String {
 fn the_ca_is_renewed_before_a_leaf_could_outlive_it_and_its_old_leaves_stay_valid() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), TWO_DOMAINS);
-    let leaf_secs = 21 * 86_400 + 3600;
+    let leaf_secs = 14 * 86_400 + MARGIN_SECS + 3600;
     let first = previewd::ca::from_config(&config, NOW, true)
         .unwrap()
         .unwrap();
