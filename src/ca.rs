@@ -373,13 +373,16 @@ pub fn from_config(
     let (domains, leaf_secs) = (domains(config), leaf_lifetime(config));
     if let (Some(cert), Some(key)) = (&config.tls.ca_cert, &config.tls.ca_key) {
         let ca = PreviewCa::load(&read(cert)?, &read(key)?)?;
-        if let Some(reason) = renewal_reason(
-            ca.read().not_after,
-            &ca.read().domains,
+        let current = ca.read();
+        let reason = renewal_reason(
+            current.not_after,
+            &current.domains,
             &domains,
             now,
             leaf_secs,
-        ) {
+        );
+        drop(current);
+        if let Some(reason) = reason {
             tracing::warn!(cert = %cert.display(), reason, "the configured preview CA should be replaced: give it name constraints for exactly the preview domains and a lifetime of one to a few leaf lifetimes");
         }
         return Ok(Some(ca));
