@@ -59,6 +59,7 @@ fn cluster_cert(
         Some(path) => path.clone(),
         None if cluster.local_sealing => {
             let (key, cert) = local_key_paths(state);
+            repair_pair(&key, &cert)?;
             if !cert.exists() {
                 anyhow::ensure!(
                     create_local,
@@ -114,27 +115,155 @@ fn create_local_key_pair(key_path: &Path, cert_path: &Path, now: i64) -> anyhow:
     let cert = params
         .self_signed(&signer)
         .context("signing the local sealing certificate")?;
+    write_pair(
+        key_path,
+        cert_path,
+        key.to_pkcs8_pem(LineEnding::LF)?.as_bytes(),
+        cert.pem().as_bytes(),
+    )
+}
+
+/// Writes a key and its certificate so that a crash at any point leaves either the old pair
+/// (or none) or the new one, never a key without its certificate nor a certificate with
+/// someone else's key. Both go to `<name>.new` files first (the key 0600), synced; then the
+/// key is renamed into place, then the certificate: a `<cert>.new` left without its
+/// `<key>.new` means the key was renamed, and `repair_pair` completes the certificate's
+/// rename. The certificate is the pair's commit point: a key without one is a leftover
+/// that the next write replaces (rename(2) replaces atomically, where creating the file
+/// anew failed on it).
+pub(crate) fn write_pair(
+    key_path: &Path,
+    cert_path: &Path,
+    key: &[u8],
+    cert: &[u8],
+) -> anyhow::Result<()> {
+    let (key_new, cert_new) = (pending(key_path), pending(cert_path));
     if let Some(dir) = key_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    write_private(key_path, key.to_pkcs8_pem(LineEnding::LF)?.as_bytes())?;
-    std::fs::write(cert_path, cert.pem())
-        .with_context(|| format!("writing {}", cert_path.display()))?;
+    write_synced(&key_new, key, 0o600)?;
+    write_synced(&cert_new, cert, 0o644)?;
+    sync_dir(key_path)?;
+    rename(&key_new, key_path)?;
+    rename(&cert_new, cert_path)?;
+    sync_dir(key_path)
+}
+
+/// Finishes or undoes what a crash interrupted in `write_pair` (see there), and makes a
+/// key written by an older version private.
+pub(crate) fn repair_pair(key_path: &Path, cert_path: &Path) -> anyhow::Result<()> {
+    let (key_new, cert_new) = (pending(key_path), pending(cert_path));
+    if key_new.exists() {
+        // Interrupted before the key's rename: the old pair (if any) is intact.
+        remove_if_present(&key_new)?;
+        remove_if_present(&cert_new)?;
+    } else if cert_new.exists() {
+        // Interrupted between the renames: the certificate was synced before the key moved.
+        rename(&cert_new, cert_path)?;
+    }
+    sync_dir(key_path)?;
+    if key_path.exists() {
+        make_private(key_path)?;
+    }
     Ok(())
 }
 
-/// Creates `path` (it must not exist) readable by its owner only, and syncs it.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
+/// Restricts an existing file to its owner (files from older versions, made under the
+/// umask, are often world-readable).
+pub(crate) fn make_private(path: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o700))
+                .with_context(|| format!("making {} private", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure the SQLite state and its `-wal`/`-shm` files are private before SQLite opens
+/// them: it creates the database 0644 (less the umask), and gives the WAL and shared-memory
+/// files the database file's mode (sqlite src/os_unix.c, findCreateFileMode), so creating
+/// it 0600 first is enough for new files; existing ones are tightened.
+pub fn make_state_private(state: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    options.write(true).create(true).truncate(false);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(state)
+        .with_context(|| format!("creating {}", state.display()))?;
+    let name = state.as_os_str().to_owned();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut path = name.clone();
+        path.push(suffix);
+        let path = PathBuf::from(path);
+        if path.exists() {
+            make_private(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn pending(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".new");
+    name.into()
+}
+
+fn write_synced(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    #[cfg(not(unix))]
+    let _ = mode;
     let mut file = options
         .open(path)
         .with_context(|| format!("creating {}", path.display()))?;
+    // A leftover `.new` from a crash keeps its mode through open(2): set it again.
+    #[cfg(unix)]
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
     file.write_all(bytes)?;
-    file.sync_all()?;
+    file.sync_all()
+        .with_context(|| format!("syncing {}", path.display()))
+}
+
+fn rename(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::rename(from, to)
+        .with_context(|| format!("renaming {} to {}", from.display(), to.display()))
+}
+
+fn remove_if_present(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Makes the renames in `path`'s directory durable.
+fn sync_dir(path: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", dir.display()))?;
+    }
     Ok(())
 }
 
@@ -207,4 +336,42 @@ pub async fn check_rotation(
     };
     tx.commit().await?;
     Ok(rotation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn a_pair_write_interrupted_at_any_point_leaves_one_whole_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, cert) = (dir.path().join("x.key"), dir.path().join("x.crt"));
+        write_pair(&key, &cert, b"key A", b"cert A").unwrap();
+        let (key_new, cert_new) = (pending(&key), pending(&cert));
+
+        // Cut short while writing the new files: the old pair stays.
+        std::fs::write(&key_new, b"key B, half").unwrap();
+        repair_pair(&key, &cert).unwrap();
+        assert_eq!((read(&key), read(&cert)), ("key A".into(), "cert A".into()));
+        assert!(!key_new.exists() && !cert_new.exists());
+
+        // Between the renames: the new key is in place, so its certificate follows it.
+        std::fs::write(&key, b"key B").unwrap();
+        std::fs::write(&cert_new, b"cert B").unwrap();
+        repair_pair(&key, &cert).unwrap();
+        assert_eq!((read(&key), read(&cert)), ("key B".into(), "cert B".into()));
+        assert!(!cert_new.exists());
+
+        // A leftover key replaced by a later write, with the key private.
+        std::fs::remove_file(&cert).unwrap();
+        write_pair(&key, &cert, b"key C", b"cert C").unwrap();
+        assert_eq!((read(&key), read(&cert)), ("key C".into(), "cert C".into()));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 }

@@ -26,6 +26,7 @@ fn options(path: &Path) -> SqliteConnectOptions {
 
 /// Opens (creating and migrating) the state; the pool is for readers and short writes.
 pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
+    crate::clusters::make_state_private(path)?;
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(options(path))

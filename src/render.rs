@@ -45,7 +45,7 @@ pub enum RenderError {
 pub struct SecretNames {
     /// In the preview namespace: DATABASE_URL and PG* for migrations, seed and the app.
     pub database_url: String,
-    /// In the provisioner namespace (shared mode): the role's PASSWORD.
+    /// In the provisioner namespace (shared mode): the role's SCRAM VERIFIER.
     pub database_password: String,
     /// In the CloudNativePG Cluster's namespace (cnpg mode): basic-auth username/password.
     pub database_role: String,

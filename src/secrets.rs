@@ -19,6 +19,45 @@ pub fn password(rng: &mut (impl RngCore + CryptoRng)) -> String {
         .collect()
 }
 
+/// PostgreSQL's default SCRAM iteration count (`scram_iterations`, src/include/common/scram-common.h).
+const SCRAM_ITERATIONS: u32 = 4096;
+
+/// The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802 and 7677, in the
+/// form of src/common/scram-common.c scram_build_secret):
+/// `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, base64. `CREATE ROLE ...
+/// PASSWORD '<verifier>'` stores it as it is, so the password itself never reaches the
+/// server, its log or the provisioner. The password must be what SASLprep leaves unchanged
+/// (printable ASCII, as `password` makes); PostgreSQL prepares it the same way at login.
+pub fn scram_verifier(password: &str, salt: &[u8; 16]) -> String {
+    use base64::Engine;
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+    debug_assert!(password.bytes().all(|b| b.is_ascii_graphic()));
+    let mac = |key: &[u8], parts: &[&[u8]]| -> [u8; 32] {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+        for part in parts {
+            mac.update(part);
+        }
+        mac.finalize().into_bytes().into()
+    };
+    // PBKDF2-HMAC-SHA-256 (RFC 8018 section 5.2) for one block: the output is one hash long.
+    let mut u = mac(password.as_bytes(), &[salt, &1u32.to_be_bytes()]);
+    let mut salted = u;
+    for _ in 1..SCRAM_ITERATIONS {
+        u = mac(password.as_bytes(), &[&u]);
+        salted.iter_mut().zip(u).for_each(|(s, u)| *s ^= u);
+    }
+    let stored_key = Sha256::digest(mac(&salted, &[b"Client Key"]));
+    let server_key = mac(&salted, &[b"Server Key"]);
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    format!(
+        "SCRAM-SHA-256${SCRAM_ITERATIONS}:{}${}:{}",
+        b64(salt),
+        b64(&stored_key),
+        b64(&server_key)
+    )
+}
+
 /// The database Secrets of a preview, for the configured database mode (none when off).
 pub fn database(
     config: &Config,
@@ -51,13 +90,18 @@ pub fn database(
         ],
     );
     let credentials = match db.mode {
-        // The create Job reads it in the provisioner namespace.
-        DatabaseMode::Shared => spec(
-            &secrets.database_password,
-            &db.namespace,
-            "Opaque",
-            [("PASSWORD", password)],
-        ),
+        // The create Job reads it in the provisioner namespace: the verifier, not the
+        // password, which only the preview's own namespace holds.
+        DatabaseMode::Shared => {
+            let mut salt = [0; 16];
+            rng.fill_bytes(&mut salt);
+            spec(
+                &secrets.database_password,
+                &db.namespace,
+                "Opaque",
+                [("VERIFIER", scram_verifier(&password, &salt))],
+            )
+        }
         // CloudNativePG wants basic-auth in its Cluster's namespace, labelled for reloads.
         _ => {
             let mut role_secret = spec(
@@ -95,7 +139,7 @@ pub fn for_preview(
             [
                 ("tls.crt", issued.chain_pem),
                 ("tls.key", issued.key_pem),
-                ("ca.crt", ca.cert_pem.clone()),
+                ("ca.crt", issued.ca_pem),
             ],
         ));
     }
@@ -140,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_mode_gets_a_connection_secret_and_the_password_for_the_provisioner() {
+    fn shared_mode_gets_a_connection_secret_and_only_a_verifier_for_the_provisioner() {
         let config = Config::from_toml("", Vec::new()).unwrap();
         let secrets = database(&config, &names(), &mut rand::thread_rng());
         assert_eq!(secrets.len(), 2);
@@ -160,19 +204,43 @@ mod tests {
             )
         );
         let url = String::from_utf8(connection.data["DATABASE_URL"].clone()).unwrap();
-        let pw = String::from_utf8(password.data["PASSWORD"].clone()).unwrap();
+        let pw = String::from_utf8(connection.data["PGPASSWORD"].clone()).unwrap();
         assert_eq!(
             url,
             format!(
                 "postgres://pv_octo_app_609ddd1d069bc4c5_pr_7:{pw}@postgres.previewd-system.svc:5432/pv_octo_app_609ddd1d069bc4c5_pr_7"
             )
         );
-        assert_eq!(connection.data["PGPASSWORD"], password.data["PASSWORD"]);
+        assert_eq!(
+            password.data.keys().collect::<Vec<_>>(),
+            ["VERIFIER"],
+            "the provisioner never sees the password"
+        );
+        let verifier = String::from_utf8(password.data["VERIFIER"].clone()).unwrap();
+        let salt = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            verifier.split(['$', ':']).nth(2).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(verifier, scram_verifier(&pw, &salt.try_into().unwrap()));
         assert!(
             !format!("{secrets:?}").contains(&pw),
             "Debug output shows no value"
         );
     }
+
+    /// Computed independently, with Python's hashlib.pbkdf2_hmac and hmac, by the RFC 5802
+    /// formulas; tests/postgres.rs logs in with a verifier through SCRAM on a real server.
+    #[test]
+    fn verifiers_follow_rfc_5802() {
+        let salt: [u8; 16] = *b"previewd-salt-16";
+        assert_eq!(
+            scram_verifier("correct-horse-battery-staple", &salt),
+            EXPECTED_VERIFIER
+        );
+    }
+
+    const EXPECTED_VERIFIER: &str = "SCRAM-SHA-256$4096:cHJldmlld2Qtc2FsdC0xNg==$SN4FLGCc/zuie0vFvV43DnjJjt6KYKcFUWX7nxqKzdM=:rZ4twhi/lgrmXKRViQHoqCDPYA+T5hKDePzT76Yxprc=";
 
     #[test]
     fn cnpg_mode_gets_a_basic_auth_secret_in_the_clusters_namespace() {

@@ -122,7 +122,7 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
             "pv-octo-app-609ddd1d069bc4c5-pr-7-db-password",
             "previewd-system",
             "strict",
-            "PASSWORD",
+            "VERIFIER",
         ),
     ];
     // Namespace, rendering ConfigMap, 2 SealedSecrets, Certificate, 2 DB ConfigMaps + create
@@ -180,6 +180,20 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
             job["metadata"]["name"]
         );
     }
+    // The create Job gets the role's SCRAM verifier, never a password (optional: a Secret
+    // sealed before verifiers has none, and the role made then keeps its password).
+    let create = &find(&objects, "Job", "-db-create")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        create["env"],
+        serde_json::json!([{
+            "name": "PREVIEW_VERIFIER",
+            "valueFrom": {"secretKeyRef": {
+                "name": "octo-app-609ddd-pr-7-db-password",
+                "key": "VERIFIER",
+                "optional": true,
+            }},
+        }])
+    );
     assert_eq!(
         find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"],
         "CNAME"

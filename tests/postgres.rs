@@ -1,5 +1,7 @@
 //! The chart's SQL against a real PostgreSQL server (started here with initdb + pg_ctl):
-//! provisioning and seeding are idempotent, and the drop works with sessions open.
+//! provisioning and seeding are idempotent, previews are isolated from each other and from
+//! the server's own databases, no password reaches the server, and the drop works with
+//! sessions open.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -75,7 +77,11 @@ impl Postgres {
                 data.to_str().unwrap(),
             ],
         );
-        let options = format!("-k {} -c listen_addresses=''", data.display());
+        // Every statement in the log: what an operator's `log_statement = all` would show.
+        let options = format!(
+            "-k {} -c listen_addresses='' -c log_statement=all",
+            data.display()
+        );
         pg.run_server_tool(
             "pg_ctl",
             &[
@@ -152,9 +158,15 @@ impl Postgres {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
-    /// The create or drop Job's command, as the chart runs it.
+    /// The create or drop Job's command, as the chart runs it, with the role's verifier as
+    /// previewd makes it for `password`.
     fn provision(&self, phase: &str, name: &str, password: &str) -> Output {
-        self.psql("postgres", "postgres", &[("PREVIEW_PASSWORD", password)])
+        let verifier = previewd::secrets::scram_verifier(password, b"0123456789abcdef");
+        self.provision_with(phase, name, &[("PREVIEW_VERIFIER", &verifier)])
+    }
+
+    fn provision_with(&self, phase: &str, name: &str, env: &[(&str, &str)]) -> Output {
+        self.psql("postgres", "postgres", env)
             .args([
                 "-v",
                 &format!("role={name}"),
@@ -249,21 +261,191 @@ fn provisioning_twice_creates_the_role_and_database_once() {
 }
 
 #[test]
-fn provisioning_refuses_a_missing_or_weak_password_and_creates_nothing() {
+fn provisioning_refuses_a_new_role_without_a_well_formed_verifier_and_creates_nothing() {
     let pg = Postgres::start();
-    let weak = pg.provision("create", "octo_app_pr_8", "short");
-    assert!(!weak.status.success());
-    let missing = pg
-        .psql("postgres", "postgres", &[])
-        .args(["-v", "role=octo_app_pr_8", "-v", "db=octo_app_pr_8", "-f"])
-        .arg(chart_file("create.sql"))
-        .output()
-        .unwrap();
+    // A password where the verifier belongs would be hashed and stored as the password.
+    let password = pg.provision_with("create", "octo_app_pr_8", &[("PREVIEW_VERIFIER", PASSWORD)]);
+    assert!(!password.status.success());
+    let missing = pg.provision_with("create", "octo_app_pr_8", &[]);
     assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("no PREVIEW_VERIFIER for the new role octo_app_pr_8"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
     assert_eq!(
         pg.query(
             "postgres",
             "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_8'"
+        ),
+        "0"
+    );
+}
+
+/// A Secret sealed by an older previewd holds only PASSWORD, which the Job no longer reads:
+/// the role made then keeps the password it has, and the sync goes on.
+#[test]
+fn a_role_provisioned_before_verifiers_keeps_its_password() {
+    let pg = Postgres::start();
+    ok(
+        &pg.provision("create", "octo_app_pr_13", PASSWORD),
+        "first create",
+    );
+    let before = pg.query(
+        "postgres",
+        "SELECT rolpassword FROM pg_authid WHERE rolname = 'octo_app_pr_13'",
+    );
+    ok(
+        &pg.provision_with("create", "octo_app_pr_13", &[]),
+        "create without a verifier",
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT rolpassword FROM pg_authid WHERE rolname = 'octo_app_pr_13'"
+        ),
+        before
+    );
+}
+
+/// The Job sends only the verifier, which PostgreSQL stores as it is; the role then logs
+/// in with the password through SCRAM, and the server's log, every statement in it, never
+/// shows the password.
+#[test]
+fn the_password_never_reaches_the_server_yet_the_role_logs_in_with_it() {
+    let pg = Postgres::start();
+    let verifier = previewd::secrets::scram_verifier(PASSWORD, b"0123456789abcdef");
+    ok(
+        &pg.provision("create", "octo_app_pr_14", PASSWORD),
+        "create",
+    );
+    ok(
+        &pg.provision("create", "octo_app_pr_14", PASSWORD),
+        "create again",
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT rolpassword FROM pg_authid WHERE rolname = 'octo_app_pr_14'"
+        ),
+        verifier
+    );
+
+    // This role, and only it, must prove its password (the suite trusts everyone else).
+    let hba = pg.data().join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("local all octo_app_pr_14 scram-sha-256\n{rules}"),
+    )
+    .unwrap();
+    pg.query("postgres", "SELECT pg_reload_conf()");
+    let login = |password: &str| {
+        pg.psql(
+            "octo_app_pr_14",
+            "octo_app_pr_14",
+            &[("PGPASSWORD", password)],
+        )
+        .args(["-w", "-c", "SELECT 1"])
+        .output()
+        .unwrap()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while login("not-the-password").status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pg_hba.conf was not reloaded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    ok(&login(PASSWORD), "login with the password");
+
+    let log = std::fs::read_to_string(pg.data().join("log")).unwrap();
+    assert!(log.contains("CREATE ROLE"), "statements are logged: {log}");
+    assert!(!log.contains(PASSWORD), "{log}");
+}
+
+fn connects(pg: &Postgres, role: &str, database: &str) -> Result<(), String> {
+    let output = pg
+        .psql(role, database, &[])
+        .args(["-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+#[test]
+fn a_preview_role_connects_to_its_own_database_and_no_other() {
+    let pg = Postgres::start();
+    ok(
+        &pg.provision("create", "octo_app_pr_15", PASSWORD),
+        "create",
+    );
+    ok(
+        &pg.provision("create", "octo_app_pr_16", "another-long-password"),
+        "create",
+    );
+    ok(
+        &pg.provision("create", "octo_app_pr_15", PASSWORD),
+        "create again",
+    );
+    assert_eq!(connects(&pg, "octo_app_pr_15", "octo_app_pr_15"), Ok(()));
+    for database in ["postgres", "template1", "octo_app_pr_16"] {
+        let refused = connects(&pg, "octo_app_pr_15", database).unwrap_err();
+        assert!(
+            refused.contains(&format!("permission denied for database \"{database}\"")),
+            "{database}: {refused}"
+        );
+    }
+    // The admin, a superuser here, still connects everywhere.
+    assert_eq!(connects(&pg, "postgres", "template1"), Ok(()));
+}
+
+/// Another database left open to every role would be open to every preview: provisioning
+/// stops, saying which one, before it creates anything.
+#[test]
+fn provisioning_is_refused_while_another_database_is_open_to_every_role() {
+    let pg = Postgres::start();
+    pg.query("postgres", "CREATE DATABASE billing");
+    let refused = pg.provision("create", "octo_app_pr_17", PASSWORD);
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        text.contains("every role may connect to database(s) billing"),
+        "{text}"
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_17'"
+        ),
+        "0"
+    );
+    pg.query("postgres", "REVOKE CONNECT ON DATABASE billing FROM PUBLIC");
+    ok(
+        &pg.provision("create", "octo_app_pr_17", PASSWORD),
+        "create",
+    );
+}
+
+/// What is in template1 (an extension, a table someone added) stays out of previews.
+#[test]
+fn preview_databases_are_created_from_template0() {
+    let pg = Postgres::start();
+    pg.query("template1", "CREATE TABLE planted (secret text)");
+    ok(
+        &pg.provision("create", "octo_app_pr_18", PASSWORD),
+        "create",
+    );
+    assert_eq!(
+        pg.query(
+            "octo_app_pr_18",
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'planted'"
         ),
         "0"
     );
@@ -487,7 +669,11 @@ fn the_cnpg_wait_hook_fails_clearly_when_the_database_never_comes() {
 fn provisioning_with_an_old_psql_is_refused_saying_why() {
     let pg = Postgres::start();
     let output = pg
-        .psql("postgres", "postgres", &[("PREVIEW_PASSWORD", PASSWORD)])
+        .psql(
+            "postgres",
+            "postgres",
+            &[("PREVIEW_VERIFIER", "SCRAM-SHA-256$4096:c2FsdA==$a2V5:a2V5")],
+        )
         .args([
             "-v",
             "VERSION_NUM=140011",

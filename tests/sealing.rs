@@ -181,7 +181,7 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
         2,
         "connection Secret in the preview namespace, password in the provisioner's"
     );
-    let mut passwords = Vec::new();
+    let (mut password, mut verifier) = (None, None);
     for entry in sealed {
         let secret = unseal_entry(entry);
         let value = |k: &str| {
@@ -189,7 +189,8 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
                 .as_str()
                 .map(|v| String::from_utf8(base64_decode(v)).unwrap())
         };
-        passwords.push(value("PGPASSWORD").or(value("PASSWORD")).unwrap());
+        password = password.or(value("PGPASSWORD"));
+        verifier = verifier.or(value("VERIFIER"));
         if let Some(url) = value("DATABASE_URL") {
             assert!(
                 url.starts_with("postgres://pv_codertocat_hello_world_4d960c3af87af320_pr_2:")
@@ -200,11 +201,15 @@ fn rendered_previews_carry_their_secrets_sealed_for_the_cluster() {
             );
         }
     }
+    let (password, verifier) = (password.unwrap(), verifier.unwrap());
+    assert_eq!(password.len(), 32);
+    // The provisioner gets the verifier of the app's password, never the password.
+    let salt = base64_decode(verifier.split(['$', ':']).nth(2).unwrap());
     assert_eq!(
-        passwords[0], passwords[1],
-        "the role's password and the app's are the same"
+        verifier,
+        previewd::secrets::scram_verifier(&password, &salt.try_into().unwrap()),
+        "the role's verifier is the app's password's"
     );
-    assert_eq!(passwords[0].len(), 32);
 }
 
 /// Renders the fixture `pull_request.opened` with `config` (written as previewd.toml in
@@ -378,9 +383,14 @@ async fn a_renewed_controller_key_keeps_the_sealed_values_of_live_previews() {
 #[test]
 fn sealed_tls_mode_carries_a_certificate_from_the_preview_ca() {
     let dir = tempfile::tempdir().unwrap();
-    let (ca, ca_key) =
-        previewd::ca::PreviewCa::generate("test CA", NOW - 86_400, 10 * 365 * 86_400).unwrap();
-    std::fs::write(dir.path().join("ca.crt"), &ca.cert_pem).unwrap();
+    let (ca, ca_key) = previewd::ca::PreviewCa::generate(
+        "test CA",
+        &["preview.localhost".into()],
+        NOW - 86_400,
+        10 * 365 * 86_400,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("ca.crt"), ca.cert_pem()).unwrap();
     std::fs::write(dir.path().join("ca.key"), ca_key).unwrap();
     let config = format!(
         "[tls]\nmode = \"sealed\"\nca_cert = \"ca.crt\"\nca_key = \"ca.key\"\n[database]\nmode = \"off\"\n\

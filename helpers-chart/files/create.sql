@@ -1,8 +1,9 @@
 -- Creates the preview's role and database on a shared PostgreSQL server. Idempotent: a
 -- second run only re-applies the password. CREATE DATABASE cannot run in a transaction or
 -- a DO block, hence the \gexec guards. Run as: psql -X -v role=R -v db=D -f create.sql
--- with the admin connection in PG* variables and the role's password in PREVIEW_PASSWORD
--- (read with \getenv, so it never appears on a command line).
+-- with the admin connection in PG* variables and the role's SCRAM-SHA-256 verifier (never
+-- the password: previewd computes the verifier) in PREVIEW_VERIFIER, read with \getenv so
+-- that it never appears on a command line.
 \set ON_ERROR_STOP on
 -- Version floors, with a clear message: psql 15 (\getenv below) and PostgreSQL 13 (the
 -- drop's DROP DATABASE ... WITH (FORCE)).
@@ -15,13 +16,50 @@ DO $$ BEGIN
     RAISE EXCEPTION 'previewd needs PostgreSQL 13 or newer (DROP DATABASE ... WITH (FORCE)), this is %', current_setting('server_version');
   END IF;
 END $$;
-\getenv pw PREVIEW_PASSWORD
--- An unset variable stays a literal and fails to parse; a short one is refused.
-SELECT CASE WHEN length(:'pw') >= 16 THEN 'password ok' ELSE (1 / 0)::text END AS check;
-SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'pw')
+
+-- Isolation. PostgreSQL grants CONNECT (and TEMPORARY) on every database to PUBLIC by
+-- default (docs: ddl-priv.html, "Default privileges"), so a new role could connect to
+-- `postgres`, `template1` and any database nobody closed. Closing the two that every
+-- server has is a cluster-wide change, idempotent, and needs their owner or a superuser;
+-- owners and superusers keep their access (other roles that need them: GRANT CONNECT).
+REVOKE CONNECT, TEMPORARY ON DATABASE postgres FROM PUBLIC;
+REVOKE CONNECT, TEMPORARY ON DATABASE template1 FROM PUBLIC;
+-- A REVOKE without the right only warns, and other databases may be open too: refuse to
+-- provision until no database but this preview's own is open to every role.
+SELECT set_config('previewd.db', :'db', false) AS db,
+       set_config('previewd.open', coalesce(string_agg(quote_ident(datname), ', ' ORDER BY datname), ''), false) AS open
+  FROM pg_database
+ WHERE datallowconn AND datname <> :'db' AND has_database_privilege('public', oid, 'CONNECT');
+DO $$ BEGIN
+  IF current_setting('previewd.open') <> '' THEN
+    RAISE EXCEPTION 'every role may connect to database(s) %, so preview % could: run REVOKE CONNECT ON DATABASE <name> FROM PUBLIC for each (as its owner) and GRANT CONNECT to the roles that need it', current_setting('previewd.open'), current_setting('previewd.db');
+  END IF;
+END $$;
+
+\getenv verifier PREVIEW_VERIFIER
+\if :{?verifier}
+-- A verifier is stored as it is (PostgreSQL src/backend/libpq/crypt.c, encrypt_password:
+-- get_password_type recognises the SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>
+-- form); anything else would be taken for a password and hashed, so check the form first.
+SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z0-9+/]+=*:[A-Za-z0-9+/]+=*$'
+            THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
+SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
-SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'pw') \gexec
-SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
+SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'verifier') \gexec
+\else
+-- A Secret sealed by an older previewd holds only the password, which must not be sent as
+-- SQL text: its role, made then, keeps the password it has.
+SELECT set_config('previewd.role', :'role', false) AS role,
+       set_config('previewd.exists', EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role')::text, false) AS exists;
+DO $$ BEGIN
+  IF NOT current_setting('previewd.exists')::boolean THEN
+    RAISE EXCEPTION 'no PREVIEW_VERIFIER for the new role %: its Secret was sealed by an older previewd; recreate the preview', current_setting('previewd.role');
+  END IF;
+END $$;
+\endif
+-- From template0: whatever an operator (or anyone able to write there) put in template1
+-- would otherwise be copied into every preview (docs: manage-ag-templatedbs.html).
+SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE template0', :'db', :'role')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 -- Other previews' roles must not connect to this database.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
