@@ -28,4 +28,4 @@ CREATE INDEX previews_by_cluster_page ON previews (cluster, repo, number);
 CREATE INDEX commands_by_age ON commands (created_at);
 CREATE INDEX notices_by_age ON notices (created_at);
 CREATE INDEX github_threads_by_age ON github_threads (updated_at);
-CREATE INDEX closed_prs_by_age ON closed_prs (pr_updated_at);
+

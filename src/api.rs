@@ -57,7 +57,7 @@ pub fn preview_json(p: &PreviewSummary, config: &Config, now: i64) -> Value {
                 .policy_for(&key.repo)
                 .unwrap_or(&config.defaults)
                 .domain;
-            Some(Names::of(&key, domain).host)
+            Some(Names::recorded(p.names.as_deref(), &key, domain).ok()?.host)
         })
         .unwrap_or_default();
     let shown = Shown::of(&p.desired, &p.observed);

@@ -472,7 +472,14 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
             "#{n} is gone past the window"
         );
     }
-    for table in ["commands", "notices", "github_threads", "closed_prs"] {
+    for n in 1..=25 {
+        assert_eq!(
+            rows_of(&app, "closed_prs", n).await,
+            1,
+            "a close is kept at any age: it is what stops a replayed opened"
+        );
+    }
+    for table in ["commands", "notices", "github_threads"] {
         for n in 1..=25 {
             assert_eq!(rows_of(&app, table, n).await, 0, "{table} of #{n}");
         }
@@ -491,7 +498,7 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
     assert_eq!(live, 2, "a live preview's history stays");
     assert_eq!(app.delivery_outcome("old").await, None);
     assert_eq!(report.pruned, 1);
-    assert_eq!(report.forgotten, 6 * 2 + 25 * 4);
+    assert_eq!(report.forgotten, 6 * 2 + 25 * 3);
 
     // Nothing is forgotten twice, and history stays append-only outside retention.
     let (_, again) = sweeper(&app).pass(false).await.unwrap().unwrap();

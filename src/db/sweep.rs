@@ -301,19 +301,18 @@ pub enum Retained {
     Notices,
     /// GitHub threads of PRs without a preview, once their final report is out.
     Threads,
-    /// The closes of PRs without a preview (a late `opened` can no longer come).
-    Closes,
     /// Delivery records (deduplication) received before the cutoff.
     Deliveries,
 }
 
 impl Retained {
-    pub const ALL: [Retained; 6] = [
+    /// Not `closed_prs`: a PR's close or end is what keeps a replayed `opened` (signed,
+    /// with a fresh GUID) from bringing it back, at any age; it is one small row per PR.
+    pub const ALL: [Retained; 5] = [
         Retained::History,
         Retained::Commands,
         Retained::Notices,
         Retained::Threads,
-        Retained::Closes,
         Retained::Deliveries,
     ];
 
@@ -352,13 +351,6 @@ impl Retained {
                      WHERE t.updated_at < ?1 AND t.final_pending = 0
                        AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)
                      ORDER BY t.updated_at LIMIT ?2)"
-            }
-            Retained::Closes => {
-                "DELETE FROM closed_prs WHERE (repo, number) IN (
-                     SELECT c.repo, c.number FROM closed_prs c INDEXED BY closed_prs_by_age
-                     WHERE c.pr_updated_at < ?1
-                       AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = c.repo AND p.number = c.number)
-                     ORDER BY c.pr_updated_at LIMIT ?2)"
             }
             Retained::Deliveries => {
                 "DELETE FROM deliveries WHERE (hook_id, guid) IN (

@@ -25,6 +25,8 @@ pub struct PreviewSummary {
     pub fork: bool,
     pub last_error: Option<String>,
     pub end_reason: Option<String>,
+    /// The names recorded at creation (`Names::recorded`).
+    pub names: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -53,7 +55,7 @@ pub struct PreviewFilter<'a> {
 pub fn previews_query<'a>(filter: &PreviewFilter<'a>, limit: i64) -> QueryBuilder<'a, Sqlite> {
     let mut query = QueryBuilder::new(
         "SELECT id, repo, number, title, author, head_sha, desired, observed, cluster,
-                created_at, expires_at, keep, fork, last_error, end_reason
+                created_at, expires_at, keep, fork, last_error, end_reason, names
          FROM previews WHERE 1",
     );
     if let Some(repo) = filter.repo {
@@ -105,7 +107,7 @@ pub async fn preview_summary(
     sqlx::query_as!(
         PreviewSummary,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired, observed, cluster,
-                  created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason
+                  created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason, names
            FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
         number
