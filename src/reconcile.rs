@@ -283,6 +283,7 @@ impl Reconciler {
         if action == Action::Apply {
             let rendered = rendered.as_ref().context("nothing to apply")?;
             let (manifest, hash) = &rendered.helper;
+            db::record_intended(&self.pool, id, &rendered.entries, now).await?;
             self.retry("apply", || self.sink.apply(&names.application, manifest))
                 .await?;
             let reason = format!("helper Application {} applied at {sha}", names.application);
@@ -306,6 +307,8 @@ impl Reconciler {
                         .await;
                 }
                 Action::Apply => {
+                    let entry = ledger::app_entry(&names, &self.config);
+                    db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
                     self.retry("apply", || {
                         self.sink.apply(&names.app_application, manifest)
                     })
@@ -314,7 +317,6 @@ impl Reconciler {
                         "app Application {} applied at {sha}: the helpers are ready",
                         names.app_application
                     );
-                    let entry = ledger::app_entry(&names, &self.config);
                     db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
                     app_health = Some(Health::Progressing);
                 }

@@ -188,7 +188,7 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
         serde_json::json!([{
             "name": "PREVIEW_VERIFIER",
             "valueFrom": {"secretKeyRef": {
-                "name": "octo-app-609ddd-pr-7-db-password",
+                "name": "pv-octo-app-609ddd1d069bc4c5-pr-7-db-password",
                 "key": "VERIFIER",
                 "optional": true,
             }},

@@ -343,6 +343,17 @@ async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
         .unwrap();
     assert_eq!(observed(&app).await, "error");
     assert!(error.unwrap().contains("apply failed 3 times"));
+    // A failed apply (a timeout the API server may have acted on) was recorded before it was
+    // sent: teardown knows what may exist.
+    let ledger: Vec<(String, String)> = sqlx::query_as("SELECT kind, state FROM ledger")
+        .fetch_all(app.pool())
+        .await
+        .unwrap();
+    assert!(
+        ledger.contains(&("Application".into(), "applying".into()))
+            && ledger.contains(&("Namespace".into(), "applying".into())),
+        "{ledger:?}"
+    );
     reconciler.pass().await.unwrap();
     assert!(
         Api::<Application>::namespaced(client, "argocd")

@@ -79,15 +79,16 @@ fn state_files_left_world_readable_by_an_older_version_are_made_private() {
         std::fs::write(&path, b"").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
-    tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap()
-        .block_on(previewd::db::open(&state))
         .unwrap();
+    // Held open while looking: SQLite removes -wal and -shm when the last connection closes.
+    let pool = runtime.block_on(previewd::db::open(&state)).unwrap();
     for name in ["previewd.db", "previewd.db-wal", "previewd.db-shm"] {
         assert_eq!(mode(&dir.path().join(name)), 0o600, "{name}");
     }
+    runtime.block_on(pool.close());
 }
 
 /// What a crash between the two writes of an older previewd left: a key (here cut short)

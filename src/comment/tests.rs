@@ -8,7 +8,7 @@ const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 fn view(shown: Shown) -> StatusView<'static> {
     StatusView {
         shown,
-        url: "https://codertocat-hello-world-4d960c-pr-2.preview.example.com".into(),
+        url: "https://pv-codertocat-hello-world-4d960c3af87af320-pr-2.preview.example.com".into(),
         head_sha: SHA,
         cluster: Some("eu-1"),
         expires_at: Some(NOW + 2 * 86_400 + 3 * 3600),

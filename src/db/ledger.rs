@@ -53,6 +53,33 @@ pub async fn record_applied(
     tx.commit().await
 }
 
+/// Writes what an apply is about to provision, before the apply: a crash (or a timeout the
+/// server acted on) between the apply and `record_applied` must not leave teardown unaware
+/// of what may exist. New items are `applying`; items already known keep their state.
+pub async fn record_intended(
+    pool: &SqlitePool,
+    id: i64,
+    entries: &[Entry],
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = super::begin_write(pool).await?;
+    for entry in entries {
+        sqlx::query(
+            "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+             VALUES (?1, ?2, ?3, ?4, 'applying', ?5)
+             ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
+        )
+        .bind(id)
+        .bind(&entry.kind)
+        .bind(&entry.namespace)
+        .bind(&entry.name)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
 /// Argo CD reports everything synced and healthy: every applied item is confirmed present.
 pub async fn confirm_ledger(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<()> {
     sqlx::query!(
