@@ -1,28 +1,33 @@
-//! Reporting on the PR: the sticky status comment (created once, then edited in place, and
-//! only when its text changes) and a GitHub Deployment per head SHA with its status. Every
-//! write is made idempotent here: before creating a comment or a deployment previewd looks
-//! for the one an earlier, unanswered try may have made.
+//! Reporting on the PR, from the feedback worker: the sticky status comment (created once,
+//! then edited in place, and only when its text changes) and a GitHub Deployment per head
+//! SHA with its status. Every write is made idempotent here: before creating a comment or a
+//! deployment previewd looks for the one an earlier, unanswered try may have made. A PR
+//! whose reporting GitHub refuses for good `PERMANENT_TRIES` times is given up.
 
 use sha2::{Digest, Sha256};
 
-use super::Reconciler;
 use super::obey::installation;
 use crate::comment::{self, Shown, StatusView};
 use crate::db::{self, PreviewRow, Thread};
+use crate::feedback::{self, Feedback};
 use crate::github::{GitHub, GitHubError};
 use crate::naming::Names;
 use crate::preview::{PreviewKey, RepoName};
 
-impl Reconciler {
-    /// Reports on each of `ids`, then posts what is still owed (final reports, notices).
-    pub(super) async fn report(&self, ids: &[i64]) {
-        self.report_previews(ids).await;
+impl Feedback {
+    /// Reports on every preview (nothing is sent where nothing changed), then posts what is
+    /// still owed (final reports, notices).
+    pub async fn report(&self) {
+        match db::preview_ids(&self.pool).await {
+            Ok(ids) => self.report_previews(&ids).await,
+            Err(e) => tracing::warn!(error = %e, "listing previews to report on failed"),
+        }
         self.report_finals().await;
         self.post_notices().await;
     }
 
     /// The sticky comment and deployment of each of `ids`.
-    pub(super) async fn report_previews(&self, ids: &[i64]) {
+    async fn report_previews(&self, ids: &[i64]) {
         for id in ids {
             let Ok(Some(row)) = db::preview_row(&self.pool, *id).await else {
                 continue;
@@ -40,6 +45,9 @@ impl Reconciler {
                         .map(|n| n + 1);
                 }
                 let thread = self.thread_of(&row.repo, row.number).await?;
+                if thread.given_up.is_some() {
+                    return Ok(());
+                }
                 // A live preview (a reopened PR) owes no "destroyed" report any more.
                 let thread = Thread {
                     installation_id: row.installation_id.or(thread.installation_id),
@@ -51,8 +59,27 @@ impl Reconciler {
             }
             .await;
             if let Err(e) = result {
-                tracing::warn!(repo = row.repo, number = row.number, error = %e, "reporting to GitHub failed; retrying later");
+                self.report_failed(&row.repo, row.number, &e).await;
             }
+        }
+    }
+
+    /// A failed report: a permanent refusal counts towards giving the PR up; anything else
+    /// is tried again later.
+    async fn report_failed(&self, repo: &str, number: i64, error: &GitHubError) {
+        if !error.is_permanent() {
+            return feedback::log_transient(error, "reporting to GitHub");
+        }
+        let now = self.clock.now();
+        let limit = feedback::PERMANENT_TRIES;
+        match db::thread_failed(&self.pool, repo, number, &error.to_string(), limit, now).await {
+            Ok(true) => {
+                tracing::warn!(repo, number, error = %error, "GitHub keeps refusing this PR's report; given up");
+            }
+            Ok(false) => {
+                tracing::info!(repo, number, error = %error, "GitHub refused this PR's report; trying a few times");
+            }
+            Err(e) => tracing::warn!(repo, number, error = %e, "recording a refused report failed"),
         }
     }
 
@@ -85,17 +112,20 @@ impl Reconciler {
             }
             .await;
             match result {
-                // Posted, or the PR is gone: either way it is not owed any more.
                 Ok(()) => {
                     let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
                 }
-                Err(e) if e.is_not_found() => {
-                    tracing::info!(notice = notice.id, "the PR is gone; notice dropped");
-                    let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                // The PR is gone or locked: after a few tries the notice is not owed any more.
+                Err(e) if e.is_permanent() => {
+                    let failures = db::notice_failed(&self.pool, notice.id)
+                        .await
+                        .unwrap_or(i64::MAX);
+                    if failures >= feedback::PERMANENT_TRIES {
+                        tracing::warn!(notice = notice.id, error = %e, "GitHub keeps refusing this notice; dropped");
+                        let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(notice = notice.id, error = %e, "posting a notice failed; retrying later")
-                }
+                Err(e) => feedback::log_transient(&e, "posting a notice"),
             }
         }
     }
@@ -126,9 +156,7 @@ impl Reconciler {
                     thread.final_pending = false;
                     let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
                 }
-                Err(e) => {
-                    tracing::warn!(repo, number, error = %e, "reporting the end to GitHub failed; retrying later");
-                }
+                Err(e) => self.report_failed(&repo, number, &e).await,
             }
         }
     }
@@ -281,7 +309,7 @@ impl Reconciler {
     }
 
     /// What the status comment shows for a preview.
-    pub(super) fn status_view<'a>(&self, row: &'a PreviewRow) -> anyhow::Result<StatusView<'a>> {
+    pub(crate) fn status_view<'a>(&self, row: &'a PreviewRow) -> anyhow::Result<StatusView<'a>> {
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
         let policy = self
             .config
@@ -299,19 +327,6 @@ impl Reconciler {
             end_reason: row.end_reason.as_deref(),
             position: None,
         })
-    }
-
-    /// With no GitHub credentials, each preview's first skipped report is logged; the rest
-    /// are silent.
-    pub(super) fn log_unreported(&self, repo: &str, number: i64) {
-        let mut seen = self.unreported.lock().expect("unreported set");
-        if seen.insert((repo.to_owned(), number)) {
-            tracing::info!(
-                repo,
-                number,
-                "GitHub reporting is off (no github.token or App credentials): not reporting on this PR"
-            );
-        }
     }
 }
 
