@@ -6,7 +6,7 @@
 //! delay comments, never a deploy or a teardown; and what GitHub refuses for good is given
 //! up after `PERMANENT_TRIES`, not retried on every pass.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,8 +39,8 @@ pub struct Feedback {
     pub(crate) github: Option<Arc<GitHub>>,
     /// Tells the reconciler a command changed a preview.
     changed: Option<mpsc::UnboundedSender<PreviewKey>>,
-    /// Woken by the reconciler after each pass.
-    wake: Arc<Notify>,
+    /// The previews the reconciler looked at, to be reported on.
+    nudge: Arc<Nudge>,
     /// Previews whose skipped report was logged (once each).
     unreported: Mutex<HashSet<(String, i64)>>,
 }
@@ -58,7 +58,7 @@ impl Feedback {
             clock,
             github,
             changed: None,
-            wake: Arc::new(Notify::new()),
+            nudge: Arc::new(Nudge::default()),
             unreported: Mutex::new(HashSet::new()),
         }
     }
@@ -69,24 +69,32 @@ impl Feedback {
         self
     }
 
-    /// What the reconciler notifies when there may be something to say.
-    pub fn waker(&self) -> Arc<Notify> {
-        self.wake.clone()
+    /// What the reconciler tells about the previews it looked at.
+    pub fn nudge(&self) -> Arc<Nudge> {
+        self.nudge.clone()
     }
 
-    /// Runs until `stop` is notified: a pass at start, whenever woken, when a held
-    /// installation is let go, and every `RESYNC`.
+    /// Runs until `stop` is notified: commands and the reports of the previews the
+    /// reconciler looked at whenever it says so (and when a held installation is let go),
+    /// and of every preview at start and every `RESYNC`.
     pub async fn run(self: Arc<Self>, stop: Arc<Notify>) {
+        let mut everything = tokio::time::interval(RESYNC);
         loop {
-            if let Err(e) = self.pass().await {
-                tracing::warn!(error = %format!("{e:#}"), "feedback pass failed; retrying on the next pass");
-            }
             let release = self.github.as_ref().and_then(|g| g.next_release());
-            let wait = release.map_or(RESYNC, |left| left.min(RESYNC));
-            tokio::select! {
-                () = self.wake.notified() => {}
-                () = tokio::time::sleep(wait) => {}
+            let all = tokio::select! {
+                _ = everything.tick() => true,
+                () = self.nudge.notify.notified() => false,
+                () = tokio::time::sleep(release.unwrap_or(RESYNC)) => false,
                 () = stop.notified() => return,
+            };
+            if let Err(e) = self.obey().await {
+                tracing::warn!(error = %format!("{e:#}"), "running commands failed; retrying on the next pass");
+            }
+            let ids = self.nudge.take();
+            if all {
+                self.report().await;
+            } else {
+                self.report_on(&ids).await;
             }
         }
     }
@@ -96,6 +104,11 @@ impl Feedback {
         self.obey().await?;
         self.report().await;
         Ok(())
+    }
+
+    /// `id`'s report waits for its installation's hold: tried when that ends.
+    pub(crate) fn owe(&self, id: i64) {
+        self.nudge.previews.lock().expect("nudge").insert(id);
     }
 
     pub(crate) fn changed(&self, key: &PreviewKey) {
@@ -115,6 +128,27 @@ impl Feedback {
                 "GitHub reporting is off (no github.token or App credentials): not reporting on this PR"
             );
         }
+    }
+}
+
+/// The reconciler's word to the worker: these previews changed (or were looked at).
+#[derive(Default)]
+pub struct Nudge {
+    previews: Mutex<BTreeSet<i64>>,
+    notify: Notify,
+}
+
+impl Nudge {
+    pub fn looked_at(&self, ids: &[i64]) {
+        self.previews.lock().expect("nudge").extend(ids);
+        // One permit is kept while the worker is busy: a nudge during its pass is not lost.
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> Vec<i64> {
+        std::mem::take(&mut *self.previews.lock().expect("nudge"))
+            .into_iter()
+            .collect()
     }
 }
 

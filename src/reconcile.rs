@@ -17,6 +17,7 @@ use crate::ca::PreviewCa;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
+use crate::feedback::Nudge;
 use crate::github::GitHub;
 use crate::intake::Intake;
 use crate::ledger;
@@ -49,9 +50,9 @@ pub struct Reconciler {
     github: Option<Arc<GitHub>>,
     /// Where resync records what it finds (as deliveries).
     intake: Option<Intake>,
-    /// Wakes the feedback worker (`crate::feedback`) after a pass: GitHub hears of what
-    /// changed from there, never from inside a pass.
-    feedback: Option<Arc<Notify>>,
+    /// Tells the feedback worker (`crate::feedback`) which previews a pass looked at:
+    /// GitHub hears of them from there, never from inside a pass.
+    feedback: Option<Arc<Nudge>>,
     /// This state's identity, labelled on every Application (read once).
     instance: tokio::sync::OnceCell<String>,
     /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon:
@@ -90,15 +91,15 @@ impl Reconciler {
         self
     }
 
-    /// Wakes `feedback` (the feedback worker's waker) after every pass.
-    pub fn with_feedback(mut self, feedback: Arc<Notify>) -> Self {
+    /// Tells `feedback` (the feedback worker's nudge) what every pass looked at.
+    pub fn with_feedback(mut self, feedback: Arc<Nudge>) -> Self {
         self.feedback = Some(feedback);
         self
     }
 
-    fn wake_feedback(&self) {
+    fn tell_feedback(&self, ids: &[i64], placed: &[i64]) {
         if let Some(feedback) = &self.feedback {
-            feedback.notify_one();
+            feedback.looked_at(&[ids, placed].concat());
         }
     }
 
@@ -167,7 +168,7 @@ impl Reconciler {
         // A teardown that finished freed a slot: let the queue move now, not at the resync.
         let placed = self.place_waiting().await.context("placing previews")?;
         self.reconcile_all(&placed).await;
-        self.wake_feedback();
+        self.tell_feedback(&ids, &placed);
         Ok(ids.len() + placed.len())
     }
 
@@ -176,7 +177,7 @@ impl Reconciler {
         self.reconcile_all(ids).await;
         let placed = self.place_waiting().await.context("placing previews")?;
         self.reconcile_all(&placed).await;
-        self.wake_feedback();
+        self.tell_feedback(ids, &placed);
         Ok(ids.len() + placed.len())
     }
 
@@ -218,7 +219,7 @@ impl Reconciler {
             .await
             .context("listing previews")?;
         self.reconcile_all(&ids).await;
-        self.wake_feedback();
+        self.tell_feedback(&ids, &[]);
         Ok(ids.len())
     }
 

@@ -280,7 +280,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let reconciler = Arc::new(
         reconciler(&app, github)
             .await?
-            .with_feedback(feedback.waker()),
+            .with_feedback(feedback.nudge()),
     );
     let stop_feedback = Arc::new(tokio::sync::Notify::new());
     let feeding_back = tokio::spawn(feedback.run(stop_feedback.clone()));

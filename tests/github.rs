@@ -57,7 +57,7 @@ impl Previewd {
         .notifying(app.app.notify.clone());
         let reconciler = common::directory_reconciler(app)
             .with_github(Some(client.clone()), app.app.intake.clone())
-            .with_feedback(feedback.waker());
+            .with_feedback(feedback.nudge());
         Self {
             reconciler: Arc::new(reconciler),
             feedback: Arc::new(feedback),
@@ -880,5 +880,46 @@ async fn a_sticky_comment_on_a_vanished_pr_is_given_up_after_a_few_tries() {
         github.count("", "/issues/") - before,
         tried,
         "never retried"
+    );
+}
+
+#[tokio::test]
+async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
+    let (app, github, previewd) = setup().await;
+    github
+        .hub()
+        .permissions
+        .insert("maintainer".into(), "write".into());
+    let _stop = previewd.run(&app);
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let within = std::time::Duration::from_secs(5);
+    assert!(eventually(within, || rendered_files(&app) == 1).await);
+    app.send(&command(
+        "/preview destroy",
+        "maintainer",
+        "CONTRIBUTOR",
+        990,
+    ))
+    .await;
+    assert!(
+        eventually(within, || rendered_files(&app) == 0).await,
+        "the worker confirmed the permission, the reconciler tore it down"
+    );
+    assert!(
+        eventually(within, || github
+            .hub()
+            .reactions
+            .contains(&(990, "rocket".into())))
+        .await
+    );
+    let hub = github.hub();
+    let reply = hub
+        .comments
+        .iter()
+        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 990"))
+        .expect("a writer is answered with a reply");
+    assert!(
+        reply["body"].as_str().unwrap().contains("@maintainer"),
+        "{reply}"
     );
 }

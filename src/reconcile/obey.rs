@@ -35,10 +35,16 @@ impl Feedback {
                     touched.push(key);
                 }
                 Ok(None) => {}
-                // GitHub could not confirm write access: the command waits for the next pass.
-                Err(e) => {
-                    tracing::warn!(command = command.id, error = %format!("{e:#}"), "command not run yet")
-                }
+                // GitHub could not confirm write access: the command waits for the next pass
+                // (a held installation's said once, by the client).
+                Err(e) => match e.downcast_ref::<GitHubError>() {
+                    Some(held @ GitHubError::Held { .. }) => {
+                        feedback::log_transient(held, "running a command");
+                    }
+                    _ => {
+                        tracing::warn!(command = command.id, error = %format!("{e:#}"), "command not run yet");
+                    }
+                },
             }
         }
         self.answer_commands().await;

@@ -19,9 +19,14 @@ impl Feedback {
     /// still owed (final reports, notices).
     pub async fn report(&self) {
         match db::preview_ids(&self.pool).await {
-            Ok(ids) => self.report_previews(&ids).await,
+            Ok(ids) => self.report_on(&ids).await,
             Err(e) => tracing::warn!(error = %e, "listing previews to report on failed"),
         }
+    }
+
+    /// Reports on each of `ids`, then posts what is still owed (final reports, notices).
+    pub(crate) async fn report_on(&self, ids: &[i64]) {
+        self.report_previews(ids).await;
         self.report_finals().await;
         self.post_notices().await;
     }
@@ -59,6 +64,9 @@ impl Feedback {
             }
             .await;
             if let Err(e) = result {
+                if !e.is_permanent() {
+                    self.owe(row.id);
+                }
                 self.report_failed(&row.repo, row.number, &e).await;
             }
         }
