@@ -923,3 +923,50 @@ async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
         "{reply}"
     );
 }
+
+#[tokio::test]
+async fn a_refused_deployment_is_given_up_for_its_head_and_the_comment_goes_on() {
+    let (app, github, previewd) = setup().await;
+    github.fail(Fault {
+        method: Method::POST,
+        path_contains: "/deployments".into(),
+        status: 403,
+        times: 10_000,
+        after_write: false,
+        headers: vec![],
+        message: "Resource not accessible by integration".into(),
+    });
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    for _ in 0..5 {
+        previewd.pass().await;
+    }
+    assert_eq!(sticky(&github).len(), 1);
+    assert_eq!(
+        github.count("POST", "/deployments"),
+        3,
+        "{:?}",
+        github.hub().log
+    );
+    let new_head = "4444444444444444444444444444444444444444";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    for _ in 0..5 {
+        previewd.pass().await;
+    }
+    assert!(
+        sticky(&github)[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("`4444444`"),
+        "the comment still follows the PR"
+    );
+    assert_eq!(
+        github.count("POST", "/deployments"),
+        6,
+        "a new head tries again, as few times"
+    );
+}

@@ -351,6 +351,43 @@ pub async fn thread_failed(
     Ok(given_up.rows_affected() > 0)
 }
 
+/// `deployment_state` of a head whose deployment GitHub refused for good.
+pub const GIVEN_UP: &str = "given_up";
+
+/// One more permanent refusal of the deployment of `head_sha`; with `limit` of them in a
+/// row, that head's deployment is given up (the comment goes on). Returns whether it now is.
+pub async fn deployment_failed(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+    head_sha: &str,
+    limit: i64,
+    now: i64,
+) -> sqlx::Result<bool> {
+    sqlx::query!(
+        "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES (?1, ?2, 1, ?3)
+         ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
+             updated_at = excluded.updated_at",
+        repo,
+        number,
+        now
+    )
+    .execute(pool)
+    .await?;
+    let given_up = sqlx::query!(
+        "UPDATE github_threads SET deployment_sha = ?3, deployment_state = ?5, failures = 0
+         WHERE repo = ?1 AND number = ?2 AND failures >= ?4",
+        repo,
+        number,
+        head_sha,
+        limit,
+        GIVEN_UP
+    )
+    .execute(pool)
+    .await?;
+    Ok(given_up.rows_affected() > 0)
+}
+
 /// In the transaction that forgets a preview: its PR still needs the "destroyed" report.
 pub async fn mark_final_report(
     tx: &mut SqliteConnection,

@@ -42,14 +42,20 @@ impl Feedback {
                 continue;
             };
             let result = async {
-                let mut view = self.status_view(&row).map_err(|e| shape(&e.to_string()))?;
+                let stored = |e: GitHubError| (Part::Comment, e);
+                let mut view = self
+                    .status_view(&row)
+                    .map_err(|e| stored(shape(&e.to_string())))?;
                 if view.shown == Shown::Queued {
                     view.position = db::queue_position(&self.pool, row.id)
                         .await
                         .ok()
                         .map(|n| n + 1);
                 }
-                let thread = self.thread_of(&row.repo, row.number).await?;
+                let thread = self
+                    .thread_of(&row.repo, row.number)
+                    .await
+                    .map_err(stored)?;
                 if thread.given_up.is_some() {
                     return Ok(());
                 }
@@ -63,29 +69,50 @@ impl Feedback {
                 self.publish(github, thread, &view).await.map(drop)
             }
             .await;
-            if let Err(e) = result {
+            if let Err((part, e)) = result {
                 if !e.is_permanent() {
                     self.owe(row.id);
                 }
-                self.report_failed(&row.repo, row.number, &e).await;
+                self.report_failed(&row.repo, row.number, &row.head_sha, part, &e)
+                    .await;
             }
         }
     }
 
-    /// A failed report: a permanent refusal counts towards giving the PR up; anything else
-    /// is tried again later.
-    async fn report_failed(&self, repo: &str, number: i64, error: &GitHubError) {
+    /// A failed report: a permanent refusal counts towards giving up (the PR's comment and
+    /// all: the PR is gone or locked; or only this head's deployment, say without the
+    /// `deployments` permission, so that the comment goes on); anything else is tried again
+    /// later.
+    async fn report_failed(
+        &self,
+        repo: &str,
+        number: i64,
+        head_sha: &str,
+        part: Part,
+        error: &GitHubError,
+    ) {
         if !error.is_permanent() {
             return feedback::log_transient(error, "reporting to GitHub");
         }
-        let now = self.clock.now();
-        let limit = feedback::PERMANENT_TRIES;
-        match db::thread_failed(&self.pool, repo, number, &error.to_string(), limit, now).await {
+        let (now, limit, message) = (
+            self.clock.now(),
+            feedback::PERMANENT_TRIES,
+            error.to_string(),
+        );
+        let given_up = match part {
+            Part::Comment => {
+                db::thread_failed(&self.pool, repo, number, &message, limit, now).await
+            }
+            Part::Deployment => {
+                db::deployment_failed(&self.pool, repo, number, head_sha, limit, now).await
+            }
+        };
+        match given_up {
             Ok(true) => {
-                tracing::warn!(repo, number, error = %error, "GitHub keeps refusing this PR's report; given up");
+                tracing::warn!(repo, number, ?part, error = %error, "GitHub keeps refusing this report; given up");
             }
             Ok(false) => {
-                tracing::info!(repo, number, error = %error, "GitHub refused this PR's report; trying a few times");
+                tracing::info!(repo, number, ?part, error = %error, "GitHub refused this report; trying a few times");
             }
             Err(e) => tracing::warn!(repo, number, error = %e, "recording a refused report failed"),
         }
@@ -164,21 +191,46 @@ impl Feedback {
                     thread.final_pending = false;
                     let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
                 }
-                Err(e) => self.report_failed(&repo, number, &e).await,
+                Err((part, e)) => self.report_failed(&repo, number, &head, part, &e).await,
             }
         }
     }
 
-    /// Brings the PR's comment and deployment in line with `view`, saving each step.
+    /// Brings the PR's comment and deployment in line with `view`, saving each step; a
+    /// failure says which part failed.
     async fn publish(
         &self,
         github: &GitHub,
         mut thread: Thread,
         view: &StatusView<'_>,
-    ) -> Result<Thread, GitHubError> {
-        let repo: RepoName = thread.repo.parse().map_err(|_| shape(&thread.repo))?;
-        let number = u32::try_from(thread.number).map_err(|_| shape("number"))?;
+    ) -> Result<Thread, (Part, GitHubError)> {
+        let repo: RepoName = thread
+            .repo
+            .parse()
+            .map_err(|_| (Part::Comment, shape(&thread.repo)))?;
+        let number = u32::try_from(thread.number).map_err(|_| (Part::Comment, shape("number")))?;
         let installation = installation(thread.installation_id);
+        self.publish_comment(github, &repo, installation, number, &mut thread, view)
+            .await
+            .map_err(|e| (Part::Comment, e))?;
+        self.publish_deployment(github, &repo, installation, number, &mut thread, view)
+            .await
+            .map_err(|e| (Part::Deployment, e))?;
+        let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
+        Ok(thread)
+    }
+
+    /// The sticky comment, created once (found again by its marker), then edited in place
+    /// when its text changes.
+    async fn publish_comment(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        installation: Option<u64>,
+        number: u32,
+        thread: &mut Thread,
+        view: &StatusView<'_>,
+    ) -> Result<(), GitHubError> {
         let now = self.clock.now();
         let body = comment::status(view);
         let hash = hex::encode(Sha256::digest(body.as_bytes()));
@@ -186,7 +238,7 @@ impl Feedback {
             let mut id = thread.comment_id.and_then(|id| u64::try_from(id).ok());
             if let Some(known) = id {
                 match github
-                    .update_comment(&repo, installation, known, &body)
+                    .update_comment(repo, installation, known, &body)
                     .await
                 {
                     Err(e) if e.is_not_found() => id = None, // deleted by someone: post anew
@@ -196,32 +248,29 @@ impl Feedback {
             if id.is_none() {
                 let login = github.login().await?.to_owned();
                 let existing = github
-                    .comments(&repo, installation, number)
+                    .comments(repo, installation, number)
                     .await?
                     .into_iter()
                     .find(|c| c.author == login && c.body.starts_with(comment::MARKER));
                 id = Some(match existing {
                     Some(found) => {
                         github
-                            .update_comment(&repo, installation, found.id, &body)
+                            .update_comment(repo, installation, found.id, &body)
                             .await?;
                         found.id
                     }
                     None => {
                         github
-                            .create_comment(&repo, installation, number, &body)
+                            .create_comment(repo, installation, number, &body)
                             .await?
                     }
                 });
             }
             thread.comment_id = id.map(|id| id as i64);
             thread.body_hash = Some(hash);
-            let _ = db::save_thread(&self.pool, &thread, now).await;
+            let _ = db::save_thread(&self.pool, thread, now).await;
         }
-        self.publish_deployment(github, &repo, installation, number, &mut thread, view)
-            .await?;
-        let _ = db::save_thread(&self.pool, &thread, now).await;
-        Ok(thread)
+        Ok(())
     }
 
     /// One transient deployment per head SHA; its status follows the preview's state.
@@ -237,6 +286,13 @@ impl Feedback {
         let Some(state) = view.shown.deployment_state() else {
             return Ok(());
         };
+        let sha = view.head_sha;
+        // Refused for good at this head: the next push tries again.
+        if thread.deployment_state.as_deref() == Some(db::GIVEN_UP)
+            && thread.deployment_sha.as_deref() == Some(sha)
+        {
+            return Ok(());
+        }
         let now = self.clock.now();
         let environment = format!("preview/pr-{number}");
         let log_url = self
@@ -244,7 +300,6 @@ impl Feedback {
             .public_url
             .as_ref()
             .map(|base| format!("{base}/previews/{}/{}/{number}", repo.owner(), repo.name()));
-        let sha = view.head_sha;
         if thread.deployment_sha.as_deref() != Some(sha) && state != "inactive" {
             if let (Some(old), false) = (
                 thread.deployment_id,
@@ -336,6 +391,13 @@ impl Feedback {
             position: None,
         })
     }
+}
+
+/// The part of a PR's report a failure came from.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Comment,
+    Deployment,
 }
 
 fn shape(what: &str) -> GitHubError {
