@@ -311,9 +311,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     stop.notify_one();
     stop_sweeping.notify_one();
     stop_feedback.notify_one();
-    feeding_back
-        .await
-        .context("waiting for the feedback worker to finish")?;
+    // A call to a slow GitHub is not waited out: what the worker owed stays owed (in the
+    // state) for the next start.
+    match tokio::time::timeout(Duration::from_secs(10), feeding_back).await {
+        Ok(done) => done.context("waiting for the feedback worker to finish")?,
+        Err(_) => tracing::warn!("the feedback worker did not stop within 10 s; left behind"),
+    }
     sweeping
         .await
         .context("waiting for the sweeper to finish")?;

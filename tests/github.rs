@@ -970,3 +970,31 @@ async fn a_refused_deployment_is_given_up_for_its_head_and_the_comment_goes_on()
         "a new head tries again, as few times"
     );
 }
+
+#[tokio::test]
+async fn a_permission_github_will_not_tell_refuses_the_command_once_not_every_pass() {
+    let (app, github, previewd) = setup().await;
+    github.fail(Fault {
+        method: Method::GET,
+        path_contains: "/collaborators/".into(),
+        status: 403,
+        times: 10_000,
+        after_write: false,
+        headers: vec![],
+        message: "Resource not accessible by integration".into(),
+    });
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    previewd.pass().await;
+    app.send(&command("/preview keep", "someone", "CONTRIBUTOR", 1201))
+        .await;
+    for _ in 0..3 {
+        previewd.pass().await;
+    }
+    let status: String = sqlx::query_scalar("SELECT status FROM commands WHERE comment_id = 1201")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(status, "refused");
+    assert_eq!(github.count("GET", "/collaborators/"), 1, "asked once");
+    assert_eq!(github.hub().reactions, [(1201, "confused".to_owned())]);
+}

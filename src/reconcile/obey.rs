@@ -140,10 +140,18 @@ impl Feedback {
             return Ok(cmd.association == "OWNER");
         };
         let repo: RepoName = cmd.repo.parse()?;
-        let permission = github
+        let permission = match github
             .permission(&repo, installation(cmd.installation_id), &cmd.actor)
             .await
-            .context("asking GitHub for the commenter's permission")?;
+        {
+            // GitHub will not say (the App may not read collaborators, the repository is
+            // gone): nobody is confirmed, and asking again every pass would change nothing.
+            Err(e) if e.is_permanent() => {
+                tracing::warn!(command = cmd.id, error = %e, "GitHub will not confirm write access; refused");
+                return Ok(false);
+            }
+            other => other.context("asking GitHub for the commenter's permission")?,
+        };
         Ok(permission.can_write())
     }
 
