@@ -99,13 +99,6 @@ impl Feedback {
         }
     }
 
-    /// Commands first (their effects go to the reconciler), then every report owed.
-    pub async fn pass(&self) -> anyhow::Result<()> {
-        self.obey().await?;
-        self.report().await;
-        Ok(())
-    }
-
     /// `id`'s report waits for its installation's hold: tried when that ends.
     pub(crate) fn owe(&self, id: i64) {
         self.nudge.previews.lock().expect("nudge").insert(id);

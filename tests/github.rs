@@ -998,3 +998,33 @@ async fn a_permission_github_will_not_tell_refuses_the_command_once_not_every_pa
     assert_eq!(github.count("GET", "/collaborators/"), 1, "asked once");
     assert_eq!(github.hub().reactions, [(1201, "confused".to_owned())]);
 }
+
+#[tokio::test]
+async fn a_notice_on_a_locked_pr_is_dropped_after_a_few_tries() {
+    let (app, github, previewd) = setup().await;
+    sqlx::query(
+        "INSERT INTO notices (repo, number, kind, body, created_at)
+         VALUES ('codertocat/hello-world', 5, 'expiry_warning', 'expiring soon', 0)",
+    )
+    .execute(app.pool())
+    .await
+    .unwrap();
+    github.fail(Fault {
+        method: Method::POST,
+        path_contains: "/issues/5/comments".into(),
+        status: 403,
+        times: 10_000,
+        after_write: false,
+        headers: vec![],
+        message: "Unable to create comment because issue is locked.".into(),
+    });
+    for _ in 0..5 {
+        previewd.feedback.report().await;
+    }
+    assert_eq!(github.count("POST", "/issues/5/comments"), 3);
+    let posted: Option<i64> = sqlx::query_scalar("SELECT posted_at FROM notices")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(posted.is_some(), "not owed any more");
+}
