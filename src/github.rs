@@ -1,8 +1,9 @@
 //! GitHub's REST API: the one edge previewd reports and reads PRs through. octocrab brings
 //! authentication (a token, or a GitHub App whose installation tokens it mints, caches and
 //! refreshes); this module brings the rest: timeouts, retries that never resend a write
-//! GitHub may have done, rate-limit waits honouring `retry-after` and `x-ratelimit-reset`,
-//! and GitHub's JSON converted to previewd's types at the edge.
+//! GitHub may have done, per-installation holds honouring `retry-after` and
+//! `x-ratelimit-reset` (a held installation's calls fail at once, without a request; no call
+//! ever sleeps out a rate limit), and GitHub's JSON converted to previewd's types at the edge.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -20,8 +21,11 @@ use crate::preview::RepoName;
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 const ATTEMPTS: u32 = 3;
-/// Longest rate-limit wait taken in place; a longer one fails the call (tried next pass).
-const MAX_WAIT: Duration = Duration::from_secs(120);
+/// After a 5xx or no answer (retries spent), an installation is held this long, doubled
+/// for each failure in a row up to `MAX_HOLD`: an outage costs one slow call per hold, not
+/// one per queued comment.
+const FIRST_HOLD: Duration = Duration::from_secs(2);
+const MAX_HOLD: Duration = Duration::from_secs(300);
 const PAGE: usize = 100;
 const MAX_PAGES: usize = 50;
 
@@ -40,6 +44,14 @@ pub enum GitHubError {
         path: String,
         wait: Duration,
     },
+    #[error(
+        "GitHub calls for this installation are held for {wait:?} (a rate limit or an outage); {method} {path} waits"
+    )]
+    Held {
+        method: Method,
+        path: String,
+        wait: Duration,
+    },
     #[error("talking to GitHub ({method} {path}): {message}")]
     Transport {
         method: Method,
@@ -54,6 +66,42 @@ impl GitHubError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Status { status: 404, .. })
     }
+
+    /// An answer that trying again will not change: the PR or comment is gone (404, 410),
+    /// the conversation is locked or the write invalid (422), or the installation may not
+    /// do this (403 that is not a rate limit: those are `RateLimited`). 401 is left out: bad
+    /// credentials are the operator's to fix, and every report waits for them.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            Self::Status {
+                status: 403 | 404 | 410 | 422,
+                ..
+            }
+        )
+    }
+}
+
+/// Whose calls a rate limit or an outage holds: an App installation's (GitHub limits each
+/// installation on its own), or, with a token or an installation not yet known, the
+/// repository owner's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum HoldKey {
+    Installation(u64),
+    Owner(String),
+}
+
+/// A client and the hold its calls are under (none for the App's own calls).
+struct Caller {
+    client: Arc<Octocrab>,
+    hold: Option<HoldKey>,
+}
+
+/// An installation's calls wait until `until`; `strikes` failures in a row so far.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    until: std::time::Instant,
+    strikes: u32,
 }
 
 /// A pull request as previewd needs it.
@@ -107,6 +155,8 @@ pub struct GitHub {
     /// Recent permission answers, by (repository, lower-cased login): a burst of commands
     /// costs one look-up, and a revoked permission counts within `PERMISSION_TTL`.
     permissions: Mutex<HashMap<(String, String), (std::time::Instant, Permission)>>,
+    /// Installations held by a rate limit or an outage.
+    holds: Mutex<HashMap<HoldKey, Hold>>,
 }
 
 /// How long a permission answer is trusted.
@@ -148,18 +198,78 @@ impl GitHub {
             login: tokio::sync::OnceCell::new(),
             rate_remaining: AtomicI64::new(-1),
             permissions: Mutex::new(HashMap::new()),
+            holds: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// How long `repo`'s installation is still held (a rate limit, an outage), if it is.
+    pub fn held(&self, repo: &RepoName, installation: Option<u64>) -> Option<Duration> {
+        self.held_key(&self.hold_key(repo, installation))
+    }
+
+    fn hold_key(&self, repo: &RepoName, installation: Option<u64>) -> HoldKey {
+        match installation.filter(|_| self.app) {
+            Some(id) => HoldKey::Installation(id),
+            None => HoldKey::Owner(repo.owner().to_ascii_lowercase()),
+        }
+    }
+
+    fn held_key(&self, key: &HoldKey) -> Option<Duration> {
+        let holds = self.holds.lock().expect("holds");
+        let left = holds
+            .get(key)?
+            .until
+            .checked_duration_since(std::time::Instant::now())?;
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// The end of the earliest hold still running: when held work can go again.
+    pub fn next_release(&self) -> Option<Duration> {
+        let now = std::time::Instant::now();
+        self.holds
+            .lock()
+            .expect("holds")
+            .values()
+            .filter_map(|hold| hold.until.checked_duration_since(now))
+            .filter(|left| !left.is_zero())
+            .min()
+    }
+
+    fn hold(&self, key: &HoldKey, wait: Option<Duration>) {
+        let mut holds = self.holds.lock().expect("holds");
+        let strikes = holds.get(key).map_or(0, |h| h.strikes) + 1;
+        let wait = wait.unwrap_or_else(|| {
+            FIRST_HOLD
+                .saturating_mul(1 << (strikes - 1).min(16))
+                .min(MAX_HOLD)
+        });
+        tracing::warn!(?key, ?wait, "holding this installation's GitHub calls");
+        holds.insert(
+            key.clone(),
+            Hold {
+                until: std::time::Instant::now() + wait,
+                strikes,
+            },
+        );
+    }
+
+    fn release(&self, key: &HoldKey) {
+        self.holds.lock().expect("holds").remove(key);
     }
 
     /// previewd's own login: the token's user, or `<app-slug>[bot]`.
     pub async fn login(&self) -> Result<&str, GitHubError> {
         self.login
             .get_or_try_init(|| async {
+                let me = Caller {
+                    client: self.client.clone(),
+                    hold: None,
+                };
                 if self.app {
-                    let app = self.call(&self.client, Method::GET, "/app", None).await?;
+                    let app = self.call(&me, Method::GET, "/app", None).await?;
                     Ok(format!("{}[bot]", text(&app, "slug", "/app")?))
                 } else {
-                    let user = self.call(&self.client, Method::GET, "/user", None).await?;
+                    let user = self.call(&me, Method::GET, "/user", None).await?;
                     text(&user, "login", "/user")
                 }
             })
@@ -168,26 +278,38 @@ impl GitHub {
     }
 
     /// The client acting for `repo`: the token's, or the App installation's (looked up
-    /// once when the webhook did not name it).
+    /// once when the webhook did not name it), under that installation's hold.
     async fn client_for(
         &self,
         repo: &RepoName,
         installation: Option<u64>,
-    ) -> Result<Arc<Octocrab>, GitHubError> {
+    ) -> Result<Caller, GitHubError> {
+        let hold = Some(self.hold_key(repo, installation));
         if !self.app {
-            return Ok(self.client.clone());
+            return Ok(Caller {
+                client: self.client.clone(),
+                hold,
+            });
         }
         let id = match installation {
             Some(id) => id,
             None => {
                 let path = format!("/repos/{repo}/installation");
-                let found = self.call(&self.client, Method::GET, &path, None).await?;
+                let me = Caller {
+                    client: self.client.clone(),
+                    hold: hold.clone(),
+                };
+                let found = self.call(&me, Method::GET, &path, None).await?;
                 found["id"].as_u64().ok_or_else(|| shape(&path, "no id"))?
             }
         };
+        let hold = Some(HoldKey::Installation(id));
         let mut cache = self.installations.lock().expect("installation cache");
         if let Some(client) = cache.get(&id) {
-            return Ok(client.clone());
+            return Ok(Caller {
+                client: client.clone(),
+                hold,
+            });
         }
         let client = Arc::new(self.client.installation(InstallationId(id)).map_err(|e| {
             GitHubError::Transport {
@@ -197,7 +319,7 @@ impl GitHub {
             }
         })?);
         cache.insert(id, client.clone());
-        Ok(client)
+        Ok(Caller { client, hold })
     }
 
     pub async fn pull(
@@ -431,7 +553,7 @@ impl GitHub {
             .map(drop)
     }
 
-    async fn all_pages(&self, client: &Octocrab, path: &str) -> Result<Vec<Value>, GitHubError> {
+    async fn all_pages(&self, client: &Caller, path: &str) -> Result<Vec<Value>, GitHubError> {
         let mut all = Vec::new();
         let join = if path.contains('?') { '&' } else { '?' };
         for page in 1..=MAX_PAGES {
@@ -451,10 +573,10 @@ impl GitHub {
     }
 
     /// One request. GETs and PATCHes are retried on 5xx and transport errors; other writes
-    /// only after a rate-limit refusal (GitHub did nothing then).
+    /// are not (GitHub may have done them).
     async fn call(
         &self,
-        client: &Octocrab,
+        client: &Caller,
         method: Method,
         path: &str,
         body: Option<&Value>,
@@ -465,7 +587,7 @@ impl GitHub {
 
     async fn call_idempotent(
         &self,
-        client: &Octocrab,
+        client: &Caller,
         method: Method,
         path: &str,
         body: Option<&Value>,
@@ -473,7 +595,44 @@ impl GitHub {
         self.send(client, method, path, body, true).await
     }
 
+    /// One call under its installation's hold: refused at once while held; a rate limit
+    /// holds the installation for as long as GitHub asks, a 5xx or no answer (retries
+    /// spent) for a doubling while; any other answer ends the hold.
     async fn send(
+        &self,
+        caller: &Caller,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        retry_safe: bool,
+    ) -> Result<Value, GitHubError> {
+        let Some(key) = &caller.hold else {
+            return self
+                .exchange(&caller.client, method, path, body, retry_safe)
+                .await;
+        };
+        if let Some(wait) = self.held_key(key) {
+            return Err(GitHubError::Held {
+                method,
+                path: path.into(),
+                wait,
+            });
+        }
+        let result = self
+            .exchange(&caller.client, method, path, body, retry_safe)
+            .await;
+        match &result {
+            Err(GitHubError::RateLimited { wait, .. }) => self.hold(key, Some(*wait)),
+            Err(GitHubError::Transport { .. } | GitHubError::Status { status: 500.., .. }) => {
+                self.hold(key, None);
+            }
+            _ => self.release(key),
+        }
+        result
+    }
+
+    /// The request, retried where that is safe; a rate limit is returned, never slept out.
+    async fn exchange(
         &self,
         client: &Octocrab,
         method: Method,
@@ -513,18 +672,14 @@ impl GitHub {
                             serde_json::from_str(&text).map_err(|e| shape(path, &e.to_string()))
                         };
                     }
+                    // Waiting here would hold up whatever else this task has to do: the
+                    // caller's installation is held instead, and its work goes on later.
                     if let Some(wait) = rate_limit_wait(status, &headers, &text) {
-                        if wait > MAX_WAIT || attempt >= ATTEMPTS {
-                            return Err(GitHubError::RateLimited {
-                                method,
-                                path: path.into(),
-                                wait,
-                            });
-                        }
-                        tracing::warn!(%method, path, ?wait, "GitHub rate limit; waiting");
-                        tokio::time::sleep(wait).await;
-                        attempt += 1;
-                        continue;
+                        return Err(GitHubError::RateLimited {
+                            method,
+                            path: path.into(),
+                            wait,
+                        });
                     }
                     let message = message_of(&text);
                     if status < 500 || !retry_safe || attempt >= ATTEMPTS {

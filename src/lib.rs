@@ -16,6 +16,7 @@ pub mod config;
 pub mod dashboard;
 pub mod db;
 pub mod duration;
+pub mod feedback;
 pub mod github;
 pub mod intake;
 pub mod intent;

@@ -3,7 +3,7 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,6 +17,7 @@ use crate::ca::PreviewCa;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
+use crate::feedback::Nudge;
 use crate::github::GitHub;
 use crate::intake::Intake;
 use crate::ledger;
@@ -45,12 +46,13 @@ pub struct Reconciler {
     certs: BTreeMap<String, SealingCert>,
     ca: Option<PreviewCa>,
     clock: Arc<dyn Clock>,
-    /// Reporting and commands' confirmations; `None` without credentials.
+    /// Resync's listings of open PRs; `None` without credentials.
     github: Option<Arc<GitHub>>,
     /// Where resync records what it finds (as deliveries).
     intake: Option<Intake>,
-    /// Previews whose skipped report was logged (once each).
-    unreported: Mutex<HashSet<(String, i64)>>,
+    /// Tells the feedback worker (`crate::feedback`) which previews a pass looked at:
+    /// GitHub hears of them from there, never from inside a pass.
+    feedback: Option<Arc<Nudge>>,
     /// This state's identity, labelled on every Application (read once).
     instance: tokio::sync::OnceCell<String>,
     /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon:
@@ -76,18 +78,29 @@ impl Reconciler {
             clock,
             github: None,
             intake: None,
-            unreported: Mutex::new(HashSet::new()),
+            feedback: None,
             requeue: Mutex::new(HashMap::new()),
             instance: tokio::sync::OnceCell::new(),
         }
     }
 
-    /// Reports to GitHub and confirms commands with it (`github`), and resyncs open PRs
-    /// through `intake`.
+    /// Resyncs open PRs (listed by `github`) through `intake`.
     pub fn with_github(mut self, github: Option<Arc<GitHub>>, intake: Intake) -> Self {
         self.github = github;
         self.intake = Some(intake);
         self
+    }
+
+    /// Tells `feedback` (the feedback worker's nudge) what every pass looked at.
+    pub fn with_feedback(mut self, feedback: Arc<Nudge>) -> Self {
+        self.feedback = Some(feedback);
+        self
+    }
+
+    fn tell_feedback(&self, ids: &[i64], placed: &[i64]) {
+        if let Some(feedback) = &self.feedback {
+            feedback.looked_at(&[ids, placed].concat());
+        }
     }
 
     /// Runs until `stop` is notified: the previews intake reports changed as they come, and
@@ -98,12 +111,9 @@ impl Reconciler {
         stop: Arc<Notify>,
     ) {
         let mut resync = tokio::time::interval(RESYNC);
-        let every = self
-            .config
-            .github
-            .resync_interval
-            .max(Duration::from_secs(1));
-        let mut github_resync = tokio::time::interval(every);
+        // Resync lists PRs on GitHub: beside the passes, so that a slow or rate-limited
+        // GitHub never holds up a deploy or a teardown.
+        let resyncing = tokio::spawn(self.clone().resync_every());
         let mut soon = tokio::time::interval(Duration::from_secs(1));
         loop {
             let result = tokio::select! {
@@ -112,7 +122,6 @@ impl Reconciler {
                     let due = self.due_requeues();
                     if due.is_empty() { Ok(0) } else { self.pass_ids(&due).await }
                 }
-                _ = github_resync.tick() => self.resync().await,
                 Some(key) = changed.recv() => {
                     let mut keys = BTreeSet::from([key]);
                     while let Ok(key) = changed.try_recv() {
@@ -120,7 +129,10 @@ impl Reconciler {
                     }
                     self.pass_for(&keys).await
                 }
-                () = stop.notified() => return,
+                () = stop.notified() => {
+                    resyncing.abort();
+                    return;
+                }
             };
             if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
@@ -128,10 +140,25 @@ impl Reconciler {
         }
     }
 
+    /// A resync every `github.resync_interval` (and at start), until aborted.
+    async fn resync_every(self: Arc<Self>) {
+        let every = self
+            .config
+            .github
+            .resync_interval
+            .max(Duration::from_secs(1));
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Err(e) = self.resync().await {
+                tracing::warn!(error = %format!("{e:#}"), "resync failed; retrying at the next one");
+            }
+        }
+    }
+
     /// Only `keys` (and whatever placement just let off the queue).
     pub async fn pass_for(self: &Arc<Self>, keys: &BTreeSet<PreviewKey>) -> anyhow::Result<usize> {
-        let mut ids = self.obey().await.context("running commands")?;
-        ids.extend(self.place_waiting().await.context("placing previews")?);
+        let mut ids = self.place_waiting().await.context("placing previews")?;
         for key in keys {
             ids.extend(db::preview_id(&self.pool, key.repo.as_str(), key.number).await?);
         }
@@ -141,8 +168,7 @@ impl Reconciler {
         // A teardown that finished freed a slot: let the queue move now, not at the resync.
         let placed = self.place_waiting().await.context("placing previews")?;
         self.reconcile_all(&placed).await;
-        self.report(&ids).await;
-        self.report(&placed).await;
+        self.tell_feedback(&ids, &placed);
         Ok(ids.len() + placed.len())
     }
 
@@ -151,9 +177,7 @@ impl Reconciler {
         self.reconcile_all(ids).await;
         let placed = self.place_waiting().await.context("placing previews")?;
         self.reconcile_all(&placed).await;
-        // Only these previews: owed notices and final reports wait for a full pass.
-        self.report_previews(ids).await;
-        self.report_previews(&placed).await;
+        self.tell_feedback(ids, &placed);
         Ok(ids.len() + placed.len())
     }
 
@@ -190,13 +214,12 @@ impl Reconciler {
     /// order (so the queue is first come, first served); then each preview at most once,
     /// `PARALLEL` at a time.
     pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
-        self.obey().await.context("running commands")?;
         self.place_waiting().await.context("placing previews")?;
         let ids = db::preview_ids(&self.pool)
             .await
             .context("listing previews")?;
         self.reconcile_all(&ids).await;
-        self.report(&ids).await;
+        self.tell_feedback(&ids, &[]);
         Ok(ids.len())
     }
 

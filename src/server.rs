@@ -265,7 +265,25 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
-    let reconciler = Arc::new(reconciler(&app).await?);
+    let github = github(&app.config)?;
+    // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
+    // what is said on PRs (and the commands that need GitHub's word), never a deploy.
+    let feedback = Arc::new(
+        crate::feedback::Feedback::new(
+            app.pool.clone(),
+            app.config.clone(),
+            app.clock.clone(),
+            github.clone(),
+        )
+        .notifying(app.notify.clone()),
+    );
+    let reconciler = Arc::new(
+        reconciler(&app, github)
+            .await?
+            .with_feedback(feedback.nudge()),
+    );
+    let stop_feedback = Arc::new(tokio::sync::Notify::new());
+    let feeding_back = tokio::spawn(feedback.run(stop_feedback.clone()));
     let stop = Arc::new(tokio::sync::Notify::new());
     let changed = app
         .changed
@@ -292,6 +310,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .context("serving HTTP")?;
     stop.notify_one();
     stop_sweeping.notify_one();
+    stop_feedback.notify_one();
+    // A call to a slow GitHub is not waited out: what the worker owed stays owed (in the
+    // state) for the next start.
+    match tokio::time::timeout(Duration::from_secs(10), feeding_back).await {
+        Ok(done) => done.context("waiting for the feedback worker to finish")?,
+        Err(_) => tracing::warn!("the feedback worker did not stop within 10 s; left behind"),
+    }
     sweeping
         .await
         .context("waiting for the sweeper to finish")?;
@@ -304,10 +329,30 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The GitHub client, shared by the feedback worker and resync; `None` without credentials.
+fn github(config: &Config) -> anyhow::Result<Option<Arc<crate::github::GitHub>>> {
+    Ok(match &config.github.credentials {
+        Some(credentials) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let github = crate::github::GitHub::new(&config.github.api_url, credentials)
+                .context("setting up the GitHub client")?;
+            tracing::info!(api = %config.github.api_url, "reporting to GitHub");
+            Some(Arc::new(github))
+        }
+        None => {
+            tracing::info!("no github.token or App credentials: GitHub reporting is off");
+            None
+        }
+    })
+}
+
 /// The reconciler with its sink. Every cluster needs a certificate that has not expired (a
 /// changed one re-seals that cluster's previews): previewd refuses to start otherwise,
 /// rather than render secrets nobody can open.
-async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
+async fn reconciler(
+    app: &App,
+    github: Option<Arc<crate::github::GitHub>>,
+) -> anyhow::Result<crate::reconcile::Reconciler> {
     let now = app.clock.now();
     let mut certs = std::collections::BTreeMap::new();
     for (cluster, cert) in crate::clusters::sealing_certs(&app.config, now, true) {
@@ -316,19 +361,6 @@ async fn reconciler(app: &App) -> anyhow::Result<crate::reconcile::Reconciler> {
         tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
         certs.insert(cluster, cert);
     }
-    let github = match &app.config.github.credentials {
-        Some(credentials) => {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let github = crate::github::GitHub::new(&app.config.github.api_url, credentials)
-                .context("setting up the GitHub client")?;
-            tracing::info!(api = %app.config.github.api_url, "reporting to GitHub");
-            Some(Arc::new(github))
-        }
-        None => {
-            tracing::info!("no github.token or App credentials: GitHub reporting is off");
-            None
-        }
-    };
     let sink = sink(&app.config).await?;
     if let crate::sink::Sink::Kubernetes(kube) = &sink {
         // What previews need on this cluster (others cannot be seen from here): said loudly

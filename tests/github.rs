@@ -9,14 +9,16 @@ use std::sync::Arc;
 use axum::http::Method;
 use common::github::{BOT, FakeGitHub, Fault};
 use common::{Delivery, TestApp};
+use previewd::feedback::Feedback;
 use previewd::github::GitHub;
 use previewd::reconcile::Reconciler;
 use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
+const HELLO: &str = "codertocat/hello-world";
 const HEAD: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 
-async fn setup() -> (TestApp, FakeGitHub, Arc<Reconciler>) {
+async fn setup() -> (TestApp, FakeGitHub, Previewd) {
     let github = FakeGitHub::start().await;
     let app = TestApp::with_config(&format!(
         "[github]\nwebhook_secret = {:?}\ntoken = \"test-token\"\napi_url = {:?}\n",
@@ -24,21 +26,61 @@ async fn setup() -> (TestApp, FakeGitHub, Arc<Reconciler>) {
         github.url
     ))
     .await;
-    let reconciler = reconciler(&app);
-    (app, github, reconciler)
+    let previewd = Previewd::new(&app);
+    (app, github, previewd)
 }
 
-fn reconciler(app: &TestApp) -> Arc<Reconciler> {
-    let config = &app.app.config;
-    let client = GitHub::new(
-        &config.github.api_url,
-        config.github.credentials.as_ref().unwrap(),
-    )
-    .unwrap();
-    Arc::new(
-        common::directory_reconciler(app)
-            .with_github(Some(Arc::new(client)), app.app.intake.clone()),
-    )
+/// The reconciler and the feedback worker on one state and one GitHub client, wired as
+/// `serve` wires them.
+struct Previewd {
+    reconciler: Arc<Reconciler>,
+    feedback: Arc<Feedback>,
+    github: Arc<GitHub>,
+}
+
+impl Previewd {
+    fn new(app: &TestApp) -> Self {
+        let config = &app.app.config;
+        let client = Arc::new(
+            GitHub::new(
+                &config.github.api_url,
+                config.github.credentials.as_ref().unwrap(),
+            )
+            .unwrap(),
+        );
+        let feedback = Feedback::new(
+            app.pool().clone(),
+            config.clone(),
+            Arc::new(app.clock.clone()),
+            Some(client.clone()),
+        )
+        .notifying(app.app.notify.clone());
+        let reconciler = common::directory_reconciler(app)
+            .with_github(Some(client.clone()), app.app.intake.clone())
+            .with_feedback(feedback.nudge());
+        Self {
+            reconciler: Arc::new(reconciler),
+            feedback: Arc::new(feedback),
+            github: client,
+        }
+    }
+
+    /// What the two loops do for a change, one step after the other: the commands, a
+    /// reconcile pass, then the reports.
+    async fn pass(&self) {
+        self.feedback.obey().await.unwrap();
+        self.reconciler.pass().await.unwrap();
+        self.feedback.report().await;
+    }
+
+    /// Both loops running, as in `serve`; notify the answer to stop them.
+    fn run(&self, app: &TestApp) -> Arc<tokio::sync::Notify> {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let changed = app.app.changed.lock().unwrap().take().unwrap();
+        tokio::spawn(self.reconciler.clone().run(changed, stop.clone()));
+        tokio::spawn(self.feedback.clone().run(stop.clone()));
+        stop
+    }
 }
 
 /// A `/preview` comment on PR #2 of the Hello-World fixture, by `login`.
@@ -83,9 +125,9 @@ fn sticky(github: &FakeGitHub) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let comments = sticky(&github);
     assert_eq!(comments.len(), 1);
     let body = comments[0]["body"].as_str().unwrap();
@@ -100,7 +142,7 @@ async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
 
     // Nothing changed: nothing written.
     let writes = github.count("POST", "") + github.count("PATCH", "");
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(github.count("POST", "") + github.count("PATCH", ""), writes);
 
     let new_head = "4444444444444444444444444444444444444444";
@@ -110,7 +152,7 @@ async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
             .updated_at("2019-05-15T16:00:00Z"),
     )
     .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let comments = sticky(&github);
     assert_eq!(comments.len(), 1, "edited in place, not posted again");
     assert!(comments[0]["body"].as_str().unwrap().contains("`4444444`"));
@@ -118,8 +160,8 @@ async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
 
     app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
         .await;
-    reconciler.pass().await.unwrap();
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
+    previewd.pass().await;
     let comments = sticky(&github);
     assert_eq!(comments.len(), 1);
     assert!(
@@ -131,9 +173,9 @@ async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
 
 #[tokio::test]
 async fn deployments_are_transient_per_head_and_end_inactive() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     {
         let hub = github.hub();
         assert_eq!(hub.deployments.len(), 1);
@@ -160,11 +202,11 @@ async fn deployments_are_transient_per_head_and_end_inactive() {
             .updated_at("2019-05-15T16:00:00Z"),
     )
     .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
         .await;
-    reconciler.pass().await.unwrap();
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
+    previewd.pass().await;
     let hub = github.hub();
     assert_eq!(hub.deployments.len(), 2, "one per head SHA");
     let states: Vec<(u64, String)> = hub
@@ -189,7 +231,7 @@ async fn deployments_are_transient_per_head_and_end_inactive() {
 
 #[tokio::test]
 async fn a_502_on_a_post_does_not_duplicate_the_comment() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     github.fail(Fault {
         method: Method::POST,
         path_contains: "/issues/2/comments".into(),
@@ -200,10 +242,10 @@ async fn a_502_on_a_post_does_not_duplicate_the_comment() {
         message: "Bad Gateway".into(),
     });
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap(); // the comment is made, but previewd hears a 502
+    previewd.pass().await; // the comment is made, but previewd hears a 502
     app.clock.advance(60);
-    reconciler.pass().await.unwrap();
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
+    previewd.pass().await;
     assert_eq!(sticky(&github).len(), 1);
     assert_eq!(
         github.count("POST", "/issues/2/comments"),
@@ -213,8 +255,8 @@ async fn a_502_on_a_post_does_not_duplicate_the_comment() {
 }
 
 #[tokio::test]
-async fn a_secondary_rate_limit_is_waited_out() {
-    let (app, github, reconciler) = setup().await;
+async fn a_secondary_rate_limit_holds_the_installation_until_retry_after_and_then_it_goes_on() {
+    let (app, github, previewd) = setup().await;
     github.fail(Fault {
         method: Method::POST,
         path_contains: "/issues/2/comments".into(),
@@ -226,11 +268,21 @@ async fn a_secondary_rate_limit_is_waited_out() {
     });
     app.send(&Delivery::fixture("pull_request.opened")).await;
     let started = std::time::Instant::now();
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert!(
-        started.elapsed() >= std::time::Duration::from_secs(1),
-        "waited"
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "refused at once, not slept out"
     );
+    let held = previewd.github.held(&HELLO.parse().unwrap(), None);
+    assert!(
+        held.is_some_and(|left| left <= std::time::Duration::from_secs(1)),
+        "{held:?}"
+    );
+    let sent = github.hub().log.len();
+    previewd.pass().await;
+    assert_eq!(github.hub().log.len(), sent, "held: not a single call");
+    tokio::time::sleep(held.unwrap()).await;
+    previewd.pass().await;
     assert_eq!(sticky(&github).len(), 1);
     assert_eq!(
         github.count("POST", "/issues/2/comments"),
@@ -241,18 +293,18 @@ async fn a_secondary_rate_limit_is_waited_out() {
 
 #[tokio::test]
 async fn read_permission_refuses_destroy_and_write_accepts_it() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     {
         let mut hub = github.hub();
         hub.permissions.insert("reader".into(), "read".into());
         hub.permissions.insert("writer".into(), "write".into());
     }
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
 
     app.send(&command("/preview destroy", "reader", "MEMBER", 501))
         .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(desired(&app).await, "deployed");
     let refused: String = sqlx::query_scalar("SELECT status FROM commands WHERE comment_id = 501")
         .fetch_one(app.pool())
@@ -271,7 +323,7 @@ async fn read_permission_refuses_destroy_and_write_accepts_it() {
 
     app.send(&command("/preview destroy", "writer", "MEMBER", 502))
         .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert!(github.hub().reactions.contains(&(502, "eyes".into())));
     assert!(github.hub().reactions.contains(&(502, "rocket".into())));
     let replies: Vec<String> = github
@@ -301,13 +353,13 @@ async fn read_permission_refuses_destroy_and_write_accepts_it() {
 /// one person asks it once.
 #[tokio::test]
 async fn a_private_member_arriving_as_contributor_is_asked_for_once_and_obeyed() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     github
         .hub()
         .permissions
         .insert("quiet-member".into(), "write".into());
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
 
     app.send(&command(
         "/preview keep",
@@ -323,7 +375,7 @@ async fn a_private_member_arriving_as_contributor_is_asked_for_once_and_obeyed()
         602,
     ))
     .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let statuses: Vec<String> = sqlx::query_scalar(
         "SELECT status FROM commands WHERE comment_id IN (601, 602) ORDER BY comment_id",
     )
@@ -342,12 +394,12 @@ async fn a_private_member_arriving_as_contributor_is_asked_for_once_and_obeyed()
 
 #[tokio::test]
 async fn the_authors_own_extend_is_bounded_by_the_maximum_lifetime() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     app.send(&command("/preview extend 30d", "Codertocat", "OWNER", 601))
         .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let (created, expires): (i64, i64) =
         sqlx::query_as("SELECT created_at, expires_at FROM previews WHERE number = 2")
             .fetch_one(app.pool())
@@ -369,7 +421,7 @@ async fn the_authors_own_extend_is_bounded_by_the_maximum_lifetime() {
 
 #[tokio::test]
 async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     github
         .hub()
         .permissions
@@ -381,7 +433,7 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
             .updated_at(at)
     };
     app.send(&fork(HEAD, "2019-05-15T15:20:33Z")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(desired(&app).await, "awaiting_approval");
     assert_eq!(
         rendered_files(&app),
@@ -398,7 +450,7 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
     let approve = format!("/preview approve {}", &HEAD[..7]);
     app.send(&command(&approve, "maintainer", "MEMBER", 701))
         .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(desired(&app).await, "deployed");
     assert_eq!(rendered_files(&app), 1);
     let approved: String = sqlx::query_scalar("SELECT approved_sha FROM previews")
@@ -412,7 +464,7 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
         "2019-05-15T16:00:00Z",
     ))
     .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(
         desired(&app).await,
         "awaiting_approval",
@@ -422,7 +474,7 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
 
 #[tokio::test]
 async fn our_own_and_edited_comments_never_run_a_command() {
-    let (app, _github, reconciler) = setup().await;
+    let (app, _github, previewd) = setup().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     let ours = command("/preview destroy", BOT, "NONE", 801).edit(|body| {
         body["comment"]["user"]["type"] = json!("Bot");
@@ -433,14 +485,14 @@ async fn our_own_and_edited_comments_never_run_a_command() {
         body["changes"] = json!({"body": {"from": "hello"}});
     });
     app.send(&edited).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(app.count("commands").await, 0);
     assert_eq!(desired(&app).await, "deployed");
 }
 
 #[tokio::test]
 async fn every_recorded_issue_comment_goes_through_intake_and_the_command_path() {
-    let (app, _github, reconciler) = setup().await;
+    let (app, _github, previewd) = setup().await;
     let fixtures: Vec<String> = std::fs::read_dir(format!(
         "{}/tests/fixtures/github",
         env!("CARGO_MANIFEST_DIR")
@@ -462,7 +514,7 @@ async fn every_recorded_issue_comment_goes_through_intake_and_the_command_path()
         let queues = name.starts_with("issue_comment.created.pull_request");
         assert_eq!(status, if queues { 202 } else { 200 }, "{name}: {answer}");
     }
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM commands ORDER BY id")
         .fetch_all(app.pool())
         .await
@@ -476,7 +528,7 @@ async fn every_recorded_issue_comment_goes_through_intake_and_the_command_path()
 
 #[tokio::test]
 async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_changes_nothing() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     let pull = |number: u64, state: &str, sha: &str| {
         json!({
             "number": number, "state": state, "title": "Lost webhook", "draft": false,
@@ -488,7 +540,7 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
     };
     // PR #2 is tracked but was closed while previewd was away; PR #9 opened unseen.
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     github.fail(Fault {
         method: Method::GET,
         path_contains: "/pulls".into(),
@@ -504,21 +556,24 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
         hub.pulls
             .push(pull(9, "open", "9999999999999999999999999999999999999999"));
     }
-    assert_eq!(reconciler.resync().await.unwrap(), 0);
+    assert_eq!(previewd.reconciler.resync().await.unwrap(), 0);
     assert_eq!(
         (app.count("previews").await, desired(&app).await.as_str()),
         (1, "deployed")
     );
+    // The outage holds the owner's calls a moment; then the listing is tried again.
+    let held = previewd.github.held(&HELLO.parse().unwrap(), None);
+    tokio::time::sleep(held.expect("held after a 5xx")).await;
 
-    assert_eq!(reconciler.resync().await.unwrap(), 2);
-    reconciler.pass().await.unwrap();
+    assert_eq!(previewd.reconciler.resync().await.unwrap(), 2);
+    previewd.pass().await;
     let numbers: Vec<i64> = sqlx::query_scalar("SELECT number FROM previews ORDER BY number")
         .fetch_all(app.pool())
         .await
         .unwrap();
     assert_eq!(numbers, [9], "#2 closed and gone, #9 deployed");
     assert_eq!(
-        reconciler.resync().await.unwrap(),
+        previewd.reconciler.resync().await.unwrap(),
         0,
         "nothing new the second time"
     );
@@ -537,16 +592,16 @@ async fn a_github_app_mints_an_installation_token_once_and_acts_with_it() {
         github.url
     ))
     .await;
-    let reconciler = reconciler(&app);
+    let previewd = Previewd::new(&app);
     app.send(&Delivery::fixture("pull_request.opened")).await; // installation 1
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     app.send(
         &Delivery::fixture("pull_request.synchronize")
             .at_sha("4444444444444444444444444444444444444444")
             .updated_at("2019-05-15T16:00:00Z"),
     )
     .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(sticky(&github).len(), 1, "found again by `<slug>[bot]`");
     assert_eq!(
         github.count("POST", "/app/installations/1/access_tokens"),
@@ -571,7 +626,7 @@ async fn a_github_app_mints_an_installation_token_once_and_acts_with_it() {
 
 #[tokio::test]
 async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     github
         .hub()
         .permissions
@@ -584,7 +639,7 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
             .guid(guid)
     };
     app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let approve = format!("/preview approve {HEAD}");
     app.send(&command(&approve, "maintainer", "MEMBER", 901))
         .await;
@@ -596,7 +651,7 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
         "f2",
     ))
     .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(desired(&app).await, "awaiting_approval");
     assert_eq!(rendered_files(&app), 0, "the new head never ran");
     let reply = github
@@ -617,7 +672,7 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
 /// A fork PR opened at `HEAD` whose author pushes `head` at `pushed_at`, and the reply to
 /// the maintainer's `line` (commented at 15:30:00, see `command`).
 async fn approve_after_a_push(line: &str, head: &str, pushed_at: &str) -> (TestApp, String) {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     github
         .hub()
         .permissions
@@ -630,10 +685,10 @@ async fn approve_after_a_push(line: &str, head: &str, pushed_at: &str) -> (TestA
             .guid(guid)
     };
     app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     app.send(&fork(head, pushed_at, "f2")).await;
     app.send(&command(line, "maintainer", "MEMBER", 911)).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     let reply = github
         .hub()
         .comments
@@ -710,12 +765,12 @@ async fn deploy_on_an_unapproved_fork_approves_nothing() {
 
 #[tokio::test]
 async fn resync_does_not_bring_back_a_preview_destroyed_on_purpose() {
-    let (app, github, reconciler) = setup().await;
+    let (app, github, previewd) = setup().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     app.send(&command("/preview destroy", "Codertocat", "OWNER", 950))
         .await;
-    reconciler.pass().await.unwrap();
+    previewd.pass().await;
     assert_eq!(app.count("previews").await, 0);
     let pull = |sha: &str| {
         json!({
@@ -728,14 +783,346 @@ async fn resync_does_not_bring_back_a_preview_destroyed_on_purpose() {
     };
     github.hub().pulls.push(pull(HEAD));
     assert_eq!(
-        reconciler.resync().await.unwrap(),
+        previewd.reconciler.resync().await.unwrap(),
         0,
         "destroyed at this head: stays gone"
     );
     github.hub().pulls[0] = pull("7777777777777777777777777777777777777777");
     assert_eq!(
-        reconciler.resync().await.unwrap(),
+        previewd.reconciler.resync().await.unwrap(),
         1,
         "a new push brings it back"
     );
+}
+
+/// Every request the fake saw, from the `from`th on.
+fn requests_since(github: &FakeGitHub, from: usize) -> Vec<String> {
+    github.hub().log[from..].to_vec()
+}
+
+#[tokio::test]
+async fn a_strangers_forty_help_comments_get_no_reply_and_a_bounded_few_reactions() {
+    let (app, github, previewd) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    previewd.pass().await;
+    let before = github.hub().log.len();
+    for i in 0..40 {
+        let line = if i % 2 == 0 {
+            "/preview help"
+        } else {
+            "/preview status"
+        };
+        app.send(&command(line, "stranger", "NONE", 3000 + i)).await;
+    }
+    previewd.pass().await;
+    previewd.pass().await;
+    let replies = github
+        .hub()
+        .comments
+        .iter()
+        .filter(|c| c["body"].as_str().unwrap().contains("previewd:reply"))
+        .count();
+    assert_eq!(replies, 0, "an outsider is never answered with a comment");
+    let reactions = github.hub().reactions.clone();
+    assert!(
+        reactions.len() <= 3,
+        "one reaction each, for the first few only: {reactions:?}"
+    );
+    let sent = requests_since(&github, before);
+    assert!(sent.len() <= 3, "a bounded number of calls: {sent:?}");
+    let unanswered: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM commands WHERE answered = 0")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(unanswered, 0, "the rest are settled, silently, not retried");
+}
+
+/// Hello-World's PR #2 opened, moved to another owner's repository as PR `number`.
+fn opened_elsewhere(number: u64) -> Delivery {
+    Delivery::fixture("pull_request.opened")
+        .edit(|body| {
+            body["repository"]["full_name"] = json!("octo-org/other");
+            body["repository"]["name"] = json!("other");
+            body["repository"]["owner"]["login"] = json!("octo-org");
+        })
+        .number(number)
+}
+
+/// A rate limit (`retry-after: 50`) on every call for Hello-World, for the whole test.
+fn rate_limit_hello_world(github: &FakeGitHub) {
+    for method in [Method::GET, Method::POST, Method::PATCH] {
+        github.fail(Fault {
+            method,
+            path_contains: "/repos/codertocat/hello-world/".into(),
+            status: 403,
+            times: 10_000,
+            after_write: false,
+            headers: vec![("retry-after", "50".into())],
+            message: "You have exceeded a secondary rate limit.".into(),
+        });
+    }
+}
+
+/// Polls `done` for up to `within`.
+async fn eventually<F: Fn() -> bool>(within: std::time::Duration, done: F) -> bool {
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    done()
+}
+
+#[tokio::test]
+async fn a_rate_limited_repository_delays_neither_another_prs_deploy_nor_its_teardown() {
+    let (app, github, previewd) = setup().await;
+    rate_limit_hello_world(&github);
+    let stop = previewd.run(&app);
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    // Reporting on Hello-World has met the rate limit.
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || {
+            github.count("", "/repos/codertocat/hello-world/") > 0
+        })
+        .await
+    );
+    app.send(&opened_elsewhere(7)).await;
+    let other = app.dir.path().join("rendered");
+    let has_other = || {
+        std::fs::read_dir(&other).is_ok_and(|dir| {
+            dir.filter_map(Result::ok)
+                .any(|f| f.file_name().to_string_lossy().contains("pr-7"))
+        })
+    };
+    assert!(
+        eventually(std::time::Duration::from_secs(3), has_other).await,
+        "the other PR deploys while Hello-World waits out its rate limit"
+    );
+    assert!(
+        eventually(std::time::Duration::from_secs(3), || {
+            sticky(&github).iter().any(|c| c["issue_number"] == 7)
+        })
+        .await,
+        "and is reported on: another owner's installation is not held"
+    );
+    app.send(
+        &Delivery::fixture("pull_request.closed.unmerged")
+            .edit(|body| {
+                body["repository"]["full_name"] = json!("octo-org/other");
+                body["repository"]["name"] = json!("other");
+                body["repository"]["owner"]["login"] = json!("octo-org");
+            })
+            .number(7)
+            .updated_at("2019-05-15T17:00:00Z"),
+    )
+    .await;
+    assert!(
+        eventually(std::time::Duration::from_secs(3), || !has_other()).await,
+        "and is torn down as fast"
+    );
+    stop.notify_waiters();
+}
+
+#[tokio::test]
+async fn a_sticky_comment_on_a_vanished_pr_is_given_up_after_a_few_tries() {
+    let (app, github, previewd) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    previewd.pass().await;
+    assert_eq!(sticky(&github).len(), 1);
+    // The PR is gone (deleted, transferred): every issue call answers 404.
+    for method in [Method::GET, Method::POST, Method::PATCH] {
+        github.fail(Fault {
+            method,
+            path_contains: "/issues/".into(),
+            status: 404,
+            times: 10_000,
+            after_write: false,
+            headers: vec![],
+            message: "Not Found".into(),
+        });
+    }
+    let before = github.count("", "/issues/");
+    let push = |sha: &str, at: &str| {
+        Delivery::fixture("pull_request.synchronize")
+            .at_sha(sha)
+            .updated_at(at)
+            .guid(&format!("push-{sha}"))
+    };
+    app.send(&push(
+        "4444444444444444444444444444444444444444",
+        "2019-05-15T16:00:00Z",
+    ))
+    .await;
+    for _ in 0..6 {
+        previewd.pass().await;
+    }
+    let tried = github.count("", "/issues/") - before;
+    assert!(tried > 0, "tried at all");
+    assert!(
+        tried <= 2 * 3,
+        "a bounded number of tries: {:?}",
+        github.hub().log
+    );
+    // Final: neither later passes nor a new push try again.
+    app.send(&push(
+        "5555555555555555555555555555555555555555",
+        "2019-05-15T17:00:00Z",
+    ))
+    .await;
+    for _ in 0..3 {
+        previewd.pass().await;
+    }
+    assert_eq!(
+        github.count("", "/issues/") - before,
+        tried,
+        "never retried"
+    );
+}
+
+#[tokio::test]
+async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
+    let (app, github, previewd) = setup().await;
+    github
+        .hub()
+        .permissions
+        .insert("maintainer".into(), "write".into());
+    let _stop = previewd.run(&app);
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let within = std::time::Duration::from_secs(5);
+    assert!(eventually(within, || rendered_files(&app) == 1).await);
+    app.send(&command(
+        "/preview destroy",
+        "maintainer",
+        "CONTRIBUTOR",
+        990,
+    ))
+    .await;
+    assert!(
+        eventually(within, || rendered_files(&app) == 0).await,
+        "the worker confirmed the permission, the reconciler tore it down"
+    );
+    assert!(
+        eventually(within, || github
+            .hub()
+            .reactions
+            .contains(&(990, "rocket".into())))
+        .await
+    );
+    let hub = github.hub();
+    let reply = hub
+        .comments
+        .iter()
+        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 990"))
+        .expect("a writer is answered with a reply");
+    assert!(
+        reply["body"].as_str().unwrap().contains("@maintainer"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_deployment_is_given_up_for_its_head_and_the_comment_goes_on() {
+    let (app, github, previewd) = setup().await;
+    github.fail(Fault {
+        method: Method::POST,
+        path_contains: "/deployments".into(),
+        status: 403,
+        times: 10_000,
+        after_write: false,
+        headers: vec![],
+        message: "Resource not accessible by integration".into(),
+    });
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    for _ in 0..5 {
+        previewd.pass().await;
+    }
+    assert_eq!(sticky(&github).len(), 1);
+    assert_eq!(
+        github.count("POST", "/deployments"),
+        3,
+        "{:?}",
+        github.hub().log
+    );
+    let new_head = "4444444444444444444444444444444444444444";
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha(new_head)
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    for _ in 0..5 {
+        previewd.pass().await;
+    }
+    assert!(
+        sticky(&github)[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("`4444444`"),
+        "the comment still follows the PR"
+    );
+    assert_eq!(
+        github.count("POST", "/deployments"),
+        6,
+        "a new head tries again, as few times"
+    );
+}
+
+#[tokio::test]
+async fn a_permission_github_will_not_tell_refuses_the_command_once_not_every_pass() {
+    let (app, github, previewd) = setup().await;
+    github.fail(Fault {
+        method: Method::GET,
+        path_contains: "/collaborators/".into(),
+        status: 403,
+        times: 10_000,
+        after_write: false,
+        headers: vec![],
+        message: "Resource not accessible by integration".into(),
+    });
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    previewd.pass().await;
+    app.send(&command("/preview keep", "someone", "CONTRIBUTOR", 1201))
+        .await;
+    for _ in 0..3 {
+        previewd.pass().await;
+    }
+    let status: String = sqlx::query_scalar("SELECT status FROM commands WHERE comment_id = 1201")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert_eq!(status, "refused");
+    assert_eq!(github.count("GET", "/collaborators/"), 1, "asked once");
+    assert_eq!(github.hub().reactions, [(1201, "confused".to_owned())]);
+}
+
+#[tokio::test]
+async fn a_notice_on_a_locked_pr_is_dropped_after_a_few_tries() {
+    let (app, github, previewd) = setup().await;
+    sqlx::query(
+        "INSERT INTO notices (repo, number, kind, body, created_at)
+         VALUES ('codertocat/hello-world', 5, 'expiry_warning', 'expiring soon', 0)",
+    )
+    .execute(app.pool())
+    .await
+    .unwrap();
+    github.fail(Fault {
+        method: Method::POST,
+        path_contains: "/issues/5/comments".into(),
+        status: 403,
+        times: 10_000,
+        after_write: false,
+        headers: vec![],
+        message: "Unable to create comment because issue is locked.".into(),
+    });
+    for _ in 0..5 {
+        previewd.feedback.report().await;
+    }
+    assert_eq!(github.count("POST", "/issues/5/comments"), 3);
+    let posted: Option<i64> = sqlx::query_scalar("SELECT posted_at FROM notices")
+        .fetch_one(app.pool())
+        .await
+        .unwrap();
+    assert!(posted.is_some(), "not owed any more");
 }

@@ -20,13 +20,18 @@ pub struct CommandRow {
     pub created_at: i64,
     /// `comment.created_at` (GitHub's clock).
     pub commented_at: Option<i64>,
+    /// The commenter's standing when it ran (`None`: it ran before standing was recorded).
+    pub standing: Option<bool>,
+    /// Permanent refusals of its answer so far.
+    pub answer_failures: i64,
 }
 
 /// Commands not yet run, oldest first.
 pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at,
+                standing AS "standing: bool", answer_failures
          FROM commands WHERE status = 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -37,7 +42,8 @@ pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>
 pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at
+        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at,
+                standing AS "standing: bool", answer_failures
          FROM commands WHERE answered = 0 AND status != 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -81,6 +87,19 @@ pub async fn finish_command(
     Ok(true)
 }
 
+/// The commenter's standing, recorded while the command is still pending (its outcome's
+/// transaction follows): a crash in between runs it again, and records it again.
+pub async fn set_standing(pool: &SqlitePool, id: i64, standing: bool) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE commands SET standing = ?2 WHERE id = ?1 AND status = 'pending'",
+        id,
+        standing
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
 pub async fn set_reply_comment(pool: &SqlitePool, id: i64, comment_id: i64) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE commands SET reply_comment_id = ?2 WHERE id = ?1",
@@ -92,11 +111,50 @@ pub async fn set_reply_comment(pool: &SqlitePool, id: i64, comment_id: i64) -> s
     .map(drop)
 }
 
-pub async fn mark_answered(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
-    sqlx::query!("UPDATE commands SET answered = 1 WHERE id = ?1", id)
-        .execute(pool)
-        .await
-        .map(drop)
+/// `answer`: `replied`, `reacted`, `silent` or `given_up` (see migration 0009).
+pub async fn mark_answered(pool: &SqlitePool, id: i64, answer: &str, now: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE commands SET answered = 1, answer = ?2, answered_at = ?3 WHERE id = ?1",
+        id,
+        answer,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// Commands of `actor` (any case) answered on GitHub since `since`.
+pub async fn answers_since(pool: &SqlitePool, actor: &str, since: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT COUNT(*) AS "n!: i64" FROM commands
+           WHERE lower(actor) = lower(?1) AND answer IN ('replied', 'reacted') AND answered_at >= ?2"#,
+        actor,
+        since
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// One more permanent refusal of a command's answer; the count so far.
+pub async fn answer_failed(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"UPDATE commands SET answer_failures = answer_failures + 1 WHERE id = ?1
+           RETURNING answer_failures AS "n!: i64""#,
+        id
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// One more permanent refusal of a notice; the count so far.
+pub async fn notice_failed(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"UPDATE notices SET failures = failures + 1 WHERE id = ?1 RETURNING failures AS "n!: i64""#,
+        id
+    )
+    .fetch_one(pool)
+    .await
 }
 
 /// One change a command makes to its preview. Returns whether a row changed.
@@ -198,13 +256,16 @@ pub struct Thread {
     pub deployment_state: Option<String>,
     pub end_reason: Option<String>,
     pub final_pending: bool,
+    /// The permanent error its reporting ended on: nothing more is sent for this PR.
+    pub given_up: Option<String>,
 }
 
 pub async fn thread(pool: &SqlitePool, repo: &str, number: i64) -> sqlx::Result<Option<Thread>> {
     sqlx::query_as!(
         Thread,
         r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
-                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool"
+                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool",
+                  given_up
            FROM github_threads WHERE repo = ?1 AND number = ?2"#,
         repo,
         number
@@ -218,14 +279,16 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
     sqlx::query_as!(
         Thread,
         r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
-                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool"
-           FROM github_threads t WHERE final_pending = 1
+                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool",
+                  given_up
+           FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
              AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)"#
     )
     .fetch_all(pool)
     .await
 }
 
+/// Saved after a write GitHub took, which also ends any run of permanent refusals.
 pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
@@ -236,7 +299,7 @@ pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Resul
              comment_id = excluded.comment_id, body_hash = excluded.body_hash,
              deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
              deployment_state = excluded.deployment_state, final_pending = excluded.final_pending,
-             updated_at = excluded.updated_at, end_reason = excluded.end_reason",
+             updated_at = excluded.updated_at, end_reason = excluded.end_reason, failures = 0",
         t.repo,
         t.number,
         t.installation_id,
@@ -253,6 +316,76 @@ pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Resul
     .execute(pool)
     .await
     .map(drop)
+}
+
+/// One more permanent refusal of a PR's reporting; with `limit` of them in a row, the
+/// thread is given up on `error`. Returns whether it now is.
+pub async fn thread_failed(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+    error: &str,
+    limit: i64,
+    now: i64,
+) -> sqlx::Result<bool> {
+    sqlx::query!(
+        "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES (?1, ?2, 1, ?3)
+         ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
+             updated_at = excluded.updated_at",
+        repo,
+        number,
+        now
+    )
+    .execute(pool)
+    .await?;
+    let given_up = sqlx::query!(
+        "UPDATE github_threads SET given_up = ?3, final_pending = 0
+         WHERE repo = ?1 AND number = ?2 AND failures >= ?4 AND given_up IS NULL",
+        repo,
+        number,
+        error,
+        limit
+    )
+    .execute(pool)
+    .await?;
+    Ok(given_up.rows_affected() > 0)
+}
+
+/// `deployment_state` of a head whose deployment GitHub refused for good.
+pub const GIVEN_UP: &str = "given_up";
+
+/// One more permanent refusal of the deployment of `head_sha`; with `limit` of them in a
+/// row, that head's deployment is given up (the comment goes on). Returns whether it now is.
+pub async fn deployment_failed(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+    head_sha: &str,
+    limit: i64,
+    now: i64,
+) -> sqlx::Result<bool> {
+    sqlx::query!(
+        "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES (?1, ?2, 1, ?3)
+         ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
+             updated_at = excluded.updated_at",
+        repo,
+        number,
+        now
+    )
+    .execute(pool)
+    .await?;
+    let given_up = sqlx::query!(
+        "UPDATE github_threads SET deployment_sha = ?3, deployment_state = ?5, failures = 0
+         WHERE repo = ?1 AND number = ?2 AND failures >= ?4",
+        repo,
+        number,
+        head_sha,
+        limit,
+        GIVEN_UP
+    )
+    .execute(pool)
+    .await?;
+    Ok(given_up.rows_affected() > 0)
 }
 
 /// In the transaction that forgets a preview: its PR still needs the "destroyed" report.

@@ -1,35 +1,50 @@
-//! Running `/preview` commands: parsed, authorized (author, then `author_association`, then
-//! GitHub's word on write access), applied to the state in one transaction with their
-//! history row, and answered on the PR (eyes, a short reply, then rocket or confused).
+//! Running `/preview` commands, on the feedback worker (never inside the reconciler: asking
+//! GitHub for write access may wait on a rate limit): parsed, authorized (author, then
+//! `author_association`, then GitHub's word on write access), applied to the state in one
+//! transaction with their history row, and answered on the PR. Someone with standing gets
+//! eyes, a short reply, then rocket or confused; anyone else one reaction at most; nobody
+//! more than their hourly bound (`feedback::answer_for`).
 
 use std::time::Duration;
 
 use anyhow::Context;
 
-use super::Reconciler;
 use crate::command::{self, Asker, Command, Gate};
 use crate::comment::{self, Outcome};
 use crate::db::{self, CommandRow, Effect, PreviewRow};
+use crate::feedback::{self, Answer, Feedback};
 use crate::github::GitHubError;
-use crate::preview::RepoName;
+use crate::preview::{PreviewKey, RepoName};
 
 /// Marks our reply to one command, so a retried post finds it instead of posting twice.
 fn reply_marker(comment_id: i64) -> String {
     format!("<!-- previewd:reply {comment_id} -->")
 }
 
-impl Reconciler {
-    /// Runs every queued command once; returns the previews they changed.
-    pub(super) async fn obey(&self) -> anyhow::Result<Vec<i64>> {
+impl Feedback {
+    /// Runs every queued command once, tells the reconciler about the previews they
+    /// changed, and answers them; returns those previews.
+    pub async fn obey(&self) -> anyhow::Result<Vec<PreviewKey>> {
         let mut touched = Vec::new();
         for command in db::pending_commands(&self.pool).await? {
             match self.run_command(&command).await {
-                Ok(Some(id)) => touched.push(id),
-                Ok(None) => {}
-                // GitHub could not confirm write access: the command waits for the next pass.
-                Err(e) => {
-                    tracing::warn!(command = command.id, error = %format!("{e:#}"), "command not run yet")
+                Ok(Some(_)) => {
+                    let key =
+                        PreviewKey::new(command.repo.parse()?, u32::try_from(command.number)?);
+                    self.changed(&key);
+                    touched.push(key);
                 }
+                Ok(None) => {}
+                // GitHub could not confirm write access: the command waits for the next pass
+                // (a held installation's said once, by the client).
+                Err(e) => match e.downcast_ref::<GitHubError>() {
+                    Some(held @ GitHubError::Held { .. }) => {
+                        feedback::log_transient(held, "running a command");
+                    }
+                    _ => {
+                        tracing::warn!(command = command.id, error = %format!("{e:#}"), "command not run yet");
+                    }
+                },
             }
         }
         self.answer_commands().await;
@@ -46,6 +61,8 @@ impl Reconciler {
             Ok(parsed) => parsed,
             Err(error) => {
                 let reply = comment::reply(&Outcome::Invalid(error), &cmd.actor);
+                let author = row.as_ref().map_or("", |r| r.author.as_str());
+                self.record_standing(cmd, author, false).await?;
                 self.finish(cmd, None, &[], "failed", "command_invalid", &reply, now)
                     .await?;
                 return Ok(None);
@@ -60,10 +77,13 @@ impl Reconciler {
             login: &cmd.actor,
             association: &cmd.association,
         };
-        let allowed = match command::gate(parsed, &asker, &author, fork) {
+        let gate = command::gate(parsed, &asker, &author, fork);
+        let allowed = match gate {
             Gate::Allowed => true,
             Gate::NeedsWrite => self.has_write(cmd).await?,
         };
+        let confirmed = allowed && gate == Gate::NeedsWrite;
+        self.record_standing(cmd, &author, confirmed).await?;
         if !allowed {
             let outcome = Outcome::Refused {
                 actor: &cmd.actor,
@@ -96,6 +116,23 @@ impl Reconciler {
         Ok(id)
     }
 
+    /// Whether the commenter has standing (`feedback::standing`), recorded before the
+    /// outcome: it decides how the command is answered, and the PR's author may be gone by
+    /// then (a destroy).
+    async fn record_standing(
+        &self,
+        cmd: &CommandRow,
+        author: &str,
+        confirmed: bool,
+    ) -> anyhow::Result<()> {
+        let asker = Asker {
+            login: &cmd.actor,
+            association: &cmd.association,
+        };
+        let standing = feedback::standing(&asker, author, confirmed);
+        Ok(db::set_standing(&self.pool, cmd.id, standing).await?)
+    }
+
     /// Write access, confirmed by GitHub. Without credentials only a repository's OWNER
     /// (whose association GitHub vouches for) passes: nothing else can be confirmed.
     async fn has_write(&self, cmd: &CommandRow) -> anyhow::Result<bool> {
@@ -103,10 +140,18 @@ impl Reconciler {
             return Ok(cmd.association == "OWNER");
         };
         let repo: RepoName = cmd.repo.parse()?;
-        let permission = github
+        let permission = match github
             .permission(&repo, installation(cmd.installation_id), &cmd.actor)
             .await
-            .context("asking GitHub for the commenter's permission")?;
+        {
+            // GitHub will not say (the App may not read collaborators, the repository is
+            // gone): nobody is confirmed, and asking again every pass would change nothing.
+            Err(e) if e.is_permanent() => {
+                tracing::warn!(command = cmd.id, error = %e, "GitHub will not confirm write access; refused");
+                return Ok(false);
+            }
+            other => other.context("asking GitHub for the commenter's permission")?,
+        };
         Ok(permission.can_write())
     }
 
@@ -266,29 +311,80 @@ impl Reconciler {
         Ok(true)
     }
 
-    /// Answers every command that ran: eyes when it was accepted, the reply (once: found by
-    /// its marker if an earlier try may have posted it), then rocket or confused.
+    /// Answers every command that ran, as `feedback::answer_for` allows: for someone with
+    /// standing, eyes when it was accepted, the reply (once: found by its marker if an earlier
+    /// try may have posted it), then rocket or confused; for anyone else one reaction; past
+    /// the actor's hourly bound, nothing. A held installation's answers wait; one GitHub
+    /// keeps refusing for good is given up after `feedback::PERMANENT_TRIES`.
     async fn answer_commands(&self) {
         let Ok(unanswered) = db::unanswered_commands(&self.pool).await else {
             return;
         };
         for cmd in unanswered {
+            let now = self.clock.now();
             let Some(github) = &self.github else {
                 self.log_unreported(&cmd.repo, cmd.number);
-                let _ = db::mark_answered(&self.pool, cmd.id).await;
+                let _ = db::mark_answered(&self.pool, cmd.id, "silent", now).await;
                 continue;
             };
-            match self.answer(github, &cmd).await {
-                Ok(()) => {}
-                // The comment (or the PR) is gone: nobody is left to answer.
-                Err(e) if e.is_not_found() => {
-                    let _ = db::mark_answered(&self.pool, cmd.id).await;
+            let answered = db::answers_since(&self.pool, &cmd.actor, now - 3600)
+                .await
+                .unwrap_or(i64::MAX);
+            // Ran before standing was recorded: the association alone, as it was then.
+            let standing = cmd.standing.unwrap_or(matches!(
+                cmd.association.as_str(),
+                "OWNER" | "MEMBER" | "COLLABORATOR"
+            ));
+            let answer = feedback::answer_for(standing, &cmd.status, answered);
+            let result = match answer {
+                Answer::Silent => {
+                    tracing::debug!(
+                        command = cmd.id,
+                        actor = cmd.actor,
+                        "over the actor's bound: not answered"
+                    );
+                    Ok("silent")
                 }
-                Err(e) => {
-                    tracing::warn!(command = cmd.id, error = %e, "answering a command on GitHub failed; retrying later");
+                Answer::Reaction(content) => {
+                    self.react(github, &cmd, content).await.map(|()| "reacted")
                 }
+                Answer::Full => self.answer(github, &cmd).await.map(|()| "replied"),
+            };
+            match result {
+                Ok(how) => {
+                    let _ = db::mark_answered(&self.pool, cmd.id, how, now).await;
+                }
+                Err(e) if e.is_permanent() => {
+                    let failures = db::answer_failed(&self.pool, cmd.id)
+                        .await
+                        .unwrap_or(i64::MAX);
+                    if failures >= feedback::PERMANENT_TRIES {
+                        tracing::warn!(command = cmd.id, error = %e, "GitHub keeps refusing this command's answer; given up");
+                        let _ = db::mark_answered(&self.pool, cmd.id, "given_up", now).await;
+                    }
+                }
+                Err(e) => feedback::log_transient(&e, "answering a command on GitHub"),
             }
         }
+    }
+
+    /// One reaction on the command's comment.
+    async fn react(
+        &self,
+        github: &crate::github::GitHub,
+        cmd: &CommandRow,
+        content: &str,
+    ) -> Result<(), GitHubError> {
+        let repo: RepoName = cmd.repo.parse().map_err(|_| shape(&cmd.repo))?;
+        let comment_id = u64::try_from(cmd.comment_id).map_err(|_| shape("comment id"))?;
+        github
+            .react(
+                &repo,
+                installation(cmd.installation_id),
+                comment_id,
+                content,
+            )
+            .await
     }
 
     async fn answer(
@@ -306,14 +402,7 @@ impl Reconciler {
                 .react(&repo, installation, comment_id, "eyes")
                 .await?;
         }
-        // An outsider's refused command gets a reaction, not a comment: anyone can comment,
-        // and previewd's replies must not be theirs to spend.
-        let outsider = !matches!(
-            cmd.association.as_str(),
-            "OWNER" | "MEMBER" | "COLLABORATOR"
-        );
-        let reply_worthy = !(outsider && cmd.status != "done");
-        if reply_worthy && cmd.reply_comment_id.is_none() {
+        if cmd.reply_comment_id.is_none() {
             let marker = reply_marker(cmd.comment_id);
             let login = github.login().await?.to_owned();
             let existing = github
@@ -334,12 +423,11 @@ impl Reconciler {
         }
         let done = if accepted { "rocket" } else { "confused" };
         github.react(&repo, installation, comment_id, done).await?;
-        let _ = db::mark_answered(&self.pool, cmd.id).await;
         Ok(())
     }
 }
 
-pub(super) fn installation(id: Option<i64>) -> Option<u64> {
+pub(crate) fn installation(id: Option<i64>) -> Option<u64> {
     id.and_then(|id| u64::try_from(id).ok())
 }
 

@@ -1,28 +1,38 @@
-//! Reporting on the PR: the sticky status comment (created once, then edited in place, and
-//! only when its text changes) and a GitHub Deployment per head SHA with its status. Every
-//! write is made idempotent here: before creating a comment or a deployment previewd looks
-//! for the one an earlier, unanswered try may have made.
+//! Reporting on the PR, from the feedback worker: the sticky status comment (created once,
+//! then edited in place, and only when its text changes) and a GitHub Deployment per head
+//! SHA with its status. Every write is made idempotent here: before creating a comment or a
+//! deployment previewd looks for the one an earlier, unanswered try may have made. A PR
+//! whose reporting GitHub refuses for good `PERMANENT_TRIES` times is given up.
 
 use sha2::{Digest, Sha256};
 
-use super::Reconciler;
 use super::obey::installation;
 use crate::comment::{self, Shown, StatusView};
 use crate::db::{self, PreviewRow, Thread};
+use crate::feedback::{self, Feedback};
 use crate::github::{GitHub, GitHubError};
 use crate::naming::Names;
 use crate::preview::{PreviewKey, RepoName};
 
-impl Reconciler {
+impl Feedback {
+    /// Reports on every preview (nothing is sent where nothing changed), then posts what is
+    /// still owed (final reports, notices).
+    pub async fn report(&self) {
+        match db::preview_ids(&self.pool).await {
+            Ok(ids) => self.report_on(&ids).await,
+            Err(e) => tracing::warn!(error = %e, "listing previews to report on failed"),
+        }
+    }
+
     /// Reports on each of `ids`, then posts what is still owed (final reports, notices).
-    pub(super) async fn report(&self, ids: &[i64]) {
+    pub(crate) async fn report_on(&self, ids: &[i64]) {
         self.report_previews(ids).await;
         self.report_finals().await;
         self.post_notices().await;
     }
 
     /// The sticky comment and deployment of each of `ids`.
-    pub(super) async fn report_previews(&self, ids: &[i64]) {
+    async fn report_previews(&self, ids: &[i64]) {
         for id in ids {
             let Ok(Some(row)) = db::preview_row(&self.pool, *id).await else {
                 continue;
@@ -32,14 +42,23 @@ impl Reconciler {
                 continue;
             };
             let result = async {
-                let mut view = self.status_view(&row).map_err(|e| shape(&e.to_string()))?;
+                let stored = |e: GitHubError| (Part::Comment, e);
+                let mut view = self
+                    .status_view(&row)
+                    .map_err(|e| stored(shape(&e.to_string())))?;
                 if view.shown == Shown::Queued {
                     view.position = db::queue_position(&self.pool, row.id)
                         .await
                         .ok()
                         .map(|n| n + 1);
                 }
-                let thread = self.thread_of(&row.repo, row.number).await?;
+                let thread = self
+                    .thread_of(&row.repo, row.number)
+                    .await
+                    .map_err(stored)?;
+                if thread.given_up.is_some() {
+                    return Ok(());
+                }
                 // A live preview (a reopened PR) owes no "destroyed" report any more.
                 let thread = Thread {
                     installation_id: row.installation_id.or(thread.installation_id),
@@ -50,9 +69,52 @@ impl Reconciler {
                 self.publish(github, thread, &view).await.map(drop)
             }
             .await;
-            if let Err(e) = result {
-                tracing::warn!(repo = row.repo, number = row.number, error = %e, "reporting to GitHub failed; retrying later");
+            if let Err((part, e)) = result {
+                if !e.is_permanent() {
+                    self.owe(row.id);
+                }
+                self.report_failed(&row.repo, row.number, &row.head_sha, part, &e)
+                    .await;
             }
+        }
+    }
+
+    /// A failed report: a permanent refusal counts towards giving up (the PR's comment and
+    /// all: the PR is gone or locked; or only this head's deployment, say without the
+    /// `deployments` permission, so that the comment goes on); anything else is tried again
+    /// later.
+    async fn report_failed(
+        &self,
+        repo: &str,
+        number: i64,
+        head_sha: &str,
+        part: Part,
+        error: &GitHubError,
+    ) {
+        if !error.is_permanent() {
+            return feedback::log_transient(error, "reporting to GitHub");
+        }
+        let (now, limit, message) = (
+            self.clock.now(),
+            feedback::PERMANENT_TRIES,
+            error.to_string(),
+        );
+        let given_up = match part {
+            Part::Comment => {
+                db::thread_failed(&self.pool, repo, number, &message, limit, now).await
+            }
+            Part::Deployment => {
+                db::deployment_failed(&self.pool, repo, number, head_sha, limit, now).await
+            }
+        };
+        match given_up {
+            Ok(true) => {
+                tracing::warn!(repo, number, ?part, error = %error, "GitHub keeps refusing this report; given up");
+            }
+            Ok(false) => {
+                tracing::info!(repo, number, ?part, error = %error, "GitHub refused this report; trying a few times");
+            }
+            Err(e) => tracing::warn!(repo, number, error = %e, "recording a refused report failed"),
         }
     }
 
@@ -85,17 +147,20 @@ impl Reconciler {
             }
             .await;
             match result {
-                // Posted, or the PR is gone: either way it is not owed any more.
                 Ok(()) => {
                     let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
                 }
-                Err(e) if e.is_not_found() => {
-                    tracing::info!(notice = notice.id, "the PR is gone; notice dropped");
-                    let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                // The PR is gone or locked: after a few tries the notice is not owed any more.
+                Err(e) if e.is_permanent() => {
+                    let failures = db::notice_failed(&self.pool, notice.id)
+                        .await
+                        .unwrap_or(i64::MAX);
+                    if failures >= feedback::PERMANENT_TRIES {
+                        tracing::warn!(notice = notice.id, error = %e, "GitHub keeps refusing this notice; dropped");
+                        let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(notice = notice.id, error = %e, "posting a notice failed; retrying later")
-                }
+                Err(e) => feedback::log_transient(&e, "posting a notice"),
             }
         }
     }
@@ -127,23 +192,46 @@ impl Reconciler {
                     thread.final_pending = false;
                     let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
                 }
-                Err(e) => {
-                    tracing::warn!(repo, number, error = %e, "reporting the end to GitHub failed; retrying later");
-                }
+                Err((part, e)) => self.report_failed(&repo, number, &head, part, &e).await,
             }
         }
     }
 
-    /// Brings the PR's comment and deployment in line with `view`, saving each step.
+    /// Brings the PR's comment and deployment in line with `view`, saving each step; a
+    /// failure says which part failed.
     async fn publish(
         &self,
         github: &GitHub,
         mut thread: Thread,
         view: &StatusView<'_>,
-    ) -> Result<Thread, GitHubError> {
-        let repo: RepoName = thread.repo.parse().map_err(|_| shape(&thread.repo))?;
-        let number = u32::try_from(thread.number).map_err(|_| shape("number"))?;
+    ) -> Result<Thread, (Part, GitHubError)> {
+        let repo: RepoName = thread
+            .repo
+            .parse()
+            .map_err(|_| (Part::Comment, shape(&thread.repo)))?;
+        let number = u32::try_from(thread.number).map_err(|_| (Part::Comment, shape("number")))?;
         let installation = installation(thread.installation_id);
+        self.publish_comment(github, &repo, installation, number, &mut thread, view)
+            .await
+            .map_err(|e| (Part::Comment, e))?;
+        self.publish_deployment(github, &repo, installation, number, &mut thread, view)
+            .await
+            .map_err(|e| (Part::Deployment, e))?;
+        let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
+        Ok(thread)
+    }
+
+    /// The sticky comment, created once (found again by its marker), then edited in place
+    /// when its text changes.
+    async fn publish_comment(
+        &self,
+        github: &GitHub,
+        repo: &RepoName,
+        installation: Option<u64>,
+        number: u32,
+        thread: &mut Thread,
+        view: &StatusView<'_>,
+    ) -> Result<(), GitHubError> {
         let now = self.clock.now();
         let body = comment::status(view);
         let hash = hex::encode(Sha256::digest(body.as_bytes()));
@@ -151,7 +239,7 @@ impl Reconciler {
             let mut id = thread.comment_id.and_then(|id| u64::try_from(id).ok());
             if let Some(known) = id {
                 match github
-                    .update_comment(&repo, installation, known, &body)
+                    .update_comment(repo, installation, known, &body)
                     .await
                 {
                     Err(e) if e.is_not_found() => id = None, // deleted by someone: post anew
@@ -161,32 +249,29 @@ impl Reconciler {
             if id.is_none() {
                 let login = github.login().await?.to_owned();
                 let existing = github
-                    .comments(&repo, installation, number)
+                    .comments(repo, installation, number)
                     .await?
                     .into_iter()
                     .find(|c| c.author == login && c.body.starts_with(comment::MARKER));
                 id = Some(match existing {
                     Some(found) => {
                         github
-                            .update_comment(&repo, installation, found.id, &body)
+                            .update_comment(repo, installation, found.id, &body)
                             .await?;
                         found.id
                     }
                     None => {
                         github
-                            .create_comment(&repo, installation, number, &body)
+                            .create_comment(repo, installation, number, &body)
                             .await?
                     }
                 });
             }
             thread.comment_id = id.map(|id| id as i64);
             thread.body_hash = Some(hash);
-            let _ = db::save_thread(&self.pool, &thread, now).await;
+            let _ = db::save_thread(&self.pool, thread, now).await;
         }
-        self.publish_deployment(github, &repo, installation, number, &mut thread, view)
-            .await?;
-        let _ = db::save_thread(&self.pool, &thread, now).await;
-        Ok(thread)
+        Ok(())
     }
 
     /// One transient deployment per head SHA; its status follows the preview's state.
@@ -202,6 +287,13 @@ impl Reconciler {
         let Some(state) = view.shown.deployment_state() else {
             return Ok(());
         };
+        let sha = view.head_sha;
+        // Refused for good at this head: the next push tries again.
+        if thread.deployment_state.as_deref() == Some(db::GIVEN_UP)
+            && thread.deployment_sha.as_deref() == Some(sha)
+        {
+            return Ok(());
+        }
         let now = self.clock.now();
         let environment = format!("preview/pr-{number}");
         let log_url = self
@@ -209,7 +301,6 @@ impl Reconciler {
             .public_url
             .as_ref()
             .map(|base| format!("{base}/previews/{}/{}/{number}", repo.owner(), repo.name()));
-        let sha = view.head_sha;
         if thread.deployment_sha.as_deref() != Some(sha) && state != "inactive" {
             if let (Some(old), false) = (
                 thread.deployment_id,
@@ -282,7 +373,7 @@ impl Reconciler {
     }
 
     /// What the status comment shows for a preview.
-    pub(super) fn status_view<'a>(&self, row: &'a PreviewRow) -> anyhow::Result<StatusView<'a>> {
+    pub(crate) fn status_view<'a>(&self, row: &'a PreviewRow) -> anyhow::Result<StatusView<'a>> {
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
         let policy = self
             .config
@@ -309,19 +400,13 @@ impl Reconciler {
             position: None,
         })
     }
+}
 
-    /// With no GitHub credentials, each preview's first skipped report is logged; the rest
-    /// are silent.
-    pub(super) fn log_unreported(&self, repo: &str, number: i64) {
-        let mut seen = self.unreported.lock().expect("unreported set");
-        if seen.insert((repo.to_owned(), number)) {
-            tracing::info!(
-                repo,
-                number,
-                "GitHub reporting is off (no github.token or App credentials): not reporting on this PR"
-            );
-        }
-    }
+/// The part of a PR's report a failure came from.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Comment,
+    Deployment,
 }
 
 fn shape(what: &str) -> GitHubError {

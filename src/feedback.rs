@@ -1,0 +1,232 @@
+//! The feedback worker: everything previewd says to GitHub (the sticky comment, deployment
+//! statuses, notices, answers to commands) and the commands that need GitHub's word on
+//! write access, run beside the reconciler, never inside it. The reconciler only writes
+//! state and wakes this worker; the worker reads what is owed from the database. A rate
+//! limit or an outage holds only the installation it came from (`GitHub::held`), so it may
+//! delay comments, never a deploy or a teardown; and what GitHub refuses for good is given
+//! up after `PERMANENT_TRIES`, not retried on every pass.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use tokio::sync::{Notify, mpsc};
+
+use crate::clock::Clock;
+use crate::command::Asker;
+use crate::config::Config;
+use crate::github::{GitHub, GitHubError};
+use crate::preview::PreviewKey;
+
+/// The worker looks at what is owed at least this often, woken or not.
+pub const RESYNC: Duration = Duration::from_secs(30);
+/// A report, notice or answer GitHub refuses for good (404, 410, 422, a 403 that is no rate
+/// limit) this many times in a row is final: recorded, logged once, never sent again.
+pub const PERMANENT_TRIES: i64 = 3;
+/// Answers (of any kind) to one actor within an hour, for someone with standing: enough for
+/// a maintainer working through a backlog; past it, the sticky comment still tells.
+pub const ANSWERS_PER_HOUR: i64 = 30;
+/// The same for anyone else (each answer is one reaction): a stranger's flood of comments
+/// costs at most this many calls an hour.
+pub const OUTSIDER_ANSWERS_PER_HOUR: i64 = 3;
+
+pub struct Feedback {
+    pub(crate) pool: SqlitePool,
+    pub(crate) config: Config,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// `None` without credentials: commands still run, nothing is sent.
+    pub(crate) github: Option<Arc<GitHub>>,
+    /// Tells the reconciler a command changed a preview.
+    changed: Option<mpsc::UnboundedSender<PreviewKey>>,
+    /// The previews the reconciler looked at, to be reported on.
+    nudge: Arc<Nudge>,
+    /// Previews whose skipped report was logged (once each).
+    unreported: Mutex<HashSet<(String, i64)>>,
+}
+
+impl Feedback {
+    pub fn new(
+        pool: SqlitePool,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        github: Option<Arc<GitHub>>,
+    ) -> Self {
+        Self {
+            pool,
+            config,
+            clock,
+            github,
+            changed: None,
+            nudge: Arc::new(Nudge::default()),
+            unreported: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Sends the previews commands change to the reconciler (the channel intake uses).
+    pub fn notifying(mut self, changed: mpsc::UnboundedSender<PreviewKey>) -> Self {
+        self.changed = Some(changed);
+        self
+    }
+
+    /// What the reconciler tells about the previews it looked at.
+    pub fn nudge(&self) -> Arc<Nudge> {
+        self.nudge.clone()
+    }
+
+    /// Runs until `stop` is notified: commands and the reports of the previews the
+    /// reconciler looked at whenever it says so (and when a held installation is let go),
+    /// and of every preview at start and every `RESYNC`.
+    pub async fn run(self: Arc<Self>, stop: Arc<Notify>) {
+        let mut everything = tokio::time::interval(RESYNC);
+        loop {
+            let release = self.github.as_ref().and_then(|g| g.next_release());
+            let all = tokio::select! {
+                _ = everything.tick() => true,
+                () = self.nudge.notify.notified() => false,
+                () = tokio::time::sleep(release.unwrap_or(RESYNC)) => false,
+                () = stop.notified() => return,
+            };
+            if let Err(e) = self.obey().await {
+                tracing::warn!(error = %format!("{e:#}"), "running commands failed; retrying on the next pass");
+            }
+            let ids = self.nudge.take();
+            if all {
+                self.report().await;
+            } else {
+                self.report_on(&ids).await;
+            }
+        }
+    }
+
+    /// `id`'s report waits for its installation's hold: tried when that ends.
+    pub(crate) fn owe(&self, id: i64) {
+        self.nudge.previews.lock().expect("nudge").insert(id);
+    }
+
+    pub(crate) fn changed(&self, key: &PreviewKey) {
+        if let Some(changed) = &self.changed {
+            let _ = changed.send(key.clone());
+        }
+    }
+
+    /// With no GitHub credentials, each preview's first skipped report is logged; the rest
+    /// are silent.
+    pub(crate) fn log_unreported(&self, repo: &str, number: i64) {
+        let mut seen = self.unreported.lock().expect("unreported set");
+        if seen.insert((repo.to_owned(), number)) {
+            tracing::info!(
+                repo,
+                number,
+                "GitHub reporting is off (no github.token or App credentials): not reporting on this PR"
+            );
+        }
+    }
+}
+
+/// The reconciler's word to the worker: these previews changed (or were looked at).
+#[derive(Default)]
+pub struct Nudge {
+    previews: Mutex<BTreeSet<i64>>,
+    notify: Notify,
+}
+
+impl Nudge {
+    pub fn looked_at(&self, ids: &[i64]) {
+        self.previews.lock().expect("nudge").extend(ids);
+        // One permit is kept while the worker is busy: a nudge during its pass is not lost.
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> Vec<i64> {
+        std::mem::take(&mut *self.previews.lock().expect("nudge"))
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Whether the commenter has standing on this PR: its author, a writer by association, or
+/// one GitHub just confirmed (`confirmed`). Anyone may comment on a public PR; only they
+/// are answered with comments of previewd's.
+pub fn standing(asker: &Asker, pr_author: &str, confirmed: bool) -> bool {
+    confirmed
+        || (!pr_author.is_empty() && asker.login.eq_ignore_ascii_case(pr_author))
+        || matches!(asker.association, "OWNER" | "MEMBER" | "COLLABORATOR")
+}
+
+/// How a command that ran is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Eyes (when accepted), the reply, then rocket or confused.
+    Full,
+    /// This one reaction, no comment.
+    Reaction(&'static str),
+    /// Nothing at all.
+    Silent,
+}
+
+/// The answer to a command with `status` (`done`, `failed`, `refused`) from someone with or
+/// without `standing`, who was answered `answered` times in the last hour.
+pub fn answer_for(standing: bool, status: &str, answered: i64) -> Answer {
+    let bound = if standing {
+        ANSWERS_PER_HOUR
+    } else {
+        OUTSIDER_ANSWERS_PER_HOUR
+    };
+    if answered >= bound {
+        Answer::Silent
+    } else if standing {
+        Answer::Full
+    } else if status == "done" {
+        Answer::Reaction("rocket")
+    } else {
+        Answer::Reaction("confused")
+    }
+}
+
+/// A failure that passes: a held installation is said once, when the hold starts (by the
+/// client), not by every item it holds.
+pub(crate) fn log_transient(error: &GitHubError, what: &str) {
+    if matches!(error, GitHubError::Held { .. }) {
+        tracing::debug!(error = %error, "{what}: waiting for the installation's hold");
+    } else {
+        tracing::warn!(error = %error, "{what} failed; retrying later");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asker<'a>(login: &'a str, association: &'a str) -> Asker<'a> {
+        Asker { login, association }
+    }
+
+    #[test]
+    fn the_author_writers_and_the_confirmed_have_standing_and_strangers_do_not() {
+        assert!(standing(&asker("Alice", "NONE"), "alice", false));
+        assert!(standing(&asker("bob", "MEMBER"), "alice", false));
+        assert!(standing(&asker("carol", "CONTRIBUTOR"), "alice", true));
+        assert!(!standing(&asker("mallory", "CONTRIBUTOR"), "alice", false));
+        assert!(
+            !standing(&asker("mallory", "NONE"), "", false),
+            "no PR: no author"
+        );
+    }
+
+    #[test]
+    fn an_outsider_gets_one_reaction_then_nothing_past_the_bound() {
+        assert_eq!(answer_for(false, "done", 0), Answer::Reaction("rocket"));
+        assert_eq!(
+            answer_for(false, "refused", 2),
+            Answer::Reaction("confused")
+        );
+        assert_eq!(
+            answer_for(false, "done", OUTSIDER_ANSWERS_PER_HOUR),
+            Answer::Silent
+        );
+        assert_eq!(answer_for(true, "refused", 0), Answer::Full);
+        assert_eq!(answer_for(true, "done", ANSWERS_PER_HOUR - 1), Answer::Full);
+        assert_eq!(answer_for(true, "done", ANSWERS_PER_HOUR), Answer::Silent);
+    }
+}
