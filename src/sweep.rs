@@ -271,9 +271,17 @@ impl Sweeper {
                 "orphaned Application: no preview owns it"
             );
             if let (true, Some(sink)) = (remove, &self.sink) {
-                sink.delete(name, &crate::sink::Owner::instance(&instance))
-                    .await?;
-                report.orphans_removed += 1;
+                match sink
+                    .delete(name, &crate::sink::Owner::instance(&instance))
+                    .await
+                {
+                    Ok(()) => report.orphans_removed += 1,
+                    // Relabelled since it was listed: not this state's to delete.
+                    Err(e) if e.downcast_ref::<crate::sink::Conflict>().is_some() => {
+                        tracing::warn!(application = name, error = %e, "orphan left alone");
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(report)

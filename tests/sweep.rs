@@ -574,3 +574,58 @@ async fn a_backlog_of_expiries_is_worked_off_over_passes_a_bounded_read_each() {
         (previewd::db::DUE_PER_PASS, 100)
     );
 }
+
+/// Orphan removal acts on a plan made earlier (a pass's, or one a dry run printed): a preview
+/// created since may own a listed name. The sweeper looks again just before deleting, and
+/// deletes only what carries this state's labels.
+#[tokio::test]
+async fn orphan_removal_looks_again_before_deleting_and_spares_what_a_preview_now_owns() {
+    let app = TestApp::with_config(&format!(
+        "[github]\nwebhook_secret = {:?}\n[sweep]\nremove_orphans = true\n",
+        common::SECRET
+    ))
+    .await;
+    let reconciler = reconciler(&app);
+    // Enough previews tracked for three orphans to look like leftovers, not a wrong state.
+    for (number, author) in [(2, "alice"), (3, "bob"), (5, "dave"), (6, "erin")] {
+        app.send(&opened(number, author)).await;
+    }
+    reconciler.pass().await.unwrap();
+    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let file = |name: &str, managed: bool| {
+        let managed = if managed {
+            "    app.kubernetes.io/managed-by: previewd\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            app.dir.path().join("rendered").join(format!("{name}.yaml")),
+            format!("kind: Application\nmetadata:\n  labels:\n{managed}    previewd.dev/instance: \"{instance}\"\n"),
+        )
+        .unwrap();
+    };
+    let key = "codertocat/hello-world#4".parse().unwrap();
+    let four = previewd::naming::Names::of(&key, "preview.localhost").application;
+    file(&four, true);
+    file("pv-left-behind-0000000000000000-pr-9-helpers", true);
+    // Listed by its instance label, but not previewd's (no managed-by): left, not an error.
+    file("pv-hand-made-0000000000000000-pr-8-helpers", false);
+    let sweeper = sweeper(&app);
+    let plan = sweeper.plan(common::NOW, true).await.unwrap();
+    assert_eq!(plan.orphans.len(), 3, "{:?}", plan.orphans);
+
+    // PR 4 is opened (and owns that name) between the plan and its removal.
+    app.send(&opened(4, "carol")).await;
+    let report = sweeper.apply(&plan, common::NOW).await.unwrap();
+    assert_eq!(report.orphans_removed, 1);
+    let rendered = app.dir.path().join("rendered");
+    assert!(
+        rendered.join(format!("{four}.yaml")).exists(),
+        "PR 4's own is spared"
+    );
+    assert!(
+        !rendered
+            .join("pv-left-behind-0000000000000000-pr-9-helpers.yaml")
+            .exists()
+    );
+}
