@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::{Body, HttpBody};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -20,12 +19,21 @@ use crate::config::Config;
 use crate::db;
 use crate::intake::{Intake, IntakeError, Recorded};
 use crate::intent::{self, Outcome};
-use crate::metrics::METRICS;
+use crate::metrics::{DeliveryOutcome, METRICS};
 use crate::webhook::{self, Headers, Rejection};
+
+mod edge;
 
 /// Largest delivery accepted. PR and comment payloads are tens of KB; GitHub's own cap
 /// (25 MB) only matters for events previewd does not use, such as large pushes.
 pub const MAX_BODY: usize = 5 * 1024 * 1024;
+
+/// Delivery bodies being read at once, in bytes: six at the size limit. 48 unfinished
+/// 5 MiB bodies once took the process from 11 to 255 MiB, the pod's limit.
+pub const MAX_BUFFERED: usize = 32 * 1024 * 1024;
+
+/// A delivery's body must have arrived this long after its headers.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Everything a request handler may touch.
 pub struct App {
@@ -38,6 +46,8 @@ pub struct App {
     /// Previews whose intent changed, for the reconciler (taken by `serve`).
     pub changed:
         std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::preview::PreviewKey>>>,
+    /// Permits for body bytes being buffered, [`MAX_BUFFERED`] in all.
+    pub buffered: Arc<tokio::sync::Semaphore>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -59,10 +69,7 @@ pub fn router(app: Arc<App>) -> Router {
             crate::api::require_token,
         ));
     Router::new()
-        .route(
-            "/webhooks/github",
-            post(github_webhook).layer(DefaultBodyLimit::max(MAX_BODY)),
-        )
+        .route("/webhooks/github", post(github_webhook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -107,6 +114,10 @@ pub enum ApiError {
     TooLarge,
     #[error("body could not be read: {0}")]
     BadBody(String),
+    #[error("the body did not arrive within {} s", BODY_TIMEOUT.as_secs())]
+    SlowBody,
+    #[error("too many deliveries are being received at once; retry later")]
+    Busy,
     #[error(transparent)]
     Unavailable(#[from] IntakeError),
 }
@@ -120,6 +131,15 @@ impl IntoResponse for ApiError {
             }
             Self::Rejected(_) | Self::BadBody(_) => StatusCode::BAD_REQUEST,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::SlowBody => StatusCode::REQUEST_TIMEOUT,
+            Self::Busy => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "5")],
+                    Json(json!({ "error": self.to_string() })),
+                )
+                    .into_response();
+            }
             // Not the sender's fault, and worth a redelivery.
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -127,21 +147,22 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Counts every delivery, refused ones included, by event and outcome.
+/// Counts every delivery, refused ones included, by event and outcome: under the event's
+/// name only once its signature verified.
 async fn github_webhook(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
-    let event = headers
-        .get("x-github-event")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("none")
-        .to_owned();
-    let answer = receive_webhook(app, headers, body, started).await;
+    let mut verified = None;
+    let answer = receive_webhook(app, headers, body, started, &mut verified).await;
     if answer.is_err() {
-        METRICS.delivery(&event, "rejected", started.elapsed());
+        METRICS.delivery(
+            verified.as_deref(),
+            DeliveryOutcome::Rejected,
+            started.elapsed(),
+        );
     }
     answer
 }
@@ -149,20 +170,16 @@ async fn github_webhook(
 async fn receive_webhook(
     app: Arc<App>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     started: std::time::Instant,
+    verified: &mut Option<String>,
 ) -> Result<Response, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let guid = header("x-github-delivery").unwrap_or("-");
-    let body = body.map_err(|e| {
-        let error = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge
-        } else {
-            ApiError::BadBody(e.body_text())
-        };
+    let rejected = |error: ApiError| {
         tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
         error
-    })?;
+    };
     let received = Headers {
         event: header("x-github-event"),
         guid: header("x-github-delivery"),
@@ -170,11 +187,17 @@ async fn receive_webhook(
         signature: header("x-hub-signature-256"),
         content_type: header("content-type"),
     };
-    let delivery = webhook::receive(app.config.github.webhook_secret.as_ref(), received, &body)
-        .map_err(|e| {
-            tracing::warn!(delivery = %guid, reason = %e, "delivery rejected");
-            ApiError::from(e)
-        })?;
+    let secret = app.config.github.webhook_secret.as_ref();
+    // Everything the headers alone decide is decided before a byte of the body is read.
+    webhook::screen(secret, received).map_err(|e| rejected(e.into()))?;
+    let body = read_body(&app, body).await.map_err(rejected)?;
+    let delivery = webhook::receive(secret, received, &body).map_err(|e| {
+        if !matches!(e, Rejection::BadSignature(_)) {
+            *verified = received.event.map(str::to_owned);
+        }
+        rejected(e.into())
+    })?;
+    *verified = Some(delivery.event.clone());
     let intent = intent::decide(&delivery, &app.config, app.clock.now());
     let (event, action) = (
         delivery.event.clone(),
@@ -183,7 +206,11 @@ async fn receive_webhook(
     let recorded = app.intake.record(delivery, intent).await?;
     let (status, body) = match recorded {
         Recorded::New { outcome, detail } => {
-            METRICS.delivery(&event, outcome.as_str(), started.elapsed());
+            METRICS.delivery(
+                Some(&event),
+                DeliveryOutcome::Recorded(outcome),
+                started.elapsed(),
+            );
             tracing::info!(delivery = %guid, %event, %action, outcome = outcome.as_str(), %detail, "delivery recorded");
             let status = if outcome == Outcome::Accepted {
                 StatusCode::ACCEPTED
@@ -196,7 +223,7 @@ async fn receive_webhook(
             )
         }
         Recorded::Duplicate { outcome } => {
-            METRICS.delivery(&event, "duplicate", started.elapsed());
+            METRICS.delivery(Some(&event), DeliveryOutcome::Duplicate, started.elapsed());
             tracing::info!(delivery = %guid, %event, %action, previous = outcome.as_str(), "duplicate delivery ignored");
             (
                 StatusCode::OK,
@@ -205,6 +232,42 @@ async fn receive_webhook(
         }
     };
     Ok((status, Json(body)).into_response())
+}
+
+/// The body, within [`BODY_TIMEOUT`] and [`MAX_BODY`], holding its share of
+/// [`MAX_BUFFERED`] until the answer. A declared length over the limit is refused
+/// unread; a body of unknown length (chunked) reserves the whole limit.
+async fn read_body(app: &App, mut body: Body) -> Result<Vec<u8>, ApiError> {
+    // hyper's size hint is the Content-Length, exactly (hyper-1.12.0 src/body/incoming.rs,
+    // `Incoming::size_hint`); a chunked body has none.
+    let hint = body.size_hint();
+    if hint.lower() > MAX_BODY as u64 {
+        return Err(ApiError::TooLarge);
+    }
+    let reserve = hint.exact().map_or(MAX_BODY, |n| n as usize);
+    let _permit = app
+        .buffered
+        .clone()
+        .try_acquire_many_owned(u32::try_from(reserve).unwrap_or(u32::MAX))
+        .map_err(|_| ApiError::Busy)?;
+    let read = async {
+        let mut bytes = Vec::with_capacity(reserve);
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|e| ApiError::BadBody(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if bytes.len() + data.len() > MAX_BODY {
+                    return Err(ApiError::TooLarge);
+                }
+                bytes.extend_from_slice(&data);
+            }
+        }
+        Ok(bytes)
+    };
+    tokio::time::timeout(BODY_TIMEOUT, read)
+        .await
+        .map_err(|_| ApiError::SlowBody)?
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Response {
@@ -243,6 +306,7 @@ pub async fn start(
             clock,
             notify,
             changed,
+            buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
         }),
         writer,
     ))
@@ -286,10 +350,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Each task its own stop: a `Notify` keeps one permit for one waiter.
     let stop_sweeping = Arc::new(tokio::sync::Notify::new());
     let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
-    axum::serve(listener, router(app.clone()))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    edge::serve(
+        listener,
+        router(app.clone()),
+        edge::LIMITS,
+        shutdown_signal(),
+    )
+    .await;
     stop.notify_one();
     stop_sweeping.notify_one();
     sweeping

@@ -243,3 +243,190 @@ fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
     );
     assert!(count(&state, "SELECT COUNT(*) FROM history") >= 7);
 }
+
+/// A raw connection to `server`, for clients that misbehave on purpose.
+fn connect(server: &Server) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// The status of the answer that arrives within `wait`, or `None`: the server is still
+/// reading (or holding) the request. An answer-less close is `Some(0)`.
+fn answer_within(stream: &mut std::net::TcpStream, wait: Duration) -> Option<u16> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 512];
+    match stream.read(&mut buf) {
+        Ok(0) => Some(0),
+        Ok(n) => Some(
+            String::from_utf8_lossy(&buf[..n])
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+        ),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::ConnectionReset) => Some(0),
+        Err(_) => None,
+    }
+}
+
+/// A webhook request head declaring `length` body bytes, with every header previewd needs
+/// (the signature need not match: it is checked once the body is in).
+fn webhook_head(server: &Server, length: usize, signed: bool) -> String {
+    let signature = if signed {
+        "X-Hub-Signature-256: sha256=00\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "POST /webhooks/github HTTP/1.1\r\nHost: {}\r\nX-GitHub-Event: ping\r\n\
+         X-GitHub-Delivery: slow-{length}\r\n{signature}Content-Type: application/json\r\n\
+         Content-Length: {length}\r\n\r\n",
+        server.addr
+    )
+}
+
+fn rss_kib(server: &Server) -> u64 {
+    std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn secret_env() -> [(&'static str, &'static str); 1] {
+    [("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET)]
+}
+
+#[test]
+fn a_connection_that_never_finishes_its_headers_is_closed_after_ten_seconds() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &secret_env());
+    let started = Instant::now();
+    let mut slow = connect(&server);
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .unwrap();
+    let mut silent = connect(&server);
+    // Slow-loris: a byte now and then never completes the head.
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = slow.write_all(b"a");
+    }
+    assert!(
+        answer_within(&mut slow, Duration::from_secs(5)).is_some(),
+        "a head still unfinished after {:?} kept its connection",
+        started.elapsed()
+    );
+    assert!(
+        answer_within(&mut silent, Duration::from_secs(1)).is_some(),
+        "a connection that never sent a byte was kept for {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "closed too early"
+    );
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn sigterm_ends_the_process_in_bounded_time_despite_a_held_request() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), &secret_env());
+    let mut held = connect(&server);
+    held.write_all(webhook_head(&server, 1000, true).as_bytes())
+        .unwrap();
+    held.write_all(&[b' '; 100]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = server.child.id().to_string();
+    let signalled = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(15) {
+            server.child.kill().unwrap();
+            panic!("a held request kept previewd from ending 15 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+    drop(held);
+}
+
+#[test]
+fn unfinished_large_bodies_are_bounded_in_bytes_not_in_memory() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &secret_env());
+    let length = previewd::server::MAX_BODY;
+    let before = rss_kib(&server);
+    let (mut reading, mut refused) = (Vec::new(), 0);
+    for _ in 0..48 {
+        let mut stream = connect(&server);
+        stream
+            .write_all(webhook_head(&server, length, true).as_bytes())
+            .unwrap();
+        match answer_within(&mut stream, Duration::from_millis(500)) {
+            Some(status) => {
+                assert_eq!(status, 503, "the answer to one body too many");
+                refused += 1;
+            }
+            None => {
+                // Admitted: most of the body, never the end of it.
+                stream.write_all(&vec![b' '; length - 1024]).unwrap();
+                reading.push(stream);
+            }
+        }
+    }
+    let admitted = previewd::server::MAX_BUFFERED / length;
+    assert_eq!(reading.len(), admitted, "bodies being read at once");
+    assert_eq!(refused, 48 - admitted);
+    std::thread::sleep(Duration::from_millis(300));
+    let grown = rss_kib(&server).saturating_sub(before) / 1024;
+    assert!(
+        grown < 100,
+        "48 unfinished bodies grew previewd by {grown} MiB"
+    );
+    drop(reading);
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn a_delivery_without_a_signature_or_over_the_limit_is_answered_before_its_body() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &secret_env());
+    let mut unsigned = connect(&server);
+    unsigned
+        .write_all(webhook_head(&server, 1000, false).as_bytes())
+        .unwrap();
+    assert_eq!(
+        answer_within(&mut unsigned, Duration::from_secs(3)),
+        Some(401),
+        "an unsigned delivery waited for its body"
+    );
+    let mut large = connect(&server);
+    large
+        .write_all(webhook_head(&server, previewd::server::MAX_BODY + 1, true).as_bytes())
+        .unwrap();
+    assert_eq!(
+        answer_within(&mut large, Duration::from_secs(3)),
+        Some(413),
+        "an oversize Content-Length waited for its body"
+    );
+    assert!(server.terminate().success());
+}
