@@ -63,22 +63,86 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/previews/{owner}/{repo}/{number}",
             get(crate::api::one_preview),
         )
-        .route("/api/openapi.json", get(crate::api::openapi))
-        .route_layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            crate::api::require_token,
-        ));
-    Router::new()
-        .route("/webhooks/github", post(github_webhook))
+        .route("/api/openapi.json", get(crate::api::openapi));
+    // Off loopback `/metrics` tells anyone which repositories and clusters previewd serves;
+    // Prometheus sends the token, or scrapes `metrics.listen` instead.
+    let reads = if app.config.listen.ip().is_loopback() {
+        Router::new().route("/metrics", get(metrics)).merge(reads)
+    } else {
+        reads.route("/metrics", get(metrics))
+    }
+    .route_layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        crate::api::require_token,
+    ));
+    let local = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .route(
             "/api/previews/{owner}/{repo}/{number}/destroy",
             post(crate::api::destroy),
         )
         .merge(reads)
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            only_local_hosts,
+        ));
+    // The webhook is signed, and tunnels to a laptop (smee, ngrok) keep their own Host.
+    Router::new()
+        .route("/webhooks/github", post(github_webhook))
+        .merge(local)
         .with_state(app)
+}
+
+/// `metrics.listen`'s router: `/metrics` only, open.
+fn metrics_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(app)
+}
+
+/// On a loopback `listen`, a page on any web site can still reach previewd through a name
+/// of its own that resolves to 127.0.0.1 (DNS rebinding); its requests carry that name as
+/// `Host`. Only this host's names, and `public_url`'s (a reverse proxy in front), pass.
+async fn only_local_hosts(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !app.config.listen.ip().is_loopback() {
+        return next.run(request).await;
+    }
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{0}"));
+    match host {
+        Some(host) if !is_local_host(host, app.config.public_url.as_deref()) => (
+            StatusCode::MISDIRECTED_REQUEST,
+            Json(json!({ "error": "previewd listens on loopback and answers only for localhost" })),
+        )
+            .into_response(),
+        // No Host at all: not a browser (HTTP/1.1 browsers always send one).
+        _ => next.run(request).await,
+    }
+}
+
+/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port, or `public_url`'s host.
+pub fn is_local_host(host: &str, public_url: Option<&str>) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((name, port)) if port.is_empty() || port.starts_with(':') => name,
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let public = public_url
+        .and_then(|url| url.split_once("://"))
+        .map(|(_, rest)| rest.split('/').next().unwrap_or(""));
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "localhost" | "127.0.0.1" | "::1"
+    ) || public.is_some_and(|public| public.eq_ignore_ascii_case(host))
 }
 
 /// Prometheus text, with the previews counted from the state now.
@@ -328,6 +392,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding metrics.listen {addr}"))?,
+        ),
+        None => None,
+    };
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
     let reconciler = Arc::new(reconciler(&app).await?);
     let stop = Arc::new(tokio::sync::Notify::new());
@@ -350,13 +422,35 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Each task its own stop: a `Notify` keeps one permit for one waiter.
     let stop_sweeping = Arc::new(tokio::sync::Notify::new());
     let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
+    // One signal ends both listeners.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let signalled = tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stopping.send(true);
+    });
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let metrics_serving = metrics_listener.map(|listener| {
+        tracing::info!(listen = ?listener.local_addr().ok(), "serving /metrics");
+        tokio::spawn(edge::serve(
+            listener,
+            metrics_router(app.clone()),
+            edge::LIMITS,
+            until_stopped(stopped.clone()),
+        ))
+    });
     edge::serve(
         listener,
         router(app.clone()),
         edge::LIMITS,
-        shutdown_signal(),
+        until_stopped(stopped),
     )
     .await;
+    signalled.abort();
+    if let Some(serving) = metrics_serving {
+        serving.await.context("waiting for the metrics listener")?;
+    }
     stop.notify_one();
     stop_sweeping.notify_one();
     sweeping

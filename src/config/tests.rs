@@ -71,7 +71,7 @@ fn environment_overrides_the_file() {
 fn every_key_has_a_variable_that_is_accepted() {
     for key in KEYS {
         let value = match *key {
-            "listen" => "127.0.0.1:1",
+            "listen" | "metrics.listen" => "127.0.0.1:1",
             "defaults.deploy_drafts" => "false",
             "github.app_id" | "github.private_key_path" | "github.token" => continue,
             "github.webhook_secret_file" => continue,
@@ -348,4 +348,20 @@ fn a_plain_http_api_url_is_refused_unless_it_is_loopback() {
         Config::from_toml(&format!("[github]\napi_url = {url:?}\n"), env(&[]))
             .unwrap_or_else(|e| panic!("{url}: {e}"));
     }
+}
+
+#[test]
+fn serving_beyond_loopback_without_an_api_token_is_refused_naming_the_key() {
+    let exposed = Config::from_toml("listen = \"0.0.0.0:8080\"\n", env(&[])).unwrap();
+    let message = exposed.check_serving().unwrap_err().to_string();
+    assert!(message.contains("`api.token`"), "{message}");
+    assert!(message.contains("0.0.0.0:8080"), "{message}");
+    let with_token = Config::from_toml(
+        "listen = \"[::]:8080\"\n[api]\ntoken = \"a-long-random-token\"\n",
+        env(&[]),
+    )
+    .unwrap();
+    with_token.check_serving().unwrap();
+    let local = Config::from_toml("listen = \"[::1]:8080\"\n", env(&[])).unwrap();
+    local.check_serving().unwrap();
 }

@@ -105,6 +105,20 @@ impl Validator {
                 "HOST:PORT, like 127.0.0.1:8080 or [::]:8080",
             )
         })?;
+        let metrics_listen = raw
+            .metrics
+            .listen
+            .as_deref()
+            .map(|text| {
+                text.parse().map_err(|_| {
+                    self.invalid(
+                        "metrics.listen",
+                        format!("{text:?} is not a socket address"),
+                        "HOST:PORT, like 0.0.0.0:9090",
+                    )
+                })
+            })
+            .transpose()?;
         let defaults = self.policy("defaults", &raw.defaults, None)?;
         let repos = raw
             .repos
@@ -222,6 +236,7 @@ impl Validator {
             )?,
             remove_orphans: raw.sweep.remove_orphans.unwrap_or(false),
             api_token: self.secret("api.token", raw.api.token)?,
+            metrics_listen,
             clusters,
             repos,
             chart: self.chart(raw.chart)?,
