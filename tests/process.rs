@@ -561,3 +561,51 @@ fn off_loopback_metrics_need_the_token_or_their_own_listener() {
     assert_eq!(get_as(&metrics, "/api/previews", &metrics, None).0, 404);
     assert!(server.terminate().success());
 }
+
+#[test]
+fn a_body_that_stops_arriving_is_answered_408_after_thirty_seconds() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &secret_env());
+    let mut stalled = connect(&server);
+    stalled
+        .write_all(webhook_head(&server, 1000, true).as_bytes())
+        .unwrap();
+    stalled.write_all(&[b' '; 100]).unwrap();
+    assert_eq!(answer_within(&mut stalled, Duration::from_secs(25)), None);
+    assert_eq!(
+        answer_within(&mut stalled, Duration::from_secs(10)),
+        Some(408),
+        "a body still unfinished after 35 s"
+    );
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn connections_beyond_the_bound_are_closed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &secret_env());
+    let mut held: Vec<_> = (0..256).map(|_| connect(&server)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut one_more = connect(&server);
+    assert_eq!(
+        answer_within(&mut one_more, Duration::from_secs(2)),
+        Some(0),
+        "the 257th connection was kept"
+    );
+    assert_eq!(
+        answer_within(&mut held[0], Duration::from_millis(100)),
+        None,
+        "a connection within the bound was closed"
+    );
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        request(&server.addr, "GET", "/healthz", &[], b"")
+            .unwrap()
+            .status,
+        200,
+        "freed slots serve again"
+    );
+    assert!(server.terminate().success());
+}
