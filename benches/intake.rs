@@ -16,7 +16,7 @@ use sha2::Sha256;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-const SECRET: &str = "bench-secret";
+const SECRET: &str = "bench-webhook-secret-0123456789";
 const DISTINCT_PRS: u64 = 1000;
 
 struct Options {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-const SECRET: &str = "bench-secret";
+const SECRET: &str = "bench-webhook-secret-0123456789";
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();

@@ -106,6 +106,12 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if matches!(cli.command, Command::Serve) {
+        if let Err(e) = config.check_serving() {
+            eprintln!("previewd: {e}");
+            return ExitCode::from(2);
+        }
+    }
     init_logging(&config.log);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -45,6 +45,9 @@ pub struct Config {
     /// Remove helper Applications that have no preview (otherwise they are only reported).
     pub remove_orphans: bool,
     pub api_token: Option<Secret>,
+    /// A listener of its own for `/metrics`, open (for Prometheus, which a NetworkPolicy
+    /// admits); without it `/metrics` is on `listen`, behind `api.token` off loopback.
+    pub metrics_listen: Option<SocketAddr>,
     pub clusters: Vec<Cluster>,
     pub repos: Vec<RepoConfig>,
     pub chart: ChartConfig,
@@ -216,6 +219,27 @@ pub struct AppChart {
 }
 
 impl Config {
+    /// What `serve` needs beyond a valid file: off loopback, the dashboard and the API show
+    /// every private repository's titles, history and errors to whoever reaches them
+    /// (preview namespaces run PR code), so they must be behind `api.token`.
+    pub fn check_serving(&self) -> Result<(), ConfigError> {
+        if self.listen.ip().is_loopback() || self.api_token.is_some() {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            key: "api.token".into(),
+            source_note: String::new(),
+            problem: format!(
+                "it is not set, and listen ({}) is not a loopback address",
+                self.listen
+            ),
+            expected:
+                "a bearer token (PREVIEWD_API_TOKEN, from a Secret) whenever previewd listens \
+                       beyond this host"
+                    .into(),
+        })
+    }
+
     /// The app settings of `repo` (empty when it has no `[[repos]]` entry).
     pub fn app_for(&self, repo: &RepoName) -> AppConfig {
         self.repos

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 
@@ -228,7 +228,7 @@ pub async fn index(State(app): State<Arc<App>>) -> Response {
     }
     .await;
     match result {
-        Ok(html) => Html(html).into_response(),
+        Ok(html) => html_answer(StatusCode::OK, html),
         Err(e) => unavailable(e),
     }
 }
@@ -239,26 +239,41 @@ pub async fn preview(
 ) -> Response {
     let full = format!("{owner}/{repo}");
     match crate::api::detail(&app.pool, &app.config, app.clock.now(), &full, number).await {
-        Ok(Some(detail)) => {
-            Html(detail_page(&full, number, &detail, app.clock.now())).into_response()
-        }
-        Ok(None) => (
+        Ok(Some(detail)) => html_answer(
+            StatusCode::OK,
+            detail_page(&full, number, &detail, app.clock.now()),
+        ),
+        Ok(None) => html_answer(
             StatusCode::NOT_FOUND,
-            Html(page(
+            page(
                 "not found",
                 "<p>previewd has no record of this pull request.</p>",
-            )),
-        )
-            .into_response(),
+            ),
+        ),
         Err(e) => unavailable(e),
     }
 }
 
 fn unavailable(e: anyhow::Error) -> Response {
     tracing::warn!(error = %format!("{e:#}"), "dashboard request failed");
-    (
+    html_answer(
         StatusCode::SERVICE_UNAVAILABLE,
-        Html(page("unavailable", "<p>The state could not be read.</p>")),
+        page("unavailable", "<p>The state could not be read.</p>"),
+    )
+}
+
+/// What every page may load: its own inline style and nothing else; no page may frame it
+/// (clickjacking), and no browser may read it as anything but HTML.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+fn html_answer(status: StatusCode, html: String) -> Response {
+    (
+        status,
+        [
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        ],
+        Html(html),
     )
         .into_response()
 }

@@ -56,13 +56,52 @@ impl Histogram {
     }
 }
 
+/// The events a verified delivery is counted under; any other name is `other`.
+const EVENTS: &[&str] = &[
+    "ping",
+    "pull_request",
+    "issue_comment",
+    "installation",
+    "installation_repositories",
+];
+
+/// The `event` label: `unverified` before the signature checked out, else a known name.
+pub fn event_label(event: Option<&str>) -> &'static str {
+    match event {
+        None => "unverified",
+        Some(name) => EVENTS
+            .iter()
+            .find(|known| **known == name)
+            .copied()
+            .unwrap_or("other"),
+    }
+}
+
+/// How a delivery ended, as counted: the `outcome` label's fixed set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    Recorded(crate::intent::Outcome),
+    Duplicate,
+    Rejected,
+}
+
+impl DeliveryOutcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Recorded(outcome) => outcome.as_str(),
+            Self::Duplicate => "duplicate",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Metrics {
-    /// (event, outcome) → deliveries
-    deliveries: Mutex<BTreeMap<(String, String), u64>>,
+    /// (event, outcome) → deliveries; both labels from fixed sets
+    deliveries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     pub intake_latency: Histogram,
     /// sink → reconcile durations, and errors
-    reconcile: Mutex<BTreeMap<String, (Histogram, u64)>>,
+    reconcile: Mutex<BTreeMap<&'static str, (Histogram, u64)>>,
     pub teardown: Histogram,
     stuck_teardowns: AtomicI64,
     pub sweep: Histogram,
@@ -71,26 +110,23 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn delivery(&self, event: &str, outcome: &str, latency: Duration) {
-        // Event names come from a header: only GitHub's own words are kept as labels.
-        let event =
-            if event.len() <= 40 && event.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
-                event
-            } else {
-                "other"
-            };
+    /// One delivery. `event` is `None` until the signature verified: an unsigned header's
+    /// value never becomes a label (every new value would be a new series), and a verified
+    /// one only when it is an event previewd knows.
+    pub fn delivery(&self, event: Option<&str>, outcome: DeliveryOutcome, latency: Duration) {
         *self
             .deliveries
             .lock()
             .expect("deliveries")
-            .entry((event.to_owned(), outcome.to_owned()))
+            .entry((event_label(event), outcome.as_str()))
             .or_default() += 1;
         self.intake_latency.observe(latency);
     }
 
-    pub fn reconciled(&self, sink: &str, took: Duration, failed: bool) {
+    /// `sink` is a sink kind's name (`Sink::kind`): a fixed set.
+    pub fn reconciled(&self, sink: &'static str, took: Duration, failed: bool) {
         let mut map = self.reconcile.lock().expect("reconcile");
-        let entry = map.entry(sink.to_owned()).or_default();
+        let entry = map.entry(sink).or_default();
         entry.0.observe(took);
         if failed {
             entry.1 += 1;
@@ -184,9 +220,11 @@ mod tests {
     #[test]
     fn histograms_are_cumulative_and_counters_count() {
         let metrics = Metrics::default();
-        metrics.delivery("pull_request", "accepted", Duration::from_millis(3));
-        metrics.delivery("pull_request", "accepted", Duration::from_millis(30));
-        metrics.delivery("x\"}evil", "ignored", Duration::from_millis(1));
+        let accepted = DeliveryOutcome::Recorded(crate::intent::Outcome::Accepted);
+        let ignored = DeliveryOutcome::Recorded(crate::intent::Outcome::Ignored);
+        metrics.delivery(Some("pull_request"), accepted, Duration::from_millis(3));
+        metrics.delivery(Some("pull_request"), accepted, Duration::from_millis(30));
+        metrics.delivery(Some("x\"}evil"), ignored, Duration::from_millis(1));
         let text = metrics.render(&[("ready".into(), "eu\"1".into(), 2)]);
         assert!(
             text.contains(

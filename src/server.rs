@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::{Body, HttpBody};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -20,12 +19,21 @@ use crate::config::Config;
 use crate::db;
 use crate::intake::{Intake, IntakeError, Recorded};
 use crate::intent::{self, Outcome};
-use crate::metrics::METRICS;
+use crate::metrics::{DeliveryOutcome, METRICS};
 use crate::webhook::{self, Headers, Rejection};
+
+mod edge;
 
 /// Largest delivery accepted. PR and comment payloads are tens of KB; GitHub's own cap
 /// (25 MB) only matters for events previewd does not use, such as large pushes.
 pub const MAX_BODY: usize = 5 * 1024 * 1024;
+
+/// Delivery bodies being read at once, in bytes: six at the size limit. 48 unfinished
+/// 5 MiB bodies once took the process from 11 to 255 MiB, the pod's limit.
+pub const MAX_BUFFERED: usize = 32 * 1024 * 1024;
+
+/// A delivery's body must have arrived this long after its headers.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Everything a request handler may touch.
 pub struct App {
@@ -38,6 +46,8 @@ pub struct App {
     /// Previews whose intent changed, for the reconciler (taken by `serve`).
     pub changed:
         std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::preview::PreviewKey>>>,
+    /// Permits for body bytes being buffered, [`MAX_BUFFERED`] in all.
+    pub buffered: Arc<tokio::sync::Semaphore>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -53,25 +63,86 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/previews/{owner}/{repo}/{number}",
             get(crate::api::one_preview),
         )
-        .route("/api/openapi.json", get(crate::api::openapi))
-        .route_layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            crate::api::require_token,
-        ));
-    Router::new()
-        .route(
-            "/webhooks/github",
-            post(github_webhook).layer(DefaultBodyLimit::max(MAX_BODY)),
-        )
+        .route("/api/openapi.json", get(crate::api::openapi));
+    // Off loopback `/metrics` tells anyone which repositories and clusters previewd serves;
+    // Prometheus sends the token, or scrapes `metrics.listen` instead.
+    let reads = if app.config.listen.ip().is_loopback() {
+        Router::new().route("/metrics", get(metrics)).merge(reads)
+    } else {
+        reads.route("/metrics", get(metrics))
+    }
+    .route_layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        crate::api::require_token,
+    ));
+    let local = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .route(
             "/api/previews/{owner}/{repo}/{number}/destroy",
             post(crate::api::destroy),
         )
         .merge(reads)
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            only_local_hosts,
+        ));
+    // The webhook is signed, and tunnels to a laptop (smee, ngrok) keep their own Host.
+    Router::new()
+        .route("/webhooks/github", post(github_webhook))
+        .merge(local)
         .with_state(app)
+}
+
+/// `metrics.listen`'s router: `/metrics` only, open.
+fn metrics_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(app)
+}
+
+/// On a loopback `listen`, a page on any web site can still reach previewd through a name
+/// of its own that resolves to 127.0.0.1 (DNS rebinding); its requests carry that name as
+/// `Host`. Only this host's names, and `public_url`'s (a reverse proxy in front), pass.
+async fn only_local_hosts(
+    State(app): State<Arc<App>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !app.config.listen.ip().is_loopback() {
+        return next.run(request).await;
+    }
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{0}"));
+    match host {
+        Some(host) if !is_local_host(host, app.config.public_url.as_deref()) => (
+            StatusCode::MISDIRECTED_REQUEST,
+            Json(json!({ "error": "previewd listens on loopback and answers only for localhost" })),
+        )
+            .into_response(),
+        // No Host at all: not a browser (HTTP/1.1 browsers always send one).
+        _ => next.run(request).await,
+    }
+}
+
+/// `localhost`, `127.0.0.1` or `[::1]`, with or without a port, or `public_url`'s host.
+pub fn is_local_host(host: &str, public_url: Option<&str>) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((name, port)) if port.is_empty() || port.starts_with(':') => name,
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let public = public_url
+        .and_then(|url| url.split_once("://"))
+        .map(|(_, rest)| rest.split('/').next().unwrap_or(""));
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "localhost" | "127.0.0.1" | "::1"
+    ) || public.is_some_and(|public| public.eq_ignore_ascii_case(host))
 }
 
 /// Prometheus text, with the previews counted from the state now.
@@ -107,6 +178,10 @@ pub enum ApiError {
     TooLarge,
     #[error("body could not be read: {0}")]
     BadBody(String),
+    #[error("the body did not arrive within {} s", BODY_TIMEOUT.as_secs())]
+    SlowBody,
+    #[error("too many deliveries are being received at once; retry later")]
+    Busy,
     #[error(transparent)]
     Unavailable(#[from] IntakeError),
 }
@@ -120,6 +195,15 @@ impl IntoResponse for ApiError {
             }
             Self::Rejected(_) | Self::BadBody(_) => StatusCode::BAD_REQUEST,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::SlowBody => StatusCode::REQUEST_TIMEOUT,
+            Self::Busy => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "5")],
+                    Json(json!({ "error": self.to_string() })),
+                )
+                    .into_response();
+            }
             // Not the sender's fault, and worth a redelivery.
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -127,21 +211,22 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Counts every delivery, refused ones included, by event and outcome.
+/// Counts every delivery, refused ones included, by event and outcome: under the event's
+/// name only once its signature verified.
 async fn github_webhook(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let started = std::time::Instant::now();
-    let event = headers
-        .get("x-github-event")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("none")
-        .to_owned();
-    let answer = receive_webhook(app, headers, body, started).await;
+    let mut verified = None;
+    let answer = receive_webhook(app, headers, body, started, &mut verified).await;
     if answer.is_err() {
-        METRICS.delivery(&event, "rejected", started.elapsed());
+        METRICS.delivery(
+            verified.as_deref(),
+            DeliveryOutcome::Rejected,
+            started.elapsed(),
+        );
     }
     answer
 }
@@ -149,20 +234,16 @@ async fn github_webhook(
 async fn receive_webhook(
     app: Arc<App>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
     started: std::time::Instant,
+    verified: &mut Option<String>,
 ) -> Result<Response, ApiError> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let guid = header("x-github-delivery").unwrap_or("-");
-    let body = body.map_err(|e| {
-        let error = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::TooLarge
-        } else {
-            ApiError::BadBody(e.body_text())
-        };
+    let rejected = |error: ApiError| {
         tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
         error
-    })?;
+    };
     let received = Headers {
         event: header("x-github-event"),
         guid: header("x-github-delivery"),
@@ -170,11 +251,17 @@ async fn receive_webhook(
         signature: header("x-hub-signature-256"),
         content_type: header("content-type"),
     };
-    let delivery = webhook::receive(app.config.github.webhook_secret.as_ref(), received, &body)
-        .map_err(|e| {
-            tracing::warn!(delivery = %guid, reason = %e, "delivery rejected");
-            ApiError::from(e)
-        })?;
+    let secret = app.config.github.webhook_secret.as_ref();
+    // Everything the headers alone decide is decided before a byte of the body is read.
+    webhook::screen(secret, received).map_err(|e| rejected(e.into()))?;
+    let body = read_body(&app, body).await.map_err(rejected)?;
+    let delivery = webhook::receive(secret, received, &body).map_err(|e| {
+        if !matches!(e, Rejection::BadSignature(_)) {
+            *verified = received.event.map(str::to_owned);
+        }
+        rejected(e.into())
+    })?;
+    *verified = Some(delivery.event.clone());
     let intent = intent::decide(&delivery, &app.config, app.clock.now());
     let (event, action) = (
         delivery.event.clone(),
@@ -183,7 +270,11 @@ async fn receive_webhook(
     let recorded = app.intake.record(delivery, intent).await?;
     let (status, body) = match recorded {
         Recorded::New { outcome, detail } => {
-            METRICS.delivery(&event, outcome.as_str(), started.elapsed());
+            METRICS.delivery(
+                Some(&event),
+                DeliveryOutcome::Recorded(outcome),
+                started.elapsed(),
+            );
             tracing::info!(delivery = %guid, %event, %action, outcome = outcome.as_str(), %detail, "delivery recorded");
             let status = if outcome == Outcome::Accepted {
                 StatusCode::ACCEPTED
@@ -196,7 +287,7 @@ async fn receive_webhook(
             )
         }
         Recorded::Duplicate { outcome } => {
-            METRICS.delivery(&event, "duplicate", started.elapsed());
+            METRICS.delivery(Some(&event), DeliveryOutcome::Duplicate, started.elapsed());
             tracing::info!(delivery = %guid, %event, %action, previous = outcome.as_str(), "duplicate delivery ignored");
             (
                 StatusCode::OK,
@@ -205,6 +296,42 @@ async fn receive_webhook(
         }
     };
     Ok((status, Json(body)).into_response())
+}
+
+/// The body, within [`BODY_TIMEOUT`] and [`MAX_BODY`], holding its share of
+/// [`MAX_BUFFERED`] until the answer. A declared length over the limit is refused
+/// unread; a body of unknown length (chunked) reserves the whole limit.
+async fn read_body(app: &App, mut body: Body) -> Result<Vec<u8>, ApiError> {
+    // hyper's size hint is the Content-Length, exactly (hyper-1.12.0 src/body/incoming.rs,
+    // `Incoming::size_hint`); a chunked body has none.
+    let hint = body.size_hint();
+    if hint.lower() > MAX_BODY as u64 {
+        return Err(ApiError::TooLarge);
+    }
+    let reserve = hint.exact().map_or(MAX_BODY, |n| n as usize);
+    let _permit = app
+        .buffered
+        .clone()
+        .try_acquire_many_owned(u32::try_from(reserve).unwrap_or(u32::MAX))
+        .map_err(|_| ApiError::Busy)?;
+    let read = async {
+        let mut bytes = Vec::with_capacity(reserve);
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|e| ApiError::BadBody(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if bytes.len() + data.len() > MAX_BODY {
+                    return Err(ApiError::TooLarge);
+                }
+                bytes.extend_from_slice(&data);
+            }
+        }
+        Ok(bytes)
+    };
+    tokio::time::timeout(BODY_TIMEOUT, read)
+        .await
+        .map_err(|_| ApiError::SlowBody)?
 }
 
 async fn readyz(State(app): State<Arc<App>>) -> Response {
@@ -243,6 +370,7 @@ pub async fn start(
             clock,
             notify,
             changed,
+            buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
         }),
         writer,
     ))
@@ -264,6 +392,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding metrics.listen {addr}"))?,
+        ),
+        None => None,
+    };
     let (app, writer) = start(config, Arc::new(SystemClock)).await?;
     let github = github(&app.config)?;
     // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
@@ -304,10 +440,35 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Each task its own stop: a `Notify` keeps one permit for one waiter.
     let stop_sweeping = Arc::new(tokio::sync::Notify::new());
     let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
-    axum::serve(listener, router(app.clone()))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    // One signal ends both listeners.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let signalled = tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stopping.send(true);
+    });
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let metrics_serving = metrics_listener.map(|listener| {
+        tracing::info!(listen = ?listener.local_addr().ok(), "serving /metrics");
+        tokio::spawn(edge::serve(
+            listener,
+            metrics_router(app.clone()),
+            edge::LIMITS,
+            until_stopped(stopped.clone()),
+        ))
+    });
+    edge::serve(
+        listener,
+        router(app.clone()),
+        edge::LIMITS,
+        until_stopped(stopped),
+    )
+    .await;
+    signalled.abort();
+    if let Some(serving) = metrics_serving {
+        serving.await.context("waiting for the metrics listener")?;
+    }
     stop.notify_one();
     stop_sweeping.notify_one();
     stop_feedback.notify_one();

@@ -151,12 +151,12 @@ pub enum InstallationChange {
 
 const MAX_GUID: usize = 100;
 
-/// Checks headers and signature, then parses. `secret == None` refuses everything.
-pub fn receive(
-    secret: Option<&Secret>,
-    headers: Headers<'_>,
-    body: &[u8],
-) -> Result<Delivery, Rejection> {
+/// The checks the headers alone decide, made before the body is read: no secret, a
+/// missing event, delivery or signature header, a malformed GUID or hook ID.
+pub fn screen<'a>(
+    secret: Option<&'a Secret>,
+    headers: Headers<'a>,
+) -> Result<Screened<'a>, Rejection> {
     // With no secret nothing can be verified: every delivery is a 401, whatever else is wrong.
     let secret = secret.ok_or(Rejection::NoSecret)?;
     let event = headers
@@ -181,6 +181,38 @@ pub fn receive(
     let signature = headers
         .signature
         .ok_or(Rejection::MissingHeader("X-Hub-Signature-256"))?;
+    Ok(Screened {
+        secret,
+        event,
+        guid,
+        hook_id,
+        signature,
+    })
+}
+
+/// What [`screen`] let through: the secret and the headers that must be present.
+#[derive(Debug, Clone, Copy)]
+pub struct Screened<'a> {
+    secret: &'a Secret,
+    event: &'a str,
+    guid: &'a str,
+    hook_id: &'a str,
+    signature: &'a str,
+}
+
+/// Checks headers and signature, then parses. `secret == None` refuses everything.
+pub fn receive(
+    secret: Option<&Secret>,
+    headers: Headers<'_>,
+    body: &[u8],
+) -> Result<Delivery, Rejection> {
+    let Screened {
+        secret,
+        event,
+        guid,
+        hook_id,
+        signature,
+    } = screen(secret, headers)?;
     verify(secret, signature, body)?;
     if let Some(content_type) = headers.content_type {
         let essence = content_type.split(';').next().unwrap_or("").trim();

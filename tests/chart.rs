@@ -455,7 +455,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
     let deploy = format!("{ROOT}/deploy");
     let (ok, out) = check(&["--manifests", &deploy]);
     assert!(
-        ok && out.trim_end().ends_with("validated 17 objects, 0 failed"),
+        ok && out.trim_end().ends_with("validated 18 objects, 0 failed"),
         "{out}"
     );
     let (ok, out) = check(&["--manifests", &format!("{deploy}/patches")]);

@@ -218,7 +218,7 @@ async fn push_moves_the_preview_to_the_new_head_and_restarts_its_clock() {
 
 #[tokio::test]
 async fn pushes_never_extend_a_preview_past_its_maximum_lifetime() {
-    let app = TestApp::with_config("[github]\nwebhook_secret = \"test-secret\"\n[defaults]\nttl = \"2d\"\nmax_lifetime = \"3d\"\n").await;
+    let app = TestApp::with_config("[github]\nwebhook_secret = \"test-webhook-secret-0123456789\"\n[defaults]\nttl = \"2d\"\nmax_lifetime = \"3d\"\n").await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     app.clock.advance(2 * 86_400);
     app.send(&Delivery::fixture("pull_request.synchronize").updated_at("2019-05-20T00:00:00Z"))
@@ -375,7 +375,7 @@ async fn redelivery_of_a_failed_delivery_is_processed_again() {
 #[tokio::test]
 async fn repositories_outside_the_allow_list_are_refused_politely() {
     let app = TestApp::with_config(
-        "[github]\nwebhook_secret = \"test-secret\"\n[[repos]]\nname = \"octo/app\"\n",
+        "[github]\nwebhook_secret = \"test-webhook-secret-0123456789\"\n[[repos]]\nname = \"octo/app\"\n",
     )
     .await;
     let (status, body) = app.send(&Delivery::fixture("pull_request.opened")).await;

@@ -280,7 +280,7 @@ async fn a_pr_reopened_during_teardown_is_deployed_again_once() {
 #[tokio::test]
 async fn previews_wait_in_a_queue_when_every_cluster_is_full() {
     let app = TestApp::with_config(
-        "[github]\nwebhook_secret = \"test-secret\"\n[[clusters]]\nname = \"small\"\nserver = \"https://small\"\ncapacity = 1\n",
+        "[github]\nwebhook_secret = \"test-webhook-secret-0123456789\"\n[[clusters]]\nname = \"small\"\nserver = \"https://small\"\ncapacity = 1\n",
     )
     .await;
     let reconciler = reconciler(&app, app.app.config.clone());

@@ -22,6 +22,8 @@ pub(super) struct Raw {
     #[serde(default)]
     pub(super) api: RawApi,
     #[serde(default)]
+    pub(super) metrics: RawMetrics,
+    #[serde(default)]
     pub(super) clusters: Vec<RawCluster>,
     #[serde(default)]
     pub(super) repos: Vec<RawRepo>,
@@ -130,6 +132,12 @@ pub(super) struct RawApi {
     pub(super) token: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) listen: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
@@ -212,6 +220,7 @@ pub const KEYS: &[&str] = &[
     "sweep.delivery_retention",
     "sweep.remove_orphans",
     "api.token",
+    "metrics.listen",
     "chart.repo_url",
     "chart.path",
     "chart.revision",
@@ -310,6 +319,7 @@ impl Raw {
             "defaults.max_per_author" => &mut self.defaults.max_per_author,
             "defaults.at_cap" => &mut self.defaults.at_cap,
             "api.token" => &mut self.api.token,
+            "metrics.listen" => &mut self.metrics.listen,
             "chart.repo_url" => &mut self.chart.repo_url,
             "chart.path" => &mut self.chart.path,
             "chart.revision" => &mut self.chart.revision,

@@ -45,21 +45,24 @@ fn environment_overrides_the_file() {
     let toml = r#"
         listen = "0.0.0.0:9000"
         [github]
-        webhook_secret = "from-file"
+        webhook_secret = "from-the-file-0123456789"
         [defaults]
         ttl = "2d"
     "#;
     let config = Config::from_toml(
         toml,
         env(&[
-            ("PREVIEWD_GITHUB_WEBHOOK_SECRET", "from-env"),
+            ("PREVIEWD_GITHUB_WEBHOOK_SECRET", "from-the-environment"),
             ("PREVIEWD_DEFAULTS_TTL", "5h"),
             ("PREVIEWD_DEFAULTS_DEPLOY_DRAFTS", "true"),
         ]),
     )
     .unwrap();
     assert_eq!(config.listen.port(), 9000);
-    assert_eq!(config.github.webhook_secret.unwrap().expose(), "from-env");
+    assert_eq!(
+        config.github.webhook_secret.unwrap().expose(),
+        "from-the-environment"
+    );
     assert_eq!(config.defaults.ttl, Duration::from_secs(5 * 3600));
     assert!(config.defaults.deploy_drafts);
 }
@@ -68,7 +71,7 @@ fn environment_overrides_the_file() {
 fn every_key_has_a_variable_that_is_accepted() {
     for key in KEYS {
         let value = match *key {
-            "listen" => "127.0.0.1:1",
+            "listen" | "metrics.listen" => "127.0.0.1:1",
             "defaults.deploy_drafts" => "false",
             "github.app_id" | "github.private_key_path" | "github.token" => continue,
             "github.webhook_secret_file" => continue,
@@ -87,6 +90,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "tls.issuer_kind" => "Issuer",
             "tls.ca_cert" | "tls.ca_key" => continue,
             "dns.ttl" => "1m",
+            "github.webhook_secret" => "sixteen-bytes...",
             "defaults.max_lifetime" => "20d",
             "defaults.allow_keep" | "sweep.remove_orphans" => "true",
             "defaults.max_per_repo" | "defaults.max_per_author" => "3",
@@ -188,7 +192,11 @@ fn repos_inherit_defaults_and_form_an_allow_list() {
 
 #[test]
 fn secrets_never_show_in_debug_output() {
-    let config = Config::from_toml("[github]\nwebhook_secret = \"hunter2\"\n", env(&[])).unwrap();
+    let config = Config::from_toml(
+        "[github]\nwebhook_secret = \"hunter2-hunter2-hunter2\"\n",
+        env(&[]),
+    )
+    .unwrap();
     assert!(!format!("{config:?}").contains("hunter2"));
 }
 
@@ -196,7 +204,7 @@ fn secrets_never_show_in_debug_output() {
 fn the_webhook_secret_can_come_from_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("secret");
-    std::fs::write(&path, "s3cret\n").unwrap();
+    std::fs::write(&path, "s3cret-from-a-file\n").unwrap();
     let config = Config::from_toml(
         "",
         env(&[(
@@ -205,7 +213,10 @@ fn the_webhook_secret_can_come_from_a_file() {
         )]),
     )
     .unwrap();
-    assert_eq!(config.github.webhook_secret.unwrap().expose(), "s3cret");
+    assert_eq!(
+        config.github.webhook_secret.unwrap().expose(),
+        "s3cret-from-a-file"
+    );
 }
 
 #[test]
@@ -287,4 +298,70 @@ fn the_public_url_is_an_http_url_and_defaults_to_a_loopback_listen_address() {
 fn the_apps_never_share_the_helpers_project() {
     let message = error_of("[chart]\nproject = \"p\"\napps_project = \"p\"\n", &[]);
     assert!(message.contains("`chart.apps_project`"), "{message}");
+}
+
+#[test]
+fn a_short_webhook_secret_is_refused_naming_the_key() {
+    let message = error_of("[github]\nwebhook_secret = \"x\"\n", &[]);
+    assert!(message.contains("`github.webhook_secret`"), "{message}");
+    assert!(message.contains("16 bytes"), "{message}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secret");
+    std::fs::write(&path, "fifteen-bytes..\n").unwrap();
+    let message = error_of(
+        "",
+        &[(
+            "PREVIEWD_GITHUB_WEBHOOK_SECRET_FILE",
+            path.to_str().unwrap(),
+        )],
+    );
+    assert!(
+        message.contains("`github.webhook_secret_file` (from PREVIEWD_GITHUB_WEBHOOK_SECRET_FILE)"),
+        "{message}"
+    );
+    Config::from_toml(
+        "[github]\nwebhook_secret = \"sixteen-bytes...\"\n",
+        env(&[]),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_plain_http_api_url_is_refused_unless_it_is_loopback() {
+    for url in [
+        "http://api.github.com",
+        "http://ghe.example.com/api/v3",
+        "http://127.0.0.1.evil.example/api",
+        "http://localhost@evil.example",
+        "http://10.0.0.1:8080",
+    ] {
+        let message = error_of(&format!("[github]\napi_url = {url:?}\n"), &[]);
+        assert!(message.contains("`github.api_url`"), "{url}: {message}");
+        assert!(message.contains("https"), "{url}: {message}");
+    }
+    for url in [
+        "http://127.0.0.1:9999",
+        "http://localhost:8080/api/v3",
+        "http://[::1]:80",
+        "https://ghe.example.com/api/v3",
+    ] {
+        Config::from_toml(&format!("[github]\napi_url = {url:?}\n"), env(&[]))
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+    }
+}
+
+#[test]
+fn serving_beyond_loopback_without_an_api_token_is_refused_naming_the_key() {
+    let exposed = Config::from_toml("listen = \"0.0.0.0:8080\"\n", env(&[])).unwrap();
+    let message = exposed.check_serving().unwrap_err().to_string();
+    assert!(message.contains("`api.token`"), "{message}");
+    assert!(message.contains("0.0.0.0:8080"), "{message}");
+    let with_token = Config::from_toml(
+        "listen = \"[::]:8080\"\n[api]\ntoken = \"a-long-random-token\"\n",
+        env(&[]),
+    )
+    .unwrap();
+    with_token.check_serving().unwrap();
+    let local = Config::from_toml("listen = \"[::1]:8080\"\n", env(&[])).unwrap();
+    local.check_serving().unwrap();
 }

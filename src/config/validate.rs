@@ -8,6 +8,30 @@ use std::time::Duration;
 use super::raw::{Raw, RawChart, RawDatabase, RawGithub, RawPolicy, RawSink, RawTls};
 use super::*;
 use crate::duration;
+/// Bytes; GitHub's docs ask for "a random string with high entropy".
+const MIN_WEBHOOK_SECRET: usize = 16;
+
+/// Whether a URL's authority (what follows `http://`) names this host only: `localhost`,
+/// `127.0.0.0/8` or `[::1]`, with or without a port. Userinfo (`localhost@elsewhere`) is
+/// never taken for the host.
+fn is_loopback_authority(rest: &str) -> bool {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return false;
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, port)) if port.is_empty() || port.starts_with(':') => host,
+            _ => return false,
+        },
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 pub(super) struct Validator {
     pub(super) from_env: BTreeSet<String>,
 }
@@ -55,6 +79,23 @@ impl Validator {
         }
     }
 
+    /// An HMAC key short enough to guess offline from one signed delivery is no key.
+    fn webhook_secret(
+        &self,
+        key: &str,
+        raw: Option<String>,
+    ) -> Result<Option<Secret>, ConfigError> {
+        let secret = self.secret(key, raw)?;
+        match &secret {
+            Some(s) if s.expose().len() < MIN_WEBHOOK_SECRET => Err(self.invalid(
+                key,
+                format!("the secret is {} bytes long", s.expose().len()),
+                "at least 16 bytes (e.g. `openssl rand -hex 32`)",
+            )),
+            _ => Ok(secret),
+        }
+    }
+
     pub(super) fn config(&self, raw: Raw) -> Result<Config, ConfigError> {
         let listen_text = raw.listen.as_deref().unwrap_or("127.0.0.1:8080");
         let listen = listen_text.parse().map_err(|_| {
@@ -64,6 +105,20 @@ impl Validator {
                 "HOST:PORT, like 127.0.0.1:8080 or [::]:8080",
             )
         })?;
+        let metrics_listen = raw
+            .metrics
+            .listen
+            .as_deref()
+            .map(|text| {
+                text.parse().map_err(|_| {
+                    self.invalid(
+                        "metrics.listen",
+                        format!("{text:?} is not a socket address"),
+                        "HOST:PORT, like 0.0.0.0:9090",
+                    )
+                })
+            })
+            .transpose()?;
         let defaults = self.policy("defaults", &raw.defaults, None)?;
         let repos = raw
             .repos
@@ -181,6 +236,7 @@ impl Validator {
             )?,
             remove_orphans: raw.sweep.remove_orphans.unwrap_or(false),
             api_token: self.secret("api.token", raw.api.token)?,
+            metrics_listen,
             clusters,
             repos,
             chart: self.chart(raw.chart)?,
@@ -340,7 +396,7 @@ impl Validator {
                     "only one of them",
                 ));
             }
-            (secret, None) => self.secret("github.webhook_secret", secret)?,
+            (secret, None) => self.webhook_secret("github.webhook_secret", secret)?,
             (None, Some(path)) => {
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     self.invalid(
@@ -349,7 +405,7 @@ impl Validator {
                         "a readable file holding the secret",
                     )
                 })?;
-                self.secret(
+                self.webhook_secret(
                     "github.webhook_secret_file",
                     Some(text.trim_end_matches(['\n', '\r']).to_owned()),
                 )?
@@ -358,10 +414,13 @@ impl Validator {
         let api_url = raw
             .api_url
             .unwrap_or_else(|| "https://api.github.com".into());
-        if !(api_url.starts_with("https://") || api_url.starts_with("http://")) {
+        let plain = api_url.strip_prefix("http://");
+        if !(api_url.starts_with("https://") || plain.is_some_and(is_loopback_authority)) {
+            // Plain HTTP would carry the token and every answer readable and forgeable on
+            // the way; only a test server on this host may be spoken to without TLS.
             return Err(self.invalid(
                 "github.api_url",
-                format!("{api_url:?} is not an http(s) URL"),
+                format!("{api_url:?} is not an https URL (plain http is for loopback only)"),
                 "a URL like https://api.github.com or https://ghe.example.com/api/v3",
             ));
         }

@@ -19,7 +19,7 @@ use sha2::Sha256;
 use sqlx::SqlitePool;
 use tower::ServiceExt;
 
-pub const SECRET: &str = "test-secret";
+pub const SECRET: &str = "test-webhook-secret-0123456789";
 /// 2026-11-29T00:00:00Z: the manual clock's start.
 pub const NOW: i64 = 1_795_910_400;
 
