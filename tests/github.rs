@@ -410,29 +410,15 @@ async fn the_authors_own_extend_is_bounded_by_the_maximum_lifetime() {
         14 * 86_400,
         "capped at defaults.max_lifetime"
     );
-    let hub = github.hub();
-    let reply = hub
-        .comments
-        .iter()
-        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 601"))
-        .unwrap();
-    assert!(reply["body"].as_str().unwrap().contains("maximum lifetime"));
+    assert!(reply_to(&github, 601).contains("maximum lifetime"));
 }
 
 #[tokio::test]
 async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
     let (app, github, previewd) = setup().await;
-    github
-        .hub()
-        .permissions
-        .insert("maintainer".into(), "admin".into());
-    let fork = |sha: &str, at: &str| {
-        Delivery::fixture("pull_request.opened")
-            .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
-            .at_sha(sha)
-            .updated_at(at)
-    };
-    app.send(&fork(HEAD, "2019-05-15T15:20:33Z")).await;
+    maintainer_has(&github, "admin");
+    app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
+        .await;
     previewd.pass().await;
     assert_eq!(desired(&app).await, "awaiting_approval");
     assert_eq!(
@@ -459,9 +445,10 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
         .unwrap();
     assert_eq!(approved, HEAD);
 
-    app.send(&fork(
+    app.send(&fork_opened(
         "5555555555555555555555555555555555555555",
         "2019-05-15T16:00:00Z",
+        "f2",
     ))
     .await;
     previewd.pass().await;
@@ -579,6 +566,35 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
     );
 }
 
+/// The fixture PR opened from a fork (another repository id) at `sha`, updated at `at`.
+fn fork_opened(sha: &str, at: &str, guid: &str) -> Delivery {
+    Delivery::fixture("pull_request.opened")
+        .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
+        .at_sha(sha)
+        .updated_at(at)
+        .guid(guid)
+}
+
+/// GitHub says `maintainer` has `permission` on the repository.
+fn maintainer_has(github: &FakeGitHub, permission: &str) {
+    github
+        .hub()
+        .permissions
+        .insert("maintainer".into(), permission.into());
+}
+
+/// The body of previewd's reply to comment `id`.
+fn reply_to(github: &FakeGitHub, id: u64) -> String {
+    let marker = format!("previewd:reply {id}");
+    github
+        .hub()
+        .comments
+        .iter()
+        .map(|c| c["body"].as_str().unwrap().to_owned())
+        .find(|body| body.contains(&marker))
+        .unwrap_or_else(|| panic!("no reply to {id}"))
+}
+
 fn rendered_files(app: &TestApp) -> usize {
     std::fs::read_dir(app.dir.path().join("rendered")).map_or(0, |d| d.count())
 }
@@ -627,25 +643,16 @@ async fn a_github_app_mints_an_installation_token_once_and_acts_with_it() {
 #[tokio::test]
 async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
     let (app, github, previewd) = setup().await;
-    github
-        .hub()
-        .permissions
-        .insert("maintainer".into(), "write".into());
-    let fork = |sha: &str, at: &str, guid: &str| {
-        Delivery::fixture("pull_request.opened")
-            .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
-            .at_sha(sha)
-            .updated_at(at)
-            .guid(guid)
-    };
-    app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
+    maintainer_has(&github, "write");
+    app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
+        .await;
     previewd.pass().await;
     let approve = format!("/preview approve {HEAD}");
     app.send(&command(&approve, "maintainer", "MEMBER", 901))
         .await;
     app.clock.advance(5);
     // The fork's author pushes before previewd runs the command.
-    app.send(&fork(
+    app.send(&fork_opened(
         "6666666666666666666666666666666666666666",
         "2019-05-15T16:00:00Z",
         "f2",
@@ -654,17 +661,10 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
     previewd.pass().await;
     assert_eq!(desired(&app).await, "awaiting_approval");
     assert_eq!(rendered_files(&app), 0, "the new head never ran");
-    let reply = github
-        .hub()
-        .comments
-        .iter()
-        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 901"))
-        .cloned()
-        .unwrap();
-    let body = reply["body"].as_str().unwrap();
+    let reply = reply_to(&github, 901);
     assert!(
-        body.contains("nothing was approved")
-            && body.contains("6666666666666666666666666666666666666666"),
+        reply.contains("nothing was approved")
+            && reply.contains("6666666666666666666666666666666666666666"),
         "{reply}"
     );
 }
@@ -673,30 +673,14 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
 /// the maintainer's `line` (commented at 15:30:00, see `command`).
 async fn approve_after_a_push(line: &str, head: &str, pushed_at: &str) -> (TestApp, String) {
     let (app, github, previewd) = setup().await;
-    github
-        .hub()
-        .permissions
-        .insert("maintainer".into(), "write".into());
-    let fork = |sha: &str, at: &str, guid: &str| {
-        Delivery::fixture("pull_request.opened")
-            .edit(|body| body["pull_request"]["head"]["repo"]["id"] = json!(999))
-            .at_sha(sha)
-            .updated_at(at)
-            .guid(guid)
-    };
-    app.send(&fork(HEAD, "2019-05-15T15:20:33Z", "f1")).await;
+    maintainer_has(&github, "write");
+    app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
+        .await;
     previewd.pass().await;
-    app.send(&fork(head, pushed_at, "f2")).await;
+    app.send(&fork_opened(head, pushed_at, "f2")).await;
     app.send(&command(line, "maintainer", "MEMBER", 911)).await;
     previewd.pass().await;
-    let reply = github
-        .hub()
-        .comments
-        .iter()
-        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 911"))
-        .map(|c| c["body"].as_str().unwrap().to_owned())
-        .unwrap();
-    (app, reply)
+    (app, reply_to(&github, 911))
 }
 
 async fn approved_sha(app: &TestApp) -> Option<String> {
@@ -984,10 +968,7 @@ async fn a_sticky_comment_on_a_vanished_pr_is_given_up_after_a_few_tries() {
 #[tokio::test]
 async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
     let (app, github, previewd) = setup().await;
-    github
-        .hub()
-        .permissions
-        .insert("maintainer".into(), "write".into());
+    maintainer_has(&github, "write");
     let _stop = previewd.run(&app);
     app.send(&Delivery::fixture("pull_request.opened")).await;
     let within = std::time::Duration::from_secs(5);
@@ -1010,15 +991,10 @@ async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
             .contains(&(990, "rocket".into())))
         .await
     );
-    let hub = github.hub();
-    let reply = hub
-        .comments
-        .iter()
-        .find(|c| c["body"].as_str().unwrap().contains("previewd:reply 990"))
-        .expect("a writer is answered with a reply");
+    let reply = reply_to(&github, 990);
     assert!(
-        reply["body"].as_str().unwrap().contains("@maintainer"),
-        "{reply}"
+        reply.contains("@maintainer"),
+        "a writer is answered: {reply}"
     );
 }
 

@@ -318,6 +318,21 @@ pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Resul
     .map(drop)
 }
 
+/// Counts one more permanent refusal in the PR's thread.
+async fn count_refusal(pool: &SqlitePool, repo: &str, number: i64, now: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES (?1, ?2, 1, ?3)
+         ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
+             updated_at = excluded.updated_at",
+        repo,
+        number,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
 /// One more permanent refusal of a PR's reporting; with `limit` of them in a row, the
 /// thread is given up on `error`. Returns whether it now is.
 pub async fn thread_failed(
@@ -328,16 +343,7 @@ pub async fn thread_failed(
     limit: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
-    sqlx::query!(
-        "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES (?1, ?2, 1, ?3)
-         ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
-             updated_at = excluded.updated_at",
-        repo,
-        number,
-        now
-    )
-    .execute(pool)
-    .await?;
+    count_refusal(pool, repo, number, now).await?;
     let given_up = sqlx::query!(
         "UPDATE github_threads SET given_up = ?3, final_pending = 0
          WHERE repo = ?1 AND number = ?2 AND failures >= ?4 AND given_up IS NULL",
@@ -364,16 +370,7 @@ pub async fn deployment_failed(
     limit: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
-    sqlx::query!(
-        "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES (?1, ?2, 1, ?3)
-         ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
-             updated_at = excluded.updated_at",
-        repo,
-        number,
-        now
-    )
-    .execute(pool)
-    .await?;
+    count_refusal(pool, repo, number, now).await?;
     let given_up = sqlx::query!(
         "UPDATE github_threads SET deployment_sha = ?3, deployment_state = ?5, failures = 0
          WHERE repo = ?1 AND number = ?2 AND failures >= ?4",

@@ -211,10 +211,16 @@ impl Feedback {
             .map_err(|_| (Part::Comment, shape(&thread.repo)))?;
         let number = u32::try_from(thread.number).map_err(|_| (Part::Comment, shape("number")))?;
         let installation = installation(thread.installation_id);
-        self.publish_comment(github, &repo, installation, number, &mut thread, view)
+        let pr = OnGitHub {
+            github,
+            repo: &repo,
+            installation,
+            number,
+        };
+        self.publish_comment(&pr, &mut thread, view)
             .await
             .map_err(|e| (Part::Comment, e))?;
-        self.publish_deployment(github, &repo, installation, number, &mut thread, view)
+        self.publish_deployment(&pr, &mut thread, view)
             .await
             .map_err(|e| (Part::Deployment, e))?;
         let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
@@ -225,13 +231,11 @@ impl Feedback {
     /// when its text changes.
     async fn publish_comment(
         &self,
-        github: &GitHub,
-        repo: &RepoName,
-        installation: Option<u64>,
-        number: u32,
+        pr: &OnGitHub<'_>,
         thread: &mut Thread,
         view: &StatusView<'_>,
     ) -> Result<(), GitHubError> {
+        let (github, repo, installation, number) = (pr.github, pr.repo, pr.installation, pr.number);
         let now = self.clock.now();
         let body = comment::status(view);
         let hash = hex::encode(Sha256::digest(body.as_bytes()));
@@ -277,13 +281,11 @@ impl Feedback {
     /// One transient deployment per head SHA; its status follows the preview's state.
     async fn publish_deployment(
         &self,
-        github: &GitHub,
-        repo: &RepoName,
-        installation: Option<u64>,
-        number: u32,
+        pr: &OnGitHub<'_>,
         thread: &mut Thread,
         view: &StatusView<'_>,
     ) -> Result<(), GitHubError> {
+        let (github, repo, installation, number) = (pr.github, pr.repo, pr.installation, pr.number);
         let Some(state) = view.shown.deployment_state() else {
             return Ok(());
         };
@@ -414,4 +416,12 @@ fn shape(what: &str) -> GitHubError {
         path: what.into(),
         message: "not stored as expected".into(),
     }
+}
+
+/// The PR a report is published on, and the client that publishes it.
+struct OnGitHub<'a> {
+    github: &'a GitHub,
+    repo: &'a RepoName,
+    installation: Option<u64>,
+    number: u32,
 }
