@@ -1102,3 +1102,59 @@ async fn a_notice_on_a_locked_pr_is_dropped_after_a_few_tries() {
         .unwrap();
     assert!(posted.is_some(), "not owed any more");
 }
+
+/// Review repro: the only thing that keeps resync from re-creating a preview destroyed (or
+/// expired) on purpose at an unchanged head is its `destroyed` history row, which retention
+/// deletes once the PR has been quiet for 30 days and 20 other previews were destroyed since.
+/// `closed_prs.ended_at` does not hold either: GitHub moves the PR's `updated_at` on every
+/// comment and comment edit (shared/fixtures/github/issue_comment.edited.pull_request.bot-sticky.json:
+/// issue.updated_at = the edit's time), previewd's own reply and sticky report included, so the
+/// listed PR is always "newer" than the end.
+#[tokio::test]
+async fn review_resync_does_not_bring_back_a_destroyed_preview_after_retention() {
+    let (app, github, previewd) = setup().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    previewd.pass().await;
+    app.send(&command("/preview destroy", "Codertocat", "OWNER", 951))
+        .await;
+    previewd.pass().await;
+    assert_eq!(app.count("previews").await, 0);
+    // 20 other previews destroyed since (a busy repository), then 31 quiet days.
+    for n in 100..120 {
+        sqlx::query("INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, 'destroyed', 'previewd', 'PR closed: x', ?3)")
+            .bind(HELLO)
+            .bind(n)
+            .bind(common::NOW + n)
+            .execute(app.pool())
+            .await
+            .unwrap();
+    }
+    app.clock.advance(31 * 86_400);
+    previewd::sweep::Sweeper::new(
+        app.pool().clone(),
+        app.app.config.clone(),
+        Arc::new(app.clock.clone()),
+    )
+    .pass(false)
+    .await
+    .unwrap();
+    assert!(
+        app.history(HELLO, 2).await.is_empty(),
+        "retention forgot #2's history"
+    );
+    // Still open at the destroyed head; updated_at = previewd's own reply, seconds after the destroy.
+    github.hub().pulls.push(json!({
+        "number": 2, "state": "open", "title": "Still open", "draft": false,
+        "user": {"login": "Codertocat"}, "merged_at": null,
+        "updated_at": "2026-11-29T00:00:05Z",
+        "head": {"sha": HEAD, "ref": "feature", "repo": {"id": 186853002}},
+        "base": {"ref": "main", "repo": {"id": 186853002}},
+    }));
+    let recorded = previewd.reconciler.resync().await.unwrap();
+    previewd.pass().await;
+    assert_eq!(
+        (recorded, app.count("previews").await),
+        (0, 0),
+        "destroyed at this head: nobody pushed, so it stays gone"
+    );
+}

@@ -733,3 +733,46 @@ async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     assert_eq!(*argo.deletions.lock().unwrap(), [app_name, APP.to_owned()]);
     assert_eq!(app.count("previews").await, 0);
 }
+
+/// Review repro: with an Application of someone else's under the app's name (`<slug>-app`,
+/// `Observed::Foreign`, which teardown counts as gone), the helper's deletion held by a running
+/// sync is never unblocked: `Teardown::Wait` picks the Application to stop by
+/// `app == Observed::Missing`, so it asks the *foreign* app (refused by `patch_as_read`), never
+/// the helper, and the teardown waits on a sync with no timeout forever.
+#[tokio::test]
+async fn review_a_foreign_app_application_does_not_keep_the_helpers_running_sync_from_being_stopped()
+ {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let foreign_name = APP.replace("-helpers", "-app");
+    let foreign = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": foreign_name, "namespace": "argocd", "labels": {"team": "someone-else"}},
+        "spec": {"project": "default", "source": {"repoURL": "https://example.com/other.git"}}});
+    applications
+        .patch(
+            &foreign_name,
+            &PatchParams::apply("someone"),
+            &Patch::Apply(&foreign),
+        )
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
+        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(*argo.deletions.lock().unwrap(), [APP.to_owned()]);
+    assert!(
+        argo.terminations.load(Ordering::SeqCst) >= 1,
+        "the helper's running sync holding the deletion was asked to stop"
+    );
+}
