@@ -80,6 +80,35 @@ async fn review_a_frozen_legacy_preview_records_the_host_it_actually_has() {
 /// the Application (and so its namespace and database) is still there.
 #[tokio::test]
 async fn review_a_foreign_helper_is_not_recorded_gone_nor_forgotten_while_it_exists() {
+    // As labelled before 7bfbd83 (no instance label).
+    foreign_own_helper(|text| {
+        text.lines()
+            .filter(|l| !l.contains("previewd.dev/instance"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn review_a_recreated_state_does_not_forget_its_previous_states_objects_silently() {
+    // Written by this previewd before its state was recreated (another instance id).
+    foreign_own_helper(|text| {
+        text.lines()
+            .map(|l| {
+                if l.contains("previewd.dev/instance") {
+                    "    previewd.dev/instance: 0123456789abcdef".to_owned()
+                } else {
+                    l.to_owned()
+                }
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    })
+    .await;
+}
+
+async fn foreign_own_helper(relabel: fn(&str) -> String) {
     let app = TestApp::start().await;
     let reconciler = std::sync::Arc::new(common::directory_reconciler(&app));
     app.send(&Delivery::fixture("pull_request.opened")).await;
@@ -88,11 +117,7 @@ async fn review_a_foreign_helper_is_not_recorded_gone_nor_forgotten_while_it_exi
     let path = rendered(&app).join(format!("{}.yaml", names.application));
     // The same object, as labelled before the instance label existed.
     let text = std::fs::read_to_string(&path).unwrap();
-    let unlabelled: String = text
-        .lines()
-        .filter(|l| !l.contains("previewd.dev/instance"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let unlabelled = relabel(&text);
     assert_ne!(text, unlabelled, "the instance label was there");
     std::fs::write(&path, &unlabelled).unwrap();
 
