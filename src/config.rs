@@ -66,6 +66,9 @@ pub struct ChartConfig {
     pub project: String,
     /// The AppProject of the apps' own Applications: PR code, confined to preview namespaces.
     pub apps_project: String,
+    /// The AppProjects also admit the namespaces of previews created before names were
+    /// recorded (`Names::legacy`), while such previews live after an upgrade.
+    pub legacy_names: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -307,7 +307,8 @@ pub async fn apply_pr_change(
     if change.desired == Some(crate::preview::Desired::Absent) {
         sqlx::query!(
             "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at)",
+             ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at),
+                 ended_sha = NULL",
             repo,
             pr.key.number,
             change.pr_updated_at,

@@ -114,6 +114,15 @@ pub fn namespaces_of(repo: &crate::preview::RepoName) -> String {
     format!("{PREFIX}*-{}-pr-*", hash(repo.as_str()))
 }
 
+/// The namespaces of previews created before names were recorded (`Names::legacy`): of
+/// `repo`'s, or of every repository's. Only while such previews live (`chart.legacy_names`).
+pub fn legacy_namespaces(repo: Option<&crate::preview::RepoName>) -> String {
+    match repo {
+        Some(repo) => format!("*-{}-pr-*", legacy_hash(repo.as_str())),
+        None => "*-pr-*".into(),
+    }
+}
+
 /// `text` as an RFC 1123 label of at most `max` characters. When the text had to change
 /// (other characters, or too long), a short hash of `identity` is appended, so two inputs
 /// that map to the same label still get different names, and the same input always the same.

@@ -57,16 +57,24 @@ pub fn projects(config: &Config) -> Vec<Value> {
 }
 
 /// Namespace globs of the previews this configuration can make: every repository's when
-/// `[[repos]]` is empty (then any repository that sends webhooks is accepted).
+/// `[[repos]]` is empty (then any repository that sends webhooks is accepted). With
+/// `chart.legacy_names`, also those of previews created before names were recorded, which
+/// keep their names (and namespaces) for life.
 fn preview_namespaces(config: &Config) -> Vec<String> {
+    let mut globs = Vec::new();
     if config.repos.is_empty() {
-        return vec![naming::PREVIEW_NAMESPACES.to_owned()];
+        globs.push(naming::PREVIEW_NAMESPACES.to_owned());
+        if config.chart.legacy_names {
+            globs.push(naming::legacy_namespaces(None));
+        }
     }
-    config
-        .repos
-        .iter()
-        .map(|r| naming::namespaces_of(&r.name))
-        .collect()
+    for repo in &config.repos {
+        globs.push(naming::namespaces_of(&repo.name));
+        if config.chart.legacy_names {
+            globs.push(naming::legacy_namespaces(Some(&repo.name)));
+        }
+    }
+    globs
 }
 
 fn kinds(list: &[(&str, &str)]) -> Value {
@@ -132,10 +140,14 @@ pub fn apps(config: &Config) -> Value {
         if !sources.contains(&chart.repo_url) {
             sources.push(chart.repo_url.clone());
         }
+        let mut globs = vec![naming::namespaces_of(&repo.name)];
+        if config.chart.legacy_names {
+            globs.push(naming::legacy_namespaces(Some(&repo.name)));
+        }
         for cluster in &config.clusters {
-            destinations.push(
-                json!({"server": cluster.server, "namespace": naming::namespaces_of(&repo.name)}),
-            );
+            for glob in &globs {
+                destinations.push(json!({"server": cluster.server, "namespace": glob}));
+            }
         }
     }
     project(
@@ -261,6 +273,41 @@ mod tests {
         assert!(glob(naming::PREVIEW_NAMESPACES, &slug), "{slug}");
         let other = naming::namespaces_of(&"o/other".parse().unwrap());
         assert!(!glob(&other, &slug), "{other} {slug}");
+    }
+
+    /// Previews created before names were recorded keep their namespaces: while they live
+    /// (`chart.legacy_names`), the projects admit those too, and otherwise they do not.
+    #[test]
+    fn legacy_names_admit_the_namespaces_previews_had_before_names_were_recorded() {
+        let toml = "[[repos]]\nname = \"acme/shop\"\napp_chart = \"deploy/chart\"\n";
+        let legacy = naming::Names::legacy(&"acme/shop#7".parse().unwrap(), "x").slug;
+        let admits = |config: &crate::config::Config| {
+            let project = |p: Value| {
+                p["spec"]["destinations"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|d| glob(d["namespace"].as_str().unwrap(), &legacy))
+            };
+            let namespace_kind = helpers(config)["spec"]["clusterResourceWhitelist"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| glob(k["name"].as_str().unwrap_or(""), &legacy));
+            (
+                project(helpers(config)),
+                project(apps(config)),
+                namespace_kind,
+            )
+        };
+        let plain = crate::config::Config::from_toml(toml, Vec::new()).unwrap();
+        assert_eq!(admits(&plain), (false, false, false));
+        let upgrading = crate::config::Config::from_toml(
+            &format!("[chart]\nlegacy_names = true\n{toml}"),
+            Vec::new(),
+        )
+        .unwrap();
+        assert_eq!(admits(&upgrading), (true, true, true), "{legacy}");
     }
 
     #[test]

@@ -380,13 +380,16 @@ impl Reconciler {
     /// ones it was created with, recorded now, so that a later change of the domain or of the
     /// naming rule never renames it.
     async fn names_of(&self, row: &PreviewRow, key: &PreviewKey) -> anyhow::Result<Names> {
-        let domain = &self
-            .config
-            .policy_for(&key.repo)
-            .unwrap_or(&self.config.defaults)
-            .domain;
+        let policy = self.config.policy_for(&key.repo);
+        let domain = &policy.unwrap_or(&self.config.defaults).domain;
         let names = Names::recorded(row.names.as_deref(), key, domain)?;
-        if row.names.is_none() {
+        // Only with the repository's own domain: a frozen one's (dropped from [[repos]]) is
+        // no longer known, and the defaults' would record a host the preview does not have.
+        if row.names.is_none() && policy.is_some() {
+            if !self.config.chart.legacy_names {
+                tracing::warn!(preview = %key, namespace = %names.slug,
+                    "a preview from before names were recorded keeps its names: until none is left, set chart.legacy_names = true and apply `previewd render --projects`, or the AppProjects refuse it");
+            }
             db::record_names(&self.pool, row.id, &names.to_json()).await?;
         }
         Ok(names)

@@ -56,6 +56,10 @@ fn service(names: &Names, spec: Value) -> Value {
 fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
     let own = names("octo/shop", 7);
     let other = names("octo/shop", 8);
+    let legacy = Names::legacy(
+        &PreviewKey::new("octo/shop".parse().unwrap(), 9),
+        "preview.example.com",
+    );
     let long = names(
         &format!(
             "o/{}",
@@ -115,6 +119,18 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             "an app may not write into another preview's namespace",
             ARGOCD,
             applied(&own.app_application, Some(&other.slug), false),
+            false
+        ),
+        case(
+            "an app kept from before names were recorded writes into its own namespace",
+            ARGOCD,
+            applied(&legacy.app_application, Some(&legacy.slug), false),
+            true
+        ),
+        case(
+            "and is confined to it like any other",
+            ARGOCD,
+            applied(&legacy.app_application, Some(&other.slug), false),
             false
         ),
         case(
@@ -303,7 +319,7 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             file.display().to_string(),
         ],
     );
-    assert!(ok && text.contains("32 passed, 0 failed"), "{text}");
+    assert!(ok && text.contains("34 passed, 0 failed"), "{text}");
 }
 
 /// deploy/patches/argocd-cm.yaml's health checks on the statuses CloudNativePG writes

@@ -1111,7 +1111,7 @@ async fn a_notice_on_a_locked_pr_is_dropped_after_a_few_tries() {
 /// issue.updated_at = the edit's time), previewd's own reply and sticky report included, so the
 /// listed PR is always "newer" than the end.
 #[tokio::test]
-async fn review_resync_does_not_bring_back_a_destroyed_preview_after_retention() {
+async fn resync_does_not_bring_back_a_destroyed_preview_after_retention() {
     let (app, github, previewd) = setup().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     previewd.pass().await;

@@ -45,6 +45,7 @@ pub(super) struct RawChart {
     pub(super) revision: Option<String>,
     pub(super) project: Option<String>,
     pub(super) apps_project: Option<String>,
+    pub(super) legacy_names: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -226,6 +227,7 @@ pub const KEYS: &[&str] = &[
     "chart.revision",
     "chart.project",
     "chart.apps_project",
+    "chart.legacy_names",
     "database.mode",
     "database.namespace",
     "database.admin_secret",
@@ -285,6 +287,7 @@ impl Raw {
             "defaults.deploy_drafts" => &mut self.defaults.deploy_drafts,
             "defaults.allow_keep" => &mut self.defaults.allow_keep,
             "sweep.remove_orphans" => &mut self.sweep.remove_orphans,
+            "chart.legacy_names" => &mut self.chart.legacy_names,
             "database.drop_on_delete" => &mut self.database.drop_on_delete,
             "dns.enabled" => &mut self.dns.enabled,
             _ => return None,

@@ -92,7 +92,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "dns.ttl" => "1m",
             "github.webhook_secret" => "sixteen-bytes...",
             "defaults.max_lifetime" => "20d",
-            "defaults.allow_keep" | "sweep.remove_orphans" => "true",
+            "defaults.allow_keep" | "sweep.remove_orphans" | "chart.legacy_names" => "true",
             "defaults.max_per_repo" | "defaults.max_per_author" => "3",
             "defaults.at_cap" => "evict",
             "defaults.keep_for" | "sweep.delivery_retention" => "2d",

@@ -290,6 +290,7 @@ impl Validator {
             revision,
             project,
             apps_project,
+            legacy_names: raw.legacy_names.unwrap_or(false),
         })
     }
 

@@ -433,23 +433,6 @@ pub async fn tracked_pulls(pool: &SqlitePool) -> sqlx::Result<Vec<TrackedPull>> 
     .await
 }
 
-/// How a PR's last preview ended: the head it ran and the final history reason.
-pub async fn last_destroyed(
-    pool: &SqlitePool,
-    repo: &str,
-    number: i64,
-) -> sqlx::Result<Option<(Option<String>, String)>> {
-    let row = sqlx::query!(
-        "SELECT head_sha, reason FROM history WHERE repo = ?1 AND number = ?2 AND what = 'destroyed'
-         ORDER BY at DESC, id DESC LIMIT 1",
-        repo,
-        number
-    )
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map(|r| (r.head_sha, r.reason)))
-}
-
 /// Every repository previewd has had previews for (not merely every repository an App
 /// installation grants: resyncing those would deploy every old open PR at once).
 pub async fn known_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {

@@ -33,6 +33,22 @@ pub struct PreviewRow {
     pub names: Option<String>,
 }
 
+/// The head a PR's preview was last ended on purpose at (destroyed, expired, evicted), unless
+/// the PR closed since.
+pub async fn ended_on_purpose_at(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+) -> sqlx::Result<Option<String>> {
+    let sha: Option<Option<String>> =
+        sqlx::query_scalar("SELECT ended_sha FROM closed_prs WHERE repo = ?1 AND number = ?2")
+            .bind(repo)
+            .bind(number)
+            .fetch_optional(pool)
+            .await?;
+    Ok(sha.flatten())
+}
+
 /// Records the names of a preview that has none recorded yet (never overwrites).
 pub async fn record_names(pool: &SqlitePool, id: i64, names: &str) -> sqlx::Result<()> {
     sqlx::query("UPDATE previews SET names = ?2 WHERE id = ?1 AND names IS NULL")

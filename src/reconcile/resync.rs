@@ -101,13 +101,10 @@ impl Reconciler {
     /// An open PR without a preview whose last one was expired, destroyed or evicted at this
     /// very head: that was the point, and only a new push brings it back. (A preview that
     /// ended because the PR closed comes back: the PR was reopened while a webhook was lost.)
+    /// Read from `closed_prs`, which retention keeps: history of a long-gone preview is not.
     async fn ended_on_purpose(&self, repo: &str, pull: &PullInfo) -> anyhow::Result<bool> {
-        let last = db::last_destroyed(&self.pool, repo, i64::from(pull.number)).await?;
-        Ok(last.is_some_and(|(sha, reason)| {
-            sha.as_deref() == Some(pull.head_sha.as_str())
-                && !reason.starts_with("PR closed")
-                && !reason.starts_with("PR merged")
-        }))
+        let ended = db::ended_on_purpose_at(&self.pool, repo, i64::from(pull.number)).await?;
+        Ok(ended.as_deref() == Some(pull.head_sha.as_str()))
     }
 }
 

@@ -38,11 +38,24 @@ impl Reconciler {
                 (&names.app_application, &app),
                 (&names.application, &helper),
             ] {
-                if let plan::Observed::Foreign { owner } = observed {
-                    // Another's object under this preview's name: left alone, said once.
-                    tracing::warn!(preview = row.id, application = %name, owner = %owner,
-                        "not deleting an Application that belongs to another preview");
+                if !matches!(observed, plan::Observed::Foreign { .. }) {
+                    continue;
                 }
+                // One this preview applied that now carries another's labels (a recreated
+                // state, a relabelling) still holds what it made: never taken for gone, and
+                // the preview stays until someone sorts it out. One it never applied is
+                // another's and, for this preview, absent.
+                let applied = db::ledger(&self.pool, row.id)
+                    .await?
+                    .into_iter()
+                    .any(|item| {
+                        item.kind == "Application" && &item.name == name && item.state != "gone"
+                    });
+                if applied {
+                    return self.report_conflict(row, name, observed, now).await;
+                }
+                tracing::warn!(preview = row.id, application = %name,
+                    "not deleting an Application that belongs to another preview");
             }
             let (entry, name) = match plan::plan_teardown(&app, &helper) {
                 Teardown::DeleteApp => {
@@ -50,7 +63,12 @@ impl Reconciler {
                 }
                 Teardown::DeleteHelper => (application(&names.application), &names.application),
                 Teardown::Wait => {
-                    let deleting = if app == plan::Observed::Missing {
+                    // The app's name held by another's object counts as gone (plan_teardown):
+                    // the running sync to stop is the helpers'.
+                    let deleting = if matches!(
+                        app,
+                        plan::Observed::Missing | plan::Observed::Foreign { .. }
+                    ) {
                         &names.application
                     } else {
                         &names.app_application

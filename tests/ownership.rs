@@ -1,5 +1,6 @@
-//! Review reproductions (branch `review`): each test asserts the behaviour the contract asks
-//! for and FAILS on main at e54f8e0, showing the defect.
+//! Previews across an upgrade, a recreated state and clock skew: the names they keep, the
+//! objects they own, and ends that hold against replays but not against genuine pushes
+//! (a hostile review's reproductions; each failed before its fix).
 
 mod common;
 
@@ -31,7 +32,7 @@ async fn recorded_names(app: &TestApp) -> Option<Names> {
 /// domain, not the host the live Application carries; re-adding the repository then
 /// re-renders the preview under that wrong host (a rename the contract forbids).
 #[tokio::test]
-async fn review_a_frozen_legacy_preview_records_the_host_it_actually_has() {
+async fn a_frozen_legacy_preview_records_the_host_it_actually_has() {
     let listed = format!(
         "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\ndomain = \"hello.example.com\"\n",
         common::SECRET
@@ -65,13 +66,20 @@ async fn review_a_frozen_legacy_preview_records_the_host_it_actually_has() {
         .pass()
         .await
         .unwrap();
-    let names = recorded_names(&app)
-        .await
-        .expect("recorded at the first reconcile");
     assert_eq!(
-        names.host, legacy.host,
-        "the recorded host must be the one the live Application carries"
+        recorded_names(&app).await,
+        None,
+        "frozen, its domain is unknown: nothing is recorded (the defaults' would be wrong)"
     );
+
+    // Listed again: recorded with its own domain, the host the live Application carries.
+    let TestApp { dir, .. } = app;
+    let app = TestApp::in_dir(dir, &listed).await;
+    std::sync::Arc::new(common::directory_reconciler(&app))
+        .pass()
+        .await
+        .unwrap();
+    assert_eq!(recorded_names(&app).await.unwrap().host, legacy.host);
 }
 
 /// An Application previewd itself wrote, but without today's instance label (written before
@@ -79,7 +87,7 @@ async fn review_a_frozen_legacy_preview_records_the_host_it_actually_has() {
 /// "failed" forever, and its close forgets it with every ledger item recorded "gone" while
 /// the Application (and so its namespace and database) is still there.
 #[tokio::test]
-async fn review_a_foreign_helper_is_not_recorded_gone_nor_forgotten_while_it_exists() {
+async fn a_foreign_helper_is_not_recorded_gone_nor_forgotten_while_it_exists() {
     // As labelled before 7bfbd83 (no instance label).
     foreign_own_helper(|text| {
         text.lines()
@@ -91,7 +99,7 @@ async fn review_a_foreign_helper_is_not_recorded_gone_nor_forgotten_while_it_exi
 }
 
 #[tokio::test]
-async fn review_a_recreated_state_does_not_forget_its_previous_states_objects_silently() {
+async fn a_recreated_state_does_not_forget_its_previous_states_objects_silently() {
     // Written by this previewd before its state was recreated (another instance id).
     foreign_own_helper(|text| {
         text.lines()
@@ -155,7 +163,7 @@ async fn foreign_own_helper(relabel: fn(&str) -> String) {
 /// same second as previewd's destroy (or later, by GitHub's clock, when previewd's runs a
 /// little ahead) is refused as if it were a replay.
 #[tokio::test]
-async fn review_a_push_after_a_destroy_by_githubs_clock_deploys_again() {
+async fn a_push_after_a_destroy_by_githubs_clock_deploys_again() {
     let app = TestApp::start().await;
     let reconciler = std::sync::Arc::new(common::directory_reconciler(&app));
     app.send(&Delivery::fixture("pull_request.opened")).await;
