@@ -86,12 +86,30 @@ impl KubeSink {
     /// Applies a new rendering with the sync of it asked for in the same write
     /// (`sync_request`): one write, so Argo CD's own auto-sync cannot run first and the
     /// hooks run once.
-    pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
+    ///
+    /// The write names the object it may change by `metadata.uid`: the one just read (checked
+    /// to be `owner`'s), or, when there was none, a fresh one. The API server never keeps a
+    /// uid given on create (apiserver registry/rest/meta.go FillObjectMetaSystemFields) and
+    /// refuses to change one on update (apimachinery api/validation/objectmeta.go, uid is
+    /// immutable), so an Application created or replaced under the name between the read
+    /// and this write is refused, not taken over by the forced apply.
+    pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut manifest = manifest.clone();
         if let Some(operation) = sync_request(&manifest) {
             manifest["operation"] = operation;
         }
+        let uid = match self.read(name).await? {
+            Some(app) => {
+                if let Some(other) = owner.mismatch(&labels_of(&app)) {
+                    let name = name.to_owned();
+                    return Err(Conflict { name, owner: other }.into());
+                }
+                app.metadata.uid.unwrap_or_default()
+            }
+            None => fresh_uid(),
+        };
+        manifest["metadata"]["uid"] = uid.into();
         self.api
             .patch(name, &params, &Patch::Apply(&manifest))
             .await
@@ -345,6 +363,22 @@ pub const RENDERING_INFO: &str = "previewd.dev/rendering";
 /// changes no ordinary object (a chart revision bump, a push only the app's hooks see, a
 /// redeploy) would never run its hooks — `NeedsSync` says previewd must ask. A failed
 /// operation for this rendering is a failure, also while Argo CD waits to retry it.
+/// A random RFC 4122 version-4 UUID, as the API server formats uids.
+fn fresh_uid() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
 /// An Application's labels as JSON, for `Owner::mismatch`.
 fn labels_of(app: &Application) -> Value {
     serde_json::to_value(&app.metadata.labels).unwrap_or_default()

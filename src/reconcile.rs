@@ -307,8 +307,10 @@ impl Reconciler {
             let rendered = rendered.as_ref().context("nothing to apply")?;
             let (manifest, hash) = &rendered.helper;
             db::record_intended(&self.pool, id, &rendered.entries, now).await?;
-            self.retry("apply", || self.sink.apply(&names.application, manifest))
-                .await?;
+            self.retry("apply", || {
+                self.sink.apply(&names.application, manifest, &owner)
+            })
+            .await?;
             let reason = format!("helper Application {} applied at {sha}", names.application);
             db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now).await?;
             tracing::info!(preview = %key, sha, "applied");
@@ -333,7 +335,7 @@ impl Reconciler {
                     let entry = ledger::app_entry(&names, &self.config);
                     db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
                     self.retry("apply", || {
-                        self.sink.apply(&names.app_application, manifest)
+                        self.sink.apply(&names.app_application, manifest, &owner)
                     })
                     .await?;
                     let reason = format!(

@@ -81,10 +81,11 @@ pub enum Sink {
 }
 
 impl Sink {
-    pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
+    /// Writes `manifest` as `name` unless an object of that name is another's (`Conflict`).
+    pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
         match self {
-            Self::Directory(sink) => sink.apply(name, manifest).await,
-            Self::Kubernetes(sink) => sink.apply(name, manifest).await,
+            Self::Directory(sink) => sink.apply(name, manifest, owner).await,
+            Self::Kubernetes(sink) => sink.apply(name, manifest, owner).await,
         }
     }
 
@@ -170,7 +171,8 @@ impl DirectorySink {
         self.dir.join(format!("{name}.yaml"))
     }
 
-    pub async fn apply(&self, name: &str, manifest: &Value) -> anyhow::Result<()> {
+    pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
+        self.refuse_foreign(name, owner).await?;
         let (dir, path, text) = (
             self.dir.clone(),
             self.path(name),
@@ -189,6 +191,17 @@ impl DirectorySink {
         serde_yaml_ng::from_str(&text)
             .with_context(|| format!("{} is not YAML", path.display()))
             .map(Some)
+    }
+
+    /// A `Conflict` when a file of that name is another's.
+    async fn refuse_foreign(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
+        if let Some(manifest) = self.read(name).await? {
+            if let Some(other) = owner.mismatch(&manifest["metadata"]["labels"]) {
+                let name = name.to_owned();
+                return Err(Conflict { name, owner: other }.into());
+            }
+        }
+        Ok(())
     }
 
     pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
@@ -237,15 +250,7 @@ impl DirectorySink {
     /// Removes the file if it is `owner`'s; a directory has no finalizers, so it is gone at
     /// once.
     pub async fn delete(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
-        if let Some(manifest) = self.read(name).await? {
-            if let Some(other) = owner.mismatch(&manifest["metadata"]["labels"]) {
-                return Err(Conflict {
-                    name: name.to_owned(),
-                    owner: other,
-                }
-                .into());
-            }
-        }
+        self.refuse_foreign(name, owner).await?;
         let (dir, path) = (self.dir.clone(), self.path(name));
         tokio::task::spawn_blocking(move || match std::fs::remove_file(&path) {
             Ok(()) => sync_dir(&dir),
@@ -299,7 +304,9 @@ mod tests {
         let sink = DirectorySink::new(dir.path().join("apps"));
         let me = owner("octo.app", "7");
         assert_eq!(sink.observe("a", &me).await.unwrap(), Observed::Missing);
-        sink.apply("a", &manifest("octo.app", "7")).await.unwrap();
+        sink.apply("a", &manifest("octo.app", "7"), &me)
+            .await
+            .unwrap();
         assert_eq!(
             sink.observe("a", &me).await.unwrap(),
             Observed::Present {
@@ -321,8 +328,19 @@ mod tests {
     async fn another_previews_file_of_the_same_name_is_foreign_and_never_deleted() {
         let dir = tempfile::tempdir().unwrap();
         let sink = DirectorySink::new(dir.path());
-        sink.apply("a", &manifest("acme.other", "7")).await.unwrap();
+        let other = owner("acme.other", "7");
+        sink.apply("a", &manifest("acme.other", "7"), &other)
+            .await
+            .unwrap();
         let me = owner("octo.app", "7");
+        let error = sink
+            .apply("a", &manifest("octo.app", "7"), &me)
+            .await
+            .unwrap_err();
+        assert!(
+            error.downcast_ref::<Conflict>().is_some(),
+            "never written over: {error:#}"
+        );
         assert!(matches!(
             sink.observe("a", &me).await.unwrap(),
             Observed::Foreign { owner } if owner.contains("acme.other")
