@@ -152,10 +152,9 @@ fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
 
 /// previewd with the fixture repository's app chart configured.
 async fn with_app_chart() -> TestApp {
-    TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
-        common::SECRET
-    ))
+    TestApp::start_with(
+        "[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
+    )
     .await
 }
 
@@ -173,10 +172,7 @@ async fn ready_preview(
 }
 
 async fn observed(app: &TestApp) -> String {
-    sqlx::query_scalar("SELECT observed FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap()
+    app.scalar("SELECT observed FROM previews").await
 }
 
 #[tokio::test]
@@ -224,12 +220,8 @@ async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_s
     ready_preview(&app, &reconciler, &applications).await;
 
     let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
     reconciler.pass().await.unwrap();
     let updated = applications.get(APP).await.unwrap();
     assert_eq!(
@@ -255,10 +247,7 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         .await;
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
-    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let error: Option<String> = app.scalar("SELECT last_error FROM previews").await;
     assert_eq!(
         (app.count("previews").await, observed(&app).await.as_str()),
         (1, "tearing_down"),
@@ -269,11 +258,7 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
     app.clock.advance(16 * 60);
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
-    let stuck: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'teardown_stuck'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let stuck: i64 = app.recorded("teardown_stuck").await;
     assert_eq!(
         (stuck, observed(&app).await.as_str()),
         (1, "teardown_stuck")
@@ -294,10 +279,7 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         "the namespace is still there"
     );
     let ledger: Vec<(String, String)> =
-        sqlx::query_as("SELECT kind, state FROM ledger ORDER BY id")
-            .fetch_all(app.pool())
-            .await
-            .unwrap();
+        app.rows("SELECT kind, state FROM ledger ORDER BY id").await;
     let waiting: Vec<_> = ledger.iter().filter(|(_, state)| state != "gone").collect();
     assert_eq!(waiting, [&("Namespace".into(), "deleting".into())]);
     assert!(
@@ -313,16 +295,9 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         .unwrap()
         .flatten();
     assert_eq!(app.count("previews").await, 0, "{error:?}");
-    let destroyed: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'destroyed'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let destroyed: i64 = app.recorded("destroyed").await;
     assert_eq!(destroyed, 1);
-    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'destroyed'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let reason: String = app.reason_recorded("destroyed").await;
     assert!(
         reason.contains(&format!("Namespace {NAMESPACE} gone")),
         "{reason}"
@@ -337,18 +312,12 @@ async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
     argo.failing_writes.store(3, Ordering::SeqCst);
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let error: Option<String> = app.scalar("SELECT last_error FROM previews").await;
     assert_eq!(observed(&app).await, "error");
     assert!(error.unwrap().contains("apply failed 3 times"));
     // A failed apply (a timeout the API server may have acted on) was recorded before it was
     // sent: teardown knows what may exist.
-    let ledger: Vec<(String, String)> = sqlx::query_as("SELECT kind, state FROM ledger")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let ledger: Vec<(String, String)> = app.rows("SELECT kind, state FROM ledger").await;
     assert!(
         ledger.contains(&("Application".into(), "applying".into()))
             && ledger.contains(&("Namespace".into(), "applying".into())),
@@ -386,11 +355,7 @@ async fn a_restart_in_the_middle_of_a_teardown_does_not_delete_twice_or_forget_e
         (app.count("previews").await, observed(&app).await.as_str()),
         (1, "tearing_down")
     );
-    let started: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'teardown_started'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let started: i64 = app.recorded("teardown_started").await;
     assert_eq!(started, 1);
     argo.released.store(true, Ordering::SeqCst);
     *argo.deleting.lock().unwrap() = None;
@@ -468,21 +433,14 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
     assert_eq!(observed(&app).await, "ready");
 
     let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
     reconciler.pass().await.unwrap();
     report_failed_migration(&applications, APP).await;
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     let (state, error): (String, Option<String>) =
-        sqlx::query_as("SELECT observed, last_error FROM previews")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+        app.row("SELECT observed, last_error FROM previews").await;
     assert_eq!(state, "failed");
     let error = error.unwrap();
     assert!(
@@ -496,10 +454,7 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
         "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
         "the app stays at the last head whose migration passed"
     );
-    let failures: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'failed'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let failures: i64 = app.recorded("failed").await;
     assert_eq!(failures, 1, "one history row per failure, not one per look");
 }
 
@@ -585,10 +540,7 @@ async fn an_application_of_the_same_name_from_another_repository_is_neither_over
     let after = applications.get(APP).await.unwrap();
     assert_eq!(after.rest["spec"]["project"], "victims", "not overwritten");
     assert_eq!(observed(&app).await, "failed");
-    let error: String = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let error: String = app.scalar("SELECT last_error FROM previews").await;
     assert!(
         error.contains("acme.payments") && error.contains("neither overwrites nor deletes"),
         "{error}"
@@ -716,11 +668,9 @@ async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     report_ready(&applications, &app_name).await;
     reconciler.pass().await.unwrap();
     assert_eq!(observed(&app).await, "ready");
-    let confirmed: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM ledger WHERE state = 'confirmed'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let confirmed: i64 = app
+        .scalar("SELECT COUNT(*) FROM ledger WHERE state = 'confirmed'")
+        .await;
     assert!(
         confirmed >= 3,
         "Argo CD's word confirms the ledger: {confirmed}"
