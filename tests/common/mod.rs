@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::{HeaderMap, Request, StatusCode};
 use hmac::{Hmac, Mac};
 use previewd::clock::ManualClock;
 use previewd::config::Config;
@@ -91,17 +91,18 @@ impl TestApp {
         &self.app.pool
     }
 
-    pub async fn send(&self, delivery: &Delivery) -> (StatusCode, serde_json::Value) {
-        let response = self
-            .router
-            .clone()
-            .oneshot(delivery.request())
-            .await
-            .unwrap();
-        let status = response.status();
+    /// `request` through the router: the answer's status, headers and body.
+    pub async fn answer(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let (status, headers) = (response.status(), response.headers().clone());
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
+        (status, headers, body.to_vec())
+    }
+
+    pub async fn send(&self, delivery: &Delivery) -> (StatusCode, serde_json::Value) {
+        let (status, _, body) = self.answer(delivery.request()).await;
         let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
         (status, json)
     }
@@ -112,16 +113,7 @@ impl TestApp {
         if let Some(auth) = auth {
             request = request.header("authorization", auth);
         }
-        let response = self
-            .router
-            .clone()
-            .oneshot(request.body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
+        let (status, _, body) = self.answer(request.body(Body::empty()).unwrap()).await;
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
