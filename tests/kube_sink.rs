@@ -132,6 +132,18 @@ async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
     with_namespaces(fake, argo)
 }
 
+/// A fake API server with Argo CD `argo` on it, and `app`'s reconciler applying there; its
+/// client, and the Applications in `argocd`.
+async fn on_a_cluster(
+    app: &TestApp,
+    argo: ArgoCd,
+) -> (Arc<ArgoCd>, kube::Client, Arc<Reconciler>, Api<Application>) {
+    let argo = Arc::new(argo);
+    let client = cluster(argo.clone()).await;
+    let applications = Api::namespaced(client.clone(), "argocd");
+    (argo, client.clone(), reconciler(app, client), applications)
+}
+
 fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
     let cert = SealingCert::from_pem(
         &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
@@ -177,12 +189,10 @@ async fn observed(app: &TestApp) -> String {
 
 #[tokio::test]
 async fn a_new_preview_is_applied_and_an_unchanged_one_is_not_written_again() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
+    let app = TestApp::start().await;
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
     let applied = applications.get(APP).await.unwrap();
     assert_eq!(
         applied.metadata.finalizers.as_deref(),
@@ -212,10 +222,8 @@ async fn a_new_preview_is_applied_and_an_unchanged_one_is_not_written_again() {
 
 #[tokio::test]
 async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_source() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app = TestApp::start().await;
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     // Argo CD reports the first push as synced and healthy.
     ready_preview(&app, &reconciler, &applications).await;
 
@@ -238,9 +246,8 @@ async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_s
 
 #[tokio::test]
 async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
+    let app = TestApp::start().await;
+    let (argo, client, reconciler, _) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
@@ -306,9 +313,8 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
 
 #[tokio::test]
 async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
+    let app = TestApp::start().await;
+    let (argo, client, reconciler, _) = on_a_cluster(&app, ArgoCd::default()).await;
     argo.failing_writes.store(3, Ordering::SeqCst);
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
@@ -419,10 +425,7 @@ async fn report_failed_migration(applications: &Api<Application>, name: &str) {
 #[tokio::test]
 async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
     let app = with_app_chart().await;
-    let argo = Arc::new(ArgoCd::default());
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     let app_name = APP.replace("-helpers", "-app");
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
@@ -463,10 +466,8 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
 /// terminate-op` does (server/application/application.go TerminateOperation).
 #[tokio::test]
 async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let app = TestApp::start().await;
+    let (_, client, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
@@ -521,11 +522,10 @@ fn owner_of(app: &Application) -> Owner {
 #[tokio::test]
 async fn an_application_of_the_same_name_from_another_repository_is_neither_overwritten_nor_deleted()
  {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let app = TestApp::start().await;
+    let argo = ArgoCd::default();
     argo.released.store(true, Ordering::SeqCst);
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, argo).await;
     let victim = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": APP, "namespace": "argocd", "labels": {
             "app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": "acme.payments",
@@ -559,11 +559,10 @@ async fn an_application_of_the_same_name_from_another_repository_is_neither_over
 /// and the delete (another preview's) fails the precondition instead of being deleted.
 #[tokio::test]
 async fn teardown_deletes_with_the_uid_it_read_as_a_precondition() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let app = TestApp::start().await;
+    let argo = ArgoCd::default();
     argo.released.store(true, Ordering::SeqCst);
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, argo).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     let uid = applications.get(APP).await.unwrap().metadata.uid.unwrap();
@@ -582,10 +581,8 @@ async fn teardown_deletes_with_the_uid_it_read_as_a_precondition() {
 /// ... and the teardown itself asks for it while Argo CD holds the deletion.
 #[tokio::test]
 async fn a_teardown_held_by_a_running_sync_asks_argo_cd_to_stop_it() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app = TestApp::start().await;
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
@@ -614,10 +611,8 @@ async fn a_teardown_held_by_a_running_sync_asks_argo_cd_to_stop_it() {
 /// while another sync ran), previewd asks again rather than wait forever or call it ready.
 #[tokio::test]
 async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app = TestApp::start().await;
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     ready_preview(&app, &reconciler, &applications).await;
 
     let self_heal = json!({"status": {"operationState": {"operation": {
@@ -643,10 +638,7 @@ async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
 #[tokio::test]
 async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     let app = with_app_chart().await;
-    let argo = Arc::new(ArgoCd::default());
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     let app_name = APP.replace("-helpers", "-app");
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
