@@ -373,6 +373,22 @@ async fn a_restart_in_the_middle_of_a_teardown_does_not_delete_twice_or_forget_e
     assert_eq!(app.count("previews").await, 0);
 }
 
+/// A merge patch of Application `name`, as Argo CD writes its status.
+async fn merge(applications: &Api<Application>, name: &str, patch: &serde_json::Value) {
+    applications
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// What Argo CD writes while a sync of the helper Application waits on a wave that never
+/// gets healthy.
+async fn report_a_sync_still_running(applications: &Api<Application>) {
+    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
+        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
+    merge(applications, APP, &stuck).await;
+}
+
 /// What Argo CD writes once its sync of `app` succeeded and it found it healthy.
 async fn report_ready(applications: &Api<Application>, name: &str) {
     let app = applications.get(name).await.unwrap();
@@ -390,10 +406,7 @@ async fn report_ready(applications: &Api<Application>, name: &str) {
         "operationState": {"phase": "Succeeded", "message": "successfully synced (all tasks run)",
                            "operation": asked, "syncResult": {"revision": revision, "source": source}},
     }});
-    applications
-        .patch(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge(applications, name, &status).await;
 }
 
 /// What Argo CD writes when the sync of `name`'s current source failed in its migration hook
@@ -416,10 +429,7 @@ async fn report_failed_migration(applications: &Api<Application>, name: &str) {
                  "hookType": "Sync", "syncPhase": "Sync", "hookPhase": "Failed", "status": "Synced",
                  "message": "Job has reached the specified backoff limit"}]}},
     }});
-    applications
-        .patch(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge(applications, name, &status).await;
 }
 
 #[tokio::test]
@@ -470,12 +480,7 @@ async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
     let (_, client, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
-        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
-        .await
-        .unwrap();
+    report_a_sync_still_running(&applications).await;
     let sink = KubeSink::new(client, "argocd");
     let owner = owner_of(&applications.get(APP).await.unwrap());
     assert!(sink.stop_operation(APP, &owner).await.unwrap());
@@ -495,10 +500,7 @@ async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
             .unwrap()
     );
     let stranger = Owner::instance("another-previewd");
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
-        .await
-        .unwrap();
+    report_a_sync_still_running(&applications).await;
     assert!(
         !sink.stop_operation(APP, &stranger).await.unwrap(),
         "another instance's Application is never touched"
@@ -585,12 +587,7 @@ async fn a_teardown_held_by_a_running_sync_asks_argo_cd_to_stop_it() {
     let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
-        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
-        .await
-        .unwrap();
+    report_a_sync_still_running(&applications).await;
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     reconciler.pass().await.unwrap();
@@ -617,10 +614,7 @@ async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
 
     let self_heal = json!({"status": {"operationState": {"operation": {
         "sync": {"resources": [{"kind": "ConfigMap", "name": "x"}]}, "initiatedBy": {"automated": true}, "info": null}}}});
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&self_heal))
-        .await
-        .unwrap();
+    merge(&applications, APP, &self_heal).await;
     reconciler.pass().await.unwrap();
     assert_eq!(
         observed(&app).await,
