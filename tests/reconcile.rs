@@ -53,6 +53,16 @@ async fn opened_and_reconciled() -> (TestApp, Arc<Reconciler>) {
     (app, reconciler)
 }
 
+/// The fixture PR is closed, and its teardown marked begun (the sink not yet called).
+async fn closed_and_teardown_started(app: &TestApp) {
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    let id: i64 = app.scalar("SELECT id FROM previews").await;
+    previewd::db::start_teardown(app.pool(), id, common::NOW)
+        .await
+        .unwrap();
+}
+
 async fn whats(app: &TestApp) -> Vec<String> {
     app.history(HELLO, 2)
         .await
@@ -201,14 +211,9 @@ async fn a_restart_in_the_middle_of_a_teardown_finishes_it_once() {
         .pass()
         .await
         .unwrap();
-    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
-        .await;
     // A crash between deleting the Application and forgetting the preview: the teardown is
     // marked and the file is gone, the row is still there.
-    let id: i64 = app.scalar("SELECT id FROM previews").await;
-    previewd::db::start_teardown(app.pool(), id, common::NOW)
-        .await
-        .unwrap();
+    closed_and_teardown_started(&app).await;
     std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();
     // "Restart": a fresh reconciler on the same state and directory.
     let after_restart = reconciler(&app, app.app.config.clone());
@@ -227,12 +232,7 @@ async fn a_restart_in_the_middle_of_a_teardown_finishes_it_once() {
 async fn a_pr_reopened_during_teardown_is_deployed_again_once() {
     let (app, reconciler) = opened_and_reconciled().await;
     // Closed, and the teardown begun (as with a sink whose deletion takes a while)...
-    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
-        .await;
-    let id: i64 = app.scalar("SELECT id FROM previews").await;
-    previewd::db::start_teardown(app.pool(), id, common::NOW)
-        .await
-        .unwrap();
+    closed_and_teardown_started(&app).await;
     // ...then reopened before it finished.
     app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
         .await;
