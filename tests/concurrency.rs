@@ -7,25 +7,50 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use common::{Delivery, TestApp};
-use sqlx::{Connection, Executor};
+use sqlx::{Connection, Executor, SqliteConnection};
+
+/// Another process (a CLI, a second connection) takes the write lock on `app`'s state and
+/// runs `sql` in it; the lock is held until the connection commits or rolls back.
+async fn hold_the_write_lock(app: &TestApp, sql: &str) -> SqliteConnection {
+    let state = app.dir.path().join("previewd.db");
+    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other.execute(sql).await.unwrap();
+    other
+}
+
+/// The fixture's `pull_request.opened`, as PR `n`.
+fn opened(n: u64) -> Delivery {
+    Delivery::fixture("pull_request.opened").number(n)
+}
+
+/// Sends every delivery at the same time; the answers, in the deliveries' order.
+async fn send_at_once<'a>(
+    app: &Arc<TestApp>,
+    deliveries: impl IntoIterator<Item = &'a Delivery>,
+) -> Vec<(StatusCode, serde_json::Value)> {
+    let tasks: Vec<_> = deliveries
+        .into_iter()
+        .map(|delivery| {
+            let (app, delivery) = (app.clone(), delivery.clone());
+            tokio::spawn(async move { app.send(&delivery).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_deliveries_land_exactly_once() {
     let app = std::sync::Arc::new(TestApp::start().await);
-    let deliveries: Vec<Delivery> = (1..=200)
-        .map(|n| Delivery::fixture("pull_request.opened").number(n))
-        .collect();
+    let deliveries: Vec<Delivery> = (1..=200).map(opened).collect();
     // Every delivery is sent twice at the same time, as a redelivery racing the original.
-    let mut tasks = Vec::new();
-    for delivery in deliveries.iter().chain(&deliveries) {
-        let delivery = delivery.clone();
-        let app = app.clone();
-        tasks.push(tokio::spawn(async move { app.send(&delivery).await }));
-    }
     let mut accepted = 0;
     let mut duplicates = 0;
-    for task in tasks {
-        let (status, body) = task.await.unwrap();
+    for (status, body) in send_at_once(&app, deliveries.iter().chain(&deliveries)).await {
         match status {
             StatusCode::ACCEPTED => accepted += 1,
             StatusCode::OK if body["outcome"] == "duplicate" => duplicates += 1,
@@ -42,21 +67,9 @@ async fn two_hundred_concurrent_deliveries_land_exactly_once() {
 async fn a_delivery_that_cannot_be_written_fails_alone_and_its_redelivery_succeeds() {
     let app = std::sync::Arc::new(TestApp::start().await);
     // Stand-in for a write that fails (disk full, a constraint): one PR number is refused.
-    sqlx::query("CREATE TRIGGER refuse_pr_13 BEFORE INSERT ON previews WHEN NEW.number = 13 BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
-        .execute(app.pool())
-        .await
-        .unwrap();
-    let deliveries: Vec<Delivery> = (1..=40)
-        .map(|n| Delivery::fixture("pull_request.opened").number(n))
-        .collect();
-    let mut tasks = Vec::new();
-    for delivery in &deliveries {
-        let delivery = delivery.clone();
-        let app = app.clone();
-        tasks.push(tokio::spawn(async move { app.send(&delivery).await }));
-    }
-    for (n, task) in (1..=40).zip(tasks) {
-        let (status, body) = task.await.unwrap();
+    app.execute("CREATE TRIGGER refuse_pr_13 BEFORE INSERT ON previews WHEN NEW.number = 13 BEGIN SELECT RAISE(ABORT, 'refused by test'); END").await;
+    let deliveries: Vec<Delivery> = (1..=40).map(opened).collect();
+    for (n, (status, body)) in (1..=40).zip(send_at_once(&app, &deliveries).await) {
         let expected = if n == 13 {
             StatusCode::SERVICE_UNAVAILABLE
         } else {
@@ -71,10 +84,7 @@ async fn a_delivery_that_cannot_be_written_fails_alone_and_its_redelivery_succee
         Some("failed")
     );
 
-    sqlx::query("DROP TRIGGER refuse_pr_13")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("DROP TRIGGER refuse_pr_13").await;
     assert_eq!(app.send(failed).await.0, StatusCode::ACCEPTED);
     assert_eq!(app.count("previews").await, 40);
     assert_eq!(
@@ -86,22 +96,21 @@ async fn a_delivery_that_cannot_be_written_fails_alone_and_its_redelivery_succee
 const TOKEN: &str = "s3cret-token";
 
 async fn app_with_token() -> Arc<TestApp> {
-    Arc::new(
-        TestApp::with_config(&format!(
-            "[github]\nwebhook_secret = {:?}\n[api]\ntoken = {TOKEN:?}\n",
-            common::SECRET
-        ))
-        .await,
-    )
+    Arc::new(TestApp::start_with(&format!("[api]\ntoken = {TOKEN:?}\n")).await)
+}
+
+/// An operator's destroy of Hello-World's PR `n` through the API.
+async fn destroy(app: &TestApp, n: u64) -> (StatusCode, String) {
+    let path = format!("/api/previews/codertocat/hello-world/{n}/destroy");
+    app.call("POST", &path, Some(&format!("Bearer {TOKEN}")))
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() {
     let app = app_with_token().await;
     for n in 1..=120 {
-        let (status, body) = app
-            .send(&Delivery::fixture("pull_request.opened").number(n))
-            .await;
+        let (status, body) = app.send(&opened(n)).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     // The load: destroys through the API while other PRs' deliveries (and pings)
@@ -113,7 +122,7 @@ async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() 
             let delivery = if n % 3 == 0 {
                 Delivery::fixture("ping").guid(&format!("ping-{n}"))
             } else {
-                Delivery::fixture("pull_request.opened").number(n)
+                opened(n)
             };
             app.send(&delivery).await
         }));
@@ -121,11 +130,7 @@ async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() 
     let mut destroys = Vec::new();
     for n in 1..=120 {
         let app = app.clone();
-        destroys.push(tokio::spawn(async move {
-            let path = format!("/api/previews/codertocat/hello-world/{n}/destroy");
-            app.call("POST", &path, Some(&format!("Bearer {TOKEN}")))
-                .await
-        }));
+        destroys.push(tokio::spawn(async move { destroy(&app, n).await }));
     }
     for (n, task) in (1..=120).zip(destroys) {
         let (status, body) = task.await.unwrap();
@@ -135,12 +140,11 @@ async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() 
         let (status, body) = task.await.unwrap();
         assert!(status.is_success(), "{status}: {body}");
     }
-    let destroyed: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM previews WHERE desired = 'absent' AND end_reason = 'destroyed'",
-    )
-    .fetch_one(app.pool())
-    .await
-    .unwrap();
+    let destroyed: i64 = app
+        .scalar(
+            "SELECT COUNT(*) FROM previews WHERE desired = 'absent' AND end_reason = 'destroyed'",
+        )
+        .await;
     assert_eq!(destroyed, 120);
 }
 
@@ -148,14 +152,9 @@ async fn a_hundred_and_twenty_destroys_while_deliveries_stream_in_all_succeed() 
 async fn a_destroy_that_reads_then_writes_waits_for_another_writer_instead_of_failing() {
     let app = app_with_token().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    // Another process (a CLI, a second connection) holds the write lock for a moment.
-    let state = app.dir.path().join("previewd.db");
-    let mut other = previewd::db::writer_connection(&state).await.unwrap();
-    other.execute("BEGIN IMMEDIATE").await.unwrap();
-    other
-        .execute("UPDATE previews SET title = 'held' WHERE number = 2")
-        .await
-        .unwrap();
+    // Another process holds the write lock for a moment.
+    let mut other =
+        hold_the_write_lock(&app, "UPDATE previews SET title = 'held' WHERE number = 2").await;
     let pool = app.pool().clone();
     let destroy = tokio::spawn(async move {
         previewd::db::request_destroy(&pool, "codertocat/hello-world", 2, "api", common::NOW).await
@@ -175,24 +174,16 @@ async fn a_reconcile_that_finds_the_state_busy_is_retried_not_recorded_as_failed
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     // A push: the next pass has a new head to apply, and so writes.
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha("b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b")
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
+    app.send(&Delivery::push(
+        "b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b",
+        "2019-05-15T16:00:00Z",
+    ))
     .await;
-    let before: String = sqlx::query_scalar("SELECT observed FROM previews WHERE number = 2")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let before: String = app
+        .scalar("SELECT observed FROM previews WHERE number = 2")
+        .await;
     // Another process holds the write lock past the busy timeout (5 s), then lets go.
-    let state = app.dir.path().join("previewd.db");
-    let mut other = previewd::db::writer_connection(&state).await.unwrap();
-    other.execute("BEGIN IMMEDIATE").await.unwrap();
-    other
-        .execute("UPDATE leases SET holder = holder")
-        .await
-        .unwrap();
+    let mut other = hold_the_write_lock(&app, "UPDATE leases SET holder = holder").await;
     let holder = tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(5_500)).await;
         other.execute("COMMIT").await.unwrap();
@@ -200,15 +191,10 @@ async fn a_reconcile_that_finds_the_state_busy_is_retried_not_recorded_as_failed
     });
     let _ = reconciler.pass().await;
     holder.await.unwrap();
-    let (observed, last_error): (String, Option<String>) =
-        sqlx::query_as("SELECT observed, last_error FROM previews WHERE number = 2")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
-    let errors: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'error'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let (observed, last_error): (String, Option<String>) = app
+        .row("SELECT observed, last_error FROM previews WHERE number = 2")
+        .await;
+    let errors: i64 = app.recorded("error").await;
     assert_eq!(
         (observed, last_error, errors),
         (before, None, 0),
@@ -216,10 +202,9 @@ async fn a_reconcile_that_finds_the_state_busy_is_retried_not_recorded_as_failed
     );
     // Once the lock is free, the retry applies the push.
     reconciler.pass().await.unwrap();
-    let head: String = sqlx::query_scalar("SELECT head_sha FROM previews WHERE number = 2")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let head: String = app
+        .scalar("SELECT head_sha FROM previews WHERE number = 2")
+        .await;
     assert!(head.starts_with("b1e5a3f"), "{head}");
 }
 
@@ -227,38 +212,21 @@ async fn a_reconcile_that_finds_the_state_busy_is_retried_not_recorded_as_failed
 async fn a_destroy_that_cannot_get_the_lock_within_the_busy_timeout_answers_503_with_retry_after() {
     let app = app_with_token().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    let state = app.dir.path().join("previewd.db");
-    let mut other = previewd::db::writer_connection(&state).await.unwrap();
-    other.execute("BEGIN IMMEDIATE").await.unwrap();
-    other
-        .execute("UPDATE leases SET holder = holder")
-        .await
-        .unwrap();
+    let mut other = hold_the_write_lock(&app, "UPDATE leases SET holder = holder").await;
     let request = axum::http::Request::builder()
         .method("POST")
         .uri("/api/previews/codertocat/hello-world/2/destroy")
         .header("authorization", format!("Bearer {TOKEN}"))
         .body(axum::body::Body::empty())
         .unwrap();
-    let response = tower::ServiceExt::oneshot(app.router.clone(), request)
-        .await
-        .unwrap();
+    let (status, headers, _) = app.answer(request).await;
     other.execute("ROLLBACK").await.unwrap();
-    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
-        response
-            .headers()
-            .get("retry-after")
-            .map(|v| v.to_str().unwrap()),
+        headers.get("retry-after").map(|v| v.to_str().unwrap()),
         Some("1")
     );
     // Asked again once the lock is free, it succeeds.
-    let (status, body) = app
-        .call(
-            "POST",
-            "/api/previews/codertocat/hello-world/2/destroy",
-            Some(&format!("Bearer {TOKEN}")),
-        )
-        .await;
+    let (status, body) = destroy(&app, 2).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }

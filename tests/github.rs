@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::http::Method;
 use common::github::{BOT, FakeGitHub, Fault};
-use common::{Delivery, TestApp};
+use common::{Delivery, TestApp, eventually};
 use previewd::feedback::Feedback;
 use previewd::github::GitHub;
 use previewd::reconcile::Reconciler;
@@ -17,12 +17,15 @@ use serde_json::{Value, json};
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
 const HELLO: &str = "codertocat/hello-world";
 const HEAD: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+/// What the fixture PR's author pushes next, in most tests.
+const SECONDARY_RATE_LIMIT: &str = "You have exceeded a secondary rate limit.";
+const NOT_ACCESSIBLE: &str = "Resource not accessible by integration";
+const NEW_HEAD: &str = "4444444444444444444444444444444444444444";
 
 async fn setup() -> (TestApp, FakeGitHub, Previewd) {
     let github = FakeGitHub::start().await;
-    let app = TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\ntoken = \"test-token\"\napi_url = {:?}\n",
-        common::SECRET,
+    let app = TestApp::start_with(&format!(
+        "token = \"test-token\"\napi_url = {:?}\n",
         github.url
     ))
     .await;
@@ -73,6 +76,26 @@ impl Previewd {
         self.feedback.report().await;
     }
 
+    /// The fixture PR (Hello-World's #2) is opened, and one pass made.
+    async fn open(&self, app: &TestApp) {
+        app.send(&Delivery::fixture("pull_request.opened")).await;
+        self.pass().await;
+    }
+
+    /// The fixture PR opened from a fork at `HEAD`, and one pass made: it awaits approval.
+    async fn open_from_a_fork(&self, app: &TestApp) {
+        app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
+            .await;
+        self.pass().await;
+    }
+
+    /// `n` passes in a row.
+    async fn passes(&self, n: usize) {
+        for _ in 0..n {
+            self.pass().await;
+        }
+    }
+
     /// Both loops running, as in `serve`; notify the answer to stop them.
     fn run(&self, app: &TestApp) -> Arc<tokio::sync::Notify> {
         let stop = Arc::new(tokio::sync::Notify::new());
@@ -102,10 +125,36 @@ fn command(line: &str, login: &str, association: &str, comment_id: u64) -> Deliv
 }
 
 async fn desired(app: &TestApp) -> String {
-    sqlx::query_scalar("SELECT desired FROM previews WHERE number = 2")
-        .fetch_one(app.pool())
+    app.scalar("SELECT desired FROM previews WHERE number = 2")
         .await
-        .unwrap()
+}
+
+/// The fixture PR's author pushes `NEW_HEAD` (at 16:00).
+async fn push_new_head(app: &TestApp) {
+    app.send(&Delivery::push(NEW_HEAD, "2019-05-15T16:00:00Z"))
+        .await;
+}
+
+/// The fixture PR is closed unmerged (at 17:00).
+async fn close(app: &TestApp) {
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+}
+
+/// The fixture PR as GitHub's pull request listing has it.
+fn listed_pull(number: u64, state: &str, sha: &str) -> Value {
+    json!({
+        "number": number, "state": state, "title": "Listed", "draft": false,
+        "user": {"login": "Codertocat"}, "merged_at": null,
+        "updated_at": "2026-11-29T11:00:00Z",
+        "head": {"sha": sha, "ref": "feature", "repo": {"id": 186853002}},
+        "base": {"ref": "main", "repo": {"id": 186853002}},
+    })
+}
+
+/// The body of the (first) sticky comment.
+fn sticky_body(github: &FakeGitHub) -> String {
+    sticky(github)[0]["body"].as_str().unwrap().to_owned()
 }
 
 fn sticky(github: &FakeGitHub) -> Vec<Value> {
@@ -126,11 +175,9 @@ fn sticky(github: &FakeGitHub) -> Vec<Value> {
 #[tokio::test]
 async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
     let (app, github, previewd) = setup().await;
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
-    let comments = sticky(&github);
-    assert_eq!(comments.len(), 1);
-    let body = comments[0]["body"].as_str().unwrap();
+    previewd.open(&app).await;
+    assert_eq!(sticky(&github).len(), 1);
+    let body = sticky_body(&github);
     assert!(
         body.contains("Deploying") && body.contains("`ec26c3e`"),
         "{body}"
@@ -145,37 +192,27 @@ async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
     previewd.pass().await;
     assert_eq!(github.count("POST", "") + github.count("PATCH", ""), writes);
 
-    let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    push_new_head(&app).await;
     previewd.pass().await;
-    let comments = sticky(&github);
-    assert_eq!(comments.len(), 1, "edited in place, not posted again");
-    assert!(comments[0]["body"].as_str().unwrap().contains("`4444444`"));
+    assert_eq!(
+        sticky(&github).len(),
+        1,
+        "edited in place, not posted again"
+    );
+    assert!(sticky_body(&github).contains("`4444444`"));
     assert_eq!(github.count("PATCH", "/issues/comments/"), 1);
 
-    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
-        .await;
-    previewd.pass().await;
-    previewd.pass().await;
-    let comments = sticky(&github);
-    assert_eq!(comments.len(), 1);
-    assert!(
-        comments[0]["body"].as_str().unwrap().contains("Destroyed"),
-        "{}",
-        comments[0]["body"]
-    );
+    close(&app).await;
+    previewd.passes(2).await;
+    assert_eq!(sticky(&github).len(), 1);
+    let body = sticky_body(&github);
+    assert!(body.contains("Destroyed"), "{body}");
 }
 
 #[tokio::test]
 async fn deployments_are_transient_per_head_and_end_inactive() {
     let (app, github, previewd) = setup().await;
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    previewd.open(&app).await;
     {
         let hub = github.hub();
         assert_eq!(hub.deployments.len(), 1);
@@ -195,18 +232,10 @@ async fn deployments_are_transient_per_head_and_end_inactive() {
             "http://127.0.0.1:8080/previews/codertocat/hello-world/2"
         );
     }
-    let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    push_new_head(&app).await;
     previewd.pass().await;
-    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
-        .await;
-    previewd.pass().await;
-    previewd.pass().await;
+    close(&app).await;
+    previewd.passes(2).await;
     let hub = github.hub();
     assert_eq!(hub.deployments.len(), 2, "one per head SHA");
     let states: Vec<(u64, String)> = hub
@@ -232,40 +261,27 @@ async fn deployments_are_transient_per_head_and_end_inactive() {
 #[tokio::test]
 async fn a_502_on_a_post_does_not_duplicate_the_comment() {
     let (app, github, previewd) = setup().await;
-    github.fail(Fault {
-        method: Method::POST,
-        path_contains: "/issues/2/comments".into(),
-        status: 502,
-        times: 1,
-        after_write: true,
-        headers: vec![],
-        message: "Bad Gateway".into(),
-    });
+    github.fail(
+        Fault::post("/issues/2/comments", 502, "Bad Gateway")
+            .times(1)
+            .after_write(),
+    );
     app.send(&Delivery::fixture("pull_request.opened")).await;
     previewd.pass().await; // the comment is made, but previewd hears a 502
     app.clock.advance(60);
-    previewd.pass().await;
-    previewd.pass().await;
+    previewd.passes(2).await;
     assert_eq!(sticky(&github).len(), 1);
-    assert_eq!(
-        github.count("POST", "/issues/2/comments"),
-        1,
-        "never posted twice"
-    );
+    assert_eq!(github.posts("/issues/2/comments"), 1, "never posted twice");
 }
 
 #[tokio::test]
 async fn a_secondary_rate_limit_holds_the_installation_until_retry_after_and_then_it_goes_on() {
     let (app, github, previewd) = setup().await;
-    github.fail(Fault {
-        method: Method::POST,
-        path_contains: "/issues/2/comments".into(),
-        status: 403,
-        times: 1,
-        after_write: false,
-        headers: vec![("retry-after", "1".into())],
-        message: "You have exceeded a secondary rate limit.".into(),
-    });
+    github.fail(
+        Fault::post("/issues/2/comments", 403, SECONDARY_RATE_LIMIT)
+            .times(1)
+            .retry_after("1"),
+    );
     app.send(&Delivery::fixture("pull_request.opened")).await;
     let started = std::time::Instant::now();
     previewd.pass().await;
@@ -285,7 +301,7 @@ async fn a_secondary_rate_limit_holds_the_installation_until_retry_after_and_the
     previewd.pass().await;
     assert_eq!(sticky(&github).len(), 1);
     assert_eq!(
-        github.count("POST", "/issues/2/comments"),
+        github.posts("/issues/2/comments"),
         2,
         "refused once, then made"
     );
@@ -294,45 +310,31 @@ async fn a_secondary_rate_limit_holds_the_installation_until_retry_after_and_the
 #[tokio::test]
 async fn read_permission_refuses_destroy_and_write_accepts_it() {
     let (app, github, previewd) = setup().await;
-    {
-        let mut hub = github.hub();
-        hub.permissions.insert("reader".into(), "read".into());
-        hub.permissions.insert("writer".into(), "write".into());
-    }
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    github.grant("reader", "read");
+    github.grant("writer", "write");
+    previewd.open(&app).await;
 
     app.send(&command("/preview destroy", "reader", "MEMBER", 501))
         .await;
     previewd.pass().await;
     assert_eq!(desired(&app).await, "deployed");
-    let refused: String = sqlx::query_scalar("SELECT status FROM commands WHERE comment_id = 501")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let refused: String = app
+        .scalar("SELECT status FROM commands WHERE comment_id = 501")
+        .await;
     assert_eq!(refused, "refused");
-    assert!(github.hub().reactions.contains(&(501, "confused".into())));
-    assert!(!github.hub().reactions.contains(&(501, "eyes".into())));
-    let history: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM history WHERE what = 'command_refused' AND actor = 'reader'",
-    )
-    .fetch_one(app.pool())
-    .await
-    .unwrap();
+    assert!(github.reacted(501, "confused"));
+    assert!(!github.reacted(501, "eyes"));
+    let history: i64 = app
+        .scalar("SELECT COUNT(*) FROM history WHERE what = 'command_refused' AND actor = 'reader'")
+        .await;
     assert_eq!(history, 1, "refusals are recorded with the actor");
 
     app.send(&command("/preview destroy", "writer", "MEMBER", 502))
         .await;
     previewd.pass().await;
-    assert!(github.hub().reactions.contains(&(502, "eyes".into())));
-    assert!(github.hub().reactions.contains(&(502, "rocket".into())));
-    let replies: Vec<String> = github
-        .hub()
-        .comments
-        .iter()
-        .map(|c| c["body"].as_str().unwrap().to_owned())
-        .filter(|b| b.contains("previewd:reply"))
-        .collect();
+    assert!(github.reacted(502, "eyes"));
+    assert!(github.reacted(502, "rocket"));
+    let replies = github.replies();
     assert_eq!(replies.len(), 2);
     assert!(replies[0].contains("Sorry @reader"), "{}", replies[0]);
     assert!(
@@ -341,10 +343,9 @@ async fn read_permission_refuses_destroy_and_write_accepts_it() {
         replies[1]
     );
     assert_eq!(app.count("previews").await, 0, "torn down in the same pass");
-    let answered: i64 = sqlx::query_scalar("SELECT answered FROM commands WHERE comment_id = 502")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let answered: i64 = app
+        .scalar("SELECT answered FROM commands WHERE comment_id = 502")
+        .await;
     assert_eq!(answered, 1, "the command outlives its preview");
 }
 
@@ -354,12 +355,8 @@ async fn read_permission_refuses_destroy_and_write_accepts_it() {
 #[tokio::test]
 async fn a_private_member_arriving_as_contributor_is_asked_for_once_and_obeyed() {
     let (app, github, previewd) = setup().await;
-    github
-        .hub()
-        .permissions
-        .insert("quiet-member".into(), "write".into());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    github.grant("quiet-member", "write");
+    previewd.open(&app).await;
 
     app.send(&command(
         "/preview keep",
@@ -376,62 +373,48 @@ async fn a_private_member_arriving_as_contributor_is_asked_for_once_and_obeyed()
     ))
     .await;
     previewd.pass().await;
-    let statuses: Vec<String> = sqlx::query_scalar(
-        "SELECT status FROM commands WHERE comment_id IN (601, 602) ORDER BY comment_id",
-    )
-    .fetch_all(app.pool())
-    .await
-    .unwrap();
+    let statuses: Vec<String> = app
+        .scalars("SELECT status FROM commands WHERE comment_id IN (601, 602) ORDER BY comment_id")
+        .await;
     assert_eq!(statuses, ["done", "done"]);
-    let asked = github
-        .hub()
-        .log
-        .iter()
-        .filter(|line| line.contains("/collaborators/"))
-        .count();
-    assert_eq!(asked, 1, "the answer is cached: {:?}", github.hub().log);
+    assert_eq!(
+        github.count("", "/collaborators/"),
+        1,
+        "the answer is cached: {:?}",
+        github.hub().log
+    );
 }
 
 #[tokio::test]
 async fn the_authors_own_extend_is_bounded_by_the_maximum_lifetime() {
     let (app, github, previewd) = setup().await;
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    previewd.open(&app).await;
     app.send(&command("/preview extend 30d", "Codertocat", "OWNER", 601))
         .await;
     previewd.pass().await;
-    let (created, expires): (i64, i64) =
-        sqlx::query_as("SELECT created_at, expires_at FROM previews WHERE number = 2")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let (created, expires): (i64, i64) = app
+        .row("SELECT created_at, expires_at FROM previews WHERE number = 2")
+        .await;
     assert_eq!(
         expires - created,
         14 * 86_400,
         "capped at defaults.max_lifetime"
     );
-    assert!(reply_to(&github, 601).contains("maximum lifetime"));
+    assert!(github.reply_to(601).contains("maximum lifetime"));
 }
 
 #[tokio::test]
 async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
     let (app, github, previewd) = setup().await;
-    maintainer_has(&github, "admin");
-    app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
-        .await;
-    previewd.pass().await;
+    github.grant("maintainer", "admin");
+    previewd.open_from_a_fork(&app).await;
     assert_eq!(desired(&app).await, "awaiting_approval");
     assert_eq!(
         rendered_files(&app),
         0,
         "nothing deployed before the approval"
     );
-    assert!(
-        sticky(&github)[0]["body"]
-            .as_str()
-            .unwrap()
-            .contains("/preview approve")
-    );
+    assert!(sticky_body(&github).contains("/preview approve"));
 
     let approve = format!("/preview approve {}", &HEAD[..7]);
     app.send(&command(&approve, "maintainer", "MEMBER", 701))
@@ -439,10 +422,7 @@ async fn a_fork_pr_deploys_only_after_approve_and_a_new_push_needs_a_new_one() {
     previewd.pass().await;
     assert_eq!(desired(&app).await, "deployed");
     assert_eq!(rendered_files(&app), 1);
-    let approved: String = sqlx::query_scalar("SELECT approved_sha FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let approved: String = app.scalar("SELECT approved_sha FROM previews").await;
     assert_eq!(approved, HEAD);
 
     app.send(&fork_opened(
@@ -502,10 +482,7 @@ async fn every_recorded_issue_comment_goes_through_intake_and_the_command_path()
         assert_eq!(status, if queues { 202 } else { 200 }, "{name}: {answer}");
     }
     previewd.pass().await;
-    let statuses: Vec<String> = sqlx::query_scalar("SELECT status FROM commands ORDER BY id")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let statuses: Vec<String> = app.scalars("SELECT status FROM commands ORDER BY id").await;
     assert!(!statuses.is_empty());
     assert!(
         statuses.iter().all(|s| s == "done"),
@@ -516,32 +493,17 @@ async fn every_recorded_issue_comment_goes_through_intake_and_the_command_path()
 #[tokio::test]
 async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_changes_nothing() {
     let (app, github, previewd) = setup().await;
-    let pull = |number: u64, state: &str, sha: &str| {
-        json!({
-            "number": number, "state": state, "title": "Lost webhook", "draft": false,
-            "user": {"login": "octocat"}, "merged_at": null,
-            "updated_at": "2026-11-29T11:00:00Z",
-            "head": {"sha": sha, "ref": "feature", "repo": {"id": 186853002}},
-            "base": {"ref": "main", "repo": {"id": 186853002}},
-        })
-    };
     // PR #2 is tracked but was closed while previewd was away; PR #9 opened unseen.
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
-    github.fail(Fault {
-        method: Method::GET,
-        path_contains: "/pulls".into(),
-        status: 500,
-        times: 3,
-        after_write: false,
-        headers: vec![],
-        message: "Server Error".into(),
-    });
+    previewd.open(&app).await;
+    github.fail(Fault::get("/pulls", 500, "Server Error").times(3));
     {
         let mut hub = github.hub();
-        hub.pulls.push(pull(2, "closed", HEAD));
-        hub.pulls
-            .push(pull(9, "open", "9999999999999999999999999999999999999999"));
+        hub.pulls.push(listed_pull(2, "closed", HEAD));
+        hub.pulls.push(listed_pull(
+            9,
+            "open",
+            "9999999999999999999999999999999999999999",
+        ));
     }
     assert_eq!(previewd.reconciler.resync().await.unwrap(), 0);
     assert_eq!(
@@ -554,10 +516,9 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
 
     assert_eq!(previewd.reconciler.resync().await.unwrap(), 2);
     previewd.pass().await;
-    let numbers: Vec<i64> = sqlx::query_scalar("SELECT number FROM previews ORDER BY number")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let numbers: Vec<i64> = app
+        .scalars("SELECT number FROM previews ORDER BY number")
+        .await;
     assert_eq!(numbers, [9], "#2 closed and gone, #9 deployed");
     assert_eq!(
         previewd.reconciler.resync().await.unwrap(),
@@ -575,26 +536,6 @@ fn fork_opened(sha: &str, at: &str, guid: &str) -> Delivery {
         .guid(guid)
 }
 
-/// GitHub says `maintainer` has `permission` on the repository.
-fn maintainer_has(github: &FakeGitHub, permission: &str) {
-    github
-        .hub()
-        .permissions
-        .insert("maintainer".into(), permission.into());
-}
-
-/// The body of previewd's reply to comment `id`.
-fn reply_to(github: &FakeGitHub, id: u64) -> String {
-    let marker = format!("previewd:reply {id}");
-    github
-        .hub()
-        .comments
-        .iter()
-        .map(|c| c["body"].as_str().unwrap().to_owned())
-        .find(|body| body.contains(&marker))
-        .unwrap_or_else(|| panic!("no reply to {id}"))
-}
-
 fn rendered_files(app: &TestApp) -> usize {
     std::fs::read_dir(app.dir.path().join("rendered")).map_or(0, |d| d.count())
 }
@@ -602,51 +543,42 @@ fn rendered_files(app: &TestApp) -> usize {
 #[tokio::test]
 async fn a_github_app_mints_an_installation_token_once_and_acts_with_it() {
     let github = FakeGitHub::start().await;
-    let app = TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\napp_id = 4242\nprivate_key_path = \"{FIXTURES}/test-key.pem\"\napi_url = {:?}\n",
-        common::SECRET,
+    let app = TestApp::start_with(&format!(
+        "app_id = 4242\nprivate_key_path = \"{FIXTURES}/test-key.pem\"\napi_url = {:?}\n",
         github.url
     ))
     .await;
     let previewd = Previewd::new(&app);
     app.send(&Delivery::fixture("pull_request.opened")).await; // installation 1
     previewd.pass().await;
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha("4444444444444444444444444444444444444444")
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    push_new_head(&app).await;
     previewd.pass().await;
     assert_eq!(sticky(&github).len(), 1, "found again by `<slug>[bot]`");
     assert_eq!(
-        github.count("POST", "/app/installations/1/access_tokens"),
+        github.posts("/app/installations/1/access_tokens"),
         1,
         "minted once, then cached"
     );
     let hub = github.hub();
-    for (line, header) in hub.log.iter().zip(&hub.auth) {
-        if line.contains(" /app") {
-            assert!(
-                header.starts_with("Bearer ey"),
-                "the App's JWT for {line}: {header}"
-            );
-        } else {
-            assert!(
-                header.ends_with("ghs_installation1"),
-                "the installation's token for {line}: {header}"
-            );
-        }
-    }
+    let (as_the_app, as_the_installation): (Vec<_>, Vec<_>) = hub
+        .log
+        .iter()
+        .zip(&hub.auth)
+        .partition(|(line, _)| line.contains(" /app"));
+    let jwt = |(_, header): &(&String, &String)| header.starts_with("Bearer ey");
+    assert!(as_the_app.iter().all(jwt), "the App's JWT: {as_the_app:?}");
+    let token = |(_, header): &(&String, &String)| header.ends_with("ghs_installation1");
+    assert!(
+        as_the_installation.iter().all(token),
+        "the installation's token: {as_the_installation:?}"
+    );
 }
 
 #[tokio::test]
 async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
     let (app, github, previewd) = setup().await;
-    maintainer_has(&github, "write");
-    app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
-        .await;
-    previewd.pass().await;
+    github.grant("maintainer", "write");
+    previewd.open_from_a_fork(&app).await;
     let approve = format!("/preview approve {HEAD}");
     app.send(&command(&approve, "maintainer", "MEMBER", 901))
         .await;
@@ -661,7 +593,7 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
     previewd.pass().await;
     assert_eq!(desired(&app).await, "awaiting_approval");
     assert_eq!(rendered_files(&app), 0, "the new head never ran");
-    let reply = reply_to(&github, 901);
+    let reply = github.reply_to(901);
     assert!(
         reply.contains("nothing was approved")
             && reply.contains("6666666666666666666666666666666666666666"),
@@ -669,25 +601,30 @@ async fn an_approval_does_not_cover_a_push_that_landed_after_the_comment() {
     );
 }
 
-/// A fork PR opened at `HEAD` whose author pushes `head` at `pushed_at`, and the reply to
-/// the maintainer's `line` (commented at 15:30:00, see `command`).
-async fn approve_after_a_push(line: &str, head: &str, pushed_at: &str) -> (TestApp, String) {
+/// A fork PR opened at `HEAD` whose author pushes `head` at 15:29:55, seconds before the
+/// maintainer's `line` (commented at 15:30:00, see `command`); and the reply to it.
+async fn approve_after_a_push(line: &str, head: &str) -> (TestApp, String) {
     let (app, github, previewd) = setup().await;
-    maintainer_has(&github, "write");
-    app.send(&fork_opened(HEAD, "2019-05-15T15:20:33Z", "f1"))
+    github.grant("maintainer", "write");
+    previewd.open_from_a_fork(&app).await;
+    app.send(&fork_opened(head, "2019-05-15T15:29:55Z", "f2"))
         .await;
-    previewd.pass().await;
-    app.send(&fork_opened(head, pushed_at, "f2")).await;
     app.send(&command(line, "maintainer", "MEMBER", 911)).await;
     previewd.pass().await;
-    (app, reply_to(&github, 911))
+    (app, github.reply_to(911))
+}
+
+/// After `approve_after_a_push`: the fork still waits, nothing approved, nothing deployed;
+/// and the reply says `says` and names the `pushed` head.
+async fn assert_approved_nothing(app: &TestApp, reply: &str, says: &str, pushed: &str) {
+    assert_eq!(desired(app).await, "awaiting_approval");
+    assert_eq!(approved_sha(app).await, None);
+    assert_eq!(rendered_files(app), 0, "the push never ran");
+    assert!(reply.contains(says) && reply.contains(pushed), "{reply}");
 }
 
 async fn approved_sha(app: &TestApp) -> Option<String> {
-    sqlx::query_scalar("SELECT approved_sha FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap()
+    app.scalar("SELECT approved_sha FROM previews").await
 }
 
 /// The attack of issue #13: a push seconds before the maintainer's bare `/preview approve`
@@ -695,15 +632,8 @@ async fn approved_sha(app: &TestApp) -> Option<String> {
 #[tokio::test]
 async fn an_approval_naming_no_commit_approves_nothing_and_names_the_head() {
     let pushed = "7777777777777777777777777777777777777777";
-    let (app, reply) =
-        approve_after_a_push("/preview approve", pushed, "2019-05-15T15:29:55Z").await;
-    assert_eq!(desired(&app).await, "awaiting_approval");
-    assert_eq!(approved_sha(&app).await, None);
-    assert_eq!(rendered_files(&app), 0, "the push never ran");
-    assert!(
-        reply.contains("Nothing was approved") && reply.contains(pushed),
-        "{reply}"
-    );
+    let (app, reply) = approve_after_a_push("/preview approve", pushed).await;
+    assert_approved_nothing(&app, &reply, "Nothing was approved", pushed).await;
 }
 
 /// The maintainer read `HEAD` and names it; the push that landed just before the comment
@@ -712,26 +642,15 @@ async fn an_approval_naming_no_commit_approves_nothing_and_names_the_head() {
 async fn approving_the_commit_read_after_a_push_landed_approves_nothing() {
     let pushed = "7777777777777777777777777777777777777777";
     let line = format!("/preview approve {}", &HEAD[..7]);
-    let (app, reply) = approve_after_a_push(&line, pushed, "2019-05-15T15:29:55Z").await;
-    assert_eq!(desired(&app).await, "awaiting_approval");
-    assert_eq!(approved_sha(&app).await, None);
-    assert_eq!(rendered_files(&app), 0);
-    assert!(
-        reply.contains("`ec26c3e` is not the head") && reply.contains(pushed),
-        "{reply}"
-    );
+    let (app, reply) = approve_after_a_push(&line, pushed).await;
+    assert_approved_nothing(&app, &reply, "`ec26c3e` is not the head", pushed).await;
 }
 
 /// Naming the head that is there approves it: the full SHA it prefixes is stored.
 #[tokio::test]
 async fn approving_the_head_by_its_prefix_pins_the_full_sha() {
     let pushed = "7777777abcdef0123456789abcdef0123456789a";
-    let (app, reply) = approve_after_a_push(
-        "/preview approve 7777777ABC",
-        pushed,
-        "2019-05-15T15:29:55Z",
-    )
-    .await;
+    let (app, reply) = approve_after_a_push("/preview approve 7777777ABC", pushed).await;
     assert_eq!(desired(&app).await, "deployed", "{reply}");
     assert_eq!(approved_sha(&app).await.as_deref(), Some(pushed));
 }
@@ -740,38 +659,25 @@ async fn approving_the_head_by_its_prefix_pins_the_full_sha() {
 #[tokio::test]
 async fn deploy_on_an_unapproved_fork_approves_nothing() {
     let pushed = "7777777777777777777777777777777777777777";
-    let (app, reply) =
-        approve_after_a_push("/preview deploy", pushed, "2019-05-15T15:29:55Z").await;
-    assert_eq!(desired(&app).await, "awaiting_approval");
-    assert_eq!(approved_sha(&app).await, None);
-    assert!(reply.contains(pushed), "{reply}");
+    let (app, reply) = approve_after_a_push("/preview deploy", pushed).await;
+    assert_approved_nothing(&app, &reply, pushed, pushed).await;
 }
 
 #[tokio::test]
 async fn resync_does_not_bring_back_a_preview_destroyed_on_purpose() {
     let (app, github, previewd) = setup().await;
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    previewd.open(&app).await;
     app.send(&command("/preview destroy", "Codertocat", "OWNER", 950))
         .await;
     previewd.pass().await;
     assert_eq!(app.count("previews").await, 0);
-    let pull = |sha: &str| {
-        json!({
-            "number": 2, "state": "open", "title": "Still open", "draft": false,
-            "user": {"login": "Codertocat"}, "merged_at": null,
-            "updated_at": "2026-11-29T11:00:00Z",
-            "head": {"sha": sha, "ref": "feature", "repo": {"id": 186853002}},
-            "base": {"ref": "main", "repo": {"id": 186853002}},
-        })
-    };
-    github.hub().pulls.push(pull(HEAD));
+    github.hub().pulls.push(listed_pull(2, "open", HEAD));
     assert_eq!(
         previewd.reconciler.resync().await.unwrap(),
         0,
         "destroyed at this head: stays gone"
     );
-    github.hub().pulls[0] = pull("7777777777777777777777777777777777777777");
+    github.hub().pulls[0] = listed_pull(2, "open", "7777777777777777777777777777777777777777");
     assert_eq!(
         previewd.reconciler.resync().await.unwrap(),
         1,
@@ -787,8 +693,7 @@ fn requests_since(github: &FakeGitHub, from: usize) -> Vec<String> {
 #[tokio::test]
 async fn a_strangers_forty_help_comments_get_no_reply_and_a_bounded_few_reactions() {
     let (app, github, previewd) = setup().await;
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    previewd.open(&app).await;
     let before = github.hub().log.len();
     for i in 0..40 {
         let line = if i % 2 == 0 {
@@ -798,15 +703,12 @@ async fn a_strangers_forty_help_comments_get_no_reply_and_a_bounded_few_reaction
         };
         app.send(&command(line, "stranger", "NONE", 3000 + i)).await;
     }
-    previewd.pass().await;
-    previewd.pass().await;
-    let replies = github
-        .hub()
-        .comments
-        .iter()
-        .filter(|c| c["body"].as_str().unwrap().contains("previewd:reply"))
-        .count();
-    assert_eq!(replies, 0, "an outsider is never answered with a comment");
+    previewd.passes(2).await;
+    assert_eq!(
+        github.replies().len(),
+        0,
+        "an outsider is never answered with a comment"
+    );
     let reactions = github.hub().reactions.clone();
     assert!(
         reactions.len() <= 3,
@@ -814,16 +716,15 @@ async fn a_strangers_forty_help_comments_get_no_reply_and_a_bounded_few_reaction
     );
     let sent = requests_since(&github, before);
     assert!(sent.len() <= 3, "a bounded number of calls: {sent:?}");
-    let unanswered: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM commands WHERE answered = 0")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let unanswered: i64 = app
+        .scalar("SELECT COUNT(*) FROM commands WHERE answered = 0")
+        .await;
     assert_eq!(unanswered, 0, "the rest are settled, silently, not retried");
 }
 
-/// Hello-World's PR #2 opened, moved to another owner's repository as PR `number`.
-fn opened_elsewhere(number: u64) -> Delivery {
-    Delivery::fixture("pull_request.opened")
+/// The Hello-World `fixture`, moved to another owner's repository as PR `number`.
+fn elsewhere(fixture: &str, number: u64) -> Delivery {
+    Delivery::fixture(fixture)
         .edit(|body| {
             body["repository"]["full_name"] = json!("octo-org/other");
             body["repository"]["name"] = json!("other");
@@ -835,28 +736,16 @@ fn opened_elsewhere(number: u64) -> Delivery {
 /// A rate limit (`retry-after: 50`) on every call for Hello-World, for the whole test.
 fn rate_limit_hello_world(github: &FakeGitHub) {
     for method in [Method::GET, Method::POST, Method::PATCH] {
-        github.fail(Fault {
-            method,
-            path_contains: "/repos/codertocat/hello-world/".into(),
-            status: 403,
-            times: 10_000,
-            after_write: false,
-            headers: vec![("retry-after", "50".into())],
-            message: "You have exceeded a secondary rate limit.".into(),
-        });
+        github.fail(
+            Fault::on(
+                method,
+                "/repos/codertocat/hello-world/",
+                403,
+                SECONDARY_RATE_LIMIT,
+            )
+            .retry_after("50"),
+        );
     }
-}
-
-/// Polls `done` for up to `within`.
-async fn eventually<F: Fn() -> bool>(within: std::time::Duration, done: F) -> bool {
-    let until = std::time::Instant::now() + within;
-    while std::time::Instant::now() < until {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    done()
 }
 
 #[tokio::test]
@@ -872,7 +761,7 @@ async fn a_rate_limited_repository_delays_neither_another_prs_deploy_nor_its_tea
         })
         .await
     );
-    app.send(&opened_elsewhere(7)).await;
+    app.send(&elsewhere("pull_request.opened", 7)).await;
     let other = app.dir.path().join("rendered");
     let has_other = || {
         std::fs::read_dir(&other).is_ok_and(|dir| {
@@ -891,17 +780,8 @@ async fn a_rate_limited_repository_delays_neither_another_prs_deploy_nor_its_tea
         .await,
         "and is reported on: another owner's installation is not held"
     );
-    app.send(
-        &Delivery::fixture("pull_request.closed.unmerged")
-            .edit(|body| {
-                body["repository"]["full_name"] = json!("octo-org/other");
-                body["repository"]["name"] = json!("other");
-                body["repository"]["owner"]["login"] = json!("octo-org");
-            })
-            .number(7)
-            .updated_at("2019-05-15T17:00:00Z"),
-    )
-    .await;
+    app.send(&elsewhere("pull_request.closed.unmerged", 7).updated_at("2019-05-15T17:00:00Z"))
+        .await;
     assert!(
         eventually(std::time::Duration::from_secs(3), || !has_other()).await,
         "and is torn down as fast"
@@ -912,36 +792,20 @@ async fn a_rate_limited_repository_delays_neither_another_prs_deploy_nor_its_tea
 #[tokio::test]
 async fn a_sticky_comment_on_a_vanished_pr_is_given_up_after_a_few_tries() {
     let (app, github, previewd) = setup().await;
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    previewd.open(&app).await;
     assert_eq!(sticky(&github).len(), 1);
     // The PR is gone (deleted, transferred): every issue call answers 404.
     for method in [Method::GET, Method::POST, Method::PATCH] {
-        github.fail(Fault {
-            method,
-            path_contains: "/issues/".into(),
-            status: 404,
-            times: 10_000,
-            after_write: false,
-            headers: vec![],
-            message: "Not Found".into(),
-        });
+        github.fail(Fault::on(method, "/issues/", 404, "Not Found"));
     }
     let before = github.count("", "/issues/");
-    let push = |sha: &str, at: &str| {
-        Delivery::fixture("pull_request.synchronize")
-            .at_sha(sha)
-            .updated_at(at)
-            .guid(&format!("push-{sha}"))
-    };
+    let push = |sha: &str, at: &str| Delivery::push(sha, at).guid(&format!("push-{sha}"));
     app.send(&push(
         "4444444444444444444444444444444444444444",
         "2019-05-15T16:00:00Z",
     ))
     .await;
-    for _ in 0..6 {
-        previewd.pass().await;
-    }
+    previewd.passes(6).await;
     let tried = github.count("", "/issues/") - before;
     assert!(tried > 0, "tried at all");
     assert!(
@@ -955,9 +819,7 @@ async fn a_sticky_comment_on_a_vanished_pr_is_given_up_after_a_few_tries() {
         "2019-05-15T17:00:00Z",
     ))
     .await;
-    for _ in 0..3 {
-        previewd.pass().await;
-    }
+    previewd.passes(3).await;
     assert_eq!(
         github.count("", "/issues/") - before,
         tried,
@@ -968,7 +830,7 @@ async fn a_sticky_comment_on_a_vanished_pr_is_given_up_after_a_few_tries() {
 #[tokio::test]
 async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
     let (app, github, previewd) = setup().await;
-    maintainer_has(&github, "write");
+    github.grant("maintainer", "write");
     let _stop = previewd.run(&app);
     app.send(&Delivery::fixture("pull_request.opened")).await;
     let within = std::time::Duration::from_secs(5);
@@ -984,14 +846,8 @@ async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
         eventually(within, || rendered_files(&app) == 0).await,
         "the worker confirmed the permission, the reconciler tore it down"
     );
-    assert!(
-        eventually(within, || github
-            .hub()
-            .reactions
-            .contains(&(990, "rocket".into())))
-        .await
-    );
-    let reply = reply_to(&github, 990);
+    assert!(eventually(within, || github.reacted(990, "rocket")).await);
+    let reply = github.reply_to(990);
     assert!(
         reply.contains("@maintainer"),
         "a writer is answered: {reply}"
@@ -1001,45 +857,19 @@ async fn a_maintainers_command_goes_through_both_loops_and_is_answered() {
 #[tokio::test]
 async fn a_refused_deployment_is_given_up_for_its_head_and_the_comment_goes_on() {
     let (app, github, previewd) = setup().await;
-    github.fail(Fault {
-        method: Method::POST,
-        path_contains: "/deployments".into(),
-        status: 403,
-        times: 10_000,
-        after_write: false,
-        headers: vec![],
-        message: "Resource not accessible by integration".into(),
-    });
+    github.fail(Fault::post("/deployments", 403, NOT_ACCESSIBLE));
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    for _ in 0..5 {
-        previewd.pass().await;
-    }
+    previewd.passes(5).await;
     assert_eq!(sticky(&github).len(), 1);
-    assert_eq!(
-        github.count("POST", "/deployments"),
-        3,
-        "{:?}",
-        github.hub().log
-    );
-    let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
-    for _ in 0..5 {
-        previewd.pass().await;
-    }
+    assert_eq!(github.posts("/deployments"), 3, "{:?}", github.hub().log);
+    push_new_head(&app).await;
+    previewd.passes(5).await;
     assert!(
-        sticky(&github)[0]["body"]
-            .as_str()
-            .unwrap()
-            .contains("`4444444`"),
+        sticky_body(&github).contains("`4444444`"),
         "the comment still follows the PR"
     );
     assert_eq!(
-        github.count("POST", "/deployments"),
+        github.posts("/deployments"),
         6,
         "a new head tries again, as few times"
     );
@@ -1048,26 +878,14 @@ async fn a_refused_deployment_is_given_up_for_its_head_and_the_comment_goes_on()
 #[tokio::test]
 async fn a_permission_github_will_not_tell_refuses_the_command_once_not_every_pass() {
     let (app, github, previewd) = setup().await;
-    github.fail(Fault {
-        method: Method::GET,
-        path_contains: "/collaborators/".into(),
-        status: 403,
-        times: 10_000,
-        after_write: false,
-        headers: vec![],
-        message: "Resource not accessible by integration".into(),
-    });
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    previewd.pass().await;
+    github.fail(Fault::get("/collaborators/", 403, NOT_ACCESSIBLE));
+    previewd.open(&app).await;
     app.send(&command("/preview keep", "someone", "CONTRIBUTOR", 1201))
         .await;
-    for _ in 0..3 {
-        previewd.pass().await;
-    }
-    let status: String = sqlx::query_scalar("SELECT status FROM commands WHERE comment_id = 1201")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    previewd.passes(3).await;
+    let status: String = app
+        .scalar("SELECT status FROM commands WHERE comment_id = 1201")
+        .await;
     assert_eq!(status, "refused");
     assert_eq!(github.count("GET", "/collaborators/"), 1, "asked once");
     assert_eq!(github.hub().reactions, [(1201, "confused".to_owned())]);
@@ -1076,30 +894,21 @@ async fn a_permission_github_will_not_tell_refuses_the_command_once_not_every_pa
 #[tokio::test]
 async fn a_notice_on_a_locked_pr_is_dropped_after_a_few_tries() {
     let (app, github, previewd) = setup().await;
-    sqlx::query(
+    app.execute(
         "INSERT INTO notices (repo, number, kind, body, created_at)
          VALUES ('codertocat/hello-world', 5, 'expiry_warning', 'expiring soon', 0)",
     )
-    .execute(app.pool())
-    .await
-    .unwrap();
-    github.fail(Fault {
-        method: Method::POST,
-        path_contains: "/issues/5/comments".into(),
-        status: 403,
-        times: 10_000,
-        after_write: false,
-        headers: vec![],
-        message: "Unable to create comment because issue is locked.".into(),
-    });
+    .await;
+    github.fail(Fault::post(
+        "/issues/5/comments",
+        403,
+        "Unable to create comment because issue is locked.",
+    ));
     for _ in 0..5 {
         previewd.feedback.report().await;
     }
-    assert_eq!(github.count("POST", "/issues/5/comments"), 3);
-    let posted: Option<i64> = sqlx::query_scalar("SELECT posted_at FROM notices")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    assert_eq!(github.posts("/issues/5/comments"), 3);
+    let posted: Option<i64> = app.scalar("SELECT posted_at FROM notices").await;
     assert!(posted.is_some(), "not owed any more");
 }
 

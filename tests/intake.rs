@@ -206,9 +206,7 @@ async fn push_moves_the_preview_to_the_new_head_and_restarts_its_clock() {
     app.send(&Delivery::fixture("pull_request.opened")).await;
     app.clock.advance(3600);
     let new_head = "1111111111111111111111111111111111111111";
-    let push = Delivery::fixture("pull_request.synchronize")
-        .at_sha(new_head)
-        .updated_at("2019-05-15T16:00:00Z");
+    let push = Delivery::push(new_head, "2019-05-15T16:00:00Z");
     assert_eq!(app.send(&push).await.0, StatusCode::ACCEPTED);
     let preview = app.preview(HELLO, 2).await.unwrap();
     assert_eq!(preview.head_sha, new_head);
@@ -233,12 +231,8 @@ async fn pushes_never_extend_a_preview_past_its_maximum_lifetime() {
 async fn a_late_older_event_never_rolls_the_preview_back() {
     let app = TestApp::start().await;
     let newer = "2222222222222222222222222222222222222222";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(newer)
-            .updated_at("2019-05-15T17:00:00Z"),
-    )
-    .await;
+    app.send(&Delivery::push(newer, "2019-05-15T17:00:00Z"))
+        .await;
     let (status, body) = app.send(&Delivery::fixture("pull_request.opened")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["outcome"], "ignored");
@@ -404,11 +398,9 @@ async fn preview_commands_are_queued_once_with_their_author() {
         app.send(&comment.clone().hook("777")).await.1["outcome"],
         "ignored"
     );
-    let (line, actor, linked): (String, String, bool) =
-        sqlx::query_as("SELECT line, actor, preview_id IS NOT NULL FROM commands")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let (line, actor, linked): (String, String, bool) = app
+        .row("SELECT line, actor, preview_id IS NOT NULL FROM commands")
+        .await;
     assert_eq!(
         (line.as_str(), actor.as_str(), linked),
         ("/preview extend 2d", "chhsia0", true)
@@ -420,12 +412,9 @@ async fn preview_commands_are_queued_once_with_their_author() {
 async fn installations_track_the_repositories_they_serve() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("installation.created")).await;
-    let repos: Vec<String> = sqlx::query_scalar(
-        "SELECT repo FROM installation_repositories WHERE installation_id = 957387",
-    )
-    .fetch_all(app.pool())
-    .await
-    .unwrap();
+    let repos: Vec<String> = app
+        .scalars("SELECT repo FROM installation_repositories WHERE installation_id = 957387")
+        .await;
     assert_eq!(repos, ["codertocat/hello-world"]);
     app.send(&Delivery::fixture("installation_repositories.added"))
         .await;
@@ -461,32 +450,18 @@ async fn without_a_webhook_secret_every_delivery_is_refused() {
 
 #[tokio::test]
 async fn health_and_readiness_answer() {
-    use tower::ServiceExt;
     let app = TestApp::start().await;
     for path in ["/healthz", "/readyz"] {
-        let request = axum::http::Request::get(path)
-            .body(axum::body::Body::empty())
-            .unwrap();
-        let response = app.router.clone().oneshot(request).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(app.get(path, None).await.0, StatusCode::OK, "{path}");
     }
 }
 
 #[tokio::test]
 async fn state_is_durable_wal_with_foreign_keys() {
     let app = TestApp::start().await;
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
-    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
-    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let mode: String = app.scalar("PRAGMA journal_mode").await;
+    let synchronous: i64 = app.scalar("PRAGMA synchronous").await;
+    let foreign_keys: i64 = app.scalar("PRAGMA foreign_keys").await;
     assert_eq!((mode.as_str(), synchronous, foreign_keys), ("wal", 2, 1));
 }
 
@@ -494,10 +469,7 @@ async fn state_is_durable_wal_with_foreign_keys() {
 async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    let id: i64 = sqlx::query_scalar("SELECT id FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let id: i64 = app.scalar("SELECT id FROM previews").await;
     sqlx::query("INSERT INTO ledger (preview_id, kind, name, state, created_at) VALUES (?1, 'Application', 'pr-2', 'applied', 0)")
         .bind(id)
         .execute(app.pool())
@@ -508,10 +480,7 @@ async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
         .execute(app.pool())
         .await
         .unwrap();
-    sqlx::query("DELETE FROM previews")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("DELETE FROM previews").await;
     assert_eq!(
         (app.count("ledger").await, app.count("sealed_secrets").await),
         (0, 0)
@@ -528,10 +497,7 @@ async fn a_late_opened_never_brings_back_a_closed_prs_preview() {
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     // Teardown finished: the row is gone (as the reconciler leaves it).
-    sqlx::query("DELETE FROM previews")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("DELETE FROM previews").await;
     let (_, body) = app.send(&Delivery::fixture("pull_request.opened")).await;
     let late = app
         .send(&Delivery::fixture("pull_request.synchronize"))

@@ -132,6 +132,18 @@ async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
     with_namespaces(fake, argo)
 }
 
+/// A fake API server with Argo CD `argo` on it, and `app`'s reconciler applying there; its
+/// client, and the Applications in `argocd`.
+async fn on_a_cluster(
+    app: &TestApp,
+    argo: ArgoCd,
+) -> (Arc<ArgoCd>, kube::Client, Arc<Reconciler>, Api<Application>) {
+    let argo = Arc::new(argo);
+    let client = cluster(argo.clone()).await;
+    let applications = Api::namespaced(client.clone(), "argocd");
+    (argo, client.clone(), reconciler(app, client), applications)
+}
+
 fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
     let cert = SealingCert::from_pem(
         &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
@@ -152,10 +164,9 @@ fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
 
 /// previewd with the fixture repository's app chart configured.
 async fn with_app_chart() -> TestApp {
-    TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
-        common::SECRET
-    ))
+    TestApp::start_with(
+        "[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\n",
+    )
     .await
 }
 
@@ -173,20 +184,15 @@ async fn ready_preview(
 }
 
 async fn observed(app: &TestApp) -> String {
-    sqlx::query_scalar("SELECT observed FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap()
+    app.scalar("SELECT observed FROM previews").await
 }
 
 #[tokio::test]
 async fn a_new_preview_is_applied_and_an_unchanged_one_is_not_written_again() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
+    let app = TestApp::start().await;
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
     let applied = applications.get(APP).await.unwrap();
     assert_eq!(
         applied.metadata.finalizers.as_deref(),
@@ -216,20 +222,14 @@ async fn a_new_preview_is_applied_and_an_unchanged_one_is_not_written_again() {
 
 #[tokio::test]
 async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_source() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app = TestApp::start().await;
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     // Argo CD reports the first push as synced and healthy.
     ready_preview(&app, &reconciler, &applications).await;
 
     let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
     reconciler.pass().await.unwrap();
     let updated = applications.get(APP).await.unwrap();
     assert_eq!(
@@ -246,19 +246,15 @@ async fn a_push_updates_the_application_and_ready_means_synced_healthy_at_that_s
 
 #[tokio::test]
 async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
+    let app = TestApp::start().await;
+    let (argo, client, reconciler, _) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
-    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let error: Option<String> = app.scalar("SELECT last_error FROM previews").await;
     assert_eq!(
         (app.count("previews").await, observed(&app).await.as_str()),
         (1, "tearing_down"),
@@ -269,11 +265,7 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
     app.clock.advance(16 * 60);
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
-    let stuck: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'teardown_stuck'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let stuck: i64 = app.recorded("teardown_stuck").await;
     assert_eq!(
         (stuck, observed(&app).await.as_str()),
         (1, "teardown_stuck")
@@ -294,10 +286,7 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         "the namespace is still there"
     );
     let ledger: Vec<(String, String)> =
-        sqlx::query_as("SELECT kind, state FROM ledger ORDER BY id")
-            .fetch_all(app.pool())
-            .await
-            .unwrap();
+        app.rows("SELECT kind, state FROM ledger ORDER BY id").await;
     let waiting: Vec<_> = ledger.iter().filter(|(_, state)| state != "gone").collect();
     assert_eq!(waiting, [&("Namespace".into(), "deleting".into())]);
     assert!(
@@ -313,16 +302,9 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
         .unwrap()
         .flatten();
     assert_eq!(app.count("previews").await, 0, "{error:?}");
-    let destroyed: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'destroyed'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let destroyed: i64 = app.recorded("destroyed").await;
     assert_eq!(destroyed, 1);
-    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'destroyed'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let reason: String = app.reason_recorded("destroyed").await;
     assert!(
         reason.contains(&format!("Namespace {NAMESPACE} gone")),
         "{reason}"
@@ -331,24 +313,17 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
 
 #[tokio::test]
 async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
+    let app = TestApp::start().await;
+    let (argo, client, reconciler, _) = on_a_cluster(&app, ArgoCd::default()).await;
     argo.failing_writes.store(3, Ordering::SeqCst);
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let error: Option<String> = app.scalar("SELECT last_error FROM previews").await;
     assert_eq!(observed(&app).await, "error");
     assert!(error.unwrap().contains("apply failed 3 times"));
     // A failed apply (a timeout the API server may have acted on) was recorded before it was
     // sent: teardown knows what may exist.
-    let ledger: Vec<(String, String)> = sqlx::query_as("SELECT kind, state FROM ledger")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let ledger: Vec<(String, String)> = app.rows("SELECT kind, state FROM ledger").await;
     assert!(
         ledger.contains(&("Application".into(), "applying".into()))
             && ledger.contains(&("Namespace".into(), "applying".into())),
@@ -386,11 +361,7 @@ async fn a_restart_in_the_middle_of_a_teardown_does_not_delete_twice_or_forget_e
         (app.count("previews").await, observed(&app).await.as_str()),
         (1, "tearing_down")
     );
-    let started: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'teardown_started'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let started: i64 = app.recorded("teardown_started").await;
     assert_eq!(started, 1);
     argo.released.store(true, Ordering::SeqCst);
     *argo.deleting.lock().unwrap() = None;
@@ -400,6 +371,22 @@ async fn a_restart_in_the_middle_of_a_teardown_does_not_delete_twice_or_forget_e
         .unwrap();
     restarted.pass().await.unwrap();
     assert_eq!(app.count("previews").await, 0);
+}
+
+/// A merge patch of Application `name`, as Argo CD writes its status.
+async fn merge(applications: &Api<Application>, name: &str, patch: &serde_json::Value) {
+    applications
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// What Argo CD writes while a sync of the helper Application waits on a wave that never
+/// gets healthy.
+async fn report_a_sync_still_running(applications: &Api<Application>) {
+    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
+        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
+    merge(applications, APP, &stuck).await;
 }
 
 /// What Argo CD writes once its sync of `app` succeeded and it found it healthy.
@@ -419,10 +406,7 @@ async fn report_ready(applications: &Api<Application>, name: &str) {
         "operationState": {"phase": "Succeeded", "message": "successfully synced (all tasks run)",
                            "operation": asked, "syncResult": {"revision": revision, "source": source}},
     }});
-    applications
-        .patch(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge(applications, name, &status).await;
 }
 
 /// What Argo CD writes when the sync of `name`'s current source failed in its migration hook
@@ -445,19 +429,13 @@ async fn report_failed_migration(applications: &Api<Application>, name: &str) {
                  "hookType": "Sync", "syncPhase": "Sync", "hookPhase": "Failed", "status": "Synced",
                  "message": "Job has reached the specified backoff limit"}]}},
     }});
-    applications
-        .patch(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap();
+    merge(applications, name, &status).await;
 }
 
 #[tokio::test]
 async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
     let app = with_app_chart().await;
-    let argo = Arc::new(ArgoCd::default());
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     let app_name = APP.replace("-helpers", "-app");
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
@@ -468,21 +446,14 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
     assert_eq!(observed(&app).await, "ready");
 
     let new_head = "4444444444444444444444444444444444444444";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
     reconciler.pass().await.unwrap();
     report_failed_migration(&applications, APP).await;
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     let (state, error): (String, Option<String>) =
-        sqlx::query_as("SELECT observed, last_error FROM previews")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+        app.row("SELECT observed, last_error FROM previews").await;
     assert_eq!(state, "failed");
     let error = error.unwrap();
     assert!(
@@ -496,10 +467,7 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
         "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
         "the app stays at the last head whose migration passed"
     );
-    let failures: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = 'failed'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let failures: i64 = app.recorded("failed").await;
     assert_eq!(failures, 1, "one history row per failure, not one per look");
 }
 
@@ -508,18 +476,11 @@ async fn a_failed_migration_fails_the_preview_and_keeps_the_app_where_it_was() {
 /// terminate-op` does (server/application/application.go TerminateOperation).
 #[tokio::test]
 async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let app = TestApp::start().await;
+    let (_, client, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
-        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
-        .await
-        .unwrap();
+    report_a_sync_still_running(&applications).await;
     let sink = KubeSink::new(client, "argocd");
     let owner = owner_of(&applications.get(APP).await.unwrap());
     assert!(sink.stop_operation(APP, &owner).await.unwrap());
@@ -539,10 +500,7 @@ async fn a_running_sync_is_terminated_so_that_a_teardown_can_proceed() {
             .unwrap()
     );
     let stranger = Owner::instance("another-previewd");
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
-        .await
-        .unwrap();
+    report_a_sync_still_running(&applications).await;
     assert!(
         !sink.stop_operation(APP, &stranger).await.unwrap(),
         "another instance's Application is never touched"
@@ -566,11 +524,10 @@ fn owner_of(app: &Application) -> Owner {
 #[tokio::test]
 async fn an_application_of_the_same_name_from_another_repository_is_neither_overwritten_nor_deleted()
  {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let app = TestApp::start().await;
+    let argo = ArgoCd::default();
     argo.released.store(true, Ordering::SeqCst);
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, argo).await;
     let victim = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": APP, "namespace": "argocd", "labels": {
             "app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": "acme.payments",
@@ -585,10 +542,7 @@ async fn an_application_of_the_same_name_from_another_repository_is_neither_over
     let after = applications.get(APP).await.unwrap();
     assert_eq!(after.rest["spec"]["project"], "victims", "not overwritten");
     assert_eq!(observed(&app).await, "failed");
-    let error: String = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let error: String = app.scalar("SELECT last_error FROM previews").await;
     assert!(
         error.contains("acme.payments") && error.contains("neither overwrites nor deletes"),
         "{error}"
@@ -607,11 +561,10 @@ async fn an_application_of_the_same_name_from_another_repository_is_neither_over
 /// and the delete (another preview's) fails the precondition instead of being deleted.
 #[tokio::test]
 async fn teardown_deletes_with_the_uid_it_read_as_a_precondition() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let app = TestApp::start().await;
+    let argo = ArgoCd::default();
     argo.released.store(true, Ordering::SeqCst);
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, argo).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     let uid = applications.get(APP).await.unwrap().metadata.uid.unwrap();
@@ -630,18 +583,11 @@ async fn teardown_deletes_with_the_uid_it_read_as_a_precondition() {
 /// ... and the teardown itself asks for it while Argo CD holds the deletion.
 #[tokio::test]
 async fn a_teardown_held_by_a_running_sync_asks_argo_cd_to_stop_it() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app = TestApp::start().await;
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
-        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
-        .await
-        .unwrap();
+    report_a_sync_still_running(&applications).await;
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     reconciler.pass().await.unwrap();
@@ -662,18 +608,13 @@ async fn a_teardown_held_by_a_running_sync_asks_argo_cd_to_stop_it() {
 /// while another sync ran), previewd asks again rather than wait forever or call it ready.
 #[tokio::test]
 async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
-    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
-    let client = cluster(argo).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let app = TestApp::start().await;
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     ready_preview(&app, &reconciler, &applications).await;
 
     let self_heal = json!({"status": {"operationState": {"operation": {
         "sync": {"resources": [{"kind": "ConfigMap", "name": "x"}]}, "initiatedBy": {"automated": true}, "info": null}}}});
-    applications
-        .patch(APP, &PatchParams::default(), &Patch::Merge(&self_heal))
-        .await
-        .unwrap();
+    merge(&applications, APP, &self_heal).await;
     reconciler.pass().await.unwrap();
     assert_eq!(
         observed(&app).await,
@@ -691,10 +632,7 @@ async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
 #[tokio::test]
 async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     let app = with_app_chart().await;
-    let argo = Arc::new(ArgoCd::default());
-    let client = cluster(argo.clone()).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     let app_name = APP.replace("-helpers", "-app");
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
@@ -716,11 +654,9 @@ async fn the_app_application_waits_for_healthy_helpers_and_is_deleted_first() {
     report_ready(&applications, &app_name).await;
     reconciler.pass().await.unwrap();
     assert_eq!(observed(&app).await, "ready");
-    let confirmed: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM ledger WHERE state = 'confirmed'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let confirmed: i64 = app
+        .scalar("SELECT COUNT(*) FROM ledger WHERE state = 'confirmed'")
+        .await;
     assert!(
         confirmed >= 3,
         "Argo CD's word confirms the ledger: {confirmed}"

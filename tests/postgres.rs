@@ -222,26 +222,69 @@ fn ok(output: &Output, what: &str) -> String {
     text
 }
 
+/// `output`'s stderr, which a failure must have been.
+fn failed(output: &Output) -> String {
+    let text = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "succeeded: {text}");
+    text
+}
+
+/// Waits up to 20 s for `ready`, failing the test with `what` if it never is.
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 const PASSWORD: &str = "correct-horse-battery-staple";
+
+impl Postgres {
+    /// The create Job run for `name` with `PASSWORD`, which must succeed.
+    fn create(&self, name: &str, what: &str) -> String {
+        ok(&self.provision("create", name, PASSWORD), what)
+    }
+
+    /// How many roles are called `name`: "0" or "1".
+    fn roles_named(&self, name: &str) -> String {
+        self.query(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_roles WHERE rolname = '{name}'"),
+        )
+    }
+
+    /// How many databases are called `name`: "0" or "1".
+    fn databases_named(&self, name: &str) -> String {
+        self.query(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_database WHERE datname = '{name}'"),
+        )
+    }
+
+    /// What the server stores as role `name`'s password.
+    fn stored_password(&self, name: &str) -> String {
+        self.query(
+            "postgres",
+            &format!("SELECT rolpassword FROM pg_authid WHERE rolname = '{name}'"),
+        )
+    }
+
+    /// Whether `role` (or `public`) holds CONNECT on `database`: "t" or "f".
+    fn may_connect(&self, role: &str, database: &str) -> String {
+        self.query(
+            "postgres",
+            &format!("SELECT has_database_privilege('{role}', '{database}', 'CONNECT')"),
+        )
+    }
+}
 
 #[test]
 fn provisioning_twice_creates_the_role_and_database_once() {
     let pg = Postgres::start();
-    ok(
-        &pg.provision("create", "octo_app_pr_7", PASSWORD),
-        "first create",
-    );
-    ok(
-        &pg.provision("create", "octo_app_pr_7", PASSWORD),
-        "second create",
-    );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_7'"
-        ),
-        "1"
-    );
+    pg.create("octo_app_pr_7", "first create");
+    pg.create("octo_app_pr_7", "second create");
+    assert_eq!(pg.roles_named("octo_app_pr_7"), "1");
     assert_eq!(
         pg.query(
             "postgres",
@@ -251,13 +294,7 @@ fn provisioning_twice_creates_the_role_and_database_once() {
     );
     assert_eq!(pg.query("postgres", "SELECT rolcanlogin AND rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'octo_app_pr_7'"), "t");
     // Other roles may not connect: PUBLIC's CONNECT is revoked.
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT has_database_privilege('public', 'octo_app_pr_7', 'CONNECT')"
-        ),
-        "f"
-    );
+    assert_eq!(pg.may_connect("public", "octo_app_pr_7"), "f");
 }
 
 #[test]
@@ -266,21 +303,12 @@ fn provisioning_refuses_a_new_role_without_a_well_formed_verifier_and_creates_no
     // A password where the verifier belongs would be hashed and stored as the password.
     let password = pg.provision_with("create", "octo_app_pr_8", &[("PREVIEW_VERIFIER", PASSWORD)]);
     assert!(!password.status.success());
-    let missing = pg.provision_with("create", "octo_app_pr_8", &[]);
-    assert!(!missing.status.success());
+    let missing = failed(&pg.provision_with("create", "octo_app_pr_8", &[]));
     assert!(
-        String::from_utf8_lossy(&missing.stderr)
-            .contains("no PREVIEW_VERIFIER for the new role octo_app_pr_8"),
-        "{}",
-        String::from_utf8_lossy(&missing.stderr)
+        missing.contains("no PREVIEW_VERIFIER for the new role octo_app_pr_8"),
+        "{missing}"
     );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_8'"
-        ),
-        "0"
-    );
+    assert_eq!(pg.roles_named("octo_app_pr_8"), "0");
 }
 
 /// A Secret sealed by an older previewd holds only PASSWORD, which the Job no longer reads:
@@ -288,25 +316,13 @@ fn provisioning_refuses_a_new_role_without_a_well_formed_verifier_and_creates_no
 #[test]
 fn a_role_provisioned_before_verifiers_keeps_its_password() {
     let pg = Postgres::start();
-    ok(
-        &pg.provision("create", "octo_app_pr_13", PASSWORD),
-        "first create",
-    );
-    let before = pg.query(
-        "postgres",
-        "SELECT rolpassword FROM pg_authid WHERE rolname = 'octo_app_pr_13'",
-    );
+    pg.create("octo_app_pr_13", "first create");
+    let before = pg.stored_password("octo_app_pr_13");
     ok(
         &pg.provision_with("create", "octo_app_pr_13", &[]),
         "create without a verifier",
     );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT rolpassword FROM pg_authid WHERE rolname = 'octo_app_pr_13'"
-        ),
-        before
-    );
+    assert_eq!(pg.stored_password("octo_app_pr_13"), before);
 }
 
 /// The Job sends only the verifier, which PostgreSQL stores as it is; the role then logs
@@ -316,21 +332,9 @@ fn a_role_provisioned_before_verifiers_keeps_its_password() {
 fn the_password_never_reaches_the_server_yet_the_role_logs_in_with_it() {
     let pg = Postgres::start();
     let verifier = previewd::secrets::scram_verifier(PASSWORD, b"0123456789abcdef");
-    ok(
-        &pg.provision("create", "octo_app_pr_14", PASSWORD),
-        "create",
-    );
-    ok(
-        &pg.provision("create", "octo_app_pr_14", PASSWORD),
-        "create again",
-    );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT rolpassword FROM pg_authid WHERE rolname = 'octo_app_pr_14'"
-        ),
-        verifier
-    );
+    pg.create("octo_app_pr_14", "create");
+    pg.create("octo_app_pr_14", "create again");
+    assert_eq!(pg.stored_password("octo_app_pr_14"), verifier);
 
     // This role, and only it, must prove its password (the suite trusts everyone else).
     let hba = pg.data().join("pg_hba.conf");
@@ -351,14 +355,9 @@ fn the_password_never_reaches_the_server_yet_the_role_logs_in_with_it() {
         .output()
         .unwrap()
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while login("not-the-password").status.success() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "pg_hba.conf was not reloaded"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for("pg_hba.conf was not reloaded", || {
+        !login("not-the-password").status.success()
+    });
     ok(&login(PASSWORD), "login with the password");
 
     let log = std::fs::read_to_string(pg.data().join("log")).unwrap();
@@ -382,18 +381,12 @@ fn connects(pg: &Postgres, role: &str, database: &str) -> Result<(), String> {
 #[test]
 fn a_preview_role_connects_to_its_own_database_and_no_other() {
     let pg = Postgres::start();
-    ok(
-        &pg.provision("create", "octo_app_pr_15", PASSWORD),
-        "create",
-    );
+    pg.create("octo_app_pr_15", "create");
     ok(
         &pg.provision("create", "octo_app_pr_16", "another-long-password"),
         "create",
     );
-    ok(
-        &pg.provision("create", "octo_app_pr_15", PASSWORD),
-        "create again",
-    );
+    pg.create("octo_app_pr_15", "create again");
     assert_eq!(connects(&pg, "octo_app_pr_15", "octo_app_pr_15"), Ok(()));
     for database in ["postgres", "template1", "octo_app_pr_16"] {
         let refused = connects(&pg, "octo_app_pr_15", database).unwrap_err();
@@ -412,25 +405,14 @@ fn a_preview_role_connects_to_its_own_database_and_no_other() {
 fn provisioning_is_refused_while_another_database_is_open_to_every_role() {
     let pg = Postgres::start();
     pg.query("postgres", "CREATE DATABASE billing");
-    let refused = pg.provision("create", "octo_app_pr_17", PASSWORD);
-    let text = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success());
+    let text = failed(&pg.provision("create", "octo_app_pr_17", PASSWORD));
     assert!(
         text.contains("every role may connect to database(s) billing"),
         "{text}"
     );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_17'"
-        ),
-        "0"
-    );
+    assert_eq!(pg.roles_named("octo_app_pr_17"), "0");
     pg.query("postgres", "REVOKE CONNECT ON DATABASE billing FROM PUBLIC");
-    ok(
-        &pg.provision("create", "octo_app_pr_17", PASSWORD),
-        "create",
-    );
+    pg.create("octo_app_pr_17", "create");
 }
 
 /// What is in template1 (an extension, a table someone added) stays out of previews.
@@ -438,10 +420,7 @@ fn provisioning_is_refused_while_another_database_is_open_to_every_role() {
 fn preview_databases_are_created_from_template0() {
     let pg = Postgres::start();
     pg.query("template1", "CREATE TABLE planted (secret text)");
-    ok(
-        &pg.provision("create", "octo_app_pr_18", PASSWORD),
-        "create",
-    );
+    pg.create("octo_app_pr_18", "create");
     assert_eq!(
         pg.query(
             "octo_app_pr_18",
@@ -454,7 +433,7 @@ fn preview_databases_are_created_from_template0() {
 #[test]
 fn seeding_twice_adds_no_rows_and_a_reseed_restores_them() {
     let pg = Postgres::start();
-    ok(&pg.provision("create", "octo_app_pr_9", PASSWORD), "create");
+    pg.create("octo_app_pr_9", "create");
     let files = PathBuf::from(format!("{ROOT}/seeds/example"));
     let first = ok(&pg.seed("octo_app_pr_9", &files, 1), "first seed");
     assert!(first.contains("seeded generation 1"), "{first}");
@@ -493,10 +472,7 @@ fn seeding_twice_adds_no_rows_and_a_reseed_restores_them() {
 #[test]
 fn a_failed_seed_leaves_nothing_behind_and_is_retried() {
     let pg = Postgres::start();
-    ok(
-        &pg.provision("create", "octo_app_pr_10", PASSWORD),
-        "create",
-    );
+    pg.create("octo_app_pr_10", "create");
     let files = tempfile::tempdir().unwrap();
     std::fs::write(
         files.path().join("001-table.sql"),
@@ -532,10 +508,7 @@ fn a_failed_seed_leaves_nothing_behind_and_is_retried() {
 #[test]
 fn dropping_with_sessions_open_removes_the_database_and_the_role() {
     let pg = Postgres::start();
-    ok(
-        &pg.provision("create", "octo_app_pr_11", PASSWORD),
-        "create",
-    );
+    pg.create("octo_app_pr_11", "create");
     let mut sessions: Vec<Child> = (0..2)
         .map(|_| {
             pg.psql("octo_app_pr_11", "octo_app_pr_11", &[])
@@ -546,33 +519,15 @@ fn dropping_with_sessions_open_removes_the_database_and_the_role() {
                 .unwrap()
         })
         .collect();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while pg.query(
-        "postgres",
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'octo_app_pr_11'",
-    ) != "2"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "sessions did not connect"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_for("sessions did not connect", || {
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = 'octo_app_pr_11'",
+        ) == "2"
+    });
     ok(&pg.provision("drop", "octo_app_pr_11", PASSWORD), "drop");
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT count(*) FROM pg_database WHERE datname = 'octo_app_pr_11'"
-        ),
-        "0"
-    );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_11'"
-        ),
-        "0"
-    );
+    assert_eq!(pg.databases_named("octo_app_pr_11"), "0");
+    assert_eq!(pg.roles_named("octo_app_pr_11"), "0");
     for session in &mut sessions {
         assert!(
             !session.wait().unwrap().success(),
@@ -613,10 +568,7 @@ fn the_cnpg_wait_hook_closes_the_database_to_other_roles() {
         "CREATE DATABASE octo_app_pr_9 OWNER octo_app_pr_9",
     );
     assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT has_database_privilege('public', 'octo_app_pr_9', 'CONNECT')"
-        ),
+        pg.may_connect("public", "octo_app_pr_9"),
         "t",
         "PostgreSQL's default, which CloudNativePG keeps"
     );
@@ -625,18 +577,9 @@ fn the_cnpg_wait_hook_closes_the_database_to_other_roles() {
         &pg.database_ready("octo_app_pr_9", 30),
         "the wait hook, again",
     );
+    assert_eq!(pg.may_connect("public", "octo_app_pr_9"), "f");
     assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT has_database_privilege('public', 'octo_app_pr_9', 'CONNECT')"
-        ),
-        "f"
-    );
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT has_database_privilege('octo_app_pr_9', 'octo_app_pr_9', 'CONNECT')"
-        ),
+        pg.may_connect("octo_app_pr_9", "octo_app_pr_9"),
         "t",
         "the owner keeps its own"
     );
@@ -649,9 +592,7 @@ fn the_cnpg_wait_hook_fails_clearly_when_the_database_never_comes() {
     let pg = Postgres::start();
     pg.query("postgres", "CREATE ROLE octo_app_pr_10 LOGIN");
     let started = std::time::Instant::now();
-    let output = pg.database_ready("octo_app_pr_10", 2);
-    let text = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let text = failed(&pg.database_ready("octo_app_pr_10", 2));
     assert!(
         text.contains("did not accept the preview's role within 2 s"),
         "{text}"
@@ -686,14 +627,7 @@ fn provisioning_with_an_old_psql_is_refused_saying_why() {
         .arg(chart_file("create.sql"))
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let text = failed(&output);
     assert!(text.contains("previewd needs psql 15 or newer"), "{text}");
-    assert_eq!(
-        pg.query(
-            "postgres",
-            "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_12'"
-        ),
-        "0"
-    );
+    assert_eq!(pg.roles_named("octo_app_pr_12"), "0");
 }

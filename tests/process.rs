@@ -68,7 +68,7 @@ impl Server {
         self.child.wait().unwrap();
     }
 
-    fn terminate(mut self) -> std::process::ExitStatus {
+    fn sigterm(&self) {
         let pid = self.child.id().to_string();
         assert!(
             Command::new("kill")
@@ -77,6 +77,10 @@ impl Server {
                 .unwrap()
                 .success()
         );
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        self.sigterm();
         self.child.wait().unwrap()
     }
 }
@@ -196,6 +200,15 @@ fn a_named_config_file_must_exist() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/previewd.toml"));
 }
 
+/// Waits up to 20 s for `ready`, failing the test with `what` if it never is.
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,13 +221,6 @@ fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
     let file = dir
         .path()
         .join("rendered/pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml");
-    let wait_for = |what: &str, ready: &dyn Fn() -> bool| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ready() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
     let contains =
         |text: &str| std::fs::read_to_string(&file).is_ok_and(|yaml| yaml.contains(text));
 
@@ -224,26 +230,22 @@ fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
             .status,
         202
     );
-    wait_for("the Application file", &|| {
+    wait_for("the Application file", || {
         contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
     });
 
     let new_head = "2222222222222222222222222222222222222222";
-    let push = Delivery::fixture("pull_request.synchronize")
-        .at_sha(new_head)
-        .updated_at("2019-05-15T16:00:00Z");
+    let push = Delivery::push(new_head, "2019-05-15T16:00:00Z");
     assert_eq!(server.deliver(&push).status, 202);
-    wait_for("the new head in the file", &|| contains(new_head));
+    wait_for("the new head in the file", || contains(new_head));
 
     let close =
         Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z");
     assert_eq!(server.deliver(&close).status, 202);
-    wait_for("the file to go", &|| !file.exists());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while count(&state, "SELECT COUNT(*) FROM previews") > 0 {
-        assert!(Instant::now() < deadline, "the preview row was not removed");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for("the file to go", || !file.exists());
+    wait_for("the preview row to be removed", || {
+        count(&state, "SELECT COUNT(*) FROM previews") == 0
+    });
     assert!(server.terminate().success());
     assert_eq!(
         count(&state, "SELECT COUNT(*) FROM ledger")
@@ -318,11 +320,35 @@ fn secret_env() -> [(&'static str, &'static str); 1] {
     [("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET)]
 }
 
+/// A previewd with a webhook secret, serving from a fresh directory (kept alive alongside).
+fn serve_with_secret() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &secret_env());
+    (dir, server)
+}
+
+/// A raw connection to `server` that has sent a webhook head declaring `length` body bytes.
+fn connect_with_webhook_head(server: &Server, length: usize, signed: bool) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = connect(server);
+    stream
+        .write_all(webhook_head(server, length, signed).as_bytes())
+        .unwrap();
+    stream
+}
+
+/// A signed delivery declaring 1000 body bytes whose body stops after 100.
+fn connect_with_a_stalled_body(server: &Server) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = connect_with_webhook_head(server, 1000, true);
+    stream.write_all(&[b' '; 100]).unwrap();
+    stream
+}
+
 #[test]
 fn a_connection_that_never_finishes_its_headers_is_closed_after_ten_seconds() {
     use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
+    let (_dir, server) = serve_with_secret();
     let started = Instant::now();
     let mut slow = connect(&server);
     slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
@@ -352,23 +378,11 @@ fn a_connection_that_never_finishes_its_headers_is_closed_after_ten_seconds() {
 
 #[test]
 fn sigterm_ends_the_process_in_bounded_time_despite_a_held_request() {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(dir.path(), &secret_env());
-    let mut held = connect(&server);
-    held.write_all(webhook_head(&server, 1000, true).as_bytes())
-        .unwrap();
-    held.write_all(&[b' '; 100]).unwrap();
+    let (_dir, mut server) = serve_with_secret();
+    let held = connect_with_a_stalled_body(&server);
     std::thread::sleep(Duration::from_millis(300));
-    let pid = server.child.id().to_string();
     let signalled = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    server.sigterm();
     let status = loop {
         if let Some(status) = server.child.try_wait().unwrap() {
             break status;
@@ -386,16 +400,12 @@ fn sigterm_ends_the_process_in_bounded_time_despite_a_held_request() {
 #[test]
 fn unfinished_large_bodies_are_bounded_in_bytes_not_in_memory() {
     use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
+    let (_dir, server) = serve_with_secret();
     let length = previewd::server::MAX_BODY;
     let before = rss_kib(&server);
     let (mut reading, mut refused) = (Vec::new(), 0);
     for _ in 0..48 {
-        let mut stream = connect(&server);
-        stream
-            .write_all(webhook_head(&server, length, true).as_bytes())
-            .unwrap();
+        let mut stream = connect_with_webhook_head(&server, length, true);
         match answer_within(&mut stream, Duration::from_millis(500)) {
             Some(status) => {
                 assert_eq!(status, 503, "the answer to one body too many");
@@ -423,22 +433,14 @@ fn unfinished_large_bodies_are_bounded_in_bytes_not_in_memory() {
 
 #[test]
 fn a_delivery_without_a_signature_or_over_the_limit_is_answered_before_its_body() {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
-    let mut unsigned = connect(&server);
-    unsigned
-        .write_all(webhook_head(&server, 1000, false).as_bytes())
-        .unwrap();
+    let (_dir, server) = serve_with_secret();
+    let mut unsigned = connect_with_webhook_head(&server, 1000, false);
     assert_eq!(
         answer_within(&mut unsigned, Duration::from_secs(3)),
         Some(401),
         "an unsigned delivery waited for its body"
     );
-    let mut large = connect(&server);
-    large
-        .write_all(webhook_head(&server, previewd::server::MAX_BODY + 1, true).as_bytes())
-        .unwrap();
+    let mut large = connect_with_webhook_head(&server, previewd::server::MAX_BODY + 1, true);
     assert_eq!(
         answer_within(&mut large, Duration::from_secs(3)),
         Some(413),
@@ -502,8 +504,7 @@ fn serving_beyond_loopback_without_an_api_token_is_refused_naming_the_key() {
 
 #[test]
 fn a_page_on_another_site_cannot_read_the_dashboard_through_a_rebound_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
+    let (_dir, server) = serve_with_secret();
     // DNS rebinding: evil.example resolves to 127.0.0.1, the browser sends its own name.
     for path in ["/", "/api/previews", "/metrics"] {
         let (status, _) = get_as(&server.addr, path, "evil.example", None);
@@ -527,8 +528,7 @@ fn a_page_on_another_site_cannot_read_the_dashboard_through_a_rebound_name() {
 
 #[test]
 fn html_answers_forbid_sniffing_and_framing() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
+    let (_dir, server) = serve_with_secret();
     for path in ["/", "/previews/octo/app/1"] {
         let (_, head) = get_as(&server.addr, path, &server.addr, None);
         assert!(head.contains("content-type: text/html"), "{head}");
@@ -564,14 +564,8 @@ fn off_loopback_metrics_need_the_token_or_their_own_listener() {
 
 #[test]
 fn a_body_that_stops_arriving_is_answered_408_after_thirty_seconds() {
-    use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
-    let mut stalled = connect(&server);
-    stalled
-        .write_all(webhook_head(&server, 1000, true).as_bytes())
-        .unwrap();
-    stalled.write_all(&[b' '; 100]).unwrap();
+    let (_dir, server) = serve_with_secret();
+    let mut stalled = connect_with_a_stalled_body(&server);
     assert_eq!(answer_within(&mut stalled, Duration::from_secs(25)), None);
     assert_eq!(
         answer_within(&mut stalled, Duration::from_secs(10)),
@@ -583,8 +577,7 @@ fn a_body_that_stops_arriving_is_answered_408_after_thirty_seconds() {
 
 #[test]
 fn connections_beyond_the_bound_are_closed_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &secret_env());
+    let (_dir, server) = serve_with_secret();
     let mut held: Vec<_> = (0..256).map(|_| connect(&server)).collect();
     std::thread::sleep(Duration::from_millis(300));
     let mut one_more = connect(&server);

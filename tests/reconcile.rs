@@ -44,6 +44,25 @@ fn file(app: &TestApp) -> Option<String> {
     std::fs::read_to_string(rendered(app).join(format!("{APP}.yaml"))).ok()
 }
 
+/// A previewd with the fixture PR opened and one reconcile pass made.
+async fn opened_and_reconciled() -> (TestApp, Arc<Reconciler>) {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    (app, reconciler)
+}
+
+/// The fixture PR is closed, and its teardown marked begun (the sink not yet called).
+async fn closed_and_teardown_started(app: &TestApp) {
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    let id: i64 = app.scalar("SELECT id FROM previews").await;
+    previewd::db::start_teardown(app.pool(), id, common::NOW)
+        .await
+        .unwrap();
+}
+
 async fn whats(app: &TestApp) -> Vec<String> {
     app.history(HELLO, 2)
         .await
@@ -54,17 +73,11 @@ async fn whats(app: &TestApp) -> Vec<String> {
 
 #[tokio::test]
 async fn opened_pushed_and_closed_pr_goes_from_file_to_nothing_with_history_kept() {
-    let app = TestApp::start().await;
-    let reconciler = reconciler(&app, app.app.config.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    let (app, reconciler) = opened_and_reconciled().await;
     let first = file(&app).expect("the Application file appears");
     assert!(first.contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
     assert_eq!(app.count("sealed_secrets").await, 2, "sealed once, stored");
-    let kinds: Vec<String> = sqlx::query_scalar("SELECT kind FROM ledger ORDER BY id")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let kinds: Vec<String> = app.scalars("SELECT kind FROM ledger ORDER BY id").await;
     assert_eq!(
         kinds,
         [
@@ -76,12 +89,8 @@ async fn opened_pushed_and_closed_pr_goes_from_file_to_nothing_with_history_kept
     );
 
     let new_head = "1111111111111111111111111111111111111111";
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha(new_head)
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
-    .await;
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
     reconciler.pass().await.unwrap();
     let second = file(&app).unwrap();
     assert!(
@@ -124,10 +133,7 @@ async fn opened_pushed_and_closed_pr_goes_from_file_to_nothing_with_history_kept
 
 #[tokio::test]
 async fn unchanged_input_makes_no_write() {
-    let app = TestApp::start().await;
-    let reconciler = reconciler(&app, app.app.config.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    let (app, reconciler) = opened_and_reconciled().await;
     let path = rendered(&app).join(format!("{APP}.yaml"));
     let written = std::fs::metadata(&path).unwrap().modified().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -173,10 +179,7 @@ async fn a_failing_sink_is_recorded_once_and_recovers() {
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     let (observed, error): (String, Option<String>) =
-        sqlx::query_as("SELECT observed, last_error FROM previews")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+        app.row("SELECT observed, last_error FROM previews").await;
     assert_eq!(observed, "error");
     assert!(
         error.as_deref().unwrap().contains("failed 3 times"),
@@ -192,10 +195,7 @@ async fn a_failing_sink_is_recorded_once_and_recovers() {
     reconciler.pass().await.unwrap();
     assert!(file(&app).is_some());
     let (observed, error): (String, Option<String>) =
-        sqlx::query_as("SELECT observed, last_error FROM previews")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+        app.row("SELECT observed, last_error FROM previews").await;
     assert_eq!((observed.as_str(), error), ("applied", None));
 }
 
@@ -211,17 +211,9 @@ async fn a_restart_in_the_middle_of_a_teardown_finishes_it_once() {
         .pass()
         .await
         .unwrap();
-    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
-        .await;
     // A crash between deleting the Application and forgetting the preview: the teardown is
     // marked and the file is gone, the row is still there.
-    let id: i64 = sqlx::query_scalar("SELECT id FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
-    previewd::db::start_teardown(app.pool(), id, common::NOW)
-        .await
-        .unwrap();
+    closed_and_teardown_started(&app).await;
     std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();
     // "Restart": a fresh reconciler on the same state and directory.
     let after_restart = reconciler(&app, app.app.config.clone());
@@ -238,31 +230,18 @@ async fn a_restart_in_the_middle_of_a_teardown_finishes_it_once() {
 
 #[tokio::test]
 async fn a_pr_reopened_during_teardown_is_deployed_again_once() {
-    let app = TestApp::start().await;
-    let reconciler = reconciler(&app, app.app.config.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    let (app, reconciler) = opened_and_reconciled().await;
     // Closed, and the teardown begun (as with a sink whose deletion takes a while)...
-    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
-        .await;
-    let id: i64 = sqlx::query_scalar("SELECT id FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
-    previewd::db::start_teardown(app.pool(), id, common::NOW)
-        .await
-        .unwrap();
+    closed_and_teardown_started(&app).await;
     // ...then reopened before it finished.
     app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
         .await;
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     assert!(file(&app).is_some());
-    let (observed, teardown): (String, Option<i64>) =
-        sqlx::query_as("SELECT observed, teardown_started_at FROM previews")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let (observed, teardown): (String, Option<i64>) = app
+        .row("SELECT observed, teardown_started_at FROM previews")
+        .await;
     assert_eq!(
         (app.count("previews").await, observed.as_str(), teardown),
         (1, "applied", None)
@@ -289,11 +268,9 @@ async fn previews_wait_in_a_queue_when_every_cluster_is_full() {
     app.send(&Delivery::fixture("pull_request.opened").number(2))
         .await;
     reconciler.pass().await.unwrap();
-    let states: Vec<(i64, String, Option<String>)> =
-        sqlx::query_as("SELECT number, observed, cluster FROM previews ORDER BY number")
-            .fetch_all(app.pool())
-            .await
-            .unwrap();
+    let states: Vec<(i64, String, Option<String>)> = app
+        .rows("SELECT number, observed, cluster FROM previews ORDER BY number")
+        .await;
     assert_eq!(
         states,
         [
@@ -307,10 +284,7 @@ async fn previews_wait_in_a_queue_when_every_cluster_is_full() {
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
-    let states: Vec<(i64, String)> = sqlx::query_as("SELECT number, observed FROM previews")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let states: Vec<(i64, String)> = app.rows("SELECT number, observed FROM previews").await;
     assert_eq!(
         states,
         [(2, "applied".into())],
@@ -325,10 +299,8 @@ async fn an_unapproved_push_to_a_fork_leaves_the_approved_version_running() {
     app.send(&Delivery::fixture("pull_request.synchronize.fork"))
         .await;
     // A maintainer approved this head (the `/preview approve` command records exactly this).
-    sqlx::query("UPDATE previews SET approved_sha = head_sha, desired = 'deployed'")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET approved_sha = head_sha, desired = 'deployed'")
+        .await;
     reconciler.pass().await.unwrap();
     let file = |app: &TestApp| {
         std::fs::read_dir(rendered(app))
@@ -349,18 +321,14 @@ async fn an_unapproved_push_to_a_fork_leaves_the_approved_version_running() {
         approved,
         "the unapproved head is not deployed, the approved one stays"
     );
-    let observed: String = sqlx::query_scalar("SELECT observed FROM previews")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let observed: String = app.scalar("SELECT observed FROM previews").await;
     assert_eq!(observed, "awaiting_approval");
 }
 
 #[tokio::test]
 async fn a_repository_with_its_own_chart_gets_the_app_application_too_and_loses_it_first() {
-    let app = TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"{HELLO}\"\napp_chart = \"deploy/chart\"\n",
-        common::SECRET
+    let app = TestApp::start_with(&format!(
+        "[[repos]]\nname = \"{HELLO}\"\napp_chart = \"deploy/chart\"\n"
     ))
     .await;
     let reconciler = reconciler(&app, app.app.config.clone());
@@ -377,11 +345,7 @@ async fn a_repository_with_its_own_chart_gets_the_app_application_too_and_loses_
     reconciler.pass().await.unwrap();
     assert!(!app_file.exists() && file(&app).is_none());
     assert_eq!(app.count("previews").await, 0);
-    let destroyed: String =
-        sqlx::query_scalar("SELECT reason FROM history WHERE what = 'destroyed'")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let destroyed: String = app.reason_recorded("destroyed").await;
     assert!(
         destroyed.contains(&format!(
             "Application {} gone",
@@ -396,10 +360,7 @@ async fn a_repository_with_its_own_chart_gets_the_app_application_too_and_loses_
 /// against any event not newer than it; a genuinely new push still deploys.
 #[tokio::test]
 async fn a_replayed_opened_with_a_fresh_guid_does_not_bring_back_a_destroyed_preview() {
-    let app = TestApp::start().await;
-    let reconciler = reconciler(&app, app.app.config.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    let (app, reconciler) = opened_and_reconciled().await;
     assert!(file(&app).is_some());
     previewd::db::request_destroy(app.pool(), HELLO, 2, "octocat", common::NOW)
         .await
@@ -444,10 +405,7 @@ async fn a_live_preview_keeps_its_names_across_a_naming_rule_or_domain_change() 
     let app = TestApp::start().await;
     let reconciler = reconciler(&app, app.app.config.clone());
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    sqlx::query("UPDATE previews SET names = NULL")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET names = NULL").await;
     reconciler.pass().await.unwrap();
     let key = "codertocat/hello-world#2".parse().unwrap();
     let legacy = previewd::naming::Names::legacy(&key, "preview.localhost");
@@ -480,9 +438,8 @@ async fn a_live_preview_keeps_its_names_across_a_naming_rule_or_domain_change() 
 /// rendered again, and its close and commands still tear it down.
 #[tokio::test]
 async fn a_repository_dropped_from_the_allow_list_keeps_its_preview_frozen_until_it_closes() {
-    let listed = format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"codertocat/hello-world\"\ndomain = \"hello.example.com\"\nmigrate_command = [\"bin/migrate\"]\nimage = \"ghcr.io/codertocat/hello\"\n",
-        common::SECRET
+    let listed = common::config(
+        "[[repos]]\nname = \"codertocat/hello-world\"\ndomain = \"hello.example.com\"\nmigrate_command = [\"bin/migrate\"]\nimage = \"ghcr.io/codertocat/hello\"\n",
     );
     let app = TestApp::with_config(&listed).await;
     let reconciler = reconciler(&app, app.app.config.clone());
@@ -492,10 +449,7 @@ async fn a_repository_dropped_from_the_allow_list_keeps_its_preview_frozen_until
 
     // Restarted with the repository no longer listed, on the same state.
     let TestApp { dir, .. } = app;
-    let dropped = format!(
-        "[github]\nwebhook_secret = {:?}\n[[repos]]\nname = \"someone/else\"\n",
-        common::SECRET
-    );
+    let dropped = common::config("[[repos]]\nname = \"someone/else\"\n");
     let app = TestApp::in_dir(dir, &dropped).await;
     let reconciler = self::reconciler(&app, app.app.config.clone());
     // A push is refused (no new rendering) and a redeploy-worthy pass rewrites nothing.

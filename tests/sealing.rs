@@ -331,10 +331,8 @@ async fn a_renewed_controller_key_keeps_the_sealed_values_of_live_previews() {
             .await
             .unwrap();
     }
-    sqlx::query("UPDATE previews SET desired = 'absent' WHERE number = 2")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET desired = 'absent' WHERE number = 2")
+        .await;
 
     let old = test_cert();
     let other = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).unwrap();
@@ -364,10 +362,7 @@ async fn a_renewed_controller_key_keeps_the_sealed_values_of_live_previews() {
         Rotation::Unchanged
     );
 
-    let remaining: Vec<i64> = sqlx::query_scalar("SELECT p.number FROM sealed_secrets s JOIN previews p ON p.id = s.preview_id ORDER BY p.number")
-        .fetch_all(app.pool())
-        .await
-        .unwrap();
+    let remaining: Vec<i64> = app.scalars("SELECT p.number FROM sealed_secrets s JOIN previews p ON p.id = s.preview_id ORDER BY p.number").await;
     assert_eq!(
         remaining,
         [1, 2, 3],
@@ -470,11 +465,10 @@ async fn after_a_renewal_the_reconciler_keeps_the_old_sealed_values() {
     let renewed = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
     let reconciler = std::sync::Arc::new(common::directory_reconciler_sealing_with(&app, &renewed));
     // A push: the Application is rendered again, under the renewed certificate.
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha("1111111111111111111111111111111111111111")
-            .updated_at("2030-01-01T00:00:00Z"),
-    )
+    app.send(&Delivery::push(
+        "1111111111111111111111111111111111111111",
+        "2030-01-01T00:00:00Z",
+    ))
     .await;
     reconciler.pass().await.unwrap();
     assert_eq!(sealed().await, before, "nothing sealed anew");

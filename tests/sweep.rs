@@ -16,11 +16,7 @@ const HOUR: i64 = 3600;
 const DAY: i64 = 24 * HOUR;
 
 async fn app_with(policy: &str) -> TestApp {
-    TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[defaults]\n{policy}\n",
-        common::SECRET
-    ))
-    .await
+    TestApp::start_with(&format!("[defaults]\n{policy}\n")).await
 }
 
 fn sink(app: &TestApp) -> Sink {
@@ -48,19 +44,9 @@ fn opened(number: u64, author: &str) -> Delivery {
         .guid(&format!("opened-{number}"))
 }
 
-async fn count(app: &TestApp, what: &str) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM history WHERE what = ?1")
-        .bind(what)
-        .fetch_one(app.pool())
-        .await
-        .unwrap()
-}
-
 async fn live(app: &TestApp) -> Vec<(i64, String, String)> {
-    sqlx::query_as("SELECT number, desired, observed FROM previews ORDER BY number")
-        .fetch_all(app.pool())
+    app.rows("SELECT number, desired, observed FROM previews ORDER BY number")
         .await
-        .unwrap()
 }
 
 #[tokio::test]
@@ -73,7 +59,7 @@ async fn a_preview_is_warned_exactly_once_then_expires_and_its_history_stays() {
     app.clock.advance(47 * HOUR);
     sweeper.pass(false).await.unwrap();
     assert_eq!(
-        count(&app, "expiry_warning").await,
+        app.recorded("expiry_warning").await,
         0,
         "not yet in the window"
     );
@@ -81,14 +67,11 @@ async fn a_preview_is_warned_exactly_once_then_expires_and_its_history_stays() {
     sweeper.pass(false).await.unwrap();
     sweeper.pass(false).await.unwrap();
     assert_eq!(
-        count(&app, "expiry_warning").await,
+        app.recorded("expiry_warning").await,
         1,
         "warned exactly once"
     );
-    let notice: String = sqlx::query_scalar("SELECT body FROM notices")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let notice: String = app.scalar("SELECT body FROM notices").await;
     assert!(
         notice.contains("/preview extend 2d") && notice.contains("@alice"),
         "{notice}"
@@ -99,8 +82,8 @@ async fn a_preview_is_warned_exactly_once_then_expires_and_its_history_stays() {
     assert_eq!(report.expired, 1);
     reconciler.pass().await.unwrap();
     assert_eq!(app.count("previews").await, 0, "torn down, row gone");
-    assert_eq!(count(&app, "expired").await, 1);
-    assert_eq!(count(&app, "destroyed").await, 1, "history kept");
+    assert_eq!(app.recorded("expired").await, 1);
+    assert_eq!(app.recorded("destroyed").await, 1, "history kept");
 }
 
 #[tokio::test]
@@ -111,31 +94,30 @@ async fn an_extended_preview_is_not_warned_again_until_its_new_window() {
     reconciler.pass().await.unwrap();
     app.clock.advance(50 * HOUR);
     sweeper.pass(false).await.unwrap();
-    assert_eq!(count(&app, "expiry_warning").await, 1);
+    assert_eq!(app.recorded("expiry_warning").await, 1);
 
     // A push restarts the clock: a new expiry, 72 h from now.
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha("4444444444444444444444444444444444444444")
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
+    app.send(&Delivery::push(
+        "4444444444444444444444444444444444444444",
+        "2019-05-15T16:00:00Z",
+    ))
     .await;
     sweeper.pass(false).await.unwrap();
     app.clock.advance(40 * HOUR);
     sweeper.pass(false).await.unwrap();
     assert_eq!(
-        count(&app, "expiry_warning").await,
+        app.recorded("expiry_warning").await,
         1,
         "outside the new window"
     );
     app.clock.advance(10 * HOUR);
     sweeper.pass(false).await.unwrap();
     assert_eq!(
-        count(&app, "expiry_warning").await,
+        app.recorded("expiry_warning").await,
         2,
         "warned for the new expiry"
     );
-    assert_eq!(count(&app, "expired").await, 0);
+    assert_eq!(app.recorded("expired").await, 0);
 }
 
 #[tokio::test]
@@ -145,35 +127,29 @@ async fn a_pinned_preview_is_untouched_until_its_maximum_lifetime() {
     app.send(&opened(2, "alice")).await;
     reconciler.pass().await.unwrap();
     // `/preview keep`, as the command records it.
-    sqlx::query("UPDATE previews SET keep = 1, expires_at = created_at + 5 * 86400")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET keep = 1, expires_at = created_at + 5 * 86400")
+        .await;
     app.clock.advance(2 * DAY);
-    app.send(
-        &Delivery::fixture("pull_request.synchronize")
-            .at_sha("4444444444444444444444444444444444444444")
-            .updated_at("2019-05-15T16:00:00Z"),
-    )
+    app.send(&Delivery::push(
+        "4444444444444444444444444444444444444444",
+        "2019-05-15T16:00:00Z",
+    ))
     .await;
     app.clock.advance(2 * DAY);
     sweeper.pass(false).await.unwrap();
     assert_eq!(
-        count(&app, "expired").await,
+        app.recorded("expired").await,
         0,
         "past its ttl, and a push did not shorten the keep"
     );
     app.clock.advance(DAY);
     sweeper.pass(false).await.unwrap();
     assert_eq!(
-        count(&app, "expired").await,
+        app.recorded("expired").await,
         1,
         "the maximum lifetime ends it"
     );
-    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'expired'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let reason: String = app.reason_recorded("expired").await;
     assert!(reason.contains("maximum lifetime"), "{reason}");
 }
 
@@ -211,25 +187,18 @@ async fn eviction_picks_the_least_recently_active_unpinned_preview() {
     app.clock.advance(60);
     reconciler.pass().await.unwrap();
     // #2 is the oldest, but pinned: #3 goes.
-    sqlx::query("UPDATE previews SET keep = 1, expires_at = expires_at + 86400 WHERE number = 2")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET keep = 1, expires_at = expires_at + 86400 WHERE number = 2")
+        .await;
     app.send(&opened(4, "carol")).await;
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     let numbers: Vec<i64> = live(&app).await.into_iter().map(|r| r.0).collect();
     assert_eq!(numbers, [2, 4]);
-    let reason: String = sqlx::query_scalar("SELECT reason FROM history WHERE what = 'evicted'")
-        .fetch_one(app.pool())
-        .await
-        .unwrap();
+    let reason: String = app.reason_recorded("evicted").await;
     assert!(reason.contains("#4"), "{reason}");
-    let notices: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM notices WHERE kind = 'evicted' AND number = 3")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let notices: i64 = app
+        .scalar("SELECT COUNT(*) FROM notices WHERE kind = 'evicted' AND number = 3")
+        .await;
     assert_eq!(notices, 1, "the evicted PR is told why");
 }
 
@@ -254,9 +223,9 @@ async fn a_crash_in_the_middle_of_a_sweep_leaves_nothing_done_twice_or_forgotten
     let restarted = sweeper(&app);
     let (_, report) = restarted.pass(false).await.unwrap().unwrap();
     assert_eq!(report.expired, 2, "only the two not yet recorded");
-    assert_eq!(count(&app, "expired").await, 4, "each once");
+    assert_eq!(app.recorded("expired").await, 4, "each once");
     restarted.pass(false).await.unwrap();
-    assert_eq!(count(&app, "expired").await, 4);
+    assert_eq!(app.recorded("expired").await, 4);
 }
 
 #[tokio::test]
@@ -273,7 +242,7 @@ async fn two_sweepers_on_one_state_never_both_act() {
             .unwrap()
     );
     assert!(b.pass(false).await.unwrap().is_none(), "b skips");
-    assert_eq!(count(&app, "expired").await, 0);
+    assert_eq!(app.recorded("expired").await, 0);
     previewd::db::release_lease(app.pool(), "sweep", "a-holder")
         .await
         .unwrap();
@@ -296,10 +265,8 @@ async fn a_dry_run_changes_no_row_and_no_file() {
     app.send(&opened(2, "alice")).await;
     app.send(&opened(3, "bob")).await;
     reconciler.pass().await.unwrap();
-    sqlx::query("UPDATE previews SET expires_at = expires_at + 86400 WHERE number = 3")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET expires_at = expires_at + 86400 WHERE number = 3")
+        .await;
     // An Application file this state wrote that no preview owns, and one another previewd
     // (another instance label) wrote: only the first is an orphan.
     let instance = previewd::db::instance_id(app.pool()).await.unwrap();
@@ -489,12 +456,9 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
             "{table} of #100 is recent"
         );
     }
-    let live: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM history WHERE repo = 'codertocat/hello-world' AND number = 2",
-    )
-    .fetch_one(app.pool())
-    .await
-    .unwrap();
+    let live: i64 = app
+        .scalar("SELECT COUNT(*) FROM history WHERE repo = 'codertocat/hello-world' AND number = 2")
+        .await;
     assert_eq!(live, 2, "a live preview's history stays");
     assert_eq!(app.delivery_outcome("old").await, None);
     assert_eq!(report.pruned, 1);
@@ -526,11 +490,9 @@ async fn a_busy_previews_history_is_capped_to_its_newest_rows_in_batches() {
     tx.commit().await.unwrap();
 
     let (_, report) = sweeper(&app).pass(false).await.unwrap().unwrap();
-    let kept: Vec<String> =
-        sqlx::query_scalar("SELECT what FROM history WHERE number = 2 ORDER BY at, id")
-            .fetch_all(app.pool())
-            .await
-            .unwrap();
+    let kept: Vec<String> = app
+        .scalars("SELECT what FROM history WHERE number = 2 ORDER BY at, id")
+        .await;
     assert_eq!(kept.len() as i64, previewd::sweep::HISTORY_CAP);
     assert_eq!(
         report.forgotten,
@@ -538,11 +500,9 @@ async fn a_busy_previews_history_is_capped_to_its_newest_rows_in_batches() {
         "the 'opened' row was the newest"
     );
     assert_eq!(kept.last().unwrap(), "opened", "the newest stays");
-    let oldest: String =
-        sqlx::query_scalar("SELECT reason FROM history WHERE number = 2 ORDER BY at, id LIMIT 1")
-            .fetch_one(app.pool())
-            .await
-            .unwrap();
+    let oldest: String = app
+        .scalar("SELECT reason FROM history WHERE number = 2 ORDER BY at, id LIMIT 1")
+        .await;
     assert_eq!(oldest, "push 701", "the oldest go");
 }
 
@@ -580,11 +540,7 @@ async fn a_backlog_of_expiries_is_worked_off_over_passes_a_bounded_read_each() {
 /// deletes only what carries this state's labels.
 #[tokio::test]
 async fn orphan_removal_looks_again_before_deleting_and_spares_what_a_preview_now_owns() {
-    let app = TestApp::with_config(&format!(
-        "[github]\nwebhook_secret = {:?}\n[sweep]\nremove_orphans = true\n",
-        common::SECRET
-    ))
-    .await;
+    let app = TestApp::start_with("[sweep]\nremove_orphans = true\n").await;
     let reconciler = reconciler(&app);
     // Enough previews tracked for three orphans to look like leftovers, not a wrong state.
     for (number, author) in [(2, "alice"), (3, "bob"), (5, "dave"), (6, "erin")] {

@@ -126,26 +126,42 @@ fn commands_in_code_blocks_and_quotes_are_ignored() {
 /// 3-backtick one) ran the `/preview destroy` it shows.
 #[test]
 fn a_fence_inside_a_longer_fence_is_all_code() {
-    let body = "To tear it down:\n````md\n```\n/preview destroy\n```\n````\n";
-    assert_eq!(find_line(body), None);
-    let tildes = "~~~~\n~~~\n/preview destroy\n~~~\n~~~~\n";
-    assert_eq!(find_line(tildes), None);
-    let mixed = "~~~\n```\n/preview destroy\n~~~\n";
-    assert_eq!(
-        find_line(mixed),
-        None,
-        "a ``` line does not close a ~~~ fence"
-    );
-    let unclosed = "```\nno closing fence: code to the end\n/preview destroy\n";
-    assert_eq!(find_line(unclosed), None);
+    for (body, why) in [
+        (
+            "To tear it down:\n````md\n```\n/preview destroy\n```\n````\n",
+            "a ``` fence inside a ```` one",
+        ),
+        (
+            "~~~~\n~~~\n/preview destroy\n~~~\n~~~~\n",
+            "a ~~~ fence inside a ~~~~ one",
+        ),
+        (
+            "~~~\n```\n/preview destroy\n~~~\n",
+            "a ``` line does not close a ~~~ fence",
+        ),
+        (
+            "```\nno closing fence: code to the end\n/preview destroy\n",
+            "an unclosed fence",
+        ),
+    ] {
+        assert_eq!(find_line(body), None, "{why}");
+    }
 }
 
 #[test]
 fn a_command_after_a_closed_fence_is_still_found() {
-    let body = "````\n```\n/preview destroy\n```\n````\n/preview status\n";
-    assert_eq!(find_line(body).as_deref(), Some("/preview status"));
-    let crlf = "```\r\n/preview destroy\r\n```\r\n/preview extend 1d\r\n";
-    assert_eq!(find_line(crlf).as_deref(), Some("/preview extend 1d"));
+    for (body, line) in [
+        (
+            "````\n```\n/preview destroy\n```\n````\n/preview status\n",
+            "/preview status",
+        ),
+        (
+            "```\r\n/preview destroy\r\n```\r\n/preview extend 1d\r\n",
+            "/preview extend 1d",
+        ),
+    ] {
+        assert_eq!(find_line(body).as_deref(), Some(line), "{body:?}");
+    }
 }
 
 /// GitHub never shows an HTML comment: what it holds is nobody's command.
@@ -199,33 +215,31 @@ fn quotes_lists_tables_headings_links_and_inline_code_are_not_commands() {
 /// GitHub shows each line of a paragraph on its own line: each may be the command.
 #[test]
 fn a_command_is_a_line_of_a_paragraph() {
-    let found = |body: &str| find_line(body);
-    assert_eq!(
-        found("Thanks!\n/preview extend 1d").as_deref(),
-        Some("/preview extend 1d")
-    );
-    assert_eq!(
-        found("/preview extend 1d\\\nthanks").as_deref(),
-        Some("/preview extend 1d"),
-        "a hard break ends the line"
-    );
-    assert_eq!(
-        found("/preview extend 1d  \nthanks").as_deref(),
-        Some("/preview extend 1d")
-    );
-    assert_eq!(
-        found("Example:\n    /preview status").as_deref(),
-        Some("/preview status"),
-        "an indented line inside a paragraph is no code block"
-    );
+    for (body, line, why) in [
+        ("Thanks!\n/preview extend 1d", "/preview extend 1d", ""),
+        (
+            "/preview extend 1d\\\nthanks",
+            "/preview extend 1d",
+            "a hard break ends the line",
+        ),
+        ("/preview extend 1d  \nthanks", "/preview extend 1d", ""),
+        (
+            "Example:\n    /preview status",
+            "/preview status",
+            "an indented line inside a paragraph is no code block",
+        ),
+        (
+            "> /preview destroy\n\n/preview status",
+            "/preview status",
+            "",
+        ),
+    ] {
+        assert_eq!(find_line(body).as_deref(), Some(line), "{body:?} {why}");
+    }
     assert_eq!(
         cmd("/preview extend `2d`"),
         Ok(Command::Extend(Duration::from_secs(48 * HOUR))),
         "code later on the line is its text"
-    );
-    assert_eq!(
-        found("> /preview destroy\n\n/preview status").as_deref(),
-        Some("/preview status")
     );
 }
 

@@ -31,6 +31,48 @@ pub struct Fault {
     pub message: String,
 }
 
+impl Fault {
+    /// `status` with `message` on every `method` request whose path contains `path_contains`,
+    /// for the whole test.
+    pub fn on(method: Method, path_contains: &str, status: u16, message: &str) -> Self {
+        Self {
+            method,
+            path_contains: path_contains.into(),
+            status,
+            times: 10_000,
+            after_write: false,
+            headers: vec![],
+            message: message.into(),
+        }
+    }
+
+    pub fn get(path_contains: &str, status: u16, message: &str) -> Self {
+        Self::on(Method::GET, path_contains, status, message)
+    }
+
+    pub fn post(path_contains: &str, status: u16, message: &str) -> Self {
+        Self::on(Method::POST, path_contains, status, message)
+    }
+
+    /// Only the first `times` such requests.
+    pub fn times(mut self, times: usize) -> Self {
+        self.times = times;
+        self
+    }
+
+    /// Do the work first, then fail.
+    pub fn after_write(mut self) -> Self {
+        self.after_write = true;
+        self
+    }
+
+    /// With a `retry-after` header of `seconds`.
+    pub fn retry_after(mut self, seconds: &str) -> Self {
+        self.headers.push(("retry-after", seconds.into()));
+        self
+    }
+}
+
 #[derive(Default)]
 pub struct Hub {
     pub next_id: u64,
@@ -122,6 +164,48 @@ impl FakeGitHub {
 
     pub fn fail(&self, fault: Fault) {
         self.hub().faults.push(fault);
+    }
+
+    /// GitHub says `user` has `permission` (`read`, `write`, `admin`) on the repository.
+    pub fn grant(&self, user: &str, permission: &str) {
+        self.hub()
+            .permissions
+            .insert(user.into(), permission.into());
+    }
+
+    /// The bodies of every comment made, oldest first.
+    pub fn comment_bodies(&self) -> Vec<String> {
+        self.hub()
+            .comments
+            .iter()
+            .map(|c| c["body"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The bodies of previewd's replies to commands, oldest first.
+    pub fn replies(&self) -> Vec<String> {
+        let mut bodies = self.comment_bodies();
+        bodies.retain(|body| body.contains("previewd:reply"));
+        bodies
+    }
+
+    /// The body of previewd's reply to comment `id`.
+    pub fn reply_to(&self, id: u64) -> String {
+        let marker = format!("previewd:reply {id}");
+        self.comment_bodies()
+            .into_iter()
+            .find(|body| body.contains(&marker))
+            .unwrap_or_else(|| panic!("no reply to {id}"))
+    }
+
+    /// Whether comment `id` has the reaction `content` (`eyes`, `rocket`, `confused`).
+    pub fn reacted(&self, id: u64, content: &str) -> bool {
+        self.hub().reactions.contains(&(id, content.into()))
+    }
+
+    /// How many POSTs went to a path containing `path_contains`.
+    pub fn posts(&self, path_contains: &str) -> usize {
+        self.count("POST", path_contains)
     }
 
     pub fn count(&self, method: &str, path_contains: &str) -> usize {

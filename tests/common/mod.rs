@@ -10,13 +10,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::{HeaderMap, Request, StatusCode};
 use hmac::{Hmac, Mac};
 use previewd::clock::ManualClock;
 use previewd::config::Config;
 use previewd::server::{self, App};
 use sha2::Sha256;
 use sqlx::SqlitePool;
+use sqlx::sqlite::SqliteRow;
 use tower::ServiceExt;
 
 pub const SECRET: &str = "test-webhook-secret-0123456789";
@@ -37,6 +38,11 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// The config text of `TestApp::start`'s previewd, with `toml` added after the webhook secret.
+pub fn config(toml: &str) -> String {
+    format!("[github]\nwebhook_secret = {SECRET:?}\n{toml}")
+}
+
 /// A previewd on a fresh state in a temporary directory, with a manual clock.
 pub struct TestApp {
     pub router: Router,
@@ -47,7 +53,13 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn start() -> Self {
-        Self::with_config(&format!("[github]\nwebhook_secret = {SECRET:?}\n")).await
+        Self::with_config(&config("")).await
+    }
+
+    /// A previewd like `start`'s, its config `toml` added after the webhook secret (in the
+    /// `[github]` table, until `toml` opens another).
+    pub async fn start_with(toml: &str) -> Self {
+        Self::with_config(&config(toml)).await
     }
 
     /// `toml` is the config file's text; `state` is always set to the temporary directory.
@@ -79,17 +91,18 @@ impl TestApp {
         &self.app.pool
     }
 
-    pub async fn send(&self, delivery: &Delivery) -> (StatusCode, serde_json::Value) {
-        let response = self
-            .router
-            .clone()
-            .oneshot(delivery.request())
-            .await
-            .unwrap();
-        let status = response.status();
+    /// `request` through the router: the answer's status, headers and body.
+    pub async fn answer(&self, request: Request<Body>) -> (StatusCode, HeaderMap, Vec<u8>) {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let (status, headers) = (response.status(), response.headers().clone());
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
+        (status, headers, body.to_vec())
+    }
+
+    pub async fn send(&self, delivery: &Delivery) -> (StatusCode, serde_json::Value) {
+        let (status, _, body) = self.answer(delivery.request()).await;
         let json = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
         (status, json)
     }
@@ -100,16 +113,7 @@ impl TestApp {
         if let Some(auth) = auth {
             request = request.header("authorization", auth);
         }
-        let response = self
-            .router
-            .clone()
-            .oneshot(request.body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
+        let (status, _, body) = self.answer(request.body(Body::empty()).unwrap()).await;
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
@@ -118,10 +122,61 @@ impl TestApp {
     }
 
     pub async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-            .fetch_one(self.pool())
-            .await
-            .unwrap()
+        self.scalar(&format!("SELECT COUNT(*) FROM {table}")).await
+    }
+
+    /// The one row `sql` selects, e.g. as a tuple.
+    pub async fn row<T>(&self, sql: &str) -> T
+    where
+        T: for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        sqlx::query_as(sql).fetch_one(self.pool()).await.unwrap()
+    }
+
+    /// Every row `sql` selects.
+    pub async fn rows<T>(&self, sql: &str) -> Vec<T>
+    where
+        T: for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        sqlx::query_as(sql).fetch_all(self.pool()).await.unwrap()
+    }
+
+    /// The one value of the one row `sql` selects.
+    pub async fn scalar<T>(&self, sql: &str) -> T
+    where
+        (T,): for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        self.row::<(T,)>(sql).await.0
+    }
+
+    /// The first column of every row `sql` selects.
+    pub async fn scalars<T>(&self, sql: &str) -> Vec<T>
+    where
+        (T,): for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+    {
+        let rows: Vec<(T,)> = self.rows(sql).await;
+        rows.into_iter().map(|(value,)| value).collect()
+    }
+
+    /// Runs `sql`, a statement that returns nothing.
+    pub async fn execute(&self, sql: &str) {
+        sqlx::query(sql).execute(self.pool()).await.unwrap();
+    }
+
+    /// How many history rows record `what` (`opened`, `destroyed`, ...).
+    pub async fn recorded(&self, what: &str) -> i64 {
+        self.scalar(&format!(
+            "SELECT COUNT(*) FROM history WHERE what = '{what}'"
+        ))
+        .await
+    }
+
+    /// The reason of the (first) history row recording `what`.
+    pub async fn reason_recorded(&self, what: &str) -> String {
+        self.scalar(&format!(
+            "SELECT reason FROM history WHERE what = '{what}' ORDER BY id LIMIT 1"
+        ))
+        .await
     }
 
     /// Rows in every table previewd writes, but the migrations' own.
@@ -239,6 +294,13 @@ impl Delivery {
         })
     }
 
+    /// The fixture PR's push (`pull_request.synchronize`) of `sha`, updated at `at`.
+    pub fn push(sha: &str, at: &str) -> Self {
+        Self::fixture("pull_request.synchronize")
+            .at_sha(sha)
+            .updated_at(at)
+    }
+
     pub fn at_sha(self, sha: &str) -> Self {
         self.edit(|j| j["pull_request"]["head"]["sha"] = sha.into())
     }
@@ -354,4 +416,16 @@ pub fn directory_reconciler_sealing_with(
         None,
         Arc::new(app.clock.clone()),
     )
+}
+
+/// Polls `done` every 20 ms for up to `within`; whether it came true.
+pub async fn eventually(within: std::time::Duration, done: impl Fn() -> bool) -> bool {
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    done()
 }
