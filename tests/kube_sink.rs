@@ -123,6 +123,12 @@ async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
             }
             Ok(None)
         });
+    intercepted(funcs, argo).await
+}
+
+/// The fake API server with Applications, `funcs` intercepting its verbs, and `argo`'s
+/// namespaces.
+async fn intercepted(funcs: interceptor::Funcs, argo: Arc<ArgoCd>) -> kube::Client {
     let fake = ClientBuilder::new()
         .with_resource::<Application>()
         .with_interceptor_funcs(funcs)
@@ -743,13 +749,7 @@ async fn an_application_created_between_the_look_and_the_apply_is_not_overwritte
         }
         Ok(None)
     });
-    let fake = ClientBuilder::new()
-        .with_resource::<Application>()
-        .with_interceptor_funcs(funcs)
-        .build()
-        .await
-        .unwrap();
-    let client = with_namespaces(fake, Arc::new(ArgoCd::default()));
+    let client = intercepted(funcs, Arc::new(ArgoCd::default())).await;
     let reconciler = reconciler(&app, client.clone());
     let applications: Api<Application> = Api::namespaced(client, "argocd");
     app.send(&Delivery::fixture("pull_request.opened")).await;
