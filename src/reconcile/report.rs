@@ -285,7 +285,6 @@ impl Feedback {
         thread: &mut Thread,
         view: &StatusView<'_>,
     ) -> Result<(), GitHubError> {
-        let (github, repo, installation, number) = (pr.github, pr.repo, pr.installation, pr.number);
         let Some(state) = view.shown.deployment_state() else {
             return Ok(());
         };
@@ -297,22 +296,25 @@ impl Feedback {
             return Ok(());
         }
         let now = self.clock.now();
-        let environment = format!("preview/pr-{number}");
-        let log_url = self
-            .config
-            .public_url
-            .as_ref()
-            .map(|base| format!("{base}/previews/{}/{}/{number}", repo.owner(), repo.name()));
+        let environment = format!("preview/pr-{}", pr.number);
+        let log_url = self.config.public_url.as_ref().map(|base| {
+            format!(
+                "{base}/previews/{}/{}/{}",
+                pr.repo.owner(),
+                pr.repo.name(),
+                pr.number
+            )
+        });
         if thread.deployment_sha.as_deref() != Some(sha) && state != "inactive" {
             if let (Some(old), false) = (
                 thread.deployment_id,
                 thread.deployment_state.as_deref() == Some("inactive"),
             ) {
                 let description = comment::deployment_description(Shown::Destroyed, sha);
-                github
+                pr.github
                     .deployment_status(
-                        repo,
-                        installation,
+                        pr.repo,
+                        pr.installation,
                         old as u64,
                         "inactive",
                         None,
@@ -321,8 +323,9 @@ impl Feedback {
                     )
                     .await?;
             }
-            let existing = github
-                .deployments(repo, installation, sha, &environment)
+            let existing = pr
+                .github
+                .deployments(pr.repo, pr.installation, sha, &environment)
                 .await?
                 .first()
                 .copied();
@@ -330,8 +333,14 @@ impl Feedback {
                 Some(id) => id,
                 None => {
                     let description = comment::deployment_description(view.shown, sha);
-                    github
-                        .create_deployment(repo, installation, sha, &environment, &description)
+                    pr.github
+                        .create_deployment(
+                            pr.repo,
+                            pr.installation,
+                            sha,
+                            &environment,
+                            &description,
+                        )
                         .await?
                 }
             };
@@ -346,10 +355,10 @@ impl Feedback {
         if thread.deployment_state.as_deref() != Some(state) {
             let url = (state == "success").then_some(view.url.as_str());
             let description = comment::deployment_description(view.shown, sha);
-            github
+            pr.github
                 .deployment_status(
-                    repo,
-                    installation,
+                    pr.repo,
+                    pr.installation,
                     id as u64,
                     state,
                     url,
