@@ -17,6 +17,8 @@ pub const LABEL_REPO: &str = "previewd.dev/repo";
 pub const LABEL_PR: &str = "previewd.dev/pr";
 /// Which previewd state wrote an Application (see `db::instance_id`).
 pub const LABEL_INSTANCE: &str = "previewd.dev/instance";
+/// The annotation that records which rendering of the Application was applied.
+pub const APPLIED_HASH: &str = "previewd.dev/applied-hash";
 /// Longest PR title kept in an annotation.
 const MAX_TITLE: usize = 200;
 

@@ -1,6 +1,6 @@
 //! What a cluster must run for previews to work (the README's "What a cluster needs"),
 //! checked where previewd can: on its own cluster, at start, through API discovery. Pure:
-//! what is served in, what is missing out; `argocd::KubeSink::served` asks the cluster.
+//! what is served in, what is missing out; `sink::kubernetes::KubeSink::served` asks the cluster.
 //!
 //! Version floors that discovery shows: CloudNativePG >= 1.30 serves `databaseroles`;
 //! Argo CD's CRDs and the AppProjects previewd's Applications name must exist. Floors it

@@ -560,7 +560,7 @@ pub async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
             let client = kube::Client::try_default()
                 .await
                 .context("connecting to Kubernetes (kubeconfig or in-cluster service account)")?;
-            crate::sink::Sink::Kubernetes(crate::argocd::KubeSink::new(
+            crate::sink::Sink::Kubernetes(crate::sink::kubernetes::KubeSink::new(
                 client,
                 &config.sink.argocd_namespace,
             ))

@@ -10,8 +10,9 @@ use serde_json::Value;
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::Observed;
 
-/// The annotation that records which rendering of the Application was applied.
-pub const APPLIED_HASH: &str = "previewd.dev/applied-hash";
+pub mod kubernetes;
+
+pub use crate::render::APPLIED_HASH;
 
 /// Whose an Application is, by the labels previewd writes on it: an object of the expected
 /// name that carries another repository, PR or instance is never overwritten or deleted
@@ -77,7 +78,7 @@ pub struct Conflict {
 #[derive(Clone)]
 pub enum Sink {
     Directory(DirectorySink),
-    Kubernetes(crate::argocd::KubeSink),
+    Kubernetes(kubernetes::KubeSink),
 }
 
 impl Sink {

@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use common::{Delivery, TestApp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube_fake_client::{ClientBuilder, Error, interceptor};
-use previewd::argocd::{Application, KubeSink};
+use previewd::argocd::Application;
 use previewd::reconcile::Reconciler;
 use previewd::seal::SealingCert;
+use previewd::sink::kubernetes::KubeSink;
 use previewd::sink::{Owner, Sink};
 use serde_json::json;
 

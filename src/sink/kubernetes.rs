@@ -1,0 +1,314 @@
+//! The kubernetes sink: Argo CD Applications through the Kubernetes API. Server-side apply
+//! with one field manager, each new rendering with the sync of it asked for (`operation`,
+//! which Argo CD then owns and clears; `status` is never claimed), deletion that Argo CD's
+//! cascade finalizer completes (after terminating a sync that would hold it), and Argo CD's
+//! verdict read back; every read and write checks the object is this preview's (`Owner`).
+
+use anyhow::Context;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+
+use super::{Conflict, Owner};
+use crate::argocd::{Application, sync_request, verdict};
+use crate::ledger::{ApiRef, Entry};
+use crate::plan::Observed;
+use crate::render::APPLIED_HASH;
+
+pub const FIELD_MANAGER: &str = "previewd";
+
+/// Applications in Argo CD's namespace on the cluster of the ambient kubeconfig (or the
+/// in-cluster service account).
+#[derive(Clone)]
+pub struct KubeSink {
+    api: Api<Application>,
+}
+
+impl KubeSink {
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+        }
+    }
+
+    /// Applies a new rendering with the sync of it asked for in the same write
+    /// (`sync_request`): one write, so Argo CD's own auto-sync cannot run first and the
+    /// hooks run once.
+    ///
+    /// The write names the object it may change by `metadata.uid`: the one just read (checked
+    /// to be `owner`'s), or, when there was none, a fresh one. The API server never keeps a
+    /// uid given on create (apiserver registry/rest/meta.go FillObjectMetaSystemFields) and
+    /// refuses to change one on update (apimachinery api/validation/objectmeta.go, uid is
+    /// immutable), so an Application created or replaced under the name between the read
+    /// and this write is refused, not taken over by the forced apply.
+    pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut manifest = manifest.clone();
+        if let Some(operation) = sync_request(&manifest) {
+            manifest["operation"] = operation;
+        }
+        let uid = match self.read(name).await? {
+            Some(app) => {
+                if let Some(other) = owner.mismatch(&labels_of(&app)) {
+                    let name = name.to_owned();
+                    return Err(Conflict { name, owner: other }.into());
+                }
+                app.metadata.uid.unwrap_or_default()
+            }
+            None => fresh_uid(),
+        };
+        manifest["metadata"]["uid"] = uid.into();
+        self.api
+            .patch(name, &params, &Patch::Apply(&manifest))
+            .await
+            .with_context(|| format!("applying Application {name}"))?;
+        Ok(())
+    }
+
+    async fn read(&self, name: &str) -> anyhow::Result<Option<Application>> {
+        self.api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading Application {name}"))
+    }
+
+    pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
+        let Some(app) = self.read(name).await? else {
+            return Ok(Observed::Missing);
+        };
+        if let Some(owner) = owner.mismatch(&labels_of(&app)) {
+            return Ok(Observed::Foreign { owner });
+        }
+        if app.metadata.deletion_timestamp.is_some() {
+            return Ok(Observed::Deleting);
+        }
+        let hash = app
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(APPLIED_HASH))
+            .cloned();
+        Ok(Observed::Present {
+            hash,
+            health: Some(verdict(&app)),
+        })
+    }
+
+    /// Asks Argo CD to sync the Application's current rendering (`sync_request`), unless an
+    /// operation is already set or it is being deleted. True when it asked.
+    pub async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
+        self.patch_as_read(name, owner, "asking Argo CD to sync", |app| {
+            let busy = app.rest.get("operation").is_some_and(|o| !o.is_null());
+            if busy || app.metadata.deletion_timestamp.is_some() {
+                return None;
+            }
+            let operation = sync_request(&serde_json::to_value(app).ok()?)?;
+            Some(serde_json::json!({"operation": operation}))
+        })
+        .await
+    }
+
+    /// Terminates the Application's running sync, as `argocd app terminate-op` does: the
+    /// operation's phase set to `Terminating` (argo-cd server/application/application.go
+    /// TerminateOperation; the Application CRD has no status subresource). Argo CD finalizes
+    /// a deletion only once no operation runs, and a sync with no timeout whose wave never
+    /// gets healthy would otherwise hold a teardown forever. True when it asked.
+    pub async fn stop_operation(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
+        self.patch_as_read(name, owner, "terminating the sync of", |app| {
+            let running = app.rest.get("operation").is_some_and(|o| !o.is_null())
+                && app
+                    .rest
+                    .get("status")
+                    .is_some_and(|s| s["operationState"]["phase"] == "Running");
+            running.then(
+                || serde_json::json!({"status": {"operationState": {"phase": "Terminating"}}}),
+            )
+        })
+        .await
+    }
+
+    /// Reads the Application, lets `patch_for` decide on a merge patch (None: nothing to do)
+    /// and sends it under the resourceVersion read, so that an Application changed meanwhile
+    /// (a sync finished, a new rendering applied) is a 409 and left for the next look. True
+    /// when it patched; gone, changed or another's (`Owner`) is false.
+    async fn patch_as_read(
+        &self,
+        name: &str,
+        owner: &Owner,
+        what: &str,
+        patch_for: impl FnOnce(&Application) -> Option<Value>,
+    ) -> anyhow::Result<bool> {
+        let Some(app) = self.read(name).await? else {
+            return Ok(false);
+        };
+        if owner.mismatch(&labels_of(&app)).is_some() {
+            return Ok(false);
+        }
+        let Some(mut patch) = patch_for(&app) else {
+            return Ok(false);
+        };
+        patch["metadata"] = serde_json::json!({"resourceVersion": app.metadata.resource_version});
+        match self
+            .api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("{what} Application {name}")),
+        }
+    }
+
+    /// Asks for deletion of `owner`'s Application; Argo CD's cascade finalizer removes what
+    /// it made and then the Application itself. Already gone counts as done. The owner is
+    /// checked on the object just read, and the deletion holds that object's `uid` as a
+    /// precondition: one re-created under the same name meanwhile (another preview's, after
+    /// a collision) is a 409, never deleted.
+    pub async fn delete(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
+        let Some(app) = self.read(name).await? else {
+            return Ok(());
+        };
+        if let Some(other) = owner.mismatch(&labels_of(&app)) {
+            return Err(Conflict {
+                name: name.to_owned(),
+                owner: other,
+            }
+            .into());
+        }
+        let mut params = DeleteParams::foreground();
+        params.preconditions = Some(kube::api::Preconditions {
+            uid: app.metadata.uid.clone(),
+            resource_version: None,
+        });
+        match self.api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("deleting Application {name}")),
+        }
+    }
+}
+
+impl KubeSink {
+    /// What this cluster serves of `needed` ("group/version/plural"), and the AppProjects in
+    /// Argo CD's namespace (`None` when not allowed to list them). A group that is not served
+    /// at all is simply absent; any other failure is an error.
+    pub async fn served(
+        &self,
+        needed: &[(&str, &str, &str, &str)],
+    ) -> anyhow::Result<(
+        std::collections::BTreeSet<String>,
+        Option<std::collections::BTreeSet<String>>,
+    )> {
+        let client = self.api.clone().into_client();
+        let mut served = std::collections::BTreeSet::new();
+        let mut versions: Vec<String> =
+            needed.iter().map(|(g, v, ..)| format!("{g}/{v}")).collect();
+        versions.dedup();
+        for group_version in versions {
+            match client.list_api_group_resources(&group_version).await {
+                Ok(list) => served.extend(
+                    list.resources
+                        .into_iter()
+                        .map(|r| format!("{group_version}/{}", r.name)),
+                ),
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(e).with_context(|| format!("discovering {group_version}")),
+            }
+        }
+        let resource = ApiResource {
+            group: "argoproj.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "argoproj.io/v1alpha1".into(),
+            kind: "AppProject".into(),
+            plural: "appprojects".into(),
+        };
+        let namespace = self.api.namespace().unwrap_or("argocd").to_owned();
+        let projects: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+        let projects = match projects.list_metadata(&Default::default()).await {
+            Ok(list) => Some(
+                list.items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect(),
+            ),
+            Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => None,
+            Err(e) => return Err(e).context("listing AppProjects"),
+        };
+        Ok((served, projects))
+    }
+
+    /// The Applications this previewd state wrote (by its instance label).
+    pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
+        let selector = format!(
+            "{}={},{}={instance}",
+            crate::render::MANAGED_BY.0,
+            crate::render::MANAGED_BY.1,
+            crate::render::LABEL_INSTANCE
+        );
+        let listed = self
+            .api
+            .list_metadata(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .context("listing previewd's Applications")?;
+        Ok(listed
+            .items
+            .into_iter()
+            .filter_map(|a| a.metadata.name)
+            .collect())
+    }
+
+    /// Looks an object up by kind; a 404 is "gone", a 403 is "not allowed to look" (`None`:
+    /// an operator who withheld the read permission gets Argo CD's word instead), and any
+    /// other failure is an error, never a reason to believe it gone.
+    pub async fn exists(&self, api: ApiRef, entry: &Entry) -> anyhow::Result<Option<bool>> {
+        let resource = ApiResource {
+            group: api.group.into(),
+            version: api.version.into(),
+            api_version: if api.group.is_empty() {
+                api.version.into()
+            } else {
+                format!("{}/{}", api.group, api.version)
+            },
+            kind: api.kind.into(),
+            plural: api.plural.into(),
+        };
+        let client = self.api.clone().into_client();
+        let objects: Api<DynamicObject> = if entry.namespace.is_empty() {
+            Api::all_with(client, &resource)
+        } else {
+            Api::namespaced_with(client, &entry.namespace, &resource)
+        };
+        match objects.get_opt(&entry.name).await {
+            Ok(found) => Ok(Some(found.is_some())),
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                tracing::warn!(
+                    kind = entry.kind,
+                    name = entry.name,
+                    "not allowed to look up; trusting Argo CD's cascade"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e).with_context(|| format!("looking up {} {}", entry.kind, entry.name)),
+        }
+    }
+}
+
+/// A random RFC 4122 version-4 UUID, as the API server formats uids.
+fn fresh_uid() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
+/// An Application's labels as JSON, for `Owner::mismatch`.
+fn labels_of(app: &Application) -> Value {
+    serde_json::to_value(&app.metadata.labels).unwrap_or_default()
+}
