@@ -160,7 +160,7 @@ pub fn main() -> ExitCode {
 /// `previewd sweep [--dry-run]`: one pass under the lease; the plan is printed either way.
 async fn sweep(config: Config, dry_run: bool) -> anyhow::Result<()> {
     let pool = crate::db::open(&config.state).await?;
-    let sink = crate::server::sink(&config).await?;
+    let sink = crate::sink::Sink::from_config(&config).await?;
     let clock = std::sync::Arc::new(crate::clock::SystemClock);
     let sweeper = crate::sweep::Sweeper::new(pool, config.clone(), clock).with_sink(sink);
     let Some((plan, report)) = sweeper.pass(dry_run).await? else {

@@ -413,8 +413,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         )
         .notifying(app.notify.clone()),
     );
+    // One sink (one Kubernetes client) for the reconciler and the sweeper.
+    let sink = crate::sink::Sink::from_config(&app.config).await?;
     let reconciler = Arc::new(
-        reconciler(&app, github)
+        reconciler(&app, github, sink.clone())
             .await?
             .with_feedback(feedback.nudge()),
     );
@@ -435,7 +437,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     );
     let sweeper =
         crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
-            .with_sink(sink(&app.config).await?)
+            .with_sink(sink)
             .notifying(app.notify.clone());
     // Each task its own stop: a `Notify` keeps one permit for one waiter.
     let stop_sweeping = Arc::new(tokio::sync::Notify::new());
@@ -513,6 +515,7 @@ fn github(config: &Config) -> anyhow::Result<Option<Arc<crate::github::GitHub>>>
 async fn reconciler(
     app: &App,
     github: Option<Arc<crate::github::GitHub>>,
+    sink: crate::sink::Sink,
 ) -> anyhow::Result<crate::reconcile::Reconciler> {
     let now = app.clock.now();
     let mut certs = std::collections::BTreeMap::new();
@@ -522,7 +525,6 @@ async fn reconciler(
         tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
         certs.insert(cluster, cert);
     }
-    let sink = sink(&app.config).await?;
     if let crate::sink::Sink::Kubernetes(kube) = &sink {
         // What previews need on this cluster (others cannot be seen from here): said loudly
         // at start rather than found later as a stuck preview.
@@ -547,25 +549,6 @@ async fn reconciler(
         app.clock.clone(),
     )
     .with_github(github, app.intake.clone()))
-}
-
-pub async fn sink(config: &Config) -> anyhow::Result<crate::sink::Sink> {
-    Ok(match config.sink.kind {
-        crate::config::SinkKind::Directory => {
-            crate::sink::Sink::Directory(crate::sink::DirectorySink::new(&config.sink.directory))
-        }
-        crate::config::SinkKind::Kubernetes => {
-            // Already installed (a second call in tests) is fine.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let client = kube::Client::try_default()
-                .await
-                .context("connecting to Kubernetes (kubeconfig or in-cluster service account)")?;
-            crate::sink::Sink::Kubernetes(crate::sink::kubernetes::KubeSink::new(
-                client,
-                &config.sink.argocd_namespace,
-            ))
-        }
-    })
 }
 
 async fn shutdown_signal() {

@@ -82,6 +82,19 @@ pub enum Sink {
 }
 
 impl Sink {
+    /// The configured sink (`sink.kind`): a directory, or Argo CD's namespace on the cluster
+    /// of the ambient kubeconfig or in-cluster service account.
+    pub async fn from_config(config: &crate::config::Config) -> anyhow::Result<Self> {
+        Ok(match config.sink.kind {
+            crate::config::SinkKind::Directory => {
+                Self::Directory(DirectorySink::new(&config.sink.directory))
+            }
+            crate::config::SinkKind::Kubernetes => Self::Kubernetes(
+                kubernetes::KubeSink::connect(&config.sink.argocd_namespace).await?,
+            ),
+        })
+    }
+
     /// Writes `manifest` as `name` unless an object of that name is another's (`Conflict`).
     pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
         match self {

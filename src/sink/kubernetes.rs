@@ -24,6 +24,16 @@ pub struct KubeSink {
 }
 
 impl KubeSink {
+    /// On the cluster of the ambient kubeconfig (or the in-cluster service account).
+    pub async fn connect(namespace: &str) -> anyhow::Result<Self> {
+        // Already installed (a second call in tests) is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = kube::Client::try_default()
+            .await
+            .context("connecting to Kubernetes (kubeconfig or in-cluster service account)")?;
+        Ok(Self::new(client, namespace))
+    }
+
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
