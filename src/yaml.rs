@@ -1,6 +1,8 @@
 //! A small YAML writer for JSON values: block style, and every string that could be read
 //! back as anything else (a number, a boolean, a null, or with special characters) written
-//! as a JSON string, which YAML reads identically. Output only; previewd never parses YAML.
+//! as a JSON string, which YAML reads identically. Written here rather than by serde_yaml_ng
+//! (which previewd uses to read YAML): that follows YAML 1.2 and writes `on`/`yes`/`off`
+//! bare, which Kubernetes' YAML 1.1 reader turns into booleans.
 
 use serde_json::Value;
 
@@ -163,6 +165,18 @@ spec:
         ] {
             let text = to_string(&json!({ "k": s }));
             assert!(text.starts_with("k: \""), "{s:?} was written as {text:?}");
+        }
+    }
+
+    /// Why previewd writes YAML itself: serde_yaml_ng follows YAML 1.2, where `on`, `yes` and
+    /// `off` are plain strings, and writes them bare; Kubernetes reads YAML 1.1 (go-yaml v2
+    /// behind sigs.k8s.io/yaml), where they are booleans.
+    #[test]
+    fn serde_yaml_writes_yaml_1_1_booleans_bare_and_this_writer_does_not() {
+        for s in ["on", "yes", "off"] {
+            let theirs = serde_yaml_ng::to_string(&json!({ "k": s })).unwrap();
+            assert_eq!(theirs, format!("k: {s}\n"), "serde_yaml_ng quotes {s:?} now");
+            assert_eq!(to_string(&json!({ "k": s })), format!("k: \"{s}\"\n"));
         }
     }
 }
