@@ -175,7 +175,11 @@ spec:
     fn serde_yaml_writes_yaml_1_1_booleans_bare_and_this_writer_does_not() {
         for s in ["on", "yes", "off"] {
             let theirs = serde_yaml_ng::to_string(&json!({ "k": s })).unwrap();
-            assert_eq!(theirs, format!("k: {s}\n"), "serde_yaml_ng quotes {s:?} now");
+            assert_eq!(
+                theirs,
+                format!("k: {s}\n"),
+                "serde_yaml_ng quotes {s:?} now"
+            );
             assert_eq!(to_string(&json!({ "k": s })), format!("k: \"{s}\"\n"));
         }
     }
