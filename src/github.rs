@@ -21,11 +21,6 @@ use crate::preview::RepoName;
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 const ATTEMPTS: u32 = 3;
-/// After a 5xx or no answer (retries spent), an installation is held this long, doubled
-/// for each failure in a row up to `MAX_HOLD`: an outage costs one slow call per hold, not
-/// one per queued comment.
-const FIRST_HOLD: Duration = Duration::from_secs(2);
-const MAX_HOLD: Duration = Duration::from_secs(300);
 const PAGE: usize = 100;
 const MAX_PAGES: usize = 50;
 
@@ -82,26 +77,10 @@ impl GitHubError {
     }
 }
 
-/// Whose calls a rate limit or an outage holds: an App installation's (GitHub limits each
-/// installation on its own), or, with a token or an installation not yet known, the
-/// repository owner's.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum HoldKey {
-    Installation(u64),
-    Owner(String),
-}
-
 /// A client and the hold its calls are under (none for the App's own calls).
 struct Caller {
     client: Arc<Octocrab>,
     hold: Option<HoldKey>,
-}
-
-/// An installation's calls wait until `until`; `strikes` failures in a row so far.
-#[derive(Debug, Clone, Copy)]
-struct Hold {
-    until: std::time::Instant,
-    strikes: u32,
 }
 
 /// A pull request as previewd needs it.
@@ -156,7 +135,7 @@ pub struct GitHub {
     /// costs one look-up, and a revoked permission counts within `PERMISSION_TTL`.
     permissions: Mutex<HashMap<(String, String), (std::time::Instant, Permission)>>,
     /// Installations held by a rate limit or an outage.
-    holds: Mutex<HashMap<HoldKey, Hold>>,
+    holds: Holds,
 }
 
 /// How long a permission answer is trusted.
@@ -198,13 +177,13 @@ impl GitHub {
             login: tokio::sync::OnceCell::new(),
             rate_remaining: AtomicI64::new(-1),
             permissions: Mutex::new(HashMap::new()),
-            holds: Mutex::new(HashMap::new()),
+            holds: Holds::default(),
         })
     }
 
     /// How long `repo`'s installation is still held (a rate limit, an outage), if it is.
     pub fn held(&self, repo: &RepoName, installation: Option<u64>) -> Option<Duration> {
-        self.held_key(&self.hold_key(repo, installation))
+        self.holds.left(&self.hold_key(repo, installation))
     }
 
     fn hold_key(&self, repo: &RepoName, installation: Option<u64>) -> HoldKey {
@@ -214,47 +193,9 @@ impl GitHub {
         }
     }
 
-    fn held_key(&self, key: &HoldKey) -> Option<Duration> {
-        let holds = self.holds.lock().expect("holds");
-        let left = holds
-            .get(key)?
-            .until
-            .checked_duration_since(std::time::Instant::now())?;
-        (!left.is_zero()).then_some(left)
-    }
-
     /// The end of the earliest hold still running: when held work can go again.
     pub fn next_release(&self) -> Option<Duration> {
-        let now = std::time::Instant::now();
-        self.holds
-            .lock()
-            .expect("holds")
-            .values()
-            .filter_map(|hold| hold.until.checked_duration_since(now))
-            .filter(|left| !left.is_zero())
-            .min()
-    }
-
-    fn hold(&self, key: &HoldKey, wait: Option<Duration>) {
-        let mut holds = self.holds.lock().expect("holds");
-        let strikes = holds.get(key).map_or(0, |h| h.strikes) + 1;
-        let wait = wait.unwrap_or_else(|| {
-            FIRST_HOLD
-                .saturating_mul(1 << (strikes - 1).min(16))
-                .min(MAX_HOLD)
-        });
-        tracing::warn!(?key, ?wait, "holding this installation's GitHub calls");
-        holds.insert(
-            key.clone(),
-            Hold {
-                until: std::time::Instant::now() + wait,
-                strikes,
-            },
-        );
-    }
-
-    fn release(&self, key: &HoldKey) {
-        self.holds.lock().expect("holds").remove(key);
+        self.holds.next_release()
     }
 
     /// previewd's own login: the token's user, or `<app-slug>[bot]`.
@@ -611,7 +552,7 @@ impl GitHub {
                 .exchange(&caller.client, method, path, body, retry_safe)
                 .await;
         };
-        if let Some(wait) = self.held_key(key) {
+        if let Some(wait) = self.holds.left(key) {
             return Err(GitHubError::Held {
                 method,
                 path: path.into(),
@@ -622,11 +563,11 @@ impl GitHub {
             .exchange(&caller.client, method, path, body, retry_safe)
             .await;
         match &result {
-            Err(GitHubError::RateLimited { wait, .. }) => self.hold(key, Some(*wait)),
+            Err(GitHubError::RateLimited { wait, .. }) => self.holds.hold(key, Some(*wait)),
             Err(GitHubError::Transport { .. } | GitHubError::Status { status: 500.., .. }) => {
-                self.hold(key, None);
+                self.holds.hold(key, None);
             }
-            _ => self.release(key),
+            _ => self.holds.release(key),
         }
         result
     }
@@ -707,5 +648,8 @@ impl GitHub {
     }
 }
 
+mod holds;
 mod wire;
+
+use holds::{HoldKey, Holds};
 use wire::{encode, header_number, message_of, pull_info, rate_limit_wait, shape, text};

@@ -139,18 +139,12 @@ pub enum Teardown {
 /// An Application of the expected name that is another's (`Observed::Foreign`) is, for this
 /// preview, gone: never deleted.
 pub fn plan_teardown(app: &Observed, helper: &Observed) -> Teardown {
-    let ours = |o: &Observed| match o {
-        Observed::Foreign { .. } => Observed::Missing,
-        other => other.clone(),
-    };
-    match (&ours(app), &ours(helper)) {
-        (Observed::Present { .. }, _) => Teardown::DeleteApp,
-        (Observed::Deleting, _) | (Observed::Missing, Observed::Deleting) => Teardown::Wait,
-        (Observed::Missing, Observed::Present { .. }) => Teardown::DeleteHelper,
-        (Observed::Missing, Observed::Missing) => Teardown::Confirm,
-        (Observed::Foreign { .. }, _) | (_, Observed::Foreign { .. }) => {
-            unreachable!("foreign counts as missing")
-        }
+    use Observed::{Deleting, Foreign, Missing, Present};
+    match (app, helper) {
+        (Present { .. }, _) => Teardown::DeleteApp,
+        (Deleting, _) | (Missing | Foreign { .. }, Deleting) => Teardown::Wait,
+        (Missing | Foreign { .. }, Present { .. }) => Teardown::DeleteHelper,
+        (Missing | Foreign { .. }, Missing | Foreign { .. }) => Teardown::Confirm,
     }
 }
 
