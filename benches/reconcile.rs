@@ -129,7 +129,7 @@ async fn throughput(dir: &Path, previews: usize) {
     )
     .unwrap();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (app, _writer) = previewd::server::start(config.clone(), clock.clone())
+    let (app, _writer) = previewd::serve::start(config.clone(), clock.clone())
         .await
         .unwrap();
     for number in 1..=previews as u64 {

@@ -14,12 +14,12 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 
+use crate::app::App;
 use crate::comment::Shown;
 use crate::config::Config;
 use crate::db::{self, HistoryEntry, LedgerRow, PreviewSummary};
 use crate::naming::Names;
 use crate::preview::PreviewKey;
-use crate::server::App;
 
 /// The state a person sees (`ready`, `queued`, `tearing_down`, ...).
 pub fn state_name(shown: Shown) -> &'static str {

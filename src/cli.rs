@@ -122,7 +122,7 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve => crate::server::serve(config).await,
+            Command::Serve => crate::serve::serve(config).await,
             Command::Sweep { dry_run } => sweep(config, dry_run).await,
             Command::List { json } => crate::operate::list(&config, json).await,
             Command::Show { preview } => crate::operate::show(&config, &preview).await,

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod app;
 pub mod argocd;
 pub mod ca;
 pub mod cli;
@@ -34,6 +35,7 @@ pub mod requirements;
 pub mod seal;
 pub mod secrets;
 pub mod seeds;
+pub mod serve;
 pub mod server;
 pub mod sink;
 pub mod sweep;

@@ -12,9 +12,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use hmac::{Hmac, Mac};
+use previewd::app::App;
 use previewd::clock::ManualClock;
 use previewd::config::Config;
-use previewd::server::{self, App};
+use previewd::{serve, server};
 use sha2::Sha256;
 use sqlx::SqlitePool;
 use sqlx::sqlite::SqliteRow;
@@ -76,9 +77,7 @@ impl TestApp {
         )
         .unwrap();
         let clock = ManualClock::at(NOW);
-        let (app, _writer) = server::start(config, Arc::new(clock.clone()))
-            .await
-            .unwrap();
+        let (app, _writer) = serve::start(config, Arc::new(clock.clone())).await.unwrap();
         Self {
             router: server::router(app.clone()),
             app,

@@ -1,0 +1,25 @@
+//! The state every request handler shares: configuration, the read pool, the intake
+//! writer's handle, the clock and the body-buffer budget. Built by `serve::start`.
+
+use std::sync::Arc;
+
+use sqlx::SqlitePool;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::intake::Intake;
+
+/// Everything a request handler may touch.
+pub struct App {
+    pub config: Config,
+    pub pool: SqlitePool,
+    pub intake: Intake,
+    pub clock: Arc<dyn Clock>,
+    /// Tells the reconciler a preview has work (the sweeper's expiries).
+    pub notify: tokio::sync::mpsc::UnboundedSender<crate::preview::PreviewKey>,
+    /// Previews whose intent changed, for the reconciler (taken by `serve`).
+    pub changed:
+        std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::preview::PreviewKey>>>,
+    /// Permits for body bytes being buffered, `server::MAX_BUFFERED` in all.
+    pub buffered: Arc<tokio::sync::Semaphore>,
+}

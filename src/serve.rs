@@ -1,0 +1,243 @@
+//! The composition root: `previewd serve` opens the state, starts the intake writer, the
+//! reconciler, the feedback worker and the sweeper, serves HTTP, and on a signal stops them
+//! in order. The only module that knows every system.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::app::App;
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::db;
+use crate::intake::Intake;
+use crate::server::{self, MAX_BUFFERED, edge};
+
+/// Opens the state and starts the writer: the parts `serve` and the tests share.
+pub async fn start(
+    config: Config,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<(Arc<App>, tokio::task::JoinHandle<()>)> {
+    if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let pool = db::open(&config.state).await?;
+    let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
+    let notify = changes.clone();
+    let (intake, writer) = Intake::start(
+        db::writer_connection(&config.state).await?,
+        clock.clone(),
+        changes,
+    );
+    let changed = std::sync::Mutex::new(Some(changed));
+    Ok((
+        Arc::new(App {
+            config,
+            pool,
+            intake,
+            clock,
+            notify,
+            changed,
+            buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
+        }),
+        writer,
+    ))
+}
+
+/// `previewd serve`: runs until SIGTERM or Ctrl-C, then finishes in-flight requests and
+/// the writes they started.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    if config.github.webhook_secret.is_none() {
+        tracing::warn!(
+            "github.webhook_secret is not set: every webhook delivery will be refused with 401"
+        );
+    }
+    if config.github.credentials.is_none() {
+        tracing::info!(
+            "no GitHub credentials (github.token or github.app_id): reporting to GitHub is off"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding metrics.listen {addr}"))?,
+        ),
+        None => None,
+    };
+    let (app, writer) = start(config, Arc::new(SystemClock)).await?;
+    let github = github(&app.config)?;
+    // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
+    // what is said on PRs (and the commands that need GitHub's word), never a deploy.
+    let feedback = Arc::new(
+        crate::feedback::Feedback::new(
+            app.pool.clone(),
+            app.config.clone(),
+            app.clock.clone(),
+            github.clone(),
+        )
+        .notifying(app.notify.clone()),
+    );
+    // One sink (one Kubernetes client) for the reconciler and the sweeper.
+    let sink = crate::sink::Sink::from_config(&app.config).await?;
+    let reconciler = Arc::new(
+        reconciler(&app, github, sink.clone())
+            .await?
+            .with_feedback(feedback.nudge()),
+    );
+    let stop_feedback = Arc::new(tokio::sync::Notify::new());
+    let feeding_back = tokio::spawn(feedback.run(stop_feedback.clone()));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let changed = app
+        .changed
+        .lock()
+        .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
+        .take()
+        .context("reconciler already running")?;
+    let reconciling = tokio::spawn(reconciler.run(changed, stop.clone()));
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        state = %app.config.state.display(),
+        "previewd is serving"
+    );
+    let sweeper =
+        crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
+            .with_sink(sink)
+            .notifying(app.notify.clone());
+    // Each task its own stop: a `Notify` keeps one permit for one waiter.
+    let stop_sweeping = Arc::new(tokio::sync::Notify::new());
+    let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
+    // One signal ends both listeners.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    let signalled = tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stopping.send(true);
+    });
+    let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let metrics_serving = metrics_listener.map(|listener| {
+        tracing::info!(listen = ?listener.local_addr().ok(), "serving /metrics");
+        tokio::spawn(edge::serve(
+            listener,
+            server::metrics_router(app.clone()),
+            edge::LIMITS,
+            until_stopped(stopped.clone()),
+        ))
+    });
+    edge::serve(
+        listener,
+        server::router(app.clone()),
+        edge::LIMITS,
+        until_stopped(stopped),
+    )
+    .await;
+    signalled.abort();
+    if let Some(serving) = metrics_serving {
+        serving.await.context("waiting for the metrics listener")?;
+    }
+    stop.notify_one();
+    stop_sweeping.notify_one();
+    stop_feedback.notify_one();
+    // A call to a slow GitHub is not waited out: what the worker owed stays owed (in the
+    // state) for the next start.
+    match tokio::time::timeout(Duration::from_secs(10), feeding_back).await {
+        Ok(done) => done.context("waiting for the feedback worker to finish")?,
+        Err(_) => tracing::warn!("the feedback worker did not stop within 10 s; left behind"),
+    }
+    sweeping
+        .await
+        .context("waiting for the sweeper to finish")?;
+    reconciling
+        .await
+        .context("waiting for the reconciler to finish")?;
+    drop(app);
+    writer.await.context("waiting for the writer to finish")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The GitHub client, shared by the feedback worker and resync; `None` without credentials.
+fn github(config: &Config) -> anyhow::Result<Option<Arc<crate::github::GitHub>>> {
+    Ok(match &config.github.credentials {
+        Some(credentials) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let github = crate::github::GitHub::new(&config.github.api_url, credentials)
+                .context("setting up the GitHub client")?;
+            tracing::info!(api = %config.github.api_url, "reporting to GitHub");
+            Some(Arc::new(github))
+        }
+        None => {
+            tracing::info!("no github.token or App credentials: GitHub reporting is off");
+            None
+        }
+    })
+}
+
+/// The reconciler with its sink. Every cluster needs a certificate that has not expired (a
+/// changed one re-seals that cluster's previews): previewd refuses to start otherwise,
+/// rather than render secrets nobody can open.
+async fn reconciler(
+    app: &App,
+    github: Option<Arc<crate::github::GitHub>>,
+    sink: crate::sink::Sink,
+) -> anyhow::Result<crate::reconcile::Reconciler> {
+    let now = app.clock.now();
+    let mut certs = std::collections::BTreeMap::new();
+    for (cluster, cert) in crate::clusters::sealing_certs(&app.config, now, true) {
+        let cert = cert?;
+        let rotation = crate::clusters::check_rotation(&app.pool, &cluster, &cert, now).await?;
+        tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
+        certs.insert(cluster, cert);
+    }
+    if let crate::sink::Sink::Kubernetes(kube) = &sink {
+        // What previews need on this cluster (others cannot be seen from here): said loudly
+        // at start rather than found later as a stuck preview.
+        let config = &app.config;
+        match kube.served(&crate::requirements::needed(config)).await {
+            Ok((served, projects)) => {
+                for missing in crate::requirements::missing(config, &served, projects.as_ref()) {
+                    tracing::error!(%missing, "this cluster lacks what previews need");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "could not check what this cluster serves")
+            }
+        }
+    }
+    Ok(crate::reconcile::Reconciler::new(
+        app.pool.clone(),
+        app.config.clone(),
+        sink,
+        certs,
+        crate::ca::from_config(&app.config, now, true)?,
+        app.clock.clone(),
+    )
+    .with_github(github, app.intake.clone()))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}
