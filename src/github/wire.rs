@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -89,16 +90,17 @@ pub(super) fn shape(path: &str, message: &str) -> GitHubError {
     }
 }
 
+/// What a query value keeps as it is: RFC 3986's unreserved characters. Everything else is
+/// escaped, `/`, `&`, `=`, `+` and `#` included, so that an environment name stays one value.
+const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encodes a query value (environment names contain `/`).
 pub(super) fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    utf8_percent_encode(text, QUERY_VALUE).to_string()
 }
 
 #[cfg(test)]
@@ -164,5 +166,12 @@ mod tests {
     #[test]
     fn environments_are_percent_encoded() {
         assert_eq!(encode("preview/pr-7"), "preview%2Fpr-7");
+    }
+
+    #[test]
+    fn unreserved_characters_stay_and_everything_else_is_escaped_byte_by_byte() {
+        assert_eq!(encode("a-b_c.d~e"), "a-b_c.d~e");
+        assert_eq!(encode("a b+c&d=e#f"), "a%20b%2Bc%26d%3De%23f");
+        assert_eq!(encode("prévu"), "pr%C3%A9vu");
     }
 }
