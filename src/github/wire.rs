@@ -1,13 +1,15 @@
-//! GitHub's answers read at the edge: rate-limit headers, error messages, pull requests as
-//! previewd's `PullInfo`, and the query encoding previewd's requests need.
+//! GitHub's answers read at the edge: rate-limit headers, error messages, the few fields
+//! previewd uses of each answer (small structs, so an answer of another shape is an error
+//! naming the request), and the query encoding previewd's requests need.
 
 use std::time::Duration;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{GitHubError, PullInfo};
+use super::{CommentInfo, GitHubError, PullInfo};
 
 /// How long GitHub asks us to wait, if this answer is a rate limit: `retry-after`, else the
 /// primary limit's reset time, else a minute for a secondary limit without headers.
@@ -46,24 +48,106 @@ pub(super) fn message_of(text: &str) -> String {
         .unwrap_or_else(|_| text.chars().take(200).collect())
 }
 
-pub(super) fn pull_info(pull: &Value) -> Option<PullInfo> {
-    let head_repo = pull["head"]["repo"]["id"].as_u64();
-    let base_repo = pull["base"]["repo"]["id"].as_u64()?;
-    Some(PullInfo {
-        number: u32::try_from(pull["number"].as_u64()?).ok()?,
-        open: pull["state"].as_str()? == "open",
-        title: pull["title"].as_str().unwrap_or_default().to_owned(),
-        author: pull["user"]["login"].as_str()?.to_owned(),
-        head_sha: pull["head"]["sha"].as_str()?.to_owned(),
-        head_ref: pull["head"]["ref"].as_str().unwrap_or_default().to_owned(),
-        base_ref: pull["base"]["ref"].as_str().unwrap_or_default().to_owned(),
-        // A deleted fork (`head.repo: null`) is still someone else's code.
-        fork: head_repo != Some(base_repo),
-        draft: pull["draft"].as_bool().unwrap_or(false),
-        merged: pull["merged_at"].is_string(),
-        updated_at: pull["updated_at"].as_str().and_then(unix_seconds),
-        repo_id: base_repo,
-    })
+/// What GitHub created or found (an installation, a comment, a deployment): its id.
+#[derive(Debug, Deserialize)]
+pub(super) struct Id {
+    pub(super) id: u64,
+}
+
+/// `GET /user` (and a comment's or a pull request's author).
+#[derive(Debug, Deserialize)]
+pub(super) struct User {
+    pub(super) login: String,
+}
+
+/// `GET /app`.
+#[derive(Debug, Deserialize)]
+pub(super) struct App {
+    pub(super) slug: String,
+}
+
+/// `GET /repos/{repo}/collaborators/{login}/permission`.
+#[derive(Debug, Deserialize)]
+pub(super) struct CollaboratorPermission {
+    pub(super) permission: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Comment {
+    id: u64,
+    user: User,
+    body: Option<String>,
+}
+
+impl From<Comment> for CommentInfo {
+    fn from(c: Comment) -> Self {
+        Self {
+            id: c.id,
+            author: c.user.login,
+            body: c.body.unwrap_or_default(),
+        }
+    }
+}
+
+/// A pull request (`GET /repos/{repo}/pulls/{number}`, and each of a listing).
+#[derive(Debug, Deserialize)]
+pub(super) struct Pull {
+    number: u32,
+    state: String,
+    title: Option<String>,
+    user: User,
+    head: Head,
+    base: Base,
+    draft: Option<bool>,
+    merged_at: Option<String>,
+    updated_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Head {
+    sha: String,
+    #[serde(rename = "ref")]
+    branch: Option<String>,
+    /// `null` once the fork is deleted.
+    repo: Option<HeadRepo>,
+}
+
+#[derive(Debug, Deserialize)]
+struct HeadRepo {
+    id: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Base {
+    #[serde(rename = "ref")]
+    branch: Option<String>,
+    repo: Id,
+}
+
+impl From<Pull> for PullInfo {
+    fn from(pull: Pull) -> Self {
+        let head_repo = pull.head.repo.and_then(|r| r.id);
+        Self {
+            number: pull.number,
+            open: pull.state == "open",
+            title: pull.title.unwrap_or_default(),
+            author: pull.user.login,
+            head_sha: pull.head.sha,
+            head_ref: pull.head.branch.unwrap_or_default(),
+            base_ref: pull.base.branch.unwrap_or_default(),
+            // A deleted fork (`head.repo: null`) is still someone else's code.
+            fork: head_repo != Some(pull.base.repo.id),
+            draft: pull.draft.unwrap_or(false),
+            merged: pull.merged_at.is_some(),
+            updated_at: pull.updated_at.as_deref().and_then(unix_seconds),
+            repo_id: pull.base.repo.id,
+        }
+    }
+}
+
+/// `answer` (to `path`) as `T`; another shape is an error naming the request.
+pub(super) fn read<T: DeserializeOwned>(path: &str, answer: Value) -> Result<T, GitHubError> {
+    serde_json::from_value(answer).map_err(|e| shape(path, &e.to_string()))
 }
 
 /// `2019-05-15T15:20:33Z` as Unix seconds.
@@ -74,13 +158,6 @@ fn unix_seconds(text: &str) -> Option<i64> {
             .ok()?
             .unix_timestamp(),
     )
-}
-
-pub(super) fn text(value: &Value, field: &str, path: &str) -> Result<String, GitHubError> {
-    value[field]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| shape(path, &format!("no {field}")))
 }
 
 pub(super) fn shape(path: &str, message: &str) -> GitHubError {
@@ -158,9 +235,52 @@ mod tests {
             "head": {"sha": "abc", "repo": null}, "base": {"repo": {"id": 1}},
             "updated_at": "2019-05-15T15:20:33Z",
         });
-        let info = pull_info(&pull).unwrap();
+        let info = PullInfo::from(read::<Pull>("/pulls/3", pull).unwrap());
         assert!(info.fork);
         assert_eq!(info.updated_at, Some(1_557_933_633));
+    }
+
+    /// A webhook's `pull_request` is the object `GET /pulls/{number}` answers.
+    fn recorded(name: &str) -> Value {
+        let path = format!(
+            "{}/tests/fixtures/github/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_recorded_pull_request_reads_into_what_previewd_uses() {
+        let event = recorded("pull_request.opened");
+        let info = PullInfo::from(read::<Pull>("/pulls/2", event["pull_request"].clone()).unwrap());
+        assert_eq!(info.number, 2);
+        assert!(info.open && !info.fork && !info.merged && !info.draft);
+        assert_eq!(info.author, "Codertocat");
+        assert_eq!(info.head_sha, event["pull_request"]["head"]["sha"]);
+        assert_eq!(info.head_ref, "changes");
+        assert_eq!(info.base_ref, "master");
+        assert_eq!(info.repo_id, event["repository"]["id"].as_u64().unwrap());
+        let merged = recorded("pull_request.closed.merged.fork");
+        let info =
+            PullInfo::from(read::<Pull>("/pulls/1", merged["pull_request"].clone()).unwrap());
+        assert!(!info.open && info.merged && info.fork);
+    }
+
+    #[test]
+    fn a_recorded_comment_reads_into_id_author_and_body() {
+        let event = recorded("issue_comment.created.pull_request");
+        let comment: Comment = read("/comments", event["comment"].clone()).unwrap();
+        let info = CommentInfo::from(comment);
+        assert_eq!(info.id, event["comment"]["id"].as_u64().unwrap());
+        assert_eq!(info.author, event["comment"]["user"]["login"]);
+    }
+
+    #[test]
+    fn an_answer_of_another_shape_is_an_error_naming_the_request_never_an_empty_list() {
+        let message = serde_json::json!({"message": "Moved Permanently"});
+        let err = read::<Vec<Id>>("/repos/o/r/deployments", message).unwrap_err();
+        assert!(err.to_string().contains("/repos/o/r/deployments"), "{err}");
+        assert!(read::<Pull>("/pulls/1", serde_json::json!({"number": 1})).is_err());
     }
 
     #[test]

@@ -1,0 +1,185 @@
+//! How one request to GitHub goes: a timeout, retries only where a resend cannot repeat a
+//! write, the installation's hold, rate limits returned (never slept out), and pages.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use http::Method;
+use octocrab::Octocrab;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::wire::{header_number, message_of, rate_limit_wait, read, shape};
+use super::{Caller, GitHub, GitHubError, TIMEOUT};
+
+const ATTEMPTS: u32 = 3;
+const PAGE: usize = 100;
+const MAX_PAGES: usize = 50;
+
+impl GitHub {
+    /// A GET, its answer read as `T`.
+    pub(super) async fn get<T: DeserializeOwned>(
+        &self,
+        client: &Caller,
+        path: &str,
+    ) -> Result<T, GitHubError> {
+        let answer = self.call(client, Method::GET, path, None).await?;
+        read(path, answer)
+    }
+
+    pub(super) async fn all_pages(
+        &self,
+        client: &Caller,
+        path: &str,
+    ) -> Result<Vec<Value>, GitHubError> {
+        let mut all = Vec::new();
+        let join = if path.contains('?') { '&' } else { '?' };
+        for page in 1..=MAX_PAGES {
+            let url = format!("{path}{join}per_page={PAGE}&page={page}");
+            let items = self.call(client, Method::GET, &url, None).await?;
+            let Value::Array(items) = items else {
+                return Err(shape(path, "not a list"));
+            };
+            let last = items.len() < PAGE;
+            all.extend(items);
+            if last {
+                return Ok(all);
+            }
+        }
+        Ok(all)
+    }
+
+    /// One request. GETs and PATCHes are retried on 5xx and transport errors; other writes
+    /// are not (GitHub may have done them).
+    pub(super) async fn call(
+        &self,
+        client: &Caller,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, GitHubError> {
+        let retry_safe = matches!(method, Method::GET | Method::PATCH);
+        self.send(client, method, path, body, retry_safe).await
+    }
+
+    pub(super) async fn call_idempotent(
+        &self,
+        client: &Caller,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, GitHubError> {
+        self.send(client, method, path, body, true).await
+    }
+
+    /// One call under its installation's hold: refused at once while held; a rate limit
+    /// holds the installation for as long as GitHub asks, a 5xx or no answer (retries
+    /// spent) for a doubling while; any other answer ends the hold.
+    async fn send(
+        &self,
+        caller: &Caller,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        retry_safe: bool,
+    ) -> Result<Value, GitHubError> {
+        let Some(key) = &caller.hold else {
+            return self
+                .exchange(&caller.client, method, path, body, retry_safe)
+                .await;
+        };
+        if let Some(wait) = self.holds.left(key) {
+            return Err(GitHubError::Held {
+                method,
+                path: path.into(),
+                wait,
+            });
+        }
+        let result = self
+            .exchange(&caller.client, method, path, body, retry_safe)
+            .await;
+        match &result {
+            Err(GitHubError::RateLimited { wait, .. }) => self.holds.hold(key, Some(*wait)),
+            Err(GitHubError::Transport { .. } | GitHubError::Status { status: 500.., .. }) => {
+                self.holds.hold(key, None);
+            }
+            _ => self.holds.release(key),
+        }
+        result
+    }
+
+    /// The request, retried where that is safe; a rate limit is returned, never slept out.
+    async fn exchange(
+        &self,
+        client: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        retry_safe: bool,
+    ) -> Result<Value, GitHubError> {
+        let mut backoff = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            let sent = tokio::time::timeout(TIMEOUT, async {
+                match method {
+                    Method::GET => client._get(path).await,
+                    Method::POST => client._post(path, body).await,
+                    Method::PATCH => client._patch(path, body).await,
+                    _ => client._delete(path, body).await,
+                }
+            })
+            .await;
+            let failure = match sent {
+                Err(_) => format!("no answer within {TIMEOUT:?}"),
+                Ok(Err(e)) => e.to_string(),
+                Ok(Ok(response)) => {
+                    let status = response.status().as_u16();
+                    let headers = response.headers().clone();
+                    if let Some(left) = header_number(&headers, "x-ratelimit-remaining") {
+                        self.rate_remaining.store(left, Ordering::Relaxed);
+                        crate::metrics::METRICS
+                            .github_rate_remaining
+                            .store(left, Ordering::Relaxed);
+                    }
+                    let text = client.body_to_string(response).await.unwrap_or_default();
+                    if (200..300).contains(&status) {
+                        return if text.trim().is_empty() {
+                            Ok(Value::Null)
+                        } else {
+                            serde_json::from_str(&text).map_err(|e| shape(path, &e.to_string()))
+                        };
+                    }
+                    // Waiting here would hold up whatever else this task has to do: the
+                    // caller's installation is held instead, and its work goes on later.
+                    if let Some(wait) = rate_limit_wait(status, &headers, &text) {
+                        return Err(GitHubError::RateLimited {
+                            method,
+                            path: path.into(),
+                            wait,
+                        });
+                    }
+                    let message = message_of(&text);
+                    if status < 500 || !retry_safe || attempt >= ATTEMPTS {
+                        return Err(GitHubError::Status {
+                            status,
+                            method,
+                            path: path.into(),
+                            message,
+                        });
+                    }
+                    format!("{status}: {message}")
+                }
+            };
+            if !retry_safe || attempt >= ATTEMPTS {
+                return Err(GitHubError::Transport {
+                    method,
+                    path: path.into(),
+                    message: failure,
+                });
+            }
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+            attempt += 1;
+        }
+    }
+}
