@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -345,7 +346,7 @@ fn authorized(config: &Config, headers: &HeaderMap, allow_basic: bool) -> bool {
     } else {
         return false;
     };
-    constant_time_eq(offered.as_bytes(), token.expose().as_bytes())
+    constant_time_eq(offered.as_bytes(), token.expose_secret().as_bytes())
 }
 
 /// Compares digests, so the time taken says nothing about how much of the token matched.

@@ -2,30 +2,15 @@
 //! embedded defaults from design.md, validated once at start. Nothing else reads the environment.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use secrecy::SecretString;
+
 use crate::preview::RepoName;
 use raw::Raw;
 use validate::Validator;
-
-/// A value that must never reach a log line or `Debug` output.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -44,7 +29,7 @@ pub struct Config {
     pub delivery_retention: Duration,
     /// Remove helper Applications that have no preview (otherwise they are only reported).
     pub remove_orphans: bool,
-    pub api_token: Option<Secret>,
+    pub api_token: Option<SecretString>,
     /// A listener of its own for `/metrics`, open (for Prometheus, which a NetworkPolicy
     /// admits); without it `/metrics` is on `listen`, behind `api.token` off loopback.
     pub metrics_listen: Option<SocketAddr>,
@@ -121,7 +106,7 @@ pub struct DnsConfig {
 #[derive(Debug, Clone)]
 pub struct GithubConfig {
     /// `None`: every delivery is refused with 401, and the log says why.
-    pub webhook_secret: Option<Secret>,
+    pub webhook_secret: Option<SecretString>,
     pub api_url: String,
     pub credentials: Option<GithubCredentials>,
     /// How often the open PRs of each repository are listed, to heal lost webhooks.
@@ -130,7 +115,7 @@ pub struct GithubConfig {
 
 #[derive(Debug, Clone)]
 pub enum GithubCredentials {
-    Token(Secret),
+    Token(SecretString),
     App {
         app_id: u64,
         private_key_path: PathBuf,

@@ -16,6 +16,7 @@ use anyhow::Context;
 use http::Method;
 use octocrab::Octocrab;
 use octocrab::models::{AppId, InstallationId};
+use secrecy::ExposeSecret;
 
 use crate::config::GithubCredentials;
 use crate::preview::RepoName;
@@ -144,7 +145,9 @@ impl GitHub {
             .set_read_timeout(Some(TIMEOUT));
         let (client, app) = match credentials {
             GithubCredentials::Token(token) => (
-                builder.personal_token(token.expose().to_owned()).build()?,
+                builder
+                    .personal_token(token.expose_secret().to_owned())
+                    .build()?,
                 false,
             ),
             GithubCredentials::App {

@@ -8,8 +8,8 @@ use octocrab::models::webhook_events::payload::{
 use octocrab::models::webhook_events::{WebhookEvent, WebhookEventPayload, verification};
 use serde::Deserialize;
 
-use crate::config::Secret;
 use crate::preview::{PreviewKey, RepoName, Sha};
+use secrecy::{ExposeSecret, SecretString};
 
 /// Why a delivery was turned away. Every variant is the sender's problem (4xx).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -154,7 +154,7 @@ const MAX_GUID: usize = 100;
 /// The checks the headers alone decide, made before the body is read: no secret, a
 /// missing event, delivery or signature header, a malformed GUID or hook ID.
 pub fn screen<'a>(
-    secret: Option<&'a Secret>,
+    secret: Option<&'a SecretString>,
     headers: Headers<'a>,
 ) -> Result<Screened<'a>, Rejection> {
     // With no secret nothing can be verified: every delivery is a 401, whatever else is wrong.
@@ -193,7 +193,7 @@ pub fn screen<'a>(
 /// What [`screen`] let through: the secret and the headers that must be present.
 #[derive(Debug, Clone, Copy)]
 pub struct Screened<'a> {
-    secret: &'a Secret,
+    secret: &'a SecretString,
     event: &'a str,
     guid: &'a str,
     hook_id: &'a str,
@@ -202,7 +202,7 @@ pub struct Screened<'a> {
 
 /// Checks headers and signature, then parses. `secret == None` refuses everything.
 pub fn receive(
-    secret: Option<&Secret>,
+    secret: Option<&SecretString>,
     headers: Headers<'_>,
     body: &[u8],
 ) -> Result<Delivery, Rejection> {
@@ -231,8 +231,8 @@ pub fn receive(
 }
 
 /// HMAC-SHA256 of the raw body against `sha256=<hex>`, in constant time.
-pub fn verify(secret: &Secret, signature: &str, body: &[u8]) -> Result<(), Rejection> {
-    verification::verify_signature(signature, secret.expose(), body)
+pub fn verify(secret: &SecretString, signature: &str, body: &[u8]) -> Result<(), Rejection> {
+    verification::verify_signature(signature, secret.expose_secret(), body)
         .map_err(|e| Rejection::BadSignature(e.to_string()))
 }
 

@@ -1,5 +1,7 @@
 //! Config loading: defaults, file, environment, and the errors a typo earns.
 
+use secrecy::ExposeSecret;
+
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -60,7 +62,7 @@ fn environment_overrides_the_file() {
     .unwrap();
     assert_eq!(config.listen.port(), 9000);
     assert_eq!(
-        config.github.webhook_secret.unwrap().expose(),
+        config.github.webhook_secret.unwrap().expose_secret(),
         "from-the-environment"
     );
     assert_eq!(config.defaults.ttl, Duration::from_secs(5 * 3600));
@@ -193,11 +195,21 @@ fn repos_inherit_defaults_and_form_an_allow_list() {
 #[test]
 fn secrets_never_show_in_debug_output() {
     let config = Config::from_toml(
-        "[github]\nwebhook_secret = \"hunter2-hunter2-hunter2\"\n",
-        env(&[]),
+        "[github]\nwebhook_secret = \"hunter2-hunter2-hunter2\"\ntoken = \"ghp_hunter3\"\n",
+        env(&[("PREVIEWD_API_TOKEN", "hunter4-api-token")]),
     )
     .unwrap();
-    assert!(!format!("{config:?}").contains("hunter2"));
+    let shown = format!("{config:?}");
+    for secret in ["hunter2", "hunter3", "hunter4"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(
+        matches!(&config.github.credentials, Some(GithubCredentials::Token(t)) if t.expose_secret() == "ghp_hunter3")
+    );
+    assert_eq!(
+        config.api_token.unwrap().expose_secret(),
+        "hunter4-api-token"
+    );
 }
 
 #[test]
@@ -214,7 +226,7 @@ fn the_webhook_secret_can_come_from_a_file() {
     )
     .unwrap();
     assert_eq!(
-        config.github.webhook_secret.unwrap().expose(),
+        config.github.webhook_secret.unwrap().expose_secret(),
         "s3cret-from-a-file"
     );
 }

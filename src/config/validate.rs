@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use secrecy::{ExposeSecret, SecretString};
+
 use super::raw::{Raw, RawChart, RawDatabase, RawGithub, RawPolicy, RawSink, RawTls};
 use super::*;
 use crate::duration;
@@ -68,14 +70,14 @@ impl Validator {
         }
     }
 
-    fn secret(&self, key: &str, raw: Option<String>) -> Result<Option<Secret>, ConfigError> {
+    fn secret(&self, key: &str, raw: Option<String>) -> Result<Option<SecretString>, ConfigError> {
         match raw {
             Some(s) if s.trim().is_empty() => Err(self.invalid(
                 key,
                 "the value is empty".into(),
                 "a non-empty secret, or no key at all",
             )),
-            other => Ok(other.map(Secret)),
+            other => Ok(other.map(SecretString::from)),
         }
     }
 
@@ -84,12 +86,12 @@ impl Validator {
         &self,
         key: &str,
         raw: Option<String>,
-    ) -> Result<Option<Secret>, ConfigError> {
+    ) -> Result<Option<SecretString>, ConfigError> {
         let secret = self.secret(key, raw)?;
         match &secret {
-            Some(s) if s.expose().len() < MIN_WEBHOOK_SECRET => Err(self.invalid(
+            Some(s) if s.expose_secret().len() < MIN_WEBHOOK_SECRET => Err(self.invalid(
                 key,
-                format!("the secret is {} bytes long", s.expose().len()),
+                format!("the secret is {} bytes long", s.expose_secret().len()),
                 "at least 16 bytes (e.g. `openssl rand -hex 32`)",
             )),
             _ => Ok(secret),

@@ -17,7 +17,7 @@ fn event_of(name: &str) -> Event {
         .1
 }
 
-fn secret(s: &str) -> Secret {
+fn secret(s: &str) -> SecretString {
     crate::config::Config::from_toml(&format!("[github]\nwebhook_secret = {s:?}\n"), Vec::new())
         .unwrap()
         .github
