@@ -287,9 +287,9 @@ impl Config {
         text: &str,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        let mut raw: Raw = toml::from_str(text).map_err(|e| ConfigError::File {
+        let mut raw = Raw::from_file(text).map_err(|message| ConfigError::File {
             path: PathBuf::new(),
-            message: e.to_string(),
+            message,
         })?;
         let mut from_env = BTreeSet::new();
         for (name, value) in env {
@@ -336,11 +336,13 @@ pub fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+mod github;
+mod keys;
 mod raw;
 mod repos;
 mod validate;
 
-pub use raw::{KEYS, env_name};
+pub use keys::{KEYS, Key, env_name, readme_table};
 
 #[cfg(test)]
 mod tests;

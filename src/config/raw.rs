@@ -1,109 +1,41 @@
-//! The config file and environment as written: every field optional, unknown keys and
-//! unknown `PREVIEWD_*` variables refused.
+//! The config file and environment as written: scalar keys by their declared name (see
+//! `keys`), the array tables as structs; unknown keys and unknown `PREVIEWD_*` variables refused.
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::ConfigError;
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+use super::keys::{self, Kind, env_name};
+
+/// A scalar key's value as set.
+#[derive(Debug)]
+enum Value {
+    Text(String),
+    Flag(bool),
+}
+
+#[derive(Debug, Default)]
 pub(super) struct Raw {
-    pub(super) listen: Option<String>,
-    pub(super) state: Option<String>,
-    pub(super) log: Option<String>,
-    pub(super) public_url: Option<String>,
-    #[serde(default)]
-    pub(super) github: RawGithub,
-    #[serde(default)]
-    pub(super) sink: RawSink,
-    #[serde(default)]
-    pub(super) defaults: RawPolicy,
-    #[serde(default)]
-    pub(super) sweep: RawSweep,
-    #[serde(default)]
-    pub(super) api: RawApi,
-    #[serde(default)]
-    pub(super) metrics: RawMetrics,
-    #[serde(default)]
+    /// By key name (`defaults.ttl`): the file's values, then the environment's over them.
+    values: BTreeMap<&'static str, Value>,
     pub(super) clusters: Vec<RawCluster>,
-    #[serde(default)]
     pub(super) repos: Vec<RawRepo>,
+}
+
+/// The file: the array tables read by their structs, every other entry kept for `KEYS`.
+#[derive(Deserialize)]
+struct File {
     #[serde(default)]
-    pub(super) chart: RawChart,
+    clusters: Vec<RawCluster>,
     #[serde(default)]
-    pub(super) database: RawDatabase,
-    #[serde(default)]
-    pub(super) tls: RawTls,
-    #[serde(default)]
-    pub(super) dns: RawDns,
+    repos: Vec<RawRepo>,
+    #[serde(flatten)]
+    rest: toml::Table,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawChart {
-    pub(super) repo_url: Option<String>,
-    pub(super) path: Option<String>,
-    pub(super) revision: Option<String>,
-    pub(super) project: Option<String>,
-    pub(super) apps_project: Option<String>,
-    pub(super) legacy_names: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDatabase {
-    pub(super) mode: Option<String>,
-    pub(super) namespace: Option<String>,
-    pub(super) admin_secret: Option<String>,
-    pub(super) host: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
-    pub(super) port: Option<String>,
-    pub(super) image: Option<String>,
-    pub(super) cnpg_cluster: Option<String>,
-    pub(super) drop_on_delete: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawTls {
-    pub(super) mode: Option<String>,
-    pub(super) issuer: Option<String>,
-    pub(super) issuer_kind: Option<String>,
-    pub(super) ca_cert: Option<String>,
-    pub(super) ca_key: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDns {
-    pub(super) enabled: Option<bool>,
-    pub(super) ttl: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawGithub {
-    pub(super) webhook_secret: Option<String>,
-    /// a file holding the secret, so it stays out of the config file and the environment
-    pub(super) webhook_secret_file: Option<String>,
-    pub(super) api_url: Option<String>,
-    pub(super) token: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
-    pub(super) app_id: Option<String>,
-    pub(super) private_key_path: Option<String>,
-    pub(super) resync_interval: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSink {
-    pub(super) kind: Option<String>,
-    pub(super) directory: Option<String>,
-    pub(super) argocd_namespace: Option<String>,
-    pub(super) stuck_after: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A policy as written: `[defaults]`, or the same keys in a `[[repos]]` entry.
+#[derive(Debug, Default)]
 pub(super) struct RawPolicy {
     pub(super) ttl: Option<String>,
     pub(super) domain: Option<String>,
@@ -112,31 +44,9 @@ pub(super) struct RawPolicy {
     pub(super) deploy_drafts: Option<bool>,
     pub(super) allow_keep: Option<bool>,
     pub(super) keep_for: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
     pub(super) max_per_repo: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
     pub(super) max_per_author: Option<String>,
     pub(super) at_cap: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSweep {
-    pub(super) interval: Option<String>,
-    pub(super) delivery_retention: Option<String>,
-    pub(super) remove_orphans: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawApi {
-    pub(super) token: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMetrics {
-    pub(super) listen: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -189,67 +99,54 @@ fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Str
     }))
 }
 
-/// Every scalar key, as written in the file; its variable is `PREVIEWD_` + the key upper-cased
-/// with `.` as `_` (`defaults.ttl` -> `PREVIEWD_DEFAULTS_TTL`).
-pub const KEYS: &[&str] = &[
-    "listen",
-    "state",
-    "log",
-    "public_url",
-    "github.webhook_secret",
-    "github.webhook_secret_file",
-    "github.api_url",
-    "github.token",
-    "github.app_id",
-    "github.private_key_path",
-    "github.resync_interval",
-    "sink.kind",
-    "sink.directory",
-    "sink.argocd_namespace",
-    "sink.stuck_after",
-    "defaults.ttl",
-    "defaults.domain",
-    "defaults.warn_before",
-    "defaults.max_lifetime",
-    "defaults.deploy_drafts",
-    "defaults.allow_keep",
-    "defaults.keep_for",
-    "defaults.max_per_repo",
-    "defaults.max_per_author",
-    "defaults.at_cap",
-    "sweep.interval",
-    "sweep.delivery_retention",
-    "sweep.remove_orphans",
-    "api.token",
-    "metrics.listen",
-    "chart.repo_url",
-    "chart.path",
-    "chart.revision",
-    "chart.project",
-    "chart.apps_project",
-    "chart.legacy_names",
-    "database.mode",
-    "database.namespace",
-    "database.admin_secret",
-    "database.host",
-    "database.port",
-    "database.image",
-    "database.cnpg_cluster",
-    "database.drop_on_delete",
-    "tls.mode",
-    "tls.issuer",
-    "tls.issuer_kind",
-    "tls.ca_cert",
-    "tls.ca_key",
-    "dns.enabled",
-    "dns.ttl",
-];
-
-pub fn env_name(key: &str) -> String {
-    format!("PREVIEWD_{}", key.replace('.', "_").to_ascii_uppercase())
-}
-
 impl Raw {
+    /// `text` as TOML; a key that is not declared, or a value of another type, is refused.
+    pub(super) fn from_file(text: &str) -> Result<Self, String> {
+        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut raw = Raw {
+            values: BTreeMap::new(),
+            clusters: file.clusters,
+            repos: file.repos,
+        };
+        for (name, value) in file.rest {
+            match value {
+                toml::Value::Table(section) if keys::is_section(&name) => {
+                    for (field, value) in section {
+                        raw.set_from_file(&format!("{name}.{field}"), value)?;
+                    }
+                }
+                value => raw.set_from_file(&name, value)?,
+            }
+        }
+        Ok(raw)
+    }
+
+    fn set_from_file(&mut self, name: &str, value: toml::Value) -> Result<(), String> {
+        let Some(key) = keys::find(name) else {
+            return Err(format!(
+                "unknown key `{name}`; the README's configuration table lists every key"
+            ));
+        };
+        let value = match (key.kind, value) {
+            (Kind::Flag, toml::Value::Boolean(b)) => Value::Flag(b),
+            (Kind::Text | Kind::Number, toml::Value::String(s)) => Value::Text(s),
+            (Kind::Number, toml::Value::Integer(n)) if n >= 0 => Value::Text(n.to_string()),
+            (kind, other) => {
+                let expected = match kind {
+                    Kind::Flag => "true or false",
+                    Kind::Text => "a string",
+                    Kind::Number => "a whole number",
+                };
+                return Err(format!(
+                    "`{name}` is {} {other}; expected {expected}",
+                    other.type_str()
+                ));
+            }
+        };
+        self.values.insert(key.name, value);
+        Ok(())
+    }
+
     /// Applies one environment variable; returns the key it set, `None` for variables that
     /// are not previewd's.
     pub(super) fn set_from_env(
@@ -260,88 +157,78 @@ impl Raw {
         if !name.starts_with("PREVIEWD_") {
             return Ok(None);
         }
-        let Some(key) = KEYS.iter().find(|key| env_name(key) == name) else {
+        let Some(key) = keys::KEYS.iter().find(|key| env_name(key.name) == name) else {
             return Err(ConfigError::UnknownVariable(name.to_owned()));
         };
-        if let Some(slot) = self.bool_slot(key) {
-            *slot = Some(match value.as_str() {
-                "true" | "1" => true,
-                "false" | "0" => false,
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        key: (*key).into(),
-                        source_note: format!(" (from {name})"),
-                        problem: format!("{value:?} is not a boolean"),
-                        expected: "true or false".into(),
-                    });
-                }
-            });
-        } else if let Some(slot) = self.text_slot(key) {
-            *slot = Some(value);
+        let value = match (key.kind, value.as_str()) {
+            (Kind::Flag, "true" | "1") => Value::Flag(true),
+            (Kind::Flag, "false" | "0") => Value::Flag(false),
+            (Kind::Flag, _) => {
+                return Err(ConfigError::Invalid {
+                    key: key.name.into(),
+                    source_note: format!(" (from {name})"),
+                    problem: format!("{value:?} is not a boolean"),
+                    expected: "true or false".into(),
+                });
+            }
+            (Kind::Text | Kind::Number, _) => Value::Text(value),
+        };
+        self.values.insert(key.name, value);
+        Ok(Some(key.name.to_owned()))
+    }
+
+    /// The text of `name`, if set.
+    pub(super) fn text(&self, name: &str) -> Option<String> {
+        let key = declared(name, &[Kind::Text, Kind::Number]);
+        match self.values.get(key) {
+            Some(Value::Text(text)) => Some(text.clone()),
+            _ => None,
         }
-        Ok(Some((*key).to_owned()))
     }
 
-    fn bool_slot(&mut self, key: &str) -> Option<&mut Option<bool>> {
-        Some(match key {
-            "defaults.deploy_drafts" => &mut self.defaults.deploy_drafts,
-            "defaults.allow_keep" => &mut self.defaults.allow_keep,
-            "sweep.remove_orphans" => &mut self.sweep.remove_orphans,
-            "chart.legacy_names" => &mut self.chart.legacy_names,
-            "database.drop_on_delete" => &mut self.database.drop_on_delete,
-            "dns.enabled" => &mut self.dns.enabled,
-            _ => return None,
-        })
+    /// The text of `name`, or its declared default.
+    pub(super) fn text_or_default(&self, name: &str) -> String {
+        self.text(name)
+            .unwrap_or_else(|| keys::default_of(name).to_owned())
     }
 
-    fn text_slot(&mut self, key: &str) -> Option<&mut Option<String>> {
-        Some(match key {
-            "listen" => &mut self.listen,
-            "state" => &mut self.state,
-            "log" => &mut self.log,
-            "public_url" => &mut self.public_url,
-            "github.webhook_secret" => &mut self.github.webhook_secret,
-            "github.webhook_secret_file" => &mut self.github.webhook_secret_file,
-            "github.api_url" => &mut self.github.api_url,
-            "github.token" => &mut self.github.token,
-            "github.app_id" => &mut self.github.app_id,
-            "github.private_key_path" => &mut self.github.private_key_path,
-            "github.resync_interval" => &mut self.github.resync_interval,
-            "sink.kind" => &mut self.sink.kind,
-            "sink.directory" => &mut self.sink.directory,
-            "sink.argocd_namespace" => &mut self.sink.argocd_namespace,
-            "sink.stuck_after" => &mut self.sink.stuck_after,
-            "defaults.ttl" => &mut self.defaults.ttl,
-            "defaults.domain" => &mut self.defaults.domain,
-            "defaults.warn_before" => &mut self.defaults.warn_before,
-            "defaults.max_lifetime" => &mut self.defaults.max_lifetime,
-            "sweep.interval" => &mut self.sweep.interval,
-            "sweep.delivery_retention" => &mut self.sweep.delivery_retention,
-            "defaults.keep_for" => &mut self.defaults.keep_for,
-            "defaults.max_per_repo" => &mut self.defaults.max_per_repo,
-            "defaults.max_per_author" => &mut self.defaults.max_per_author,
-            "defaults.at_cap" => &mut self.defaults.at_cap,
-            "api.token" => &mut self.api.token,
-            "metrics.listen" => &mut self.metrics.listen,
-            "chart.repo_url" => &mut self.chart.repo_url,
-            "chart.path" => &mut self.chart.path,
-            "chart.revision" => &mut self.chart.revision,
-            "chart.project" => &mut self.chart.project,
-            "chart.apps_project" => &mut self.chart.apps_project,
-            "database.mode" => &mut self.database.mode,
-            "database.namespace" => &mut self.database.namespace,
-            "database.admin_secret" => &mut self.database.admin_secret,
-            "database.host" => &mut self.database.host,
-            "database.port" => &mut self.database.port,
-            "database.image" => &mut self.database.image,
-            "database.cnpg_cluster" => &mut self.database.cnpg_cluster,
-            "tls.mode" => &mut self.tls.mode,
-            "tls.issuer" => &mut self.tls.issuer,
-            "tls.issuer_kind" => &mut self.tls.issuer_kind,
-            "tls.ca_cert" => &mut self.tls.ca_cert,
-            "tls.ca_key" => &mut self.tls.ca_key,
-            "dns.ttl" => &mut self.dns.ttl,
-            _ => return None,
-        })
+    /// The flag `name`, if set.
+    pub(super) fn flag(&self, name: &str) -> Option<bool> {
+        let key = declared(name, &[Kind::Flag]);
+        match self.values.get(key) {
+            Some(Value::Flag(flag)) => Some(*flag),
+            _ => None,
+        }
+    }
+
+    /// The flag `name`, or its declared default.
+    pub(super) fn flag_or_default(&self, name: &str) -> bool {
+        self.flag(name)
+            .unwrap_or_else(|| keys::default_of(name) == "true")
+    }
+
+    /// `[defaults]`.
+    pub(super) fn defaults(&self) -> RawPolicy {
+        RawPolicy {
+            ttl: self.text("defaults.ttl"),
+            domain: self.text("defaults.domain"),
+            warn_before: self.text("defaults.warn_before"),
+            max_lifetime: self.text("defaults.max_lifetime"),
+            deploy_drafts: self.flag("defaults.deploy_drafts"),
+            allow_keep: self.flag("defaults.allow_keep"),
+            keep_for: self.text("defaults.keep_for"),
+            max_per_repo: self.text("defaults.max_per_repo"),
+            max_per_author: self.text("defaults.max_per_author"),
+            at_cap: self.text("defaults.at_cap"),
+        }
+    }
+}
+
+/// `name` as declared. Panics when it is not declared with one of `kinds`: a misspelling in
+/// validation, which any test loading a configuration finds.
+fn declared(name: &str, kinds: &[Kind]) -> &'static str {
+    match keys::find(name) {
+        Some(key) if kinds.contains(&key.kind) => key.name,
+        other => panic!("config key {name} is not declared as {kinds:?}: {other:?}"),
     }
 }

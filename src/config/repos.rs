@@ -1,6 +1,7 @@
 //! Validation of what a repository gets: the policy (`[defaults]`, overridden per
 //! `[[repos]]`: lifetimes, caps, keep) and the app's image, commands, seed and chart.
 
+use super::keys::default_of;
 use super::raw::{RawPolicy, RawRepo};
 use super::validate::Validator;
 use super::*;
@@ -97,24 +98,27 @@ impl Validator {
         raw: &RawPolicy,
         base: Option<&Policy>,
     ) -> Result<Policy, ConfigError> {
-        let fallback = |field: &str, builtin: &'static str| -> String {
-            base.map_or(builtin.into(), |b| match field {
-                "ttl" => duration::format(b.ttl),
-                "warn_before" => duration::format(b.warn_before),
-                _ => duration::format(b.max_lifetime),
-            })
+        let fallback = |field: &str| -> String {
+            base.map_or(
+                default_of(&format!("defaults.{field}")).into(),
+                |b| match field {
+                    "ttl" => duration::format(b.ttl),
+                    "warn_before" => duration::format(b.warn_before),
+                    _ => duration::format(b.max_lifetime),
+                },
+            )
         };
         let key = |field: &str| format!("{section}.{field}");
-        let ttl = self.duration(&key("ttl"), raw.ttl.as_deref(), &fallback("ttl", "72h"))?;
+        let ttl = self.duration(&key("ttl"), raw.ttl.as_deref(), &fallback("ttl"))?;
         let warn_before = self.duration(
             &key("warn_before"),
             raw.warn_before.as_deref(),
-            &fallback("warn_before", "24h"),
+            &fallback("warn_before"),
         )?;
         let max_lifetime = self.duration(
             &key("max_lifetime"),
             raw.max_lifetime.as_deref(),
-            &fallback("max_lifetime", "14d"),
+            &fallback("max_lifetime"),
         )?;
         if ttl > max_lifetime {
             return Err(self.invalid(
@@ -127,10 +131,9 @@ impl Validator {
                 "a ttl no longer than max_lifetime",
             ));
         }
-        let domain = raw
-            .domain
-            .clone()
-            .unwrap_or_else(|| base.map_or("preview.localhost".into(), |b| b.domain.clone()));
+        let domain = raw.domain.clone().unwrap_or_else(|| {
+            base.map_or(default_of("defaults.domain").into(), |b| b.domain.clone())
+        });
         if domain.len() > 200 || !is_dns_name(&domain) {
             return Err(self.invalid(
                 &key("domain"),
@@ -138,6 +141,9 @@ impl Validator {
                 "a lower-case DNS name like preview.example.com",
             ));
         }
+        // `[defaults]` falls back to the declared default, a `[[repos]]` entry to `[defaults]`.
+        let at_cap = (raw.at_cap.as_deref())
+            .or_else(|| base.is_none().then(|| default_of("defaults.at_cap")));
         Ok(Policy {
             ttl,
             domain,
@@ -146,11 +152,11 @@ impl Validator {
             deploy_drafts: raw
                 .deploy_drafts
                 .or(base.map(|b| b.deploy_drafts))
-                .unwrap_or(false),
+                .unwrap_or(default_of("defaults.deploy_drafts") == "true"),
             allow_keep: raw
                 .allow_keep
                 .or(base.map(|b| b.allow_keep))
-                .unwrap_or(true),
+                .unwrap_or(default_of("defaults.allow_keep") == "true"),
             keep_for: match (&raw.keep_for, base) {
                 (Some(text), _) => self.duration(&key("keep_for"), Some(text), "")?,
                 (None, Some(b)) => b.keep_for,
@@ -162,7 +168,7 @@ impl Validator {
             max_per_author: self
                 .cap(&key("max_per_author"), raw.max_per_author.as_deref())?
                 .or(base.and_then(|b| b.max_per_author)),
-            at_cap: match raw.at_cap.as_deref() {
+            at_cap: match at_cap {
                 None => base.map_or(AtCap::Queue, |b| b.at_cap),
                 Some("queue") => AtCap::Queue,
                 Some("evict") => AtCap::Evict,

@@ -71,8 +71,8 @@ fn environment_overrides_the_file() {
 
 #[test]
 fn every_key_has_a_variable_that_is_accepted() {
-    for key in KEYS {
-        let value = match *key {
+    for key in KEYS.iter().map(|key| key.name) {
+        let value = match key {
             "listen" | "metrics.listen" => "127.0.0.1:1",
             "defaults.deploy_drafts" => "false",
             "github.app_id" | "github.private_key_path" | "github.token" => continue,
@@ -110,6 +110,68 @@ fn every_key_has_a_variable_that_is_accepted() {
         Config::from_toml("", env(&[(&env_name(key), value)]))
             .unwrap_or_else(|e| panic!("{key}: {e}"));
     }
+}
+
+#[test]
+fn the_readme_lists_exactly_the_declared_keys() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let (start, end) = (
+        readme
+            .find(keys::README_START)
+            .expect("the README's start marker"),
+        readme
+            .find(keys::README_END)
+            .expect("the README's end marker")
+            + keys::README_END.len(),
+    );
+    let table = readme_table();
+    if std::env::var_os("UPDATE_README").is_some() {
+        std::fs::write(
+            path,
+            format!("{}{table}{}", &readme[..start], &readme[end..]),
+        )
+        .unwrap();
+        return;
+    }
+    assert!(
+        readme[start..end] == table,
+        "README.md's configuration table is not the one src/config/keys.rs declares; \
+         regenerate it with `UPDATE_README=1 cargo test --lib config::tests::the_readme`"
+    );
+}
+
+#[test]
+fn every_key_is_read_from_the_file_in_its_section() {
+    let toml = "[sweep]\nremove_orphans = true\n[database]\nport = 6432\n[dns]\nttl = \"2m\"\n";
+    let config = Config::from_toml(toml, Vec::new()).unwrap();
+    assert!(config.remove_orphans);
+    assert_eq!(config.database.port, 6432);
+    assert_eq!(config.dns.ttl, Duration::from_secs(120));
+    let defaults = "[defaults]\nttl = \"1d\"\nmax_per_repo = \"4\"\nat_cap = \"evict\"\n";
+    let policy = Config::from_toml(defaults, Vec::new()).unwrap().defaults;
+    assert_eq!(
+        (policy.ttl, policy.max_per_repo, policy.at_cap),
+        (Duration::from_secs(86_400), Some(4), AtCap::Evict)
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_type_or_an_unknown_key_names_the_key() {
+    let message = error_of("[defaults]\nttl = 5\n", &[]);
+    assert!(message.contains("`defaults.ttl`"), "{message}");
+    assert!(message.contains("a string"), "{message}");
+    let message = error_of("[dns]\nenabled = \"yes\"\n", &[]);
+    assert!(
+        message.contains("`dns.enabled`") && message.contains("true or false"),
+        "{message}"
+    );
+    let message = error_of("[sweep]\nintervall = \"1m\"\n", &[]);
+    assert!(message.contains("`sweep.intervall`"), "{message}");
+    assert!(error_of("[gitub]\ntoken = \"t\"\n", &[]).contains("`gitub`"));
+    assert!(error_of("github = \"t\"\n", &[]).contains("`github`"));
+    let message = error_of("[[repos]]\nname = \"o/r\"\nttll = \"1d\"\n", &[]);
+    assert!(message.contains("ttll"), "{message}");
 }
 
 #[test]

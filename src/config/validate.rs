@@ -5,34 +5,12 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 
-use super::raw::{Raw, RawChart, RawDatabase, RawGithub, RawPolicy, RawSink, RawTls};
+use super::keys::default_of;
+use super::raw::{Raw, RawPolicy};
 use super::*;
 use crate::duration;
-/// Bytes; GitHub's docs ask for "a random string with high entropy".
-const MIN_WEBHOOK_SECRET: usize = 16;
-
-/// Whether a URL's authority (what follows `http://`) names this host only: `localhost`,
-/// `127.0.0.0/8` or `[::1]`, with or without a port. Userinfo (`localhost@elsewhere`) is
-/// never taken for the host.
-fn is_loopback_authority(rest: &str) -> bool {
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.contains('@') {
-        return false;
-    }
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((host, port)) if port.is_empty() || port.starts_with(':') => host,
-            _ => return false,
-        },
-        None => authority.split(':').next().unwrap_or(""),
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
 
 pub(super) struct Validator {
     pub(super) from_env: BTreeSet<String>,
@@ -70,7 +48,16 @@ impl Validator {
         }
     }
 
-    fn secret(&self, key: &str, raw: Option<String>) -> Result<Option<SecretString>, ConfigError> {
+    /// A duration key, or its declared default.
+    pub(super) fn duration_of(&self, raw: &Raw, key: &str) -> Result<Duration, ConfigError> {
+        self.duration(key, raw.text(key).as_deref(), default_of(key))
+    }
+
+    pub(super) fn secret(
+        &self,
+        key: &str,
+        raw: Option<String>,
+    ) -> Result<Option<SecretString>, ConfigError> {
         match raw {
             Some(s) if s.trim().is_empty() => Err(self.invalid(
                 key,
@@ -81,25 +68,8 @@ impl Validator {
         }
     }
 
-    /// An HMAC key short enough to guess offline from one signed delivery is no key.
-    fn webhook_secret(
-        &self,
-        key: &str,
-        raw: Option<String>,
-    ) -> Result<Option<SecretString>, ConfigError> {
-        let secret = self.secret(key, raw)?;
-        match &secret {
-            Some(s) if s.expose_secret().len() < MIN_WEBHOOK_SECRET => Err(self.invalid(
-                key,
-                format!("the secret is {} bytes long", s.expose_secret().len()),
-                "at least 16 bytes (e.g. `openssl rand -hex 32`)",
-            )),
-            _ => Ok(secret),
-        }
-    }
-
-    pub(super) fn config(&self, raw: Raw) -> Result<Config, ConfigError> {
-        let listen_text = raw.listen.as_deref().unwrap_or("127.0.0.1:8080");
+    pub(super) fn config(&self, mut raw: Raw) -> Result<Config, ConfigError> {
+        let listen_text = raw.text_or_default("listen");
         let listen = listen_text.parse().map_err(|_| {
             self.invalid(
                 "listen",
@@ -108,9 +78,7 @@ impl Validator {
             )
         })?;
         let metrics_listen = raw
-            .metrics
-            .listen
-            .as_deref()
+            .text("metrics.listen")
             .map(|text| {
                 text.parse().map_err(|_| {
                     self.invalid(
@@ -121,7 +89,7 @@ impl Validator {
                 })
             })
             .transpose()?;
-        let defaults = self.policy("defaults", &raw.defaults, None)?;
+        let defaults = self.policy("defaults", &raw.defaults(), None)?;
         let repos = raw
             .repos
             .iter()
@@ -161,7 +129,7 @@ impl Validator {
             }]
         } else {
             let mut seen = BTreeSet::new();
-            raw.clusters
+            std::mem::take(&mut raw.clusters)
                 .into_iter()
                 .enumerate()
                 .map(|(i, c)| {
@@ -190,7 +158,7 @@ impl Validator {
                 })
                 .collect::<Result<_, _>>()?
         };
-        let log = raw.log.unwrap_or_else(|| "info".into());
+        let log = raw.text_or_default("log");
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log) {
             return Err(self.invalid(
                 "log",
@@ -198,7 +166,7 @@ impl Validator {
                 "a level such as info or debug, or a filter like previewd=debug,info",
             ));
         }
-        let public_url = match raw.public_url {
+        let public_url = match raw.text("public_url") {
             Some(url) => {
                 let url = url.trim_end_matches('/').to_owned();
                 let rest = url
@@ -224,36 +192,32 @@ impl Validator {
         };
         Ok(Config {
             listen,
-            state: raw.state.unwrap_or_else(|| "previewd.db".into()).into(),
+            state: raw.text_or_default("state").into(),
             log,
             public_url,
-            github: self.github(raw.github)?,
-            sink: self.sink(raw.sink)?,
+            github: self.github(&raw)?,
+            sink: self.sink(&raw)?,
             defaults,
-            sweep_interval: self.duration("sweep.interval", raw.sweep.interval.as_deref(), "1m")?,
-            delivery_retention: self.duration(
-                "sweep.delivery_retention",
-                raw.sweep.delivery_retention.as_deref(),
-                "7d",
-            )?,
-            remove_orphans: raw.sweep.remove_orphans.unwrap_or(false),
-            api_token: self.secret("api.token", raw.api.token)?,
+            sweep_interval: self.duration_of(&raw, "sweep.interval")?,
+            delivery_retention: self.duration_of(&raw, "sweep.delivery_retention")?,
+            remove_orphans: raw.flag_or_default("sweep.remove_orphans"),
+            api_token: self.secret("api.token", raw.text("api.token"))?,
             metrics_listen,
             clusters,
             repos,
-            chart: self.chart(raw.chart)?,
-            database: self.database(raw.database)?,
-            tls: self.tls(raw.tls)?,
+            chart: self.chart(&raw)?,
+            database: self.database(&raw)?,
+            tls: self.tls(&raw)?,
             dns: DnsConfig {
-                enabled: raw.dns.enabled.unwrap_or(true),
-                ttl: self.duration("dns.ttl", raw.dns.ttl.as_deref(), "5m")?,
+                enabled: raw.flag_or_default("dns.enabled"),
+                ttl: self.duration_of(&raw, "dns.ttl")?,
             },
         })
     }
 
-    fn chart(&self, raw: RawChart) -> Result<ChartConfig, ConfigError> {
+    fn chart(&self, raw: &Raw) -> Result<ChartConfig, ConfigError> {
         let revision = raw
-            .revision
+            .text("chart.revision")
             .unwrap_or_else(|| format!("v{}", env!("CARGO_PKG_VERSION")));
         if revision.is_empty() || revision == "HEAD" {
             return Err(self.invalid(
@@ -262,8 +226,8 @@ impl Validator {
                 "a tag or commit SHA, so that every preview renders the chart it was tested with",
             ));
         }
-        let project = raw.project.unwrap_or_else(|| "previews".into());
-        let apps_project = raw.apps_project.unwrap_or_else(|| "preview-apps".into());
+        let project = raw.text_or_default("chart.project");
+        let apps_project = raw.text_or_default("chart.apps_project");
         for (key, name) in [
             ("chart.project", &project),
             ("chart.apps_project", &apps_project),
@@ -285,19 +249,17 @@ impl Validator {
             ));
         }
         Ok(ChartConfig {
-            repo_url: raw
-                .repo_url
-                .unwrap_or_else(|| "https://github.com/previewd/previewd.git".into()),
-            path: raw.path.unwrap_or_else(|| "helpers-chart".into()),
+            repo_url: raw.text_or_default("chart.repo_url"),
+            path: raw.text_or_default("chart.path"),
             revision,
             project,
             apps_project,
-            legacy_names: raw.legacy_names.unwrap_or(false),
+            legacy_names: raw.flag_or_default("chart.legacy_names"),
         })
     }
 
-    fn database(&self, raw: RawDatabase) -> Result<DatabaseConfig, ConfigError> {
-        let mode = match raw.mode.as_deref().unwrap_or("shared") {
+    fn database(&self, raw: &Raw) -> Result<DatabaseConfig, ConfigError> {
+        let mode = match raw.text_or_default("database.mode").as_str() {
             "shared" => DatabaseMode::Shared,
             "cnpg" => DatabaseMode::Cnpg,
             "off" => DatabaseMode::Off,
@@ -324,14 +286,14 @@ impl Validator {
             };
         let namespace = label(
             "database.namespace",
-            raw.namespace,
+            raw.text("database.namespace"),
             if mode == DatabaseMode::Cnpg {
                 "postgres"
             } else {
                 "previewd-system"
             },
         )?;
-        let port_text = raw.port.unwrap_or_else(|| "5432".into());
+        let port_text = raw.text_or_default("database.port");
         let port = port_text.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
             self.invalid(
                 "database.port",
@@ -341,20 +303,28 @@ impl Validator {
         })?;
         Ok(DatabaseConfig {
             mode,
-            admin_secret: label("database.admin_secret", raw.admin_secret, "postgres-admin")?,
-            cnpg_cluster: label("database.cnpg_cluster", raw.cnpg_cluster, "shared-pg")?,
+            admin_secret: label(
+                "database.admin_secret",
+                raw.text("database.admin_secret"),
+                default_of("database.admin_secret"),
+            )?,
+            cnpg_cluster: label(
+                "database.cnpg_cluster",
+                raw.text("database.cnpg_cluster"),
+                default_of("database.cnpg_cluster"),
+            )?,
             host: raw
-                .host
+                .text("database.host")
                 .unwrap_or_else(|| format!("postgres.{namespace}.svc")),
             port,
-            image: raw.image.unwrap_or_else(|| "postgres:17-alpine".into()),
-            drop_on_delete: raw.drop_on_delete.unwrap_or(true),
+            image: raw.text_or_default("database.image"),
+            drop_on_delete: raw.flag_or_default("database.drop_on_delete"),
             namespace,
         })
     }
 
-    fn tls(&self, raw: RawTls) -> Result<TlsConfig, ConfigError> {
-        let mode = match raw.mode.as_deref().unwrap_or("cert-manager") {
+    fn tls(&self, raw: &Raw) -> Result<TlsConfig, ConfigError> {
+        let mode = match raw.text_or_default("tls.mode").as_str() {
             "cert-manager" => TlsMode::CertManager,
             "sealed" => TlsMode::Sealed,
             "off" => TlsMode::Off,
@@ -366,7 +336,7 @@ impl Validator {
                 ));
             }
         };
-        let issuer_kind = raw.issuer_kind.unwrap_or_else(|| "ClusterIssuer".into());
+        let issuer_kind = raw.text_or_default("tls.issuer_kind");
         if !matches!(issuer_kind.as_str(), "ClusterIssuer" | "Issuer") {
             return Err(self.invalid(
                 "tls.issuer_kind",
@@ -374,7 +344,8 @@ impl Validator {
                 "ClusterIssuer or Issuer",
             ));
         }
-        if raw.ca_cert.is_some() != raw.ca_key.is_some() {
+        let (ca_cert, ca_key) = (raw.text("tls.ca_cert"), raw.text("tls.ca_key"));
+        if ca_cert.is_some() != ca_key.is_some() {
             return Err(self.invalid(
                 "tls.ca_key",
                 "only one of tls.ca_cert and tls.ca_key is set".into(),
@@ -383,106 +354,15 @@ impl Validator {
         }
         Ok(TlsConfig {
             mode,
-            issuer: raw.issuer.unwrap_or_else(|| "previewd-previews".into()),
+            issuer: raw.text_or_default("tls.issuer"),
             issuer_kind,
-            ca_cert: raw.ca_cert.map(PathBuf::from),
-            ca_key: raw.ca_key.map(PathBuf::from),
+            ca_cert: ca_cert.map(PathBuf::from),
+            ca_key: ca_key.map(PathBuf::from),
         })
     }
 
-    fn github(&self, raw: RawGithub) -> Result<GithubConfig, ConfigError> {
-        let webhook_secret = match (raw.webhook_secret, raw.webhook_secret_file) {
-            (Some(_), Some(_)) => {
-                return Err(self.invalid(
-                    "github.webhook_secret_file",
-                    "both webhook_secret and webhook_secret_file are set".into(),
-                    "only one of them",
-                ));
-            }
-            (secret, None) => self.webhook_secret("github.webhook_secret", secret)?,
-            (None, Some(path)) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    self.invalid(
-                        "github.webhook_secret_file",
-                        format!("cannot read {path:?}: {e}"),
-                        "a readable file holding the secret",
-                    )
-                })?;
-                self.webhook_secret(
-                    "github.webhook_secret_file",
-                    Some(text.trim_end_matches(['\n', '\r']).to_owned()),
-                )?
-            }
-        };
-        let api_url = raw
-            .api_url
-            .unwrap_or_else(|| "https://api.github.com".into());
-        let plain = api_url.strip_prefix("http://");
-        if !(api_url.starts_with("https://") || plain.is_some_and(is_loopback_authority)) {
-            // Plain HTTP would carry the token and every answer readable and forgeable on
-            // the way; only a test server on this host may be spoken to without TLS.
-            return Err(self.invalid(
-                "github.api_url",
-                format!("{api_url:?} is not an https URL (plain http is for loopback only)"),
-                "a URL like https://api.github.com or https://ghe.example.com/api/v3",
-            ));
-        }
-        let token = self.secret("github.token", raw.token)?;
-        let app_id = raw
-            .app_id
-            .map(|id| {
-                id.parse::<u64>().map_err(|_| {
-                    self.invalid(
-                        "github.app_id",
-                        format!("{id:?} is not a number"),
-                        "the numeric App ID from the App's settings page",
-                    )
-                })
-            })
-            .transpose()?;
-        let credentials = match (token, app_id, raw.private_key_path) {
-            (None, None, None) => None,
-            (Some(token), None, None) => Some(GithubCredentials::Token(token)),
-            (None, Some(app_id), Some(path)) => Some(GithubCredentials::App {
-                app_id,
-                private_key_path: path.into(),
-            }),
-            (Some(_), _, _) => {
-                return Err(self.invalid(
-                    "github.token",
-                    "both a token and App credentials are set".into(),
-                    "either github.token or github.app_id + github.private_key_path",
-                ));
-            }
-            (None, Some(_), None) => {
-                return Err(self.invalid(
-                    "github.private_key_path",
-                    "github.app_id is set without it".into(),
-                    "the path of the App's PEM private key",
-                ));
-            }
-            (None, None, Some(_)) => {
-                return Err(self.invalid(
-                    "github.app_id",
-                    "github.private_key_path is set without it".into(),
-                    "the numeric App ID",
-                ));
-            }
-        };
-        Ok(GithubConfig {
-            webhook_secret,
-            api_url: api_url.trim_end_matches('/').to_owned(),
-            credentials,
-            resync_interval: self.duration(
-                "github.resync_interval",
-                raw.resync_interval.as_deref(),
-                "10m",
-            )?,
-        })
-    }
-
-    fn sink(&self, raw: RawSink) -> Result<SinkConfig, ConfigError> {
-        let kind = match raw.kind.as_deref().unwrap_or("directory") {
+    fn sink(&self, raw: &Raw) -> Result<SinkConfig, ConfigError> {
+        let kind = match raw.text_or_default("sink.kind").as_str() {
             "directory" => SinkKind::Directory,
             "kubernetes" => SinkKind::Kubernetes,
             other => {
@@ -493,7 +373,7 @@ impl Validator {
                 ));
             }
         };
-        let argocd_namespace = raw.argocd_namespace.unwrap_or_else(|| "argocd".into());
+        let argocd_namespace = raw.text_or_default("sink.argocd_namespace");
         if !is_dns_label(&argocd_namespace) {
             return Err(self.invalid(
                 "sink.argocd_namespace",
@@ -503,9 +383,9 @@ impl Validator {
         }
         Ok(SinkConfig {
             kind,
-            directory: raw.directory.unwrap_or_else(|| "rendered".into()).into(),
+            directory: raw.text_or_default("sink.directory").into(),
             argocd_namespace,
-            stuck_after: self.duration("sink.stuck_after", raw.stuck_after.as_deref(), "15m")?,
+            stuck_after: self.duration_of(raw, "sink.stuck_after")?,
         })
     }
 }

@@ -1,0 +1,188 @@
+//! Every scalar configuration key, declared once. The file's known keys, the
+//! `PREVIEWD_<SECTION>_<KEY>` variables, the plain defaults validation falls back to and the
+//! README's table are all derived from `KEYS`, so a key cannot be added to one and not the others.
+
+/// How a key's value is written in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A string.
+    Text,
+    /// `true` or `false` (`1`/`0` too, from the environment).
+    Flag,
+    /// An integer, or a string holding one (`app_id = 12345` and `app_id = "12345"`).
+    Number,
+}
+
+/// What a key is when it is not set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// This value: validation uses it, and the README shows it.
+    Is(&'static str),
+    /// Computed or absent; the README says what happens.
+    Says(&'static str),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// As written in the file: `section.key`, or `key` at the top.
+    pub name: &'static str,
+    pub kind: Kind,
+    pub fallback: Fallback,
+    /// The README's "meaning" column.
+    pub doc: &'static str,
+}
+
+use Fallback::{Is, Says};
+use Kind::{Flag, Number, Text};
+
+const fn key(name: &'static str, kind: Kind, fallback: Fallback, doc: &'static str) -> Key {
+    Key {
+        name,
+        kind,
+        fallback,
+        doc,
+    }
+}
+
+/// Every scalar key, in the README's order.
+#[rustfmt::skip]
+pub const KEYS: &[Key] = &[
+    key("listen", Text, Is("127.0.0.1:8080"), "HTTP address"),
+    key("state", Text, Is("previewd.db"), "SQLite file, created and migrated at start"),
+    key("log", Text, Is("info"), "log filter (`debug`, `previewd=debug,info`, …)"),
+    key("public_url", Text, Says("`http://<listen>` on a loopback `listen`, else none"),
+        "where people open the dashboard; Deployment statuses link a preview's page there"),
+    key("github.webhook_secret", Text, Says("none: every delivery is refused with 401"),
+        "HMAC secret (at least 16 bytes)"),
+    key("github.webhook_secret_file", Text, Says("none"),
+        "a file holding the HMAC secret instead (one of the two)"),
+    key("github.api_url", Text, Is("https://api.github.com"), "REST base (GHES or a test server)"),
+    key("github.token", Text, Says("none: reporting to GitHub is off"),
+        "a token to act with, or instead `github.app_id` + `github.private_key_path`"),
+    key("github.app_id", Number, Says("none"), "the GitHub App's numeric ID"),
+    key("github.private_key_path", Text, Says("none"), "the GitHub App's PEM private key"),
+    key("github.resync_interval", Text, Is("10m"),
+        "how often open PRs are listed to heal lost webhooks"),
+    key("sink.kind", Text, Is("directory"), "`directory` or `kubernetes`"),
+    key("sink.directory", Text, Is("rendered"), "one YAML file per Application (directory sink)"),
+    key("sink.argocd_namespace", Text, Is("argocd"),
+        "namespace of Application objects (kubernetes sink)"),
+    key("sink.stuck_after", Text, Is("15m"),
+        "a teardown still waiting this long is reported (never forced)"),
+    key("defaults.ttl", Text, Is("72h"), "preview lifetime after the last push or extend"),
+    key("defaults.domain", Text, Is("preview.localhost"), "previews are served at `<slug>.<domain>`"),
+    key("defaults.warn_before", Text, Is("24h"), "expiry warning lead time"),
+    key("defaults.max_lifetime", Text, Is("14d"), "no push, extend or keep goes past this"),
+    key("defaults.deploy_drafts", Flag, Is("false"), "deploy draft PRs too"),
+    key("defaults.allow_keep", Flag, Is("true"), "whether `/preview keep` may pin a preview"),
+    key("defaults.keep_for", Text, Says("`max_lifetime`"), "how long `/preview keep` pins it"),
+    key("defaults.max_per_repo", Number, Says("none"), "cap on live previews per repository"),
+    key("defaults.max_per_author", Number, Says("none"), "cap on live previews per PR author"),
+    key("defaults.at_cap", Text, Is("queue"),
+        "at a cap: `queue` the newcomer, or `evict` the least recently active unpinned preview"),
+    key("sweep.interval", Text, Is("1m"), "sweeper period"),
+    key("sweep.delivery_retention", Text, Is("7d"),
+        "delivery records kept this long (GitHub redelivers up to 3 days back)"),
+    key("sweep.remove_orphans", Flag, Is("false"),
+        "remove previewd-labelled Applications without a preview (otherwise only reported)"),
+    key("api.token", Text,
+        Says("none: allowed only on a loopback `listen` (read-only and open there, destroy \
+              through the API refused); `serve` refuses to start without it otherwise"),
+        "bearer token for `/api`, the dashboard, API destroy, and `/metrics` off loopback"),
+    key("metrics.listen", Text, Says("none"),
+        "a second address serving only `/metrics`, without the token (for a Prometheus the \
+         NetworkPolicy admits)"),
+    key("chart.repo_url", Text, Is("https://github.com/previewd/previewd.git"),
+        "where Argo CD finds the helpers' chart"),
+    key("chart.path", Text, Is("helpers-chart"), "the chart's path in that repository"),
+    key("chart.revision", Text, Says("`v<version>`"), "the chart's pinned revision (a tag or SHA)"),
+    key("chart.project", Text, Is("previews"), "the helpers' AppProject"),
+    key("chart.apps_project", Text, Is("preview-apps"), "the apps' AppProject (never the helpers')"),
+    key("chart.legacy_names", Flag, Is("false"),
+        "the AppProjects also admit the namespaces of previews created before names were \
+         recorded (set it while any lives after an upgrade)"),
+    key("database.mode", Text, Is("shared"),
+        "`shared` (Job on a shared server), `cnpg` (CloudNativePG) or `off`"),
+    key("database.namespace", Text, Says("`previewd-system` (`postgres` for cnpg)"),
+        "provisioner namespace (shared) or the Cluster's namespace (cnpg)"),
+    key("database.admin_secret", Text, Is("postgres-admin"),
+        "the shared server's admin Secret (keys `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`)"),
+    key("database.host", Text, Says("`postgres.<namespace>.svc`"),
+        "the shared server as previews reach it"),
+    key("database.port", Number, Is("5432"), "the shared server's port"),
+    key("database.image", Text, Is("postgres:17-alpine"), "the psql image"),
+    key("database.cnpg_cluster", Text, Is("shared-pg"), "the CloudNativePG Cluster"),
+    key("database.drop_on_delete", Flag, Is("true"),
+        "drop the database and role on teardown (`false` keeps them, in both modes)"),
+    key("tls.mode", Text, Is("cert-manager"), "`cert-manager`, `sealed` or `off`"),
+    key("tls.issuer", Text, Is("previewd-previews"),
+        "cert-manager issuer (prefer DNS-01 or a CA: Let's Encrypt allows 50 certificates per \
+         domain per week)"),
+    key("tls.issuer_kind", Text, Is("ClusterIssuer"), "`ClusterIssuer` or `Issuer`"),
+    key("tls.ca_cert", Text, Says("none: a CA is made beside the state"),
+        "the preview CA's certificate (sealed mode)"),
+    key("tls.ca_key", Text, Says("none"), "the preview CA's key (with `tls.ca_cert`)"),
+    key("dns.enabled", Flag, Is("true"), "DNSEndpoint for clusters with an `ingress_target`"),
+    key("dns.ttl", Text, Is("5m"), "the DNS records' TTL"),
+];
+
+/// The array tables, whose fields are checked by their own structs; the README lists them
+/// after the scalar keys: (keys, default, meaning).
+#[rustfmt::skip]
+const TABLES: &[(&str, &str, &str)] = &[
+    ("`[[clusters]]` `name`, `server`, `sealing_cert`, `capacity`, `ingress_target`",
+        "one cluster `in-cluster`", "placement targets"),
+    ("`[[repos]]` `name` + any `defaults.*` key, `image`, `migrate_command`, `seed`, `seed_command`",
+        "none: every repository is accepted",
+        "allow-list, per-repo policy, and the app's image, migrations and seed"),
+    ("`[[repos]]` `app_chart`, `app_repo_url`", "none; `https://github.com/<owner>/<repo>.git`",
+        "the app's own chart (path in the repository): its Application follows the helpers' \
+         health gate"),
+];
+
+/// `defaults.ttl` -> `PREVIEWD_DEFAULTS_TTL`.
+pub fn env_name(key: &str) -> String {
+    format!("PREVIEWD_{}", key.replace('.', "_").to_ascii_uppercase())
+}
+
+pub(super) fn find(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|key| key.name == name)
+}
+
+/// Whether `[name]` is a section of the file.
+pub(super) fn is_section(name: &str) -> bool {
+    KEYS.iter().any(|key| {
+        key.name
+            .split_once('.')
+            .is_some_and(|(section, _)| section == name)
+    })
+}
+
+/// The plain default of `name`. Panics for a key not declared with one: a bug, which every
+/// test that loads a configuration finds.
+pub(super) fn default_of(name: &str) -> &'static str {
+    match find(name).map(|key| key.fallback) {
+        Some(Is(value)) => value,
+        other => panic!("config key {name} is not declared with a plain default: {other:?}"),
+    }
+}
+
+pub const README_START: &str = "<!-- config-keys:start (generated from src/config/keys.rs) -->";
+pub const README_END: &str = "<!-- config-keys:end -->";
+
+/// The README's configuration table, between its markers (`UPDATE_README=1 cargo test --lib
+/// config::` writes it there).
+pub fn readme_table() -> String {
+    let mut out = format!("{README_START}\n| key | default | meaning |\n|---|---|---|\n");
+    for key in KEYS {
+        let fallback = match key.fallback {
+            Is(value) => format!("`{value}`"),
+            Says(text) => text.to_owned(),
+        };
+        out += &format!("| `{}` | {fallback} | {} |\n", key.name, key.doc);
+    }
+    for (keys, fallback, doc) in TABLES {
+        out += &format!("| {keys} | {fallback} | {doc} |\n");
+    }
+    out + README_END
+}
