@@ -51,8 +51,8 @@ impl Validator {
 
     pub(super) fn github(&self, raw: &Raw) -> Result<GithubConfig, ConfigError> {
         let webhook_secret = match (
-            raw.text("github.webhook_secret"),
-            raw.text("github.webhook_secret_file"),
+            raw.values.text("github.webhook_secret"),
+            raw.values.text("github.webhook_secret_file"),
         ) {
             (Some(_), Some(_)) => {
                 return Err(self.invalid(
@@ -76,7 +76,7 @@ impl Validator {
                 )?
             }
         };
-        let api_url = raw.text_or_default("github.api_url");
+        let api_url = raw.values.text_or_default("github.api_url");
         let plain = api_url.strip_prefix("http://");
         if !(api_url.starts_with("https://") || plain.is_some_and(is_loopback_authority)) {
             // Plain HTTP would carry the token and every answer readable and forgeable on
@@ -87,8 +87,9 @@ impl Validator {
                 "a URL like https://api.github.com or https://ghe.example.com/api/v3",
             ));
         }
-        let token = self.secret("github.token", raw.text("github.token"))?;
+        let token = self.secret("github.token", raw.values.text("github.token"))?;
         let app_id = raw
+            .values
             .text("github.app_id")
             .map(|id| {
                 id.parse::<u64>().map_err(|_| {
@@ -100,7 +101,7 @@ impl Validator {
                 })
             })
             .transpose()?;
-        let credentials = match (token, app_id, raw.text("github.private_key_path")) {
+        let credentials = match (token, app_id, raw.values.text("github.private_key_path")) {
             (None, None, None) => None,
             (Some(token), None, None) => Some(GithubCredentials::Token(token)),
             (None, Some(app_id), Some(path)) => Some(GithubCredentials::App {

@@ -15,10 +15,14 @@ enum Value {
     Flag(bool),
 }
 
+/// Scalar keys as set, by declared name (`defaults.ttl`).
+#[derive(Debug, Default)]
+pub(super) struct Values(BTreeMap<&'static str, Value>);
+
 #[derive(Debug, Default)]
 pub(super) struct Raw {
-    /// By key name (`defaults.ttl`): the file's values, then the environment's over them.
-    values: BTreeMap<&'static str, Value>,
+    /// The file's values, then the environment's over them.
+    pub(super) values: Values,
     pub(super) clusters: Vec<RawCluster>,
     pub(super) repos: Vec<RawRepo>,
 }
@@ -34,21 +38,6 @@ struct File {
     rest: toml::Table,
 }
 
-/// A policy as written: `[defaults]`, or the same keys in a `[[repos]]` entry.
-#[derive(Debug, Default)]
-pub(super) struct RawPolicy {
-    pub(super) ttl: Option<String>,
-    pub(super) domain: Option<String>,
-    pub(super) warn_before: Option<String>,
-    pub(super) max_lifetime: Option<String>,
-    pub(super) deploy_drafts: Option<bool>,
-    pub(super) allow_keep: Option<bool>,
-    pub(super) keep_for: Option<String>,
-    pub(super) max_per_repo: Option<String>,
-    pub(super) max_per_author: Option<String>,
-    pub(super) at_cap: Option<String>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
@@ -60,21 +49,8 @@ pub(super) struct RawCluster {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawRepo {
     pub(super) name: String,
-    pub(super) ttl: Option<String>,
-    pub(super) domain: Option<String>,
-    pub(super) warn_before: Option<String>,
-    pub(super) max_lifetime: Option<String>,
-    pub(super) deploy_drafts: Option<bool>,
-    pub(super) allow_keep: Option<bool>,
-    pub(super) keep_for: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
-    pub(super) max_per_repo: Option<String>,
-    #[serde(default, deserialize_with = "string_or_number")]
-    pub(super) max_per_author: Option<String>,
-    pub(super) at_cap: Option<String>,
     pub(super) image: Option<String>,
     #[serde(default)]
     pub(super) migrate_command: Vec<String>,
@@ -83,20 +59,12 @@ pub(super) struct RawRepo {
     pub(super) seed_command: Vec<String>,
     pub(super) app_chart: Option<String>,
     pub(super) app_repo_url: Option<String>,
-}
-
-/// `app_id = 12345` and `app_id = "12345"` both work; validation parses the text.
-fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Either {
-        Number(u64),
-        Text(String),
-    }
-    Ok(Option::<Either>::deserialize(d)?.map(|e| match e {
-        Either::Number(n) => n.to_string(),
-        Either::Text(t) => t,
-    }))
+    /// Every other entry: the keys of `[defaults]` (anything else is refused).
+    #[serde(flatten)]
+    rest: toml::Table,
+    /// `rest` by the names of `[defaults]` (`defaults.ttl`).
+    #[serde(skip)]
+    pub(super) policy: Values,
 }
 
 impl Raw {
@@ -104,7 +72,7 @@ impl Raw {
     pub(super) fn from_file(text: &str) -> Result<Self, String> {
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut raw = Raw {
-            values: BTreeMap::new(),
+            values: Values::default(),
             clusters: file.clusters,
             repos: file.repos,
         };
@@ -112,39 +80,21 @@ impl Raw {
             match value {
                 toml::Value::Table(section) if keys::is_section(&name) => {
                     for (field, value) in section {
-                        raw.set_from_file(&format!("{name}.{field}"), value)?;
+                        let name = format!("{name}.{field}");
+                        raw.values.set_from_file(&name, &name, value)?;
                     }
                 }
-                value => raw.set_from_file(&name, value)?,
+                value => raw.values.set_from_file(&name, &name, value)?,
+            }
+        }
+        for (i, repo) in raw.repos.iter_mut().enumerate() {
+            for (field, value) in std::mem::take(&mut repo.rest) {
+                let shown = format!("repos[{i}].{field}");
+                repo.policy
+                    .set_from_file(&format!("defaults.{field}"), &shown, value)?;
             }
         }
         Ok(raw)
-    }
-
-    fn set_from_file(&mut self, name: &str, value: toml::Value) -> Result<(), String> {
-        let Some(key) = keys::find(name) else {
-            return Err(format!(
-                "unknown key `{name}`; the README's configuration table lists every key"
-            ));
-        };
-        let value = match (key.kind, value) {
-            (Kind::Flag, toml::Value::Boolean(b)) => Value::Flag(b),
-            (Kind::Text | Kind::Number, toml::Value::String(s)) => Value::Text(s),
-            (Kind::Number, toml::Value::Integer(n)) if n >= 0 => Value::Text(n.to_string()),
-            (kind, other) => {
-                let expected = match kind {
-                    Kind::Flag => "true or false",
-                    Kind::Text => "a string",
-                    Kind::Number => "a whole number",
-                };
-                return Err(format!(
-                    "`{name}` is {} {other}; expected {expected}",
-                    other.type_str()
-                ));
-            }
-        };
-        self.values.insert(key.name, value);
-        Ok(())
     }
 
     /// Applies one environment variable; returns the key it set, `None` for variables that
@@ -173,14 +123,43 @@ impl Raw {
             }
             (Kind::Text | Kind::Number, _) => Value::Text(value),
         };
-        self.values.insert(key.name, value);
+        self.values.0.insert(key.name, value);
         Ok(Some(key.name.to_owned()))
+    }
+}
+
+impl Values {
+    /// `name` (`shown` in errors) as written in the file, if it is declared with that type.
+    fn set_from_file(&mut self, name: &str, shown: &str, value: toml::Value) -> Result<(), String> {
+        let Some(key) = keys::find(name) else {
+            return Err(format!(
+                "unknown key `{shown}`; the README's configuration table lists every key"
+            ));
+        };
+        let value = match (key.kind, value) {
+            (Kind::Flag, toml::Value::Boolean(b)) => Value::Flag(b),
+            (Kind::Text | Kind::Number, toml::Value::String(s)) => Value::Text(s),
+            (Kind::Number, toml::Value::Integer(n)) if n >= 0 => Value::Text(n.to_string()),
+            (kind, other) => {
+                let expected = match kind {
+                    Kind::Flag => "true or false",
+                    Kind::Text => "a string",
+                    Kind::Number => "a whole number",
+                };
+                return Err(format!(
+                    "`{shown}` is {} {other}; expected {expected}",
+                    other.type_str()
+                ));
+            }
+        };
+        self.0.insert(key.name, value);
+        Ok(())
     }
 
     /// The text of `name`, if set.
     pub(super) fn text(&self, name: &str) -> Option<String> {
         let key = declared(name, &[Kind::Text, Kind::Number]);
-        match self.values.get(key) {
+        match self.0.get(key) {
             Some(Value::Text(text)) => Some(text.clone()),
             _ => None,
         }
@@ -195,7 +174,7 @@ impl Raw {
     /// The flag `name`, if set.
     pub(super) fn flag(&self, name: &str) -> Option<bool> {
         let key = declared(name, &[Kind::Flag]);
-        match self.values.get(key) {
+        match self.0.get(key) {
             Some(Value::Flag(flag)) => Some(*flag),
             _ => None,
         }
@@ -205,22 +184,6 @@ impl Raw {
     pub(super) fn flag_or_default(&self, name: &str) -> bool {
         self.flag(name)
             .unwrap_or_else(|| keys::default_of(name) == "true")
-    }
-
-    /// `[defaults]`.
-    pub(super) fn defaults(&self) -> RawPolicy {
-        RawPolicy {
-            ttl: self.text("defaults.ttl"),
-            domain: self.text("defaults.domain"),
-            warn_before: self.text("defaults.warn_before"),
-            max_lifetime: self.text("defaults.max_lifetime"),
-            deploy_drafts: self.flag("defaults.deploy_drafts"),
-            allow_keep: self.flag("defaults.allow_keep"),
-            keep_for: self.text("defaults.keep_for"),
-            max_per_repo: self.text("defaults.max_per_repo"),
-            max_per_author: self.text("defaults.max_per_author"),
-            at_cap: self.text("defaults.at_cap"),
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! `[[repos]]`: lifetimes, caps, keep) and the app's image, commands, seed and chart.
 
 use super::keys::default_of;
-use super::raw::{RawPolicy, RawRepo};
+use super::raw::{RawRepo, Values};
 use super::validate::Validator;
 use super::*;
 use crate::duration;
@@ -95,9 +95,12 @@ impl Validator {
     pub(super) fn policy(
         &self,
         section: &str,
-        raw: &RawPolicy,
+        raw: &Values,
         base: Option<&Policy>,
     ) -> Result<Policy, ConfigError> {
+        // Both `[defaults]` and a `[[repos]]` entry hold the keys declared as `defaults.*`.
+        let text = |field: &str| raw.text(&format!("defaults.{field}"));
+        let flag = |field: &str| raw.flag(&format!("defaults.{field}"));
         let fallback = |field: &str| -> String {
             base.map_or(
                 default_of(&format!("defaults.{field}")).into(),
@@ -109,15 +112,15 @@ impl Validator {
             )
         };
         let key = |field: &str| format!("{section}.{field}");
-        let ttl = self.duration(&key("ttl"), raw.ttl.as_deref(), &fallback("ttl"))?;
+        let ttl = self.duration(&key("ttl"), text("ttl").as_deref(), &fallback("ttl"))?;
         let warn_before = self.duration(
             &key("warn_before"),
-            raw.warn_before.as_deref(),
+            text("warn_before").as_deref(),
             &fallback("warn_before"),
         )?;
         let max_lifetime = self.duration(
             &key("max_lifetime"),
-            raw.max_lifetime.as_deref(),
+            text("max_lifetime").as_deref(),
             &fallback("max_lifetime"),
         )?;
         if ttl > max_lifetime {
@@ -131,7 +134,7 @@ impl Validator {
                 "a ttl no longer than max_lifetime",
             ));
         }
-        let domain = raw.domain.clone().unwrap_or_else(|| {
+        let domain = text("domain").unwrap_or_else(|| {
             base.map_or(default_of("defaults.domain").into(), |b| b.domain.clone())
         });
         if domain.len() > 200 || !is_dns_name(&domain) {
@@ -142,31 +145,30 @@ impl Validator {
             ));
         }
         // `[defaults]` falls back to the declared default, a `[[repos]]` entry to `[defaults]`.
-        let at_cap = (raw.at_cap.as_deref())
-            .or_else(|| base.is_none().then(|| default_of("defaults.at_cap")));
+        let at_cap = text("at_cap");
+        let at_cap =
+            (at_cap.as_deref()).or_else(|| base.is_none().then(|| default_of("defaults.at_cap")));
         Ok(Policy {
             ttl,
             domain,
             warn_before,
             max_lifetime,
-            deploy_drafts: raw
-                .deploy_drafts
+            deploy_drafts: flag("deploy_drafts")
                 .or(base.map(|b| b.deploy_drafts))
                 .unwrap_or(default_of("defaults.deploy_drafts") == "true"),
-            allow_keep: raw
-                .allow_keep
+            allow_keep: flag("allow_keep")
                 .or(base.map(|b| b.allow_keep))
                 .unwrap_or(default_of("defaults.allow_keep") == "true"),
-            keep_for: match (&raw.keep_for, base) {
-                (Some(text), _) => self.duration(&key("keep_for"), Some(text), "")?,
+            keep_for: match (text("keep_for"), base) {
+                (Some(text), _) => self.duration(&key("keep_for"), Some(&text), "")?,
                 (None, Some(b)) => b.keep_for,
                 (None, None) => max_lifetime,
             },
             max_per_repo: self
-                .cap(&key("max_per_repo"), raw.max_per_repo.as_deref())?
+                .cap(&key("max_per_repo"), text("max_per_repo").as_deref())?
                 .or(base.and_then(|b| b.max_per_repo)),
             max_per_author: self
-                .cap(&key("max_per_author"), raw.max_per_author.as_deref())?
+                .cap(&key("max_per_author"), text("max_per_author").as_deref())?
                 .or(base.and_then(|b| b.max_per_author)),
             at_cap: match at_cap {
                 None => base.map_or(AtCap::Queue, |b| b.at_cap),

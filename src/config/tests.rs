@@ -154,6 +154,12 @@ fn every_key_is_read_from_the_file_in_its_section() {
         (policy.ttl, policy.max_per_repo, policy.at_cap),
         (Duration::from_secs(86_400), Some(4), AtCap::Evict)
     );
+    let repo = "[[repos]]\nname = \"o/r\"\nmax_per_author = 2\ndeploy_drafts = true\n";
+    let policy = &Config::from_toml(repo, Vec::new()).unwrap().repos[0].policy;
+    assert_eq!(
+        (policy.max_per_author, policy.deploy_drafts),
+        (Some(2), true)
+    );
 }
 
 #[test]
@@ -171,7 +177,7 @@ fn a_value_of_the_wrong_type_or_an_unknown_key_names_the_key() {
     assert!(error_of("[gitub]\ntoken = \"t\"\n", &[]).contains("`gitub`"));
     assert!(error_of("github = \"t\"\n", &[]).contains("`github`"));
     let message = error_of("[[repos]]\nname = \"o/r\"\nttll = \"1d\"\n", &[]);
-    assert!(message.contains("ttll"), "{message}");
+    assert!(message.contains("`repos[0].ttll`"), "{message}");
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::keys::default_of;
-use super::raw::{Raw, RawPolicy};
+use super::raw::Raw;
 use super::*;
 use crate::duration;
 
@@ -50,7 +50,7 @@ impl Validator {
 
     /// A duration key, or its declared default.
     pub(super) fn duration_of(&self, raw: &Raw, key: &str) -> Result<Duration, ConfigError> {
-        self.duration(key, raw.text(key).as_deref(), default_of(key))
+        self.duration(key, raw.values.text(key).as_deref(), default_of(key))
     }
 
     pub(super) fn secret(
@@ -69,7 +69,7 @@ impl Validator {
     }
 
     pub(super) fn config(&self, mut raw: Raw) -> Result<Config, ConfigError> {
-        let listen_text = raw.text_or_default("listen");
+        let listen_text = raw.values.text_or_default("listen");
         let listen = listen_text.parse().map_err(|_| {
             self.invalid(
                 "listen",
@@ -78,6 +78,7 @@ impl Validator {
             )
         })?;
         let metrics_listen = raw
+            .values
             .text("metrics.listen")
             .map(|text| {
                 text.parse().map_err(|_| {
@@ -89,7 +90,7 @@ impl Validator {
                 })
             })
             .transpose()?;
-        let defaults = self.policy("defaults", &raw.defaults(), None)?;
+        let defaults = self.policy("defaults", &raw.values, None)?;
         let repos = raw
             .repos
             .iter()
@@ -98,19 +99,7 @@ impl Validator {
                 let name = r.name.parse().map_err(|e: crate::preview::BadRepoName| {
                     self.invalid(&format!("repos[{i}].name"), e.to_string(), "owner/repo")
                 })?;
-                let raw_policy = RawPolicy {
-                    ttl: r.ttl.clone(),
-                    domain: r.domain.clone(),
-                    warn_before: r.warn_before.clone(),
-                    max_lifetime: r.max_lifetime.clone(),
-                    deploy_drafts: r.deploy_drafts,
-                    allow_keep: r.allow_keep,
-                    keep_for: r.keep_for.clone(),
-                    max_per_repo: r.max_per_repo.clone(),
-                    max_per_author: r.max_per_author.clone(),
-                    at_cap: r.at_cap.clone(),
-                };
-                let policy = self.policy(&format!("repos[{i}]"), &raw_policy, Some(&defaults))?;
+                let policy = self.policy(&format!("repos[{i}]"), &r.policy, Some(&defaults))?;
                 Ok(RepoConfig {
                     name,
                     policy,
@@ -158,7 +147,7 @@ impl Validator {
                 })
                 .collect::<Result<_, _>>()?
         };
-        let log = raw.text_or_default("log");
+        let log = raw.values.text_or_default("log");
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log) {
             return Err(self.invalid(
                 "log",
@@ -166,7 +155,7 @@ impl Validator {
                 "a level such as info or debug, or a filter like previewd=debug,info",
             ));
         }
-        let public_url = match raw.text("public_url") {
+        let public_url = match raw.values.text("public_url") {
             Some(url) => {
                 let url = url.trim_end_matches('/').to_owned();
                 let rest = url
@@ -192,7 +181,7 @@ impl Validator {
         };
         Ok(Config {
             listen,
-            state: raw.text_or_default("state").into(),
+            state: raw.values.text_or_default("state").into(),
             log,
             public_url,
             github: self.github(&raw)?,
@@ -200,8 +189,8 @@ impl Validator {
             defaults,
             sweep_interval: self.duration_of(&raw, "sweep.interval")?,
             delivery_retention: self.duration_of(&raw, "sweep.delivery_retention")?,
-            remove_orphans: raw.flag_or_default("sweep.remove_orphans"),
-            api_token: self.secret("api.token", raw.text("api.token"))?,
+            remove_orphans: raw.values.flag_or_default("sweep.remove_orphans"),
+            api_token: self.secret("api.token", raw.values.text("api.token"))?,
             metrics_listen,
             clusters,
             repos,
@@ -209,7 +198,7 @@ impl Validator {
             database: self.database(&raw)?,
             tls: self.tls(&raw)?,
             dns: DnsConfig {
-                enabled: raw.flag_or_default("dns.enabled"),
+                enabled: raw.values.flag_or_default("dns.enabled"),
                 ttl: self.duration_of(&raw, "dns.ttl")?,
             },
         })
@@ -217,6 +206,7 @@ impl Validator {
 
     fn chart(&self, raw: &Raw) -> Result<ChartConfig, ConfigError> {
         let revision = raw
+            .values
             .text("chart.revision")
             .unwrap_or_else(|| format!("v{}", env!("CARGO_PKG_VERSION")));
         if revision.is_empty() || revision == "HEAD" {
@@ -226,8 +216,8 @@ impl Validator {
                 "a tag or commit SHA, so that every preview renders the chart it was tested with",
             ));
         }
-        let project = raw.text_or_default("chart.project");
-        let apps_project = raw.text_or_default("chart.apps_project");
+        let project = raw.values.text_or_default("chart.project");
+        let apps_project = raw.values.text_or_default("chart.apps_project");
         for (key, name) in [
             ("chart.project", &project),
             ("chart.apps_project", &apps_project),
@@ -249,17 +239,17 @@ impl Validator {
             ));
         }
         Ok(ChartConfig {
-            repo_url: raw.text_or_default("chart.repo_url"),
-            path: raw.text_or_default("chart.path"),
+            repo_url: raw.values.text_or_default("chart.repo_url"),
+            path: raw.values.text_or_default("chart.path"),
             revision,
             project,
             apps_project,
-            legacy_names: raw.flag_or_default("chart.legacy_names"),
+            legacy_names: raw.values.flag_or_default("chart.legacy_names"),
         })
     }
 
     fn database(&self, raw: &Raw) -> Result<DatabaseConfig, ConfigError> {
-        let mode = match raw.text_or_default("database.mode").as_str() {
+        let mode = match raw.values.text_or_default("database.mode").as_str() {
             "shared" => DatabaseMode::Shared,
             "cnpg" => DatabaseMode::Cnpg,
             "off" => DatabaseMode::Off,
@@ -286,14 +276,14 @@ impl Validator {
             };
         let namespace = label(
             "database.namespace",
-            raw.text("database.namespace"),
+            raw.values.text("database.namespace"),
             if mode == DatabaseMode::Cnpg {
                 "postgres"
             } else {
                 "previewd-system"
             },
         )?;
-        let port_text = raw.text_or_default("database.port");
+        let port_text = raw.values.text_or_default("database.port");
         let port = port_text.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
             self.invalid(
                 "database.port",
@@ -305,26 +295,27 @@ impl Validator {
             mode,
             admin_secret: label(
                 "database.admin_secret",
-                raw.text("database.admin_secret"),
+                raw.values.text("database.admin_secret"),
                 default_of("database.admin_secret"),
             )?,
             cnpg_cluster: label(
                 "database.cnpg_cluster",
-                raw.text("database.cnpg_cluster"),
+                raw.values.text("database.cnpg_cluster"),
                 default_of("database.cnpg_cluster"),
             )?,
             host: raw
+                .values
                 .text("database.host")
                 .unwrap_or_else(|| format!("postgres.{namespace}.svc")),
             port,
-            image: raw.text_or_default("database.image"),
-            drop_on_delete: raw.flag_or_default("database.drop_on_delete"),
+            image: raw.values.text_or_default("database.image"),
+            drop_on_delete: raw.values.flag_or_default("database.drop_on_delete"),
             namespace,
         })
     }
 
     fn tls(&self, raw: &Raw) -> Result<TlsConfig, ConfigError> {
-        let mode = match raw.text_or_default("tls.mode").as_str() {
+        let mode = match raw.values.text_or_default("tls.mode").as_str() {
             "cert-manager" => TlsMode::CertManager,
             "sealed" => TlsMode::Sealed,
             "off" => TlsMode::Off,
@@ -336,7 +327,7 @@ impl Validator {
                 ));
             }
         };
-        let issuer_kind = raw.text_or_default("tls.issuer_kind");
+        let issuer_kind = raw.values.text_or_default("tls.issuer_kind");
         if !matches!(issuer_kind.as_str(), "ClusterIssuer" | "Issuer") {
             return Err(self.invalid(
                 "tls.issuer_kind",
@@ -344,7 +335,10 @@ impl Validator {
                 "ClusterIssuer or Issuer",
             ));
         }
-        let (ca_cert, ca_key) = (raw.text("tls.ca_cert"), raw.text("tls.ca_key"));
+        let (ca_cert, ca_key) = (
+            raw.values.text("tls.ca_cert"),
+            raw.values.text("tls.ca_key"),
+        );
         if ca_cert.is_some() != ca_key.is_some() {
             return Err(self.invalid(
                 "tls.ca_key",
@@ -354,7 +348,7 @@ impl Validator {
         }
         Ok(TlsConfig {
             mode,
-            issuer: raw.text_or_default("tls.issuer"),
+            issuer: raw.values.text_or_default("tls.issuer"),
             issuer_kind,
             ca_cert: ca_cert.map(PathBuf::from),
             ca_key: ca_key.map(PathBuf::from),
@@ -362,7 +356,7 @@ impl Validator {
     }
 
     fn sink(&self, raw: &Raw) -> Result<SinkConfig, ConfigError> {
-        let kind = match raw.text_or_default("sink.kind").as_str() {
+        let kind = match raw.values.text_or_default("sink.kind").as_str() {
             "directory" => SinkKind::Directory,
             "kubernetes" => SinkKind::Kubernetes,
             other => {
@@ -373,7 +367,7 @@ impl Validator {
                 ));
             }
         };
-        let argocd_namespace = raw.text_or_default("sink.argocd_namespace");
+        let argocd_namespace = raw.values.text_or_default("sink.argocd_namespace");
         if !is_dns_label(&argocd_namespace) {
             return Err(self.invalid(
                 "sink.argocd_namespace",
@@ -383,7 +377,7 @@ impl Validator {
         }
         Ok(SinkConfig {
             kind,
-            directory: raw.text_or_default("sink.directory").into(),
+            directory: raw.values.text_or_default("sink.directory").into(),
             argocd_namespace,
             stuck_after: self.duration_of(raw, "sink.stuck_after")?,
         })
