@@ -26,7 +26,7 @@ fn options(path: &Path) -> SqliteConnectOptions {
 
 /// Opens (creating and migrating) the state; the pool is for readers and short writes.
 pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
-    crate::clusters::make_state_private(path)?;
+    make_state_private(path)?;
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(options(path))
@@ -412,11 +412,13 @@ pub async fn apply_installation(
     Ok(())
 }
 
+mod file;
 mod github;
 mod ledger;
 mod previews;
 mod sweep;
 mod views;
+pub use file::*;
 pub use github::*;
 pub use ledger::*;
 pub use previews::*;
