@@ -1,7 +1,7 @@
 //! What to do next for one preview: a pure decision from what previewd wants and what the
 //! sink reports. The reconciler carries it out; nothing here touches the world.
 
-use crate::preview::Desired;
+use crate::preview::{Desired, ObservedState};
 
 /// What the sink reports for a preview's helper Application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,15 +113,15 @@ pub fn plan_app(
 pub fn state<'a>(
     helper: Option<&'a Health>,
     app: Option<&'a Health>,
-) -> (&'static str, Option<&'a str>) {
+) -> (ObservedState, Option<&'a str>) {
     match (helper, app) {
         (Some(Health::Failed(message)), _) | (_, Some(Health::Failed(message))) => {
-            ("failed", Some(message.as_str()))
+            (ObservedState::Failed, Some(message.as_str()))
         }
         (Some(Health::Progressing | Health::NeedsSync), _)
-        | (_, Some(Health::Progressing | Health::NeedsSync)) => ("syncing", None),
-        (Some(Health::Ready), _) => ("ready", None),
-        (None, _) => ("applied", None),
+        | (_, Some(Health::Progressing | Health::NeedsSync)) => (ObservedState::Syncing, None),
+        (Some(Health::Ready), _) => (ObservedState::Ready, None),
+        (None, _) => (ObservedState::Applied, None),
     }
 }
 

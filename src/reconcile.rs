@@ -24,7 +24,7 @@ use crate::ledger;
 use crate::metrics::METRICS;
 use crate::naming::Names;
 use crate::plan::{self, Action, Health, Observed};
-use crate::preview::{Desired, Preview, PreviewKey};
+use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
 use crate::render::{self, SealedSecret};
 use crate::seal::SealingCert;
 use crate::sink::{APPLIED_HASH, Owner, Sink};
@@ -263,7 +263,15 @@ impl Reconciler {
                     db::add_history_now(&self.pool, &row.repo, row.number, "error", &message, now)
                         .await;
             }
-            let _ = db::set_observed(&self.pool, id, "error", Some(&message), None, now).await;
+            let _ = db::set_observed(
+                &self.pool,
+                id,
+                ObservedState::Error,
+                Some(&message),
+                None,
+                now,
+            )
+            .await;
         }
     }
 
@@ -273,7 +281,7 @@ impl Reconciler {
             self.settled(id);
             return Ok(());
         };
-        let desired = desired_of(&row)?;
+        let desired = row.desired;
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
         let names = self.names_of(&row, &key).await?;
         let owner = Owner::preview(&names, key.number, self.instance().await?);
@@ -356,10 +364,12 @@ impl Reconciler {
         }
         let (state, message) = match desired {
             Desired::Deployed => plan::state(helper.health(), app_health.as_ref()),
-            _ => (desired.as_str(), None),
+            Desired::AwaitingApproval => (ObservedState::AwaitingApproval, None),
+            Desired::Draft => (ObservedState::Draft, None),
+            Desired::Absent => unreachable!("torn down above"),
         };
         if row.observed != state || row.last_error.as_deref() != message {
-            if state == "ready" {
+            if state == ObservedState::Ready {
                 db::confirm_ledger(&self.pool, id, now).await?;
             }
             if let Some(message) = message {
@@ -372,7 +382,7 @@ impl Reconciler {
         }
         match state {
             // Argo CD may still be syncing or retrying: look again soon.
-            "syncing" | "failed" => self.requeue(id),
+            ObservedState::Syncing | ObservedState::Failed => self.requeue(id),
             _ => self.settled(id),
         }
         Ok(())
@@ -530,16 +540,6 @@ fn stamped(
     let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
     manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
     Ok((manifest, hash))
-}
-
-fn desired_of(row: &PreviewRow) -> anyhow::Result<Desired> {
-    Ok(match row.desired.as_str() {
-        "deployed" => Desired::Deployed,
-        "awaiting_approval" => Desired::AwaitingApproval,
-        "draft" => Desired::Draft,
-        "absent" => Desired::Absent,
-        other => anyhow::bail!("unknown desired state {other:?}"),
-    })
 }
 
 mod obey;
