@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -25,9 +24,9 @@ use crate::metrics::METRICS;
 use crate::naming::Names;
 use crate::plan::{self, Action, Health, Observed};
 use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
-use crate::render::{self, SealedSecret};
+use crate::render::{self, Rendered, SealedSecret};
 use crate::seal::SealingCert;
-use crate::sink::{APPLIED_HASH, Owner, Sink};
+use crate::sink::{Owner, Sink};
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -302,7 +301,7 @@ impl Reconciler {
             },
             _ => None,
         };
-        let hash = rendered.as_ref().map(|r| r.helper.1.as_str());
+        let hash = rendered.as_ref().map(|r| r.helper.hash.as_str());
         let mut helper = self.observe(&names.application, &owner).await?;
         let sha = &row.head_sha[..7];
         let action = plan::plan(desired, hash, &helper);
@@ -313,7 +312,7 @@ impl Reconciler {
         }
         if action == Action::Apply {
             let rendered = rendered.as_ref().context("nothing to apply")?;
-            let (manifest, hash) = &rendered.helper;
+            let render::Stamped { manifest, hash } = &rendered.helper;
             db::record_intended(&self.pool, id, &rendered.entries, now).await?;
             self.retry("apply", || {
                 self.sink.apply(&names.application, manifest, &owner)
@@ -331,7 +330,11 @@ impl Reconciler {
             .await?;
         // The app's verdict: None with no app, or where nobody reports one.
         let mut app_health = None;
-        if let Some((manifest, app_hash)) = rendered.as_ref().and_then(|r| r.app.as_ref()) {
+        if let Some(render::Stamped {
+            manifest,
+            hash: app_hash,
+        }) = rendered.as_ref().and_then(|r| r.app.as_ref())
+        {
             let app = self.observe(&names.app_application, &owner).await?;
             match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
                 Action::Conflict => {
@@ -412,15 +415,14 @@ impl Reconciler {
             redeploy_generation: u32::try_from(row.redeploy_generation)?,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
-        let helper = render::helper_application(&preview, names, &self.config, &sealed)?;
-        let dns = helper["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"] == true;
-        let app = render::app_application(&preview, names, &self.config)?;
         let instance = self.instance().await?;
-        Ok(Some(Rendered {
-            helper: stamped(helper, instance)?,
-            app: app.map(|app| stamped(app, instance)).transpose()?,
-            entries: ledger::provisioned(names, &self.config, dns),
-        }))
+        Ok(Some(render::preview(
+            &preview,
+            names,
+            &self.config,
+            &sealed,
+            instance,
+        )?))
     }
 
     /// The preview's secrets sealed for its cluster: the stored ones, whichever of the
@@ -519,27 +521,6 @@ impl Reconciler {
             }
         }
     }
-}
-
-/// What one preview should look like now.
-struct Rendered {
-    /// The helper Application and the hash of its rendering.
-    helper: (serde_json::Value, String),
-    app: Option<(serde_json::Value, String)>,
-    /// What the helper Application provisions, itself included (the ledger).
-    entries: Vec<ledger::Entry>,
-}
-
-/// The manifest labelled with this state's identity and carrying the hash of its rendering
-/// (see `APPLIED_HASH`).
-fn stamped(
-    mut manifest: serde_json::Value,
-    instance: &str,
-) -> anyhow::Result<(serde_json::Value, String)> {
-    manifest["metadata"]["labels"][render::LABEL_INSTANCE] = instance.into();
-    let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
-    manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
-    Ok((manifest, hash))
 }
 
 mod obey;
