@@ -22,7 +22,7 @@ use crate::intake::Intake;
 use crate::ledger;
 use crate::metrics::METRICS;
 use crate::naming::Names;
-use crate::plan::{self, Action, Health, Observed};
+use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
 use crate::render::{self, Rendered, SealedSecret};
 use crate::seal::SealingCert;
@@ -302,51 +302,57 @@ impl Reconciler {
             _ => None,
         };
         let hash = rendered.as_ref().map(|r| r.helper.hash.as_str());
-        let mut helper = self.observe(&names.application, &owner).await?;
+        let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
+        let helper = self.observe(&names.application, &owner).await?;
+        let app = match app_rendering {
+            Some(_) => Some(self.observe(&names.app_application, &owner).await?),
+            None => None,
+        };
+        let step = plan::step(
+            desired,
+            hash,
+            &helper,
+            app_rendering.map(|r| r.hash.as_str()).zip(app.as_ref()),
+            self.sink.reports_health(),
+        );
         let sha = &row.head_sha[..7];
-        let action = plan::plan(desired, hash, &helper);
-        if action == Action::Conflict {
-            return self
-                .report_conflict(&row, &names.application, &helper, now)
-                .await;
+        match step.helper.action {
+            Action::Conflict => {
+                return self
+                    .report_conflict(&row, &names.application, &helper, now)
+                    .await;
+            }
+            Action::Apply => {
+                let rendered = rendered.as_ref().context("nothing to apply")?;
+                let render::Stamped { manifest, hash } = &rendered.helper;
+                db::record_intended(&self.pool, id, &rendered.entries, now).await?;
+                self.retry("apply", || {
+                    self.sink.apply(&names.application, manifest, &owner)
+                })
+                .await?;
+                let reason = format!("helper Application {} applied at {sha}", names.application);
+                db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now)
+                    .await?;
+                tracing::info!(preview = %key, sha, "applied");
+            }
+            _ => {}
         }
-        if action == Action::Apply {
-            let rendered = rendered.as_ref().context("nothing to apply")?;
-            let render::Stamped { manifest, hash } = &rendered.helper;
-            db::record_intended(&self.pool, id, &rendered.entries, now).await?;
-            self.retry("apply", || {
-                self.sink.apply(&names.application, manifest, &owner)
-            })
-            .await?;
-            let reason = format!("helper Application {} applied at {sha}", names.application);
-            db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now).await?;
-            tracing::info!(preview = %key, sha, "applied");
-            helper = Observed::Present {
-                hash: Some(hash.clone()),
-                health: self.sink.reports_health().then_some(Health::Progressing),
-            };
+        if step.helper.sync {
+            self.request_sync(&names.application, &owner).await?;
         }
-        self.sync_if_needed(&names.application, &owner, &mut helper)
-            .await?;
-        // The app's verdict: None with no app, or where nobody reports one.
-        let mut app_health = None;
-        if let Some(render::Stamped {
-            manifest,
-            hash: app_hash,
-        }) = rendered.as_ref().and_then(|r| r.app.as_ref())
-        {
-            let app = self.observe(&names.app_application, &owner).await?;
-            match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
+        if let (Some(act), Some(rendering), Some(app)) = (&step.app, app_rendering, &app) {
+            match act.action {
                 Action::Conflict => {
                     return self
-                        .report_conflict(&row, &names.app_application, &app, now)
+                        .report_conflict(&row, &names.app_application, app, now)
                         .await;
                 }
                 Action::Apply => {
                     let entry = ledger::app_entry(&names, &self.config);
                     db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
                     self.retry("apply", || {
-                        self.sink.apply(&names.app_application, manifest, &owner)
+                        self.sink
+                            .apply(&names.app_application, &rendering.manifest, &owner)
                     })
                     .await?;
                     let reason = format!(
@@ -354,23 +360,14 @@ impl Reconciler {
                         names.app_application
                     );
                     db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
-                    app_health = Some(Health::Progressing);
                 }
-                Action::Nothing => {
-                    let mut app = app;
-                    self.sync_if_needed(&names.app_application, &owner, &mut app)
-                        .await?;
-                    app_health = app.health().cloned();
-                }
-                _ => app_health = Some(Health::Progressing),
+                _ => {}
+            }
+            if act.sync {
+                self.request_sync(&names.app_application, &owner).await?;
             }
         }
-        let (state, message) = match desired {
-            Desired::Deployed => plan::state(helper.health(), app_health.as_ref()),
-            Desired::AwaitingApproval => (ObservedState::AwaitingApproval, None),
-            Desired::Draft => (ObservedState::Draft, None),
-            Desired::Absent => unreachable!("torn down above"),
-        };
+        let (state, message) = (step.state, step.message.as_deref());
         if row.observed != state || row.last_error.as_deref() != message {
             if state == ObservedState::Ready {
                 db::confirm_ledger(&self.pool, id, now).await?;
@@ -383,10 +380,10 @@ impl Reconciler {
             }
             db::set_observed(&self.pool, id, state, message, None, now).await?;
         }
-        match state {
-            // Argo CD may still be syncing or retrying: look again soon.
-            ObservedState::Syncing | ObservedState::Failed => self.requeue(id),
-            _ => self.settled(id),
+        if step.requeue {
+            self.requeue(id);
+        } else {
+            self.settled(id);
         }
         Ok(())
     }
@@ -466,26 +463,14 @@ impl Reconciler {
         Ok(sealed)
     }
 
-    /// Asks Argo CD for the sync of `name`'s current rendering when its verdict says one is
-    /// needed (`Health::NeedsSync`); then it is in progress.
-    async fn sync_if_needed(
-        &self,
-        name: &str,
-        owner: &Owner,
-        observed: &mut Observed,
-    ) -> anyhow::Result<()> {
-        if let Observed::Present {
-            health: Some(health @ Health::NeedsSync),
-            ..
-        } = observed
+    /// Asks Argo CD for the sync of `name`'s current rendering (the step found that its
+    /// verdict needs one: `Health::NeedsSync`).
+    async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
+        if self
+            .retry("sync", || self.sink.request_sync(name, owner))
+            .await?
         {
-            if self
-                .retry("sync", || self.sink.request_sync(name, owner))
-                .await?
-            {
-                tracing::debug!(application = name, "asked Argo CD to sync this rendering");
-            }
-            *health = Health::Progressing;
+            tracing::debug!(application = name, "asked Argo CD to sync this rendering");
         }
         Ok(())
     }
