@@ -61,7 +61,7 @@ pub fn preview_json(p: &PreviewSummary, config: &Config, now: i64) -> Value {
             Some(Names::recorded(p.names.as_deref(), &key, domain).ok()?.host)
         })
         .unwrap_or_default();
-    let shown = Shown::of(&p.desired, &p.observed);
+    let shown = Shown::of(p.desired, p.observed);
     json!({
         "repo": p.repo,
         "number": p.number,

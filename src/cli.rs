@@ -135,7 +135,7 @@ pub fn main() -> ExitCode {
                 event: Some(event),
                 out,
                 ..
-            } => render(&config, &event, out.as_deref()),
+            } => render(&config, &event, out.as_deref()).await,
             Command::Render { out, .. } => render_projects(&config, out.as_deref()),
             Command::Seal {
                 cert,
@@ -181,8 +181,9 @@ async fn sweep(config: Config, dry_run: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `previewd render`: the same decision and rendering the server makes, from a file.
-fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<()> {
+/// `previewd render`: the same decision the server makes, from a file, and the one rendering
+/// the reconciler applies (`render::preview`): every Application, labelled and hashed.
+async fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<()> {
     use crate::intent::{Change, Outcome};
     use crate::preview::Desired;
     use crate::webhook::{Delivery, Event};
@@ -254,19 +255,45 @@ fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Result<(
         }
     }
     let sealed = sealed_secrets(config, cluster, names)?;
-    let application =
-        crate::render::helper_application(&pr.preview(cluster), names, config, &sealed)?;
-    let yaml = crate::yaml::to_string(&application);
-    match out {
-        None => print!("---\n{yaml}"),
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let path = dir.join(format!("{}.yaml", names.application));
-            std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("wrote {}", path.display());
+    let instance = instance(config).await?;
+    let rendered = crate::render::preview(&pr.preview(cluster), names, config, &sealed, &instance)?;
+    let applications = [
+        (&names.application, Some(&rendered.helper)),
+        (&names.app_application, rendered.app.as_ref()),
+    ];
+    for (name, application) in applications {
+        let Some(application) = application else {
+            continue;
+        };
+        let yaml = crate::yaml::to_string(&application.manifest);
+        match out {
+            None => print!("---\n{yaml}"),
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                let path = dir.join(format!("{name}.yaml"));
+                std::fs::write(&path, yaml)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                eprintln!("wrote {}", path.display());
+            }
         }
     }
     Ok(())
+}
+
+/// The state's identity, which labels every Application (`render::LABEL_INSTANCE`): that of
+/// the state `previewd serve` uses, when there is one; without one, there is no identity
+/// yet, and the label is left empty rather than a state made for an offline command.
+async fn instance(config: &Config) -> anyhow::Result<String> {
+    if !config.state.exists() {
+        eprintln!(
+            "note: no state at {} yet: the instance label is left empty",
+            config.state.display()
+        );
+        return Ok(String::new());
+    }
+    let pool = crate::db::open(&config.state).await?;
+    Ok(crate::db::instance_id(&pool).await?)
 }
 
 /// `previewd render --projects`: the AppProjects, as one YAML stream.

@@ -2,6 +2,7 @@
 //! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
 
 use crate::command::{Command, ParseError, ShaPrefix};
+use crate::preview::{Desired, ObservedState};
 
 /// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
 pub const MARKER: &str = "<!-- previewd:status -->";
@@ -21,15 +22,15 @@ pub enum Shown {
 
 impl Shown {
     /// From the recorded intent and what the reconciler last saw.
-    pub fn of(desired: &str, observed: &str) -> Self {
+    pub fn of(desired: Desired, observed: ObservedState) -> Self {
         match (desired, observed) {
-            ("absent", _) => Self::TearingDown,
-            ("awaiting_approval", _) => Self::AwaitingApproval,
-            ("draft", _) => Self::Draft,
-            (_, "queued") => Self::Queued,
-            (_, "ready") => Self::Ready,
-            (_, "error" | "failed") => Self::Failed,
-            _ => Self::Deploying,
+            (Desired::Absent, _) => Self::TearingDown,
+            (Desired::AwaitingApproval, _) => Self::AwaitingApproval,
+            (Desired::Draft, _) => Self::Draft,
+            (Desired::Deployed, ObservedState::Queued) => Self::Queued,
+            (Desired::Deployed, ObservedState::Ready) => Self::Ready,
+            (Desired::Deployed, ObservedState::Error | ObservedState::Failed) => Self::Failed,
+            (Desired::Deployed, _) => Self::Deploying,
         }
     }
 

@@ -7,7 +7,7 @@ use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool};
 
-use crate::intent::{Outcome, PrChange};
+use crate::intent::Outcome;
 use crate::webhook::{CommandComment, InstallationChange};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
@@ -26,7 +26,7 @@ fn options(path: &Path) -> SqliteConnectOptions {
 
 /// Opens (creating and migrating) the state; the pool is for readers and short writes.
 pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
-    crate::clusters::make_state_private(path)?;
+    make_state_private(path)?;
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
         .connect_with(options(path))
@@ -204,121 +204,6 @@ pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> s
 
 // ---- previews ----
 
-/// Writes a PR's new state unless the row already holds a newer event. Returns whether it
-/// applied. A fork PR whose new head SHA is the approved one stays deployable.
-pub async fn apply_pr_change(
-    conn: &mut SqliteConnection,
-    change: &PrChange,
-    now: i64,
-) -> sqlx::Result<bool> {
-    let pr = &change.pr;
-    let repo = pr.key.repo.as_str();
-    let repo_id = pr.repo_id as i64;
-    let installation_id = pr.installation_id.map(|id| id as i64);
-    let head_sha = pr.head_sha.as_str();
-    let desired = change.desired.map(|d| d.as_str());
-    let restart_clock = change.expires_at.is_some();
-    let expires_at = change.expires_at.unwrap_or(now + change.max_lifetime_secs);
-    // Only a new row takes these: a live preview keeps the names it was created with.
-    let names = change.names.to_json();
-    let done = if change.create {
-        sqlx::query!(
-            "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
-                 head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
-                 updated_at, expires_at, head_changed_at, names)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15, ?16, ?14, ?19
-             -- Not over a newer close, nor over an end on purpose that is not older than the
-             -- event: deliveries carry no signed time of their own, so a replay is only ever
-             -- as new as the PR it captured.
-             WHERE NOT EXISTS (SELECT 1 FROM closed_prs WHERE repo = ?1 AND number = ?2
-                               AND (pr_updated_at > ?14 OR ended_at >= ?14))
-             ON CONFLICT (repo, number) DO UPDATE SET
-                 repo_id = excluded.repo_id,
-                 installation_id = COALESCE(excluded.installation_id, previews.installation_id),
-                 title = excluded.title, author = excluded.author, head_sha = excluded.head_sha,
-                 head_changed_at = CASE WHEN excluded.head_sha != previews.head_sha
-                     THEN excluded.pr_updated_at ELSE previews.head_changed_at END,
-                 head_ref = excluded.head_ref, base_ref = excluded.base_ref,
-                 fork = excluded.fork, draft = excluded.draft,
-                 desired = CASE
-                     WHEN excluded.desired = 'awaiting_approval' AND previews.approved_sha = excluded.head_sha
-                     THEN 'deployed' ELSE excluded.desired END,
-                 end_reason = excluded.end_reason,
-                 pr_updated_at = excluded.pr_updated_at, updated_at = excluded.updated_at,
-                 -- A push restarts the clock but never shortens a later expiry (a keep, an extend).
-                 expires_at = CASE WHEN ?17
-                     THEN MAX(previews.expires_at, MIN(excluded.expires_at, previews.created_at + ?18))
-                     ELSE previews.expires_at END
-             WHERE excluded.pr_updated_at >= previews.pr_updated_at",
-            repo,
-            pr.key.number,
-            repo_id,
-            installation_id,
-            pr.title,
-            pr.author,
-            head_sha,
-            pr.head_ref,
-            pr.base_ref,
-            pr.fork,
-            pr.draft,
-            desired,
-            change.end_reason,
-            change.pr_updated_at,
-            now,
-            expires_at,
-            restart_clock,
-            change.max_lifetime_secs,
-            names,
-        )
-        .execute(&mut *conn)
-        .await?
-    } else {
-        sqlx::query!(
-            "UPDATE previews SET
-                 installation_id = COALESCE(?3, installation_id),
-                 head_changed_at = CASE WHEN ?6 != head_sha THEN ?13 ELSE head_changed_at END,
-                 title = ?4, author = ?5, head_sha = ?6, head_ref = ?7, base_ref = ?8,
-                 fork = ?9, draft = ?10,
-                 desired = COALESCE(?11, desired),
-                 end_reason = CASE WHEN ?11 IS NULL THEN end_reason ELSE ?12 END,
-                 -- Details alone (an edit, a label) do not move the event clock: an older
-                 -- state change that arrives after them must still apply.
-                 pr_updated_at = CASE WHEN ?11 IS NULL THEN pr_updated_at ELSE ?13 END,
-                 updated_at = ?14
-             WHERE repo = ?1 AND number = ?2 AND pr_updated_at <= ?13",
-            repo,
-            pr.key.number,
-            installation_id,
-            pr.title,
-            pr.author,
-            head_sha,
-            pr.head_ref,
-            pr.base_ref,
-            pr.fork,
-            pr.draft,
-            desired,
-            change.end_reason,
-            change.pr_updated_at,
-            now,
-        )
-        .execute(&mut *conn)
-        .await?
-    };
-    if change.desired == Some(crate::preview::Desired::Absent) {
-        sqlx::query!(
-            "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at),
-                 ended_sha = NULL",
-            repo,
-            pr.key.number,
-            change.pr_updated_at,
-        )
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(done.rows_affected() > 0)
-}
-
 // ---- commands ----
 
 /// Queues a command once per comment id; returns false for a comment already queued.
@@ -412,13 +297,17 @@ pub async fn apply_installation(
     Ok(())
 }
 
+mod file;
 mod github;
 mod ledger;
+mod pr_change;
 mod previews;
 mod sweep;
 mod views;
+pub use file::*;
 pub use github::*;
 pub use ledger::*;
+pub use pr_change::*;
 pub use previews::*;
 pub use sweep::*;
 pub use views::*;

@@ -202,6 +202,9 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
     }
 }
 
+mod merge;
+pub use merge::{Ended, StoredPr, merge};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,7 +177,8 @@ pub async fn destroy(
             println!("{now}");
             last = now;
         }
-        let untouched = row.observed != "tearing_down" && row.observed != "teardown_stuck";
+        use crate::preview::ObservedState::{TeardownStuck, TearingDown};
+        let untouched = !matches!(row.observed, TearingDown | TeardownStuck);
         if !hinted && untouched && started.elapsed() > Duration::from_secs(10) {
             println!("(nothing has picked it up yet: is `previewd serve` running on this state?)");
             hinted = true;

@@ -1,7 +1,7 @@
 //! What to do next for one preview: a pure decision from what previewd wants and what the
 //! sink reports. The reconciler carries it out; nothing here touches the world.
 
-use crate::preview::Desired;
+use crate::preview::{Desired, ObservedState};
 
 /// What the sink reports for a preview's helper Application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,15 +113,108 @@ pub fn plan_app(
 pub fn state<'a>(
     helper: Option<&'a Health>,
     app: Option<&'a Health>,
-) -> (&'static str, Option<&'a str>) {
+) -> (ObservedState, Option<&'a str>) {
     match (helper, app) {
         (Some(Health::Failed(message)), _) | (_, Some(Health::Failed(message))) => {
-            ("failed", Some(message.as_str()))
+            (ObservedState::Failed, Some(message.as_str()))
         }
         (Some(Health::Progressing | Health::NeedsSync), _)
-        | (_, Some(Health::Progressing | Health::NeedsSync)) => ("syncing", None),
-        (Some(Health::Ready), _) => ("ready", None),
-        (None, _) => ("applied", None),
+        | (_, Some(Health::Progressing | Health::NeedsSync)) => (ObservedState::Syncing, None),
+        (Some(Health::Ready), _) => (ObservedState::Ready, None),
+        (None, _) => (ObservedState::Applied, None),
+    }
+}
+
+/// One preview's whole next step: what to do with each Application, where the preview then
+/// stands, and whether to look again soon. The reconciler carries it out as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub helper: Act,
+    /// The app's own Application, for a repository that configures one.
+    pub app: Option<Act>,
+    /// The state the preview is in once the actions are done (unless one is a conflict,
+    /// which is reported instead), and the failure that put it there.
+    pub state: ObservedState,
+    pub message: Option<String>,
+    /// Argo CD may still be syncing or retrying: look again soon rather than at the resync.
+    pub requeue: bool,
+}
+
+/// What to do with one Application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Act {
+    pub action: Action,
+    /// Ask Argo CD to sync its current rendering (`Health::NeedsSync`).
+    pub sync: bool,
+}
+
+/// The step of a preview that is not being torn down. `helper_hash`: the helper Application
+/// previewd would apply now (None when nothing may run); `app`: the app's rendering hash and
+/// what the sink reports of it; `reports_health`: whether the sink reports Argo CD's verdicts
+/// (a directory does not).
+pub fn step(
+    desired: Desired,
+    helper_hash: Option<&str>,
+    helper: &Observed,
+    app: Option<(&str, &Observed)>,
+    reports_health: bool,
+) -> Step {
+    let action = plan(desired, helper_hash, helper);
+    // What the helper Application is once this step's action is done.
+    let (helper_now, sync) = match (&action, helper_hash) {
+        (Action::Apply, Some(hash)) => (
+            Observed::Present {
+                hash: Some(hash.to_owned()),
+                health: reports_health.then_some(Health::Progressing),
+            },
+            false,
+        ),
+        _ => synced(helper),
+    };
+    let helper_act = Act { action, sync };
+    let mut app_health = None;
+    let app_act = app.map(|(app_hash, app)| {
+        let action = plan_app(desired, helper_hash, &helper_now, Some(app_hash), app);
+        let (health, sync) = match action {
+            Action::Nothing => {
+                let (app, sync) = synced(app);
+                (app.health().cloned(), sync)
+            }
+            _ => (Some(Health::Progressing), false),
+        };
+        app_health = health;
+        Act { action, sync }
+    });
+    let (state, message) = match desired {
+        Desired::Deployed => state(helper_now.health(), app_health.as_ref()),
+        Desired::AwaitingApproval => (ObservedState::AwaitingApproval, None),
+        Desired::Draft => (ObservedState::Draft, None),
+        // A teardown is `plan_teardown`'s; here nothing more is written.
+        Desired::Absent => (ObservedState::TearingDown, None),
+    };
+    Step {
+        helper: helper_act,
+        app: app_act,
+        requeue: matches!(state, ObservedState::Syncing | ObservedState::Failed),
+        message: message.map(str::to_owned),
+        state,
+    }
+}
+
+/// `observed` once a sync it needs is asked for (then in progress), and whether to ask.
+fn synced(observed: &Observed) -> (Observed, bool) {
+    match observed {
+        Observed::Present {
+            hash,
+            health: Some(Health::NeedsSync),
+        } => (
+            Observed::Present {
+                hash: hash.clone(),
+                health: Some(Health::Progressing),
+            },
+            true,
+        ),
+        other => (other.clone(), false),
     }
 }
 
@@ -149,183 +242,4 @@ pub fn plan_teardown(app: &Observed, helper: &Observed) -> Teardown {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ready(hash: &str, ready: Option<bool>) -> Observed {
-        Observed::Present {
-            hash: Some(hash.into()),
-            health: ready.map(|r| {
-                if r {
-                    Health::Ready
-                } else {
-                    Health::Progressing
-                }
-            }),
-        }
-    }
-
-    #[test]
-    fn the_app_waits_until_the_helpers_are_ready_at_the_current_rendering() {
-        let app = Observed::Missing;
-        let plan =
-            |helper: &Observed| plan_app(Desired::Deployed, Some("h2"), helper, Some("a"), &app);
-        assert_eq!(plan(&Observed::Missing), Action::Wait);
-        assert_eq!(plan(&ready("h2", Some(false))), Action::Wait);
-        assert_eq!(
-            plan(&ready("h1", Some(true))),
-            Action::Wait,
-            "status of the previous push"
-        );
-        assert_eq!(plan(&ready("h2", Some(true))), Action::Apply);
-        assert_eq!(
-            plan(&ready("h2", None)),
-            Action::Apply,
-            "directory: no one reports health"
-        );
-    }
-
-    #[test]
-    fn a_failed_migration_keeps_the_app_where_it_was() {
-        let failed = Observed::Present {
-            hash: Some("h2".into()),
-            health: Some(Health::Failed("hook Job x-migrate failed".into())),
-        };
-        assert_eq!(
-            plan_app(
-                Desired::Deployed,
-                Some("h2"),
-                &failed,
-                Some("a2"),
-                &ready("a1", Some(true))
-            ),
-            Action::Wait
-        );
-    }
-
-    #[test]
-    fn a_running_app_is_left_alone_while_the_helpers_resync() {
-        assert_eq!(
-            plan_app(
-                Desired::Deployed,
-                Some("h2"),
-                &ready("h2", Some(false)),
-                Some("a2"),
-                &ready("a1", Some(true))
-            ),
-            Action::Wait
-        );
-    }
-
-    #[test]
-    fn teardown_removes_the_app_first_then_the_helpers() {
-        let present = ready("h", Some(true));
-        assert_eq!(plan_teardown(&present, &present), Teardown::DeleteApp);
-        assert_eq!(plan_teardown(&Observed::Deleting, &present), Teardown::Wait);
-        assert_eq!(
-            plan_teardown(&Observed::Missing, &present),
-            Teardown::DeleteHelper
-        );
-        assert_eq!(
-            plan_teardown(&Observed::Missing, &Observed::Deleting),
-            Teardown::Wait
-        );
-        assert_eq!(
-            plan_teardown(&Observed::Missing, &Observed::Missing),
-            Teardown::Confirm
-        );
-    }
-
-    #[test]
-    fn another_previews_application_of_the_same_name_is_a_conflict_never_written_or_deleted() {
-        let foreign = Observed::Foreign {
-            owner: "repo \"acme.other\"".into(),
-        };
-        assert_eq!(
-            plan(Desired::Deployed, Some("h"), &foreign),
-            Action::Conflict
-        );
-        assert_eq!(plan(Desired::Absent, None, &foreign), Action::Conflict);
-        assert_eq!(plan_teardown(&foreign, &foreign), Teardown::Confirm);
-        assert_eq!(
-            plan_teardown(&foreign, &present("h")),
-            Teardown::DeleteHelper,
-            "only ours is deleted"
-        );
-    }
-
-    fn present(hash: &str) -> Observed {
-        Observed::Present {
-            hash: Some(hash.into()),
-            health: None,
-        }
-    }
-
-    #[test]
-    fn a_new_preview_is_applied() {
-        assert_eq!(
-            plan(Desired::Deployed, Some("a"), &Observed::Missing),
-            Action::Apply
-        );
-    }
-
-    #[test]
-    fn unchanged_input_makes_no_write() {
-        assert_eq!(
-            plan(Desired::Deployed, Some("a"), &present("a")),
-            Action::Nothing
-        );
-    }
-
-    #[test]
-    fn a_new_push_is_applied() {
-        assert_eq!(
-            plan(Desired::Deployed, Some("b"), &present("a")),
-            Action::Apply
-        );
-        assert_eq!(
-            plan(
-                Desired::Deployed,
-                Some("b"),
-                &Observed::Present {
-                    hash: None,
-                    health: None
-                }
-            ),
-            Action::Apply
-        );
-    }
-
-    #[test]
-    fn a_closed_pr_is_deleted_then_forgotten_once_gone() {
-        assert_eq!(plan(Desired::Absent, None, &present("a")), Action::Delete);
-        assert_eq!(
-            plan(Desired::Absent, None, &Observed::Deleting),
-            Action::Wait
-        );
-        assert_eq!(
-            plan(Desired::Absent, None, &Observed::Missing),
-            Action::Forget
-        );
-    }
-
-    #[test]
-    fn reopened_during_teardown_waits_then_deploys_again() {
-        assert_eq!(
-            plan(Desired::Deployed, Some("a"), &Observed::Deleting),
-            Action::Wait
-        );
-        assert_eq!(
-            plan(Desired::Deployed, Some("a"), &Observed::Missing),
-            Action::Apply
-        );
-    }
-
-    #[test]
-    fn unapproved_pushes_and_drafts_change_nothing_on_the_cluster() {
-        for desired in [Desired::AwaitingApproval, Desired::Draft] {
-            assert_eq!(plan(desired, None, &present("a")), Action::Nothing);
-            assert_eq!(plan(desired, None, &Observed::Missing), Action::Nothing);
-        }
-    }
-}
+mod tests;

@@ -152,9 +152,11 @@ impl fmt::Display for Sha {
     }
 }
 
-/// What previewd wants for a pull request. Only `Deployed` puts anything on a cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What previewd wants for a pull request (the `desired` column). Only `Deployed` puts
+/// anything on a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "TEXT", rename_all = "snake_case")]
 pub enum Desired {
     Deployed,
     /// A fork PR: nothing runs until an authorised user approves its head SHA.
@@ -176,6 +178,58 @@ impl Desired {
 }
 
 impl fmt::Display for Desired {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the reconciler last saw of a preview (the `observed` column); stored as the
+/// snake_case names, so the values written before this type existed read back unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "TEXT", rename_all = "snake_case")]
+pub enum ObservedState {
+    /// Recorded, not reconciled yet.
+    Pending,
+    /// Waiting for a cluster with room.
+    Queued,
+    /// Written to the sink; nobody reports health (a directory), or not looked at since.
+    Applied,
+    /// Argo CD is syncing (or has not looked at) what previewd applied.
+    Syncing,
+    Ready,
+    /// Argo CD reports a failure (or the name is another's): `last_error` says what.
+    Failed,
+    /// previewd could not do its step (the sink, the state): retried.
+    Error,
+    /// A fork PR's head that no one approved: what runs stays as it was.
+    AwaitingApproval,
+    /// A draft, while drafts are not deployed: what runs stays as it was.
+    Draft,
+    TearingDown,
+    /// A teardown waiting past `sink.stuck_after` (reported once, never forced).
+    TeardownStuck,
+}
+
+impl ObservedState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Queued => "queued",
+            Self::Applied => "applied",
+            Self::Syncing => "syncing",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+            Self::Error => "error",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Draft => "draft",
+            Self::TearingDown => "tearing_down",
+            Self::TeardownStuck => "teardown_stuck",
+        }
+    }
+}
+
+impl fmt::Display for ObservedState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
@@ -23,11 +22,11 @@ use crate::intake::Intake;
 use crate::ledger;
 use crate::metrics::METRICS;
 use crate::naming::Names;
-use crate::plan::{self, Action, Health, Observed};
-use crate::preview::{Desired, Preview, PreviewKey};
-use crate::render::{self, SealedSecret};
+use crate::plan::{self, Action, Observed};
+use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
+use crate::render::{self, Rendered, SealedSecret};
 use crate::seal::SealingCert;
-use crate::sink::{APPLIED_HASH, Owner, Sink};
+use crate::sink::{Owner, Sink};
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -263,7 +262,15 @@ impl Reconciler {
                     db::add_history_now(&self.pool, &row.repo, row.number, "error", &message, now)
                         .await;
             }
-            let _ = db::set_observed(&self.pool, id, "error", Some(&message), None, now).await;
+            let _ = db::set_observed(
+                &self.pool,
+                id,
+                ObservedState::Error,
+                Some(&message),
+                None,
+                now,
+            )
+            .await;
         }
     }
 
@@ -273,7 +280,7 @@ impl Reconciler {
             self.settled(id);
             return Ok(());
         };
-        let desired = desired_of(&row)?;
+        let desired = row.desired;
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
         let names = self.names_of(&row, &key).await?;
         let owner = Owner::preview(&names, key.number, self.instance().await?);
@@ -294,48 +301,58 @@ impl Reconciler {
             },
             _ => None,
         };
-        let hash = rendered.as_ref().map(|r| r.helper.1.as_str());
-        let mut helper = self.observe(&names.application, &owner).await?;
+        let hash = rendered.as_ref().map(|r| r.helper.hash.as_str());
+        let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
+        let helper = self.observe(&names.application, &owner).await?;
+        let app = match app_rendering {
+            Some(_) => Some(self.observe(&names.app_application, &owner).await?),
+            None => None,
+        };
+        let step = plan::step(
+            desired,
+            hash,
+            &helper,
+            app_rendering.map(|r| r.hash.as_str()).zip(app.as_ref()),
+            self.sink.reports_health(),
+        );
         let sha = &row.head_sha[..7];
-        let action = plan::plan(desired, hash, &helper);
-        if action == Action::Conflict {
-            return self
-                .report_conflict(&row, &names.application, &helper, now)
-                .await;
+        match step.helper.action {
+            Action::Conflict => {
+                return self
+                    .report_conflict(&row, &names.application, &helper, now)
+                    .await;
+            }
+            Action::Apply => {
+                let rendered = rendered.as_ref().context("nothing to apply")?;
+                let render::Stamped { manifest, hash } = &rendered.helper;
+                db::record_intended(&self.pool, id, &rendered.entries, now).await?;
+                self.retry("apply", || {
+                    self.sink.apply(&names.application, manifest, &owner)
+                })
+                .await?;
+                let reason = format!("helper Application {} applied at {sha}", names.application);
+                db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now)
+                    .await?;
+                tracing::info!(preview = %key, sha, "applied");
+            }
+            _ => {}
         }
-        if action == Action::Apply {
-            let rendered = rendered.as_ref().context("nothing to apply")?;
-            let (manifest, hash) = &rendered.helper;
-            db::record_intended(&self.pool, id, &rendered.entries, now).await?;
-            self.retry("apply", || {
-                self.sink.apply(&names.application, manifest, &owner)
-            })
-            .await?;
-            let reason = format!("helper Application {} applied at {sha}", names.application);
-            db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now).await?;
-            tracing::info!(preview = %key, sha, "applied");
-            helper = Observed::Present {
-                hash: Some(hash.clone()),
-                health: self.sink.reports_health().then_some(Health::Progressing),
-            };
+        if step.helper.sync {
+            self.request_sync(&names.application, &owner).await?;
         }
-        self.sync_if_needed(&names.application, &owner, &mut helper)
-            .await?;
-        // The app's verdict: None with no app, or where nobody reports one.
-        let mut app_health = None;
-        if let Some((manifest, app_hash)) = rendered.as_ref().and_then(|r| r.app.as_ref()) {
-            let app = self.observe(&names.app_application, &owner).await?;
-            match plan::plan_app(desired, hash, &helper, Some(app_hash), &app) {
+        if let (Some(act), Some(rendering), Some(app)) = (&step.app, app_rendering, &app) {
+            match act.action {
                 Action::Conflict => {
                     return self
-                        .report_conflict(&row, &names.app_application, &app, now)
+                        .report_conflict(&row, &names.app_application, app, now)
                         .await;
                 }
                 Action::Apply => {
                     let entry = ledger::app_entry(&names, &self.config);
                     db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
                     self.retry("apply", || {
-                        self.sink.apply(&names.app_application, manifest, &owner)
+                        self.sink
+                            .apply(&names.app_application, &rendering.manifest, &owner)
                     })
                     .await?;
                     let reason = format!(
@@ -343,23 +360,16 @@ impl Reconciler {
                         names.app_application
                     );
                     db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
-                    app_health = Some(Health::Progressing);
                 }
-                Action::Nothing => {
-                    let mut app = app;
-                    self.sync_if_needed(&names.app_application, &owner, &mut app)
-                        .await?;
-                    app_health = app.health().cloned();
-                }
-                _ => app_health = Some(Health::Progressing),
+                _ => {}
+            }
+            if act.sync {
+                self.request_sync(&names.app_application, &owner).await?;
             }
         }
-        let (state, message) = match desired {
-            Desired::Deployed => plan::state(helper.health(), app_health.as_ref()),
-            _ => (desired.as_str(), None),
-        };
+        let (state, message) = (step.state, step.message.as_deref());
         if row.observed != state || row.last_error.as_deref() != message {
-            if state == "ready" {
+            if state == ObservedState::Ready {
                 db::confirm_ledger(&self.pool, id, now).await?;
             }
             if let Some(message) = message {
@@ -370,10 +380,10 @@ impl Reconciler {
             }
             db::set_observed(&self.pool, id, state, message, None, now).await?;
         }
-        match state {
-            // Argo CD may still be syncing or retrying: look again soon.
-            "syncing" | "failed" => self.requeue(id),
-            _ => self.settled(id),
+        if step.requeue {
+            self.requeue(id);
+        } else {
+            self.settled(id);
         }
         Ok(())
     }
@@ -402,15 +412,14 @@ impl Reconciler {
             redeploy_generation: u32::try_from(row.redeploy_generation)?,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
-        let helper = render::helper_application(&preview, names, &self.config, &sealed)?;
-        let dns = helper["spec"]["source"]["helm"]["valuesObject"]["dns"]["enabled"] == true;
-        let app = render::app_application(&preview, names, &self.config)?;
         let instance = self.instance().await?;
-        Ok(Some(Rendered {
-            helper: stamped(helper, instance)?,
-            app: app.map(|app| stamped(app, instance)).transpose()?,
-            entries: ledger::provisioned(names, &self.config, dns),
-        }))
+        Ok(Some(render::preview(
+            &preview,
+            names,
+            &self.config,
+            &sealed,
+            instance,
+        )?))
     }
 
     /// The preview's secrets sealed for its cluster: the stored ones, whichever of the
@@ -454,26 +463,14 @@ impl Reconciler {
         Ok(sealed)
     }
 
-    /// Asks Argo CD for the sync of `name`'s current rendering when its verdict says one is
-    /// needed (`Health::NeedsSync`); then it is in progress.
-    async fn sync_if_needed(
-        &self,
-        name: &str,
-        owner: &Owner,
-        observed: &mut Observed,
-    ) -> anyhow::Result<()> {
-        if let Observed::Present {
-            health: Some(health @ Health::NeedsSync),
-            ..
-        } = observed
+    /// Asks Argo CD for the sync of `name`'s current rendering (the step found that its
+    /// verdict needs one: `Health::NeedsSync`).
+    async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
+        if self
+            .retry("sync", || self.sink.request_sync(name, owner))
+            .await?
         {
-            if self
-                .retry("sync", || self.sink.request_sync(name, owner))
-                .await?
-            {
-                tracing::debug!(application = name, "asked Argo CD to sync this rendering");
-            }
-            *health = Health::Progressing;
+            tracing::debug!(application = name, "asked Argo CD to sync this rendering");
         }
         Ok(())
     }
@@ -509,37 +506,6 @@ impl Reconciler {
             }
         }
     }
-}
-
-/// What one preview should look like now.
-struct Rendered {
-    /// The helper Application and the hash of its rendering.
-    helper: (serde_json::Value, String),
-    app: Option<(serde_json::Value, String)>,
-    /// What the helper Application provisions, itself included (the ledger).
-    entries: Vec<ledger::Entry>,
-}
-
-/// The manifest labelled with this state's identity and carrying the hash of its rendering
-/// (see `APPLIED_HASH`).
-fn stamped(
-    mut manifest: serde_json::Value,
-    instance: &str,
-) -> anyhow::Result<(serde_json::Value, String)> {
-    manifest["metadata"]["labels"][render::LABEL_INSTANCE] = instance.into();
-    let hash = hex::encode(Sha256::digest(serde_json::to_vec(&manifest)?));
-    manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
-    Ok((manifest, hash))
-}
-
-fn desired_of(row: &PreviewRow) -> anyhow::Result<Desired> {
-    Ok(match row.desired.as_str() {
-        "deployed" => Desired::Deployed,
-        "awaiting_approval" => Desired::AwaitingApproval,
-        "draft" => Desired::Draft,
-        "absent" => Desired::Absent,
-        other => anyhow::bail!("unknown desired state {other:?}"),
-    })
 }
 
 mod obey;

@@ -1,12 +1,15 @@
-//! Rendering, pure: a preview and the configuration in, the helper Application out, with
-//! everything `helpers-chart/` needs in `helm.valuesObject`. No I/O; `status` is never
+//! Rendering, pure: a preview and the configuration in, everything previewd applies for it
+//! out (`preview`): the helper Application, with everything `helpers-chart/` needs in
+//! `helm.valuesObject`, the app's own, and the ledger they make. No I/O; `status` is never
 //! written, and `operation` only by the kubernetes sink's writer (`argocd::sync_request`).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::config::{AppConfig, Cluster, Config, DatabaseMode, TlsMode};
+use crate::ledger;
 use crate::naming::Names;
 use crate::preview::Preview;
 use crate::seeds;
@@ -66,6 +69,72 @@ impl SecretNames {
     }
 }
 
+/// Everything previewd applies for one preview, exactly as the sink receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub helper: Stamped,
+    /// The app's own Application, for a repository that configures its chart.
+    pub app: Option<Stamped>,
+    /// What the helper Application provisions, itself included (the ledger).
+    pub entries: Vec<ledger::Entry>,
+}
+
+/// An Application labelled with the state's identity and carrying the hash of its
+/// rendering (`APPLIED_HASH`), which tells the reconciler whether it is applied already.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamped {
+    pub manifest: Value,
+    pub hash: String,
+}
+
+/// The one rendering of a preview, for the reconciler and `previewd render` alike.
+/// `instance` is the state's identity (`db::instance_id`); `sealed`, the preview's secrets
+/// sealed for its cluster.
+pub fn preview(
+    preview: &Preview,
+    names: &Names,
+    config: &Config,
+    sealed: &[SealedSecret],
+    instance: &str,
+) -> Result<Rendered, RenderError> {
+    let dns = dns_target(config, cluster_of(preview, config)?).is_some();
+    let helper = helper_application(preview, names, config, sealed)?;
+    let app = app_application(preview, names, config)?;
+    Ok(Rendered {
+        helper: stamped(helper, instance),
+        app: app.map(|app| stamped(app, instance)),
+        entries: ledger::provisioned(names, config, dns),
+    })
+}
+
+/// `manifest` labelled with `instance`, and the hash of that, annotated.
+pub fn stamped(mut manifest: Value, instance: &str) -> Stamped {
+    manifest["metadata"]["labels"][LABEL_INSTANCE] = instance.into();
+    let bytes = serde_json::to_vec(&manifest).expect("a JSON value always serializes");
+    let hash = hex::encode(Sha256::digest(bytes));
+    manifest["metadata"]["annotations"][APPLIED_HASH] = hash.clone().into();
+    Stamped { manifest, hash }
+}
+
+fn cluster_of<'a>(preview: &Preview, config: &'a Config) -> Result<&'a Cluster, RenderError> {
+    config
+        .clusters
+        .iter()
+        .find(|c| c.name == preview.cluster)
+        .ok_or_else(|| RenderError::UnknownCluster {
+            preview: preview.key.to_string(),
+            cluster: preview.cluster.clone(),
+        })
+}
+
+/// Where the preview's DNS record points, when previewd manages one on `cluster`.
+fn dns_target<'a>(config: &Config, cluster: &'a Cluster) -> Option<&'a String> {
+    cluster
+        .ingress_target
+        .as_ref()
+        .filter(|_| config.dns.enabled)
+}
+
 /// The helper Application for `preview`.
 /// `names` are the preview's recorded names (`Names::recorded`), never recomputed here.
 pub fn helper_application(
@@ -80,14 +149,7 @@ pub fn helper_application(
             sha: preview.head_sha.to_string(),
         });
     }
-    let cluster = config
-        .clusters
-        .iter()
-        .find(|c| c.name == preview.cluster)
-        .ok_or_else(|| RenderError::UnknownCluster {
-            preview: preview.key.to_string(),
-            cluster: preview.cluster.clone(),
-        })?;
+    let cluster = cluster_of(preview, config)?;
     let labels = labels(preview, names);
     let title: String = preview.title.chars().take(MAX_TITLE).collect();
     let mut annotations = json!({
@@ -284,9 +346,9 @@ pub fn values(
         },
         "migrations": migrations(&app, preview),
         "seed": if database_on { seed(&app, preview, &database.image) } else { json!({"enabled": false}) },
-        "dns": match (&cluster.ingress_target, config.dns.enabled) {
-            (Some(target), true) => json!({"enabled": true, "target": target, "ttl": config.dns.ttl.as_secs()}),
-            _ => json!({"enabled": false}),
+        "dns": match dns_target(config, cluster) {
+            Some(target) => json!({"enabled": true, "target": target, "ttl": config.dns.ttl.as_secs()}),
+            None => json!({"enabled": false}),
         },
     })
 }

@@ -138,7 +138,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
     };
     let mut previews: std::collections::BTreeMap<(String, String), i64> = Default::default();
     for (desired, observed, cluster, n) in counts {
-        let state = crate::api::state_name(crate::comment::Shown::of(&desired, &observed));
+        let state = crate::api::state_name(crate::comment::Shown::of(desired, observed));
         *previews.entry((state.to_owned(), cluster)).or_default() += n;
     }
     let previews: Vec<_> = previews.into_iter().map(|((s, c), n)| (s, c, n)).collect();

@@ -473,3 +473,41 @@ async fn a_repository_dropped_from_the_allow_list_keeps_its_preview_frozen_until
         "the close tears it down"
     );
 }
+
+/// `previewd render` promises every manifest previewd would apply: it prints exactly what the
+/// directory sink receives for the same event and state, the app's Application, the
+/// instance label and the applied-hash annotation included.
+#[tokio::test]
+async fn previewd_render_prints_exactly_what_the_reconciler_applies() {
+    let toml = common::config(&format!(
+        "[database]\nmode = \"off\"\n[[repos]]\nname = \"{HELLO}\"\napp_chart = \"deploy/chart\"\n"
+    ));
+    let app = TestApp::with_config(&toml).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let applied: String = [APP.to_owned(), APP.replace("-helpers", "-app")]
+        .iter()
+        .map(|name| {
+            let path = rendered(&app).join(format!("{name}.yaml"));
+            format!("---\n{}", std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+
+    let config = app.dir.path().join("previewd.toml");
+    std::fs::write(&config, &toml).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", config.to_str().unwrap(), "render", "--event"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/pull_request.opened.json"
+        ))
+        .env_clear()
+        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
+        .output()
+        .unwrap();
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains(previewd::render::APPLIED_HASH));
+    assert_eq!(printed, applied);
+}

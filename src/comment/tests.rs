@@ -202,10 +202,22 @@ fn times_are_absolute_and_relative() {
 
 #[test]
 fn states_map_to_deployment_statuses() {
-    assert_eq!(Shown::of("deployed", "ready"), Shown::Ready);
-    assert_eq!(Shown::of("deployed", "syncing"), Shown::Deploying);
-    assert_eq!(Shown::of("deployed", "error"), Shown::Failed);
-    assert_eq!(Shown::of("absent", "ready"), Shown::TearingDown);
+    assert_eq!(
+        Shown::of(Desired::Deployed, ObservedState::Ready),
+        Shown::Ready
+    );
+    assert_eq!(
+        Shown::of(Desired::Deployed, ObservedState::Syncing),
+        Shown::Deploying
+    );
+    assert_eq!(
+        Shown::of(Desired::Deployed, ObservedState::Error),
+        Shown::Failed
+    );
+    assert_eq!(
+        Shown::of(Desired::Absent, ObservedState::Ready),
+        Shown::TearingDown
+    );
     assert_eq!(Shown::Ready.deployment_state(), Some("success"));
     assert_eq!(Shown::Destroyed.deployment_state(), Some("inactive"));
     assert_eq!(Shown::AwaitingApproval.deployment_state(), None);

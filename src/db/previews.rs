@@ -3,6 +3,8 @@
 
 use sqlx::SqlitePool;
 
+use crate::preview::{Desired, ObservedState};
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PreviewRow {
     pub id: i64,
@@ -13,8 +15,8 @@ pub struct PreviewRow {
     pub head_sha: String,
     pub fork: bool,
     pub approved_sha: Option<String>,
-    pub desired: String,
-    pub observed: String,
+    pub desired: Desired,
+    pub observed: ObservedState,
     pub end_reason: Option<String>,
     pub last_error: Option<String>,
     pub cluster: Option<String>,
@@ -82,7 +84,7 @@ pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
 pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<PreviewRow>> {
     sqlx::query_as!(
         PreviewRow,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
+        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
                   installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names
            FROM previews WHERE id = ?1"#,
@@ -96,7 +98,7 @@ pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Prev
 pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
     sqlx::query_as!(
         PreviewRow,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired, observed,
+        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
                   installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names
            FROM previews INDEXED BY previews_unplaced
@@ -167,7 +169,7 @@ pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>>
 pub async fn set_observed(
     pool: &SqlitePool,
     id: i64,
-    observed: &str,
+    observed: ObservedState,
     error: Option<&str>,
     applied_hash: Option<&str>,
     now: i64,

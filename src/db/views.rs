@@ -3,6 +3,8 @@
 
 use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 
+use crate::preview::{Desired, ObservedState};
+
 /// How many recently destroyed previews the dashboard lists; retention keeps their history.
 pub const RECENTLY_DESTROYED_SHOWN: i64 = 20;
 /// The newest history rows one preview's page and API answer show.
@@ -16,8 +18,8 @@ pub struct PreviewSummary {
     pub title: String,
     pub author: String,
     pub head_sha: String,
-    pub desired: String,
-    pub observed: String,
+    pub desired: Desired,
+    pub observed: ObservedState,
     pub cluster: Option<String>,
     pub created_at: i64,
     pub expires_at: i64,
@@ -106,7 +108,8 @@ pub async fn preview_summary(
 ) -> sqlx::Result<Option<PreviewSummary>> {
     sqlx::query_as!(
         PreviewSummary,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired, observed, cluster,
+        r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired AS "desired: Desired",
+                  observed AS "observed: ObservedState", cluster,
                   created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason, names
            FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
@@ -152,9 +155,11 @@ pub async fn recently_destroyed(
 }
 
 /// Previews by shown state and cluster, for the metrics.
-pub async fn preview_counts(pool: &SqlitePool) -> sqlx::Result<Vec<(String, String, String, i64)>> {
+pub async fn preview_counts(
+    pool: &SqlitePool,
+) -> sqlx::Result<Vec<(Desired, ObservedState, String, i64)>> {
     let rows = sqlx::query!(
-        r#"SELECT desired, observed, COALESCE(cluster, '') AS "cluster!: String", COUNT(*) AS "n!: i64"
+        r#"SELECT desired AS "desired: Desired", observed AS "observed: ObservedState", COALESCE(cluster, '') AS "cluster!: String", COUNT(*) AS "n!: i64"
            FROM previews GROUP BY desired, observed, cluster"#
     )
     .fetch_all(pool)

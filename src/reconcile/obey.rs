@@ -181,7 +181,7 @@ impl Feedback {
             .unwrap_or(&self.config.defaults);
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
         let lifetime_end = row.created_at.saturating_add(secs(policy.max_lifetime));
-        let live = row.desired != "absent";
+        let live = row.desired != crate::preview::Desired::Absent;
         Ok(match parsed {
             Command::Help => (vec![], Outcome::Help),
             Command::Status => (

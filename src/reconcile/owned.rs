@@ -6,7 +6,7 @@ use super::Reconciler;
 use crate::db::{self, PreviewRow};
 use crate::naming::Names;
 use crate::plan::{self, Observed};
-use crate::preview::PreviewKey;
+use crate::preview::{ObservedState, PreviewKey};
 use crate::sink::{self, Owner};
 
 impl Reconciler {
@@ -52,7 +52,7 @@ impl Reconciler {
         }
         let (state, message) = plan::state(helper.health(), None);
         if row.observed != state || row.last_error.as_deref() != message {
-            tracing::info!(preview = %key, state, "frozen: its repository is no longer in [[repos]]");
+            tracing::info!(preview = %key, state = %state, "frozen: its repository is no longer in [[repos]]");
             db::set_observed(&self.pool, row.id, state, message, None, now).await?;
         }
         self.settled(row.id);
@@ -89,7 +89,15 @@ impl Reconciler {
             tracing::error!(repo = %row.repo, number = row.number, %message, "name conflict");
             db::add_history_now(&self.pool, &row.repo, row.number, "conflict", &message, now)
                 .await?;
-            db::set_observed(&self.pool, row.id, "failed", Some(&message), None, now).await?;
+            db::set_observed(
+                &self.pool,
+                row.id,
+                ObservedState::Failed,
+                Some(&message),
+                None,
+                now,
+            )
+            .await?;
         }
         self.requeue(row.id);
         Ok(())

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::Reconciler;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
+use crate::preview::ObservedState;
 
 impl Reconciler {
     /// Gives each deployable preview without a cluster the least loaded one with room, in
@@ -23,7 +24,7 @@ impl Reconciler {
             match self.quota(row, &placed_now).await? {
                 Quota::Room => {}
                 Quota::Full => {
-                    decisions.push((row.id, None, row.observed == "queued"));
+                    decisions.push((row.id, None, row.observed == ObservedState::Queued));
                     continue;
                 }
                 Quota::Evicted(victim) => {
@@ -44,7 +45,7 @@ impl Reconciler {
                     .entry(format!("author:{}", row.author))
                     .or_default() += 1;
             }
-            decisions.push((row.id, cluster, row.observed == "queued"));
+            decisions.push((row.id, cluster, row.observed == ObservedState::Queued));
         }
         // One transaction for the whole queue: placement must not cost a commit per preview.
         db::record_placements(&self.pool, &decisions, self.clock.now()).await?;

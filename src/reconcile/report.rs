@@ -392,7 +392,7 @@ impl Feedback {
             .unwrap_or(&self.config.defaults);
         let names = Names::recorded(row.names.as_deref(), &key, &policy.domain)?;
         Ok(StatusView {
-            shown: Shown::of(&row.desired, &row.observed),
+            shown: Shown::of(row.desired, row.observed),
             url: format!("https://{}", names.host),
             head_sha: &row.head_sha,
             cluster: row.cluster.as_deref(),

@@ -9,6 +9,7 @@ use crate::db::{self, LedgerRow, PreviewRow};
 use crate::ledger::{self, Entry};
 use crate::naming::Names;
 use crate::plan::{self, Teardown};
+use crate::preview::ObservedState;
 use crate::sink::Owner;
 
 impl Reconciler {
@@ -187,7 +188,7 @@ impl Reconciler {
     ) -> anyhow::Result<()> {
         let started = row.teardown_started_at.unwrap_or(now);
         let stuck_after = self.config.sink.stuck_after.as_secs() as i64;
-        if now - started < stuck_after || row.observed == "teardown_stuck" {
+        if now - started < stuck_after || row.observed == ObservedState::TeardownStuck {
             return Ok(());
         }
         let message = format!(
@@ -208,7 +209,7 @@ impl Reconciler {
         db::set_observed(
             &self.pool,
             row.id,
-            "teardown_stuck",
+            ObservedState::TeardownStuck,
             Some(&message),
             None,
             now,

@@ -1,0 +1,175 @@
+//! How a PR change merges into the preview stored for it, pure: every case the writer meets
+//! (replays, closes, a fork's approved head, drafts, a push restarting the clock) is a unit
+//! test here, and `db::apply_pr_change` reads, merges and writes in the writer's one
+//! transaction.
+
+use super::PrChange;
+use crate::preview::Desired;
+
+/// The columns of a PR's stored preview that a PR change reads or writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPr {
+    pub repo_id: i64,
+    pub installation_id: Option<i64>,
+    pub title: String,
+    pub author: String,
+    pub head_sha: String,
+    pub head_ref: String,
+    pub base_ref: String,
+    pub fork: bool,
+    pub draft: bool,
+    pub desired: Desired,
+    pub end_reason: Option<String>,
+    /// Read only: a fork's approved head (set by `/preview approve`).
+    pub approved_sha: Option<String>,
+    /// GitHub's time of the newest event that moved the preview's state.
+    pub pr_updated_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub expires_at: i64,
+    /// The event time at which the head SHA last changed.
+    pub head_changed_at: i64,
+    /// Written only with a new row: a live preview keeps the names it was created with.
+    pub names: Option<String>,
+}
+
+/// A PR's end as `closed_prs` records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// The event time of the newest close (0 when only an end on purpose is recorded).
+    pub closed_at: i64,
+    /// The event time its preview was last ended on purpose (destroyed, expired, evicted).
+    pub ended_at: Option<i64>,
+}
+
+/// The stored preview after `change`, or `None` when the change does not apply: an older
+/// event than the one recorded, a change that only updates with nothing to update, or a
+/// preview to create that a newer close (or an end on purpose not older than the event)
+/// forbids. `stored` is the row as it is; `ended` the PR's `closed_prs` record.
+pub fn merge(
+    stored: Option<&StoredPr>,
+    ended: Option<&Ended>,
+    change: &PrChange,
+    now: i64,
+) -> Option<StoredPr> {
+    if change.create {
+        created(stored, ended, change, now)
+    } else {
+        updated(stored?, change, now)
+    }
+}
+
+/// A change that (re)creates the preview (opened, reopened, pushed, ready, draft).
+fn created(
+    stored: Option<&StoredPr>,
+    ended: Option<&Ended>,
+    change: &PrChange,
+    now: i64,
+) -> Option<StoredPr> {
+    let at = change.pr_updated_at;
+    // Not over a newer close, nor over an end on purpose that is not older than the event:
+    // deliveries carry no signed time of their own, so a replay is only ever as new as the
+    // PR it captured.
+    if ended.is_some_and(|e| e.closed_at > at || e.ended_at.is_some_and(|end| end >= at)) {
+        return None;
+    }
+    // A change that creates always says what it wants (`intent::pull_request`).
+    let wanted = change.desired?;
+    let pr = &change.pr;
+    let head_sha = pr.head_sha.as_str();
+    let Some(old) = stored else {
+        return Some(StoredPr {
+            repo_id: pr.repo_id as i64,
+            installation_id: pr.installation_id.map(|id| id as i64),
+            title: pr.title.clone(),
+            author: pr.author.clone(),
+            head_sha: head_sha.to_owned(),
+            head_ref: pr.head_ref.clone(),
+            base_ref: pr.base_ref.clone(),
+            fork: pr.fork,
+            draft: pr.draft,
+            desired: wanted,
+            end_reason: change.end_reason.map(str::to_owned),
+            approved_sha: None,
+            pr_updated_at: at,
+            created_at: now,
+            updated_at: now,
+            expires_at: change
+                .expires_at
+                .unwrap_or(now.saturating_add(change.max_lifetime_secs)),
+            head_changed_at: at,
+            names: Some(change.names.to_json()),
+        });
+    };
+    if at < old.pr_updated_at {
+        return None;
+    }
+    // A fork PR whose new head is the approved one stays deployable.
+    let desired =
+        if wanted == Desired::AwaitingApproval && old.approved_sha.as_deref() == Some(head_sha) {
+            Desired::Deployed
+        } else {
+            wanted
+        };
+    // A push restarts the clock but never shortens a later expiry (a keep, an extend), nor
+    // goes past the preview's lifetime.
+    let expires_at = match change.expires_at {
+        Some(new) => old
+            .expires_at
+            .max(new.min(old.created_at.saturating_add(change.max_lifetime_secs))),
+        None => old.expires_at,
+    };
+    Some(StoredPr {
+        repo_id: pr.repo_id as i64,
+        desired,
+        end_reason: change.end_reason.map(str::to_owned),
+        pr_updated_at: at,
+        expires_at,
+        ..details(old, change, now)
+    })
+}
+
+/// A change to a preview that only updates it (a close, an edit, a label).
+fn updated(old: &StoredPr, change: &PrChange, now: i64) -> Option<StoredPr> {
+    if old.pr_updated_at > change.pr_updated_at {
+        return None;
+    }
+    let mut new = details(old, change, now);
+    // Details alone (an edit, a label) do not move the event clock: an older state change
+    // that arrives after them must still apply.
+    if let Some(desired) = change.desired {
+        new.desired = desired;
+        new.end_reason = change.end_reason.map(str::to_owned);
+        new.pr_updated_at = change.pr_updated_at;
+    }
+    Some(new)
+}
+
+/// What every applied change refreshes: what the PR looks like now.
+fn details(old: &StoredPr, change: &PrChange, now: i64) -> StoredPr {
+    let pr = &change.pr;
+    let head_sha = pr.head_sha.as_str();
+    StoredPr {
+        installation_id: pr
+            .installation_id
+            .map(|id| id as i64)
+            .or(old.installation_id),
+        title: pr.title.clone(),
+        author: pr.author.clone(),
+        head_changed_at: if head_sha != old.head_sha {
+            change.pr_updated_at
+        } else {
+            old.head_changed_at
+        },
+        head_sha: head_sha.to_owned(),
+        head_ref: pr.head_ref.clone(),
+        base_ref: pr.base_ref.clone(),
+        fork: pr.fork,
+        draft: pr.draft,
+        updated_at: now,
+        ..old.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,321 @@
+//! The decisions of one step, as sentences.
+
+use super::*;
+
+fn ready(hash: &str, ready: Option<bool>) -> Observed {
+    Observed::Present {
+        hash: Some(hash.into()),
+        health: ready.map(|r| {
+            if r {
+                Health::Ready
+            } else {
+                Health::Progressing
+            }
+        }),
+    }
+}
+
+#[test]
+fn the_app_waits_until_the_helpers_are_ready_at_the_current_rendering() {
+    let app = Observed::Missing;
+    let plan = |helper: &Observed| plan_app(Desired::Deployed, Some("h2"), helper, Some("a"), &app);
+    assert_eq!(plan(&Observed::Missing), Action::Wait);
+    assert_eq!(plan(&ready("h2", Some(false))), Action::Wait);
+    assert_eq!(
+        plan(&ready("h1", Some(true))),
+        Action::Wait,
+        "status of the previous push"
+    );
+    assert_eq!(plan(&ready("h2", Some(true))), Action::Apply);
+    assert_eq!(
+        plan(&ready("h2", None)),
+        Action::Apply,
+        "directory: no one reports health"
+    );
+}
+
+#[test]
+fn a_failed_migration_keeps_the_app_where_it_was() {
+    let failed = Observed::Present {
+        hash: Some("h2".into()),
+        health: Some(Health::Failed("hook Job x-migrate failed".into())),
+    };
+    assert_eq!(
+        plan_app(
+            Desired::Deployed,
+            Some("h2"),
+            &failed,
+            Some("a2"),
+            &ready("a1", Some(true))
+        ),
+        Action::Wait
+    );
+}
+
+#[test]
+fn a_running_app_is_left_alone_while_the_helpers_resync() {
+    assert_eq!(
+        plan_app(
+            Desired::Deployed,
+            Some("h2"),
+            &ready("h2", Some(false)),
+            Some("a2"),
+            &ready("a1", Some(true))
+        ),
+        Action::Wait
+    );
+}
+
+#[test]
+fn teardown_removes_the_app_first_then_the_helpers() {
+    let present = ready("h", Some(true));
+    assert_eq!(plan_teardown(&present, &present), Teardown::DeleteApp);
+    assert_eq!(plan_teardown(&Observed::Deleting, &present), Teardown::Wait);
+    assert_eq!(
+        plan_teardown(&Observed::Missing, &present),
+        Teardown::DeleteHelper
+    );
+    assert_eq!(
+        plan_teardown(&Observed::Missing, &Observed::Deleting),
+        Teardown::Wait
+    );
+    assert_eq!(
+        plan_teardown(&Observed::Missing, &Observed::Missing),
+        Teardown::Confirm
+    );
+}
+
+#[test]
+fn another_previews_application_of_the_same_name_is_a_conflict_never_written_or_deleted() {
+    let foreign = Observed::Foreign {
+        owner: "repo \"acme.other\"".into(),
+    };
+    assert_eq!(
+        plan(Desired::Deployed, Some("h"), &foreign),
+        Action::Conflict
+    );
+    assert_eq!(plan(Desired::Absent, None, &foreign), Action::Conflict);
+    assert_eq!(plan_teardown(&foreign, &foreign), Teardown::Confirm);
+    assert_eq!(
+        plan_teardown(&foreign, &present("h")),
+        Teardown::DeleteHelper,
+        "only ours is deleted"
+    );
+}
+
+fn present(hash: &str) -> Observed {
+    Observed::Present {
+        hash: Some(hash.into()),
+        health: None,
+    }
+}
+
+#[test]
+fn a_new_preview_is_applied() {
+    assert_eq!(
+        plan(Desired::Deployed, Some("a"), &Observed::Missing),
+        Action::Apply
+    );
+}
+
+#[test]
+fn unchanged_input_makes_no_write() {
+    assert_eq!(
+        plan(Desired::Deployed, Some("a"), &present("a")),
+        Action::Nothing
+    );
+}
+
+#[test]
+fn a_new_push_is_applied() {
+    assert_eq!(
+        plan(Desired::Deployed, Some("b"), &present("a")),
+        Action::Apply
+    );
+    assert_eq!(
+        plan(
+            Desired::Deployed,
+            Some("b"),
+            &Observed::Present {
+                hash: None,
+                health: None
+            }
+        ),
+        Action::Apply
+    );
+}
+
+#[test]
+fn a_closed_pr_is_deleted_then_forgotten_once_gone() {
+    assert_eq!(plan(Desired::Absent, None, &present("a")), Action::Delete);
+    assert_eq!(
+        plan(Desired::Absent, None, &Observed::Deleting),
+        Action::Wait
+    );
+    assert_eq!(
+        plan(Desired::Absent, None, &Observed::Missing),
+        Action::Forget
+    );
+}
+
+#[test]
+fn reopened_during_teardown_waits_then_deploys_again() {
+    assert_eq!(
+        plan(Desired::Deployed, Some("a"), &Observed::Deleting),
+        Action::Wait
+    );
+    assert_eq!(
+        plan(Desired::Deployed, Some("a"), &Observed::Missing),
+        Action::Apply
+    );
+}
+
+#[test]
+fn unapproved_pushes_and_drafts_change_nothing_on_the_cluster() {
+    for desired in [Desired::AwaitingApproval, Desired::Draft] {
+        assert_eq!(plan(desired, None, &present("a")), Action::Nothing);
+        assert_eq!(plan(desired, None, &Observed::Missing), Action::Nothing);
+    }
+}
+
+fn needs_sync(hash: &str) -> Observed {
+    Observed::Present {
+        hash: Some(hash.into()),
+        health: Some(Health::NeedsSync),
+    }
+}
+
+fn act(action: Action) -> Act {
+    Act {
+        action,
+        sync: false,
+    }
+}
+
+#[test]
+fn a_new_rendering_is_applied_and_followed_while_argo_cd_syncs_it() {
+    let step = step(Desired::Deployed, Some("h"), &Observed::Missing, None, true);
+    assert_eq!(step.helper, act(Action::Apply));
+    assert_eq!((step.state, step.requeue), (ObservedState::Syncing, true));
+}
+
+#[test]
+fn on_a_directory_both_applications_are_written_in_one_step_and_settle_as_applied() {
+    let missing = Observed::Missing;
+    let step = step(
+        Desired::Deployed,
+        Some("h"),
+        &missing,
+        Some(("a", &missing)),
+        false,
+    );
+    assert_eq!(
+        (step.helper, step.app),
+        (act(Action::Apply), Some(act(Action::Apply)))
+    );
+    assert_eq!((step.state, step.requeue), (ObservedState::Syncing, true));
+    let applied = step_of_directory(&present("h"), &present("a"));
+    assert_eq!(
+        (applied.state, applied.requeue),
+        (ObservedState::Applied, false)
+    );
+}
+
+fn step_of_directory(helper: &Observed, app: &Observed) -> Step {
+    step(
+        Desired::Deployed,
+        Some("h"),
+        helper,
+        Some(("a", app)),
+        false,
+    )
+}
+
+#[test]
+fn a_rendering_argo_cd_will_not_sync_on_its_own_is_asked_for() {
+    let step = step(Desired::Deployed, Some("h"), &needs_sync("h"), None, true);
+    assert_eq!(
+        step.helper,
+        Act {
+            action: Action::Nothing,
+            sync: true
+        }
+    );
+    assert_eq!((step.state, step.requeue), (ObservedState::Syncing, true));
+}
+
+#[test]
+fn the_app_is_applied_once_the_helpers_are_ready_and_the_preview_is_ready_once_both_are() {
+    let helpers = ready("h", Some(true));
+    let waiting = step(
+        Desired::Deployed,
+        Some("h"),
+        &helpers,
+        Some(("a", &Observed::Missing)),
+        true,
+    );
+    assert_eq!(waiting.app, Some(act(Action::Apply)));
+    assert_eq!(waiting.state, ObservedState::Syncing);
+    let done = step(
+        Desired::Deployed,
+        Some("h"),
+        &helpers,
+        Some(("a", &ready("a", Some(true)))),
+        true,
+    );
+    assert_eq!(
+        (done.helper, done.app),
+        (act(Action::Nothing), Some(act(Action::Nothing)))
+    );
+    assert_eq!((done.state, done.requeue), (ObservedState::Ready, false));
+}
+
+#[test]
+fn a_failed_app_fails_the_preview_with_its_message_and_is_looked_at_again() {
+    let failed = Observed::Present {
+        hash: Some("a".into()),
+        health: Some(Health::Failed("pod crashed".into())),
+    };
+    let step = step(
+        Desired::Deployed,
+        Some("h"),
+        &ready("h", Some(true)),
+        Some(("a", &failed)),
+        true,
+    );
+    assert_eq!(step.state, ObservedState::Failed);
+    assert_eq!(step.message.as_deref(), Some("pod crashed"));
+    assert!(step.requeue);
+}
+
+#[test]
+fn unapproved_forks_and_drafts_settle_in_their_own_state_writing_nothing() {
+    for (desired, state) in [
+        (Desired::AwaitingApproval, ObservedState::AwaitingApproval),
+        (Desired::Draft, ObservedState::Draft),
+    ] {
+        let step = step(desired, None, &ready("h", Some(true)), None, true);
+        assert_eq!(step.helper, act(Action::Nothing));
+        assert_eq!(
+            (step.state, step.message, step.requeue),
+            (state, None, false)
+        );
+    }
+}
+
+#[test]
+fn an_application_name_held_by_another_is_a_conflict_in_the_step() {
+    let foreign = Observed::Foreign {
+        owner: "repo \"acme.other\"".into(),
+    };
+    let helper = step(Desired::Deployed, Some("h"), &foreign, None, true);
+    assert_eq!(helper.helper.action, Action::Conflict);
+    let app = step(
+        Desired::Deployed,
+        Some("h"),
+        &ready("h", Some(true)),
+        Some(("a", &foreign)),
+        true,
+    );
+    assert_eq!(app.app.map(|a| a.action), Some(Action::Conflict));
+}
