@@ -1,14 +1,9 @@
 //! The dashboard: server-rendered HTML, no JavaScript, readable on a laptop and a phone.
 //! Pure functions from the API's JSON to a page; every value is escaped.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
-
-use crate::app::App;
 
 const STYLE: &str = "
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f8fa}
@@ -218,47 +213,11 @@ pub fn detail_page(repo: &str, number: i64, detail: &Value, now: i64) -> String 
     page(&format!("{repo}#{number} — previewd"), &body)
 }
 
-pub async fn index(State(app): State<Arc<App>>) -> Response {
-    let result = async {
-        let now = app.clock.now();
-        let previews = crate::api::list(&app.pool, &app.config, now, &Default::default()).await?;
-        let destroyed =
-            crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
-        anyhow::Ok(list_page(&previews, &destroyed, app.clock.now()))
-    }
-    .await;
-    match result {
-        Ok(html) => html_answer(StatusCode::OK, html),
-        Err(e) => unavailable(e),
-    }
-}
-
-pub async fn preview(
-    State(app): State<Arc<App>>,
-    Path((owner, repo, number)): Path<(String, String, i64)>,
-) -> Response {
-    let full = format!("{owner}/{repo}");
-    match crate::api::detail(&app.pool, &app.config, app.clock.now(), &full, number).await {
-        Ok(Some(detail)) => html_answer(
-            StatusCode::OK,
-            detail_page(&full, number, &detail, app.clock.now()),
-        ),
-        Ok(None) => html_answer(
-            StatusCode::NOT_FOUND,
-            page(
-                "not found",
-                "<p>previewd has no record of this pull request.</p>",
-            ),
-        ),
-        Err(e) => unavailable(e),
-    }
-}
-
-fn unavailable(e: anyhow::Error) -> Response {
-    tracing::warn!(error = %format!("{e:#}"), "dashboard request failed");
-    html_answer(
-        StatusCode::SERVICE_UNAVAILABLE,
-        page("unavailable", "<p>The state could not be read.</p>"),
+/// A page saying why a request failed (`title` is the status's reason).
+pub fn problem_page(title: &str, message: &str) -> String {
+    page(
+        &title.to_ascii_lowercase(),
+        &format!("<p>{}.</p>", escape(message)),
     )
 }
 
@@ -266,7 +225,7 @@ fn unavailable(e: anyhow::Error) -> Response {
 /// (clickjacking), and no browser may read it as anything but HTML.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-fn html_answer(status: StatusCode, html: String) -> Response {
+pub fn html_answer(status: StatusCode, html: String) -> Response {
     (
         status,
         [
