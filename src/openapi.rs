@@ -12,7 +12,7 @@ pub fn document() -> Value {
         .to_vec();
     filters.push(json!({"name": "limit", "in": "query", "required": false,
         "description": "previews per page; over the maximum is refused with 400",
-        "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_LIMIT, "default": crate::api::DEFAULT_LIMIT}}));
+        "schema": {"type": "integer", "minimum": 1, "maximum": crate::view::MAX_LIMIT, "default": crate::view::DEFAULT_LIMIT}}));
     filters.push(json!({"name": "cursor", "in": "query", "required": false,
         "description": "the `next` of the previous page (opaque)",
         "schema": {"type": "string"}}));

@@ -134,12 +134,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Error> {
     let counts = db::preview_counts(&app.pool)
         .await
         .map_err(|e| Error::NotReady(format!("database: {e}")))?;
-    let mut previews: std::collections::BTreeMap<(String, String), i64> = Default::default();
-    for (desired, observed, cluster, n) in counts {
-        let state = crate::api::state_name(crate::comment::Shown::of(&desired, &observed));
-        *previews.entry((state.to_owned(), cluster)).or_default() += n;
-    }
-    let previews: Vec<_> = previews.into_iter().map(|((s, c), n)| (s, c, n)).collect();
+    let previews = crate::view::counts(counts);
     Ok((
         [(
             header::CONTENT_TYPE,

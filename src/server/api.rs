@@ -12,11 +12,11 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::api::{self, Filters, Paging};
 use crate::app::App;
 use crate::config::Config;
 use crate::db;
 use crate::preview::PreviewKey;
+use crate::view::{self, Detail, Filters, Page, Paging};
 
 use super::error::Error;
 
@@ -24,29 +24,29 @@ pub async fn list_previews(
     State(app): State<Arc<App>>,
     Query(filters): Query<Filters>,
     Query(paging): Query<Paging>,
-) -> Result<Response, Error> {
-    let limit = api::page_limit(&paging)?;
+) -> Result<Json<Page>, Error> {
+    let limit = view::page_limit(&paging)?;
     let after = paging
         .cursor
         .as_deref()
-        .map(api::parse_cursor)
+        .map(view::parse_cursor)
         .transpose()?;
     let after = after
         .as_ref()
         .map(|(repo, number)| (repo.as_str(), *number));
     let now = app.clock.now();
-    let page = api::page(&app.pool, &app.config, now, &filters, limit, after)
+    let page = view::page(&app.pool, &app.config, now, &filters, limit, after)
         .await
         .map_err(Error::State)?;
-    Ok(Json(json!({ "previews": page.previews, "next": page.next })).into_response())
+    Ok(Json(page))
 }
 
 pub async fn one_preview(
     State(app): State<Arc<App>>,
     Path((owner, repo, number)): Path<(String, String, i64)>,
-) -> Result<Json<Value>, Error> {
+) -> Result<Json<Detail>, Error> {
     let repo = format!("{owner}/{repo}");
-    api::detail(&app.pool, &app.config, app.clock.now(), &repo, number)
+    view::detail(&app.pool, &app.config, app.clock.now(), &repo, number)
         .await
         .map_err(Error::State)?
         .map(Json)

@@ -7,8 +7,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::api::PagingError;
 use crate::intake::IntakeError;
+use crate::view::PagingError;
 use crate::webhook::Rejection;
 
 use super::{BODY_TIMEOUT, MAX_BODY};

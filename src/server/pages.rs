@@ -9,15 +9,17 @@ use axum::response::Response;
 
 use crate::app::App;
 use crate::dashboard;
+use crate::view::{self, Destroyed};
 
 use super::error::Error;
 
 pub async fn index(State(app): State<Arc<App>>) -> Result<Response, Error> {
     let now = app.clock.now();
     let read = async {
-        let previews = crate::api::list(&app.pool, &app.config, now, &Default::default()).await?;
+        let previews = view::list(&app.pool, &app.config, now, &Default::default()).await?;
         let destroyed =
             crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
+        let destroyed: Vec<Destroyed> = destroyed.into_iter().map(Destroyed::from).collect();
         anyhow::Ok((previews, destroyed))
     };
     let (previews, destroyed) = read.await.map_err(|e| Error::State(e).page())?;
@@ -31,10 +33,10 @@ pub async fn preview(
 ) -> Result<Response, Error> {
     let full = format!("{owner}/{repo}");
     let now = app.clock.now();
-    let detail = crate::api::detail(&app.pool, &app.config, now, &full, number)
+    let detail = view::detail(&app.pool, &app.config, now, &full, number)
         .await
         .map_err(|e| Error::State(e).page())?
         .ok_or(Error::NotFound("previewd has no record of this pull request").page())?;
-    let html = dashboard::detail_page(&full, number, &detail, now);
+    let html = dashboard::detail_page(&full, number, &detail);
     Ok(dashboard::html_answer(StatusCode::OK, html))
 }

@@ -1,89 +1,13 @@
-//! The read model: previews, one preview with its ledger and history, as the API, the
-//! dashboard and `previewd list --json` show them; built here, once.
+//! Reading the read model from the state: a page of previews (filtered, keyset-paged by an
+//! opaque cursor), every preview, and one PR's detail.
 
 use serde::Deserialize;
-use serde_json::{Value, json};
 use sqlx::SqlitePool;
 
-use crate::comment::Shown;
 use crate::config::Config;
-use crate::db::{self, HistoryEntry, LedgerRow, PreviewSummary};
-use crate::naming::Names;
-use crate::preview::PreviewKey;
+use crate::db;
 
-/// The state a person sees (`ready`, `queued`, `tearing_down`, ...).
-pub fn state_name(shown: Shown) -> &'static str {
-    match shown {
-        Shown::Queued => "queued",
-        Shown::AwaitingApproval => "awaiting_approval",
-        Shown::Draft => "draft",
-        Shown::Deploying => "deploying",
-        Shown::Ready => "ready",
-        Shown::Failed => "failed",
-        Shown::TearingDown => "tearing_down",
-        Shown::Destroyed => "destroyed",
-    }
-}
-
-/// github.com for api.github.com, the server for a GHES `/api/v3`, else the URL itself.
-pub fn github_web(config: &Config) -> String {
-    let api = config.github.api_url.trim_end_matches('/');
-    if api == "https://api.github.com" {
-        return "https://github.com".into();
-    }
-    api.strip_suffix("/api/v3").unwrap_or(api).to_owned()
-}
-
-/// One preview as the API and the dashboard show it.
-pub fn preview_json(p: &PreviewSummary, config: &Config, now: i64) -> Value {
-    let host = p
-        .repo
-        .parse()
-        .ok()
-        .and_then(|repo| {
-            let number = u32::try_from(p.number).ok()?;
-            let key = PreviewKey::new(repo, number);
-            let domain = &config
-                .policy_for(&key.repo)
-                .unwrap_or(&config.defaults)
-                .domain;
-            Some(Names::recorded(p.names.as_deref(), &key, domain).ok()?.host)
-        })
-        .unwrap_or_default();
-    let shown = Shown::of(&p.desired, &p.observed);
-    json!({
-        "repo": p.repo,
-        "number": p.number,
-        "pr_url": format!("{}/{}/pull/{}", github_web(config), p.repo, p.number),
-        "title": p.title,
-        "author": p.author,
-        "state": state_name(shown),
-        "desired": p.desired,
-        "observed": p.observed,
-        "url": format!("https://{host}"),
-        "cluster": p.cluster,
-        "head_sha": p.head_sha,
-        "created_at": p.created_at,
-        "expires_at": p.expires_at,
-        "seconds_left": (p.expires_at - now).max(0),
-        "keep": p.keep,
-        "fork": p.fork,
-        "last_error": p.last_error,
-        "end_reason": p.end_reason,
-    })
-}
-
-pub fn ledger_json(rows: &[LedgerRow]) -> Value {
-    rows.iter()
-        .map(|r| json!({"kind": r.kind, "namespace": r.namespace, "name": r.name, "state": r.state, "detail": r.detail}))
-        .collect()
-}
-
-pub fn history_json(rows: &[HistoryEntry]) -> Value {
-    rows.iter()
-        .map(|h| json!({"at": h.at, "what": h.what, "actor": h.actor, "reason": h.reason, "head_sha": h.head_sha}))
-        .collect()
-}
+use super::{Detail, HistoryItem, LedgerItem, Page, Preview, state_name};
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Filters {
@@ -140,13 +64,6 @@ pub fn parse_cursor(cursor: &str) -> Result<(String, i64), PagingError> {
     Ok((repo.to_owned(), number))
 }
 
-/// One page of previews and the cursor of the next (`None` after the last).
-#[derive(Debug)]
-pub struct Page {
-    pub previews: Vec<Value>,
-    pub next: Option<String>,
-}
-
 /// A page of the previews matching `filters`: at most `limit`, after `after`. The state is
 /// known only once a row is read, so with `state` a page can hold fewer than `limit`;
 /// `next` is still where the following page starts.
@@ -172,8 +89,13 @@ pub async fn page(
     };
     let previews = rows
         .iter()
-        .map(|p| preview_json(p, config, now))
-        .filter(|p| filters.state.as_deref().is_none_or(|s| p["state"] == s))
+        .map(|p| Preview::of(p, config, now))
+        .filter(|p| {
+            filters
+                .state
+                .as_deref()
+                .is_none_or(|s| state_name(p.state) == s)
+        })
         .collect();
     Ok(Page { previews, next })
 }
@@ -184,7 +106,7 @@ pub async fn list(
     config: &Config,
     now: i64,
     filters: &Filters,
-) -> anyhow::Result<Vec<Value>> {
+) -> anyhow::Result<Vec<Preview>> {
     let mut all = Vec::new();
     let mut after: Option<(String, i64)> = None;
     loop {
@@ -198,7 +120,7 @@ pub async fn list(
     }
 }
 
-/// One preview (or `null` once destroyed), its ledger and its history; `None` when
+/// One PR's preview (or `None` once destroyed), its ledger and its history; `None` when
 /// previewd never knew the PR.
 pub async fn detail(
     pool: &SqlitePool,
@@ -206,7 +128,7 @@ pub async fn detail(
     now: i64,
     repo: &str,
     number: i64,
-) -> anyhow::Result<Option<Value>> {
+) -> anyhow::Result<Option<Detail>> {
     let repo = repo.to_ascii_lowercase();
     let preview = db::preview_summary(pool, &repo, number).await?;
     let history = db::history(pool, &repo, number).await?;
@@ -217,9 +139,9 @@ pub async fn detail(
         Some(p) => db::ledger(pool, p.id).await?,
         None => Vec::new(),
     };
-    Ok(Some(json!({
-        "preview": preview.map(|p| preview_json(&p, config, now)),
-        "ledger": ledger_json(&ledger),
-        "history": history_json(&history),
-    })))
+    Ok(Some(Detail {
+        preview: preview.map(|p| Preview::of(&p, config, now)),
+        ledger: ledger.iter().map(LedgerItem::from).collect(),
+        history: history.iter().map(HistoryItem::from).collect(),
+    }))
 }
