@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
@@ -20,11 +21,16 @@ use crate::view::{self, Detail, Filters, Page, Paging};
 
 use super::error::Error;
 
+/// A pull request's path: `{owner}/{repo}/{number}`, the number as a PR's (32 bits, as
+/// the document says), or a 400 in JSON.
+type PrPath = Result<Path<(String, String, u32)>, PathRejection>;
+
 pub async fn list_previews(
     State(app): State<Arc<App>>,
-    Query(filters): Query<Filters>,
-    Query(paging): Query<Paging>,
+    filters: Result<Query<Filters>, QueryRejection>,
+    paging: Result<Query<Paging>, QueryRejection>,
 ) -> Result<Json<Page>, Error> {
+    let (Query(filters), Query(paging)) = (filters?, paging?);
     let limit = view::page_limit(&paging)?;
     let after = paging
         .cursor
@@ -41,12 +47,11 @@ pub async fn list_previews(
     Ok(Json(page))
 }
 
-pub async fn one_preview(
-    State(app): State<Arc<App>>,
-    Path((owner, repo, number)): Path<(String, String, i64)>,
-) -> Result<Json<Detail>, Error> {
+pub async fn one_preview(State(app): State<Arc<App>>, path: PrPath) -> Result<Json<Detail>, Error> {
+    let Path((owner, repo, number)) = path?;
     let repo = format!("{owner}/{repo}");
-    view::detail(&app.pool, &app.config, app.clock.now(), &repo, number)
+    let now = app.clock.now();
+    view::detail(&app.pool, &app.config, now, &repo, i64::from(number))
         .await
         .map_err(Error::State)?
         .map(Json)
@@ -59,7 +64,7 @@ pub async fn one_preview(
 pub async fn destroy(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path((owner, repo, number)): Path<(String, String, i64)>,
+    path: PrPath,
 ) -> Result<Response, Error> {
     if app.config.api_token.is_none() {
         return Err(Error::DestroyNeedsToken);
@@ -69,13 +74,14 @@ pub async fn destroy(
     if !authorized(&app.config, &headers, false) {
         return Err(Error::Unauthorized);
     }
+    let Path((owner, repo, number)) = path?;
     let repo = format!("{owner}/{repo}").to_ascii_lowercase();
-    let asked = db::request_destroy(&app.pool, &repo, number, "api", app.clock.now())
+    let asked = db::request_destroy(&app.pool, &repo, i64::from(number), "api", app.clock.now())
         .await
         .map_err(|e| Error::State(e.into()))?;
     match asked {
         Some(true) => {
-            if let (Ok(name), Ok(number)) = (repo.parse(), u32::try_from(number)) {
+            if let Ok(name) = repo.parse() {
                 let _ = app.notify.send(PreviewKey::new(name, number));
             }
             Ok((StatusCode::ACCEPTED, Json(json!({"destroying": true}))).into_response())

@@ -3,6 +3,7 @@
 //! text for probes).
 
 use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -33,6 +34,10 @@ pub enum Error {
     Unrecorded(#[from] IntakeError),
     #[error(transparent)]
     Paging(#[from] PagingError),
+    /// A path or query the route cannot read: a number that is no PR's, a limit that is
+    /// no number.
+    #[error("{0}")]
+    Unreadable(String),
     #[error("a bearer token (api.token) is required")]
     Unauthorized,
     #[error("destroy through the API needs api.token to be set")]
@@ -65,7 +70,9 @@ impl Error {
             Self::Rejected(Rejection::NoSecret | Rejection::BadSignature(_))
             | Self::Rejected(Rejection::MissingHeader("X-Hub-Signature-256"))
             | Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Rejected(_) | Self::BadBody(_) | Self::Paging(_) => StatusCode::BAD_REQUEST,
+            Self::Rejected(_) | Self::BadBody(_) | Self::Paging(_) | Self::Unreadable(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::SlowBody => StatusCode::REQUEST_TIMEOUT,
             Self::DestroyNeedsToken => StatusCode::FORBIDDEN,
@@ -96,6 +103,18 @@ impl Error {
             Self::Page(inner) => inner.message(),
             other => other.to_string(),
         }
+    }
+}
+
+impl From<PathRejection> for Error {
+    fn from(rejection: PathRejection) -> Self {
+        Self::Unreadable(rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for Error {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::Unreadable(rejection.body_text())
     }
 }
 
