@@ -6,6 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
+use common::openapi::{documented, get_documented, openapi};
 use common::{Delivery, TestApp};
 use previewd::reconcile::Reconciler;
 use serde_json::{Value, json};
@@ -35,54 +36,6 @@ async fn two_previews(app: &TestApp) {
     )
     .await;
     reconciler.pass().await.unwrap();
-}
-
-/// The served OpenAPI document.
-async fn openapi(app: &TestApp) -> Value {
-    json_of(app, "/api/openapi.json").await
-}
-
-/// Asserts that `body`, the answer `status` to `method` on the path template `path`, is one
-/// the document lists and matches its schema: a real JSON-schema validator (draft 2020-12,
-/// OpenAPI 3.1's dialect), so types, enums, nulls and extra keys all count.
-fn documented(openapi: &Value, method: &str, path: &str, status: u16, body: &str) {
-    let answer = &openapi["paths"][path][method]["responses"][status.to_string()];
-    assert!(
-        answer.is_object(),
-        "{method} {path} answered {status}, which the document does not list: {body}"
-    );
-    let Some(schema) = answer["content"]["application/json"]["schema"].as_object() else {
-        panic!("{method} {path} {status}: the document gives no JSON schema for the answer {body}");
-    };
-    // The schema's `$ref`s point into the document's components.
-    let mut schema = Value::Object(schema.clone());
-    schema["components"] = openapi["components"].clone();
-    let validator = jsonschema::draft202012::new(&schema).expect("a valid JSON schema");
-    let instance: Value = serde_json::from_str(body)
-        .unwrap_or_else(|e| panic!("{method} {path} {status}: not JSON ({e}): {body}"));
-    let errors: Vec<String> = validator
-        .iter_errors(&instance)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{method} {path} {status}: {errors:?} in {body}"
-    );
-}
-
-/// `GET path`, its answer checked against the document under `template`; the body.
-async fn get_documented(
-    app: &TestApp,
-    openapi: &Value,
-    template: &str,
-    path: &str,
-    auth: Option<&str>,
-    status: u16,
-) -> Value {
-    let (answered, body) = app.get(path, auth).await;
-    assert_eq!(answered, status, "{path}: {body}");
-    documented(openapi, "get", template, status, &body);
-    serde_json::from_str(&body).unwrap()
 }
 
 #[tokio::test]
@@ -452,112 +405,4 @@ async fn the_dashboard_and_api_queries_read_an_index_not_the_whole_table() {
             "{filter:?}: {steps:?}"
         );
     }
-}
-
-#[tokio::test]
-async fn every_refusal_of_the_api_is_one_its_openapi_document_describes() {
-    let app = TestApp::start_with("[api]\ntoken = \"s3cret-token\"\n").await;
-    two_previews(&app).await;
-    let openapi = json_of_with(&app, "/api/openapi.json", "Bearer s3cret-token").await;
-    let (list, one, destroy) = (
-        "/api/previews",
-        "/api/previews/{owner}/{repo}/{number}",
-        "/api/previews/{owner}/{repo}/{number}/destroy",
-    );
-    let bearer = Some("Bearer s3cret-token");
-    for (template, path) in [(list, "/api/previews"), (one, "/api/previews/a/b/1")] {
-        get_documented(&app, &openapi, template, path, None, 401).await;
-        get_documented(&app, &openapi, template, path, Some("Bearer wrong"), 401).await;
-    }
-    // A query or a path it cannot read is the caller's mistake, answered in JSON.
-    for path in ["/api/previews?limit=many", "/api/previews?limit=-1"] {
-        get_documented(&app, &openapi, list, path, bearer, 400).await;
-    }
-    for path in [
-        "/api/previews/a/b/many",
-        "/api/previews/a/b/4294967296",
-        "/api/previews/a/b/18446744073709551616",
-    ] {
-        get_documented(&app, &openapi, one, path, bearer, 400).await;
-    }
-    // DNS rebinding: another site's name for 127.0.0.1.
-    let request = axum::http::Request::get("/api/previews")
-        .header("host", "evil.example")
-        .header("authorization", "Bearer s3cret-token")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let (status, _, body) = app.answer(request).await;
-    assert_eq!(status, 421);
-    documented(&openapi, "get", list, 421, &String::from_utf8_lossy(&body));
-
-    // The operator's destroy: each of its answers.
-    for (path, auth, expected) in [
-        ("/api/previews/codertocat/hello-world/2/destroy", None, 401),
-        (
-            "/api/previews/codertocat/hello-world/2/destroy",
-            bearer,
-            202,
-        ),
-        (
-            "/api/previews/codertocat/hello-world/2/destroy",
-            bearer,
-            200,
-        ),
-        (
-            "/api/previews/codertocat/hello-world/99/destroy",
-            bearer,
-            404,
-        ),
-        (
-            "/api/previews/codertocat/hello-world/0x2/destroy",
-            bearer,
-            400,
-        ),
-    ] {
-        let (status, body) = app.call("POST", path, auth).await;
-        assert_eq!(status, expected, "{path}: {body}");
-        documented(&openapi, "post", destroy, expected, &body);
-    }
-    let open = TestApp::start().await;
-    let (status, body) = open
-        .call(
-            "POST",
-            "/api/previews/codertocat/hello-world/2/destroy",
-            None,
-        )
-        .await;
-    assert_eq!(status, 403);
-    documented(&openapi, "post", destroy, 403, &body);
-
-    // A state that cannot be read.
-    app.pool().close().await;
-    for (template, path) in [(list, "/api/previews"), (one, "/api/previews/a/b/1")] {
-        get_documented(&app, &openapi, template, path, bearer, 503).await;
-    }
-}
-
-#[tokio::test]
-async fn a_pr_number_the_document_allows_is_read_and_one_beyond_it_refused() {
-    let app = TestApp::start().await;
-    let openapi = openapi(&app).await;
-    let number = &openapi["paths"]["/api/previews/{owner}/{repo}/{number}"]["get"]["parameters"][2];
-    assert_eq!(number["name"], "number");
-    let maximum = number["schema"]["maximum"].as_u64().unwrap();
-    assert_eq!(
-        maximum,
-        u64::from(u32::MAX),
-        "a PR number is 32 bits (PreviewKey)"
-    );
-    let (status, body) = app.get(&format!("/api/previews/a/b/{maximum}"), None).await;
-    assert_eq!(status, 404, "the largest number is read: {body}");
-    let (status, body) = app
-        .get(&format!("/api/previews/a/b/{}", maximum + 1), None)
-        .await;
-    assert_eq!(status, 400, "one beyond is refused: {body}");
-}
-
-async fn json_of_with(app: &TestApp, path: &str, auth: &str) -> Value {
-    let (status, body) = app.get(path, Some(auth)).await;
-    assert_eq!(status, 200, "{path}: {body}");
-    serde_json::from_str(&body).unwrap()
 }
