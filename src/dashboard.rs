@@ -1,14 +1,10 @@
 //! The dashboard: server-rendered HTML, no JavaScript, readable on a laptop and a phone.
-//! Pure functions from the API's JSON to a page; every value is escaped.
+//! Pure functions from the read model (`view`) to a page; every value is escaped.
 
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use serde_json::Value;
 
-use crate::app::App;
+use crate::view::{Destroyed, Detail, Preview, state_name};
 
 const STYLE: &str = "
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f8fa}
@@ -41,13 +37,8 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-fn text(value: &Value) -> String {
-    escape(value.as_str().unwrap_or(""))
-}
-
 /// Only http(s) links are made clickable.
-fn href(value: &Value) -> String {
-    let url = value.as_str().unwrap_or("");
+fn href(url: &str) -> String {
     if url.starts_with("https://") || url.starts_with("http://") {
         escape(url)
     } else {
@@ -80,22 +71,16 @@ fn page(title: &str, body: &str) -> String {
     )
 }
 
-fn detail_link(p: &Value) -> String {
+/// `/previews/<owner>/<repo>/<number>`, each part escaped.
+fn detail_link(repo: &str, number: i64) -> String {
     format!(
-        "/previews/{}/{}",
-        p["repo"]
-            .as_str()
-            .unwrap_or("")
-            .split('/')
-            .map(escape)
-            .collect::<Vec<_>>()
-            .join("/"),
-        p["number"]
+        "/previews/{}/{number}",
+        repo.split('/').map(escape).collect::<Vec<_>>().join("/"),
     )
 }
 
 /// The list of live previews, and the most recently destroyed ones.
-pub fn list_page(previews: &[Value], destroyed: &[(String, i64, i64, String)], now: i64) -> String {
+pub fn list_page(previews: &[Preview], destroyed: &[Destroyed], now: i64) -> String {
     let mut body = format!(
         "<h1>Preview environments</h1><p class=\"muted\">{} live</p>",
         previews.len()
@@ -103,14 +88,11 @@ pub fn list_page(previews: &[Value], destroyed: &[(String, i64, i64, String)], n
     body += "<table><thead><tr><th>Repository</th><th>PR</th><th>Author</th><th>State</th>\
              <th>URL</th><th>Cluster</th><th>Age</th><th>Time left</th></tr></thead><tbody>";
     for p in previews {
-        let state = p["state"].as_str().unwrap_or("");
-        let left = if p["keep"] == true {
-            format!(
-                "{} (kept)",
-                time_left(p["seconds_left"].as_i64().unwrap_or(0))
-            )
+        let state = state_name(p.state);
+        let left = if p.keep {
+            format!("{} (kept)", time_left(p.seconds_left))
         } else {
-            time_left(p["seconds_left"].as_i64().unwrap_or(0))
+            time_left(p.seconds_left)
         };
         body += &format!(
             "<tr><td data-label=\"Repository\"><a href=\"{}\">{}</a></td>\
@@ -121,18 +103,18 @@ pub fn list_page(previews: &[Value], destroyed: &[(String, i64, i64, String)], n
              <td data-label=\"Cluster\">{}</td>\
              <td data-label=\"Age\">{}</td>\
              <td data-label=\"Time left\">{}</td></tr>",
-            detail_link(p),
-            text(&p["repo"]),
-            href(&p["pr_url"]),
-            p["number"],
-            text(&p["title"]),
-            text(&p["author"]),
+            detail_link(&p.repo, p.number),
+            escape(&p.repo),
+            href(&p.pr_url),
+            p.number,
+            escape(&p.title),
+            escape(&p.author),
             escape(state),
             escape(&state.replace('_', " ")),
-            href(&p["url"]),
-            text(&p["url"]).trim_start_matches("https://"),
-            text(&p["cluster"]),
-            age(now - p["created_at"].as_i64().unwrap_or(now)),
+            href(&p.url),
+            escape(&p.url).trim_start_matches("https://"),
+            escape(p.cluster.as_deref().unwrap_or("")),
+            age(now - p.created_at),
             escape(&left),
         );
     }
@@ -142,13 +124,14 @@ pub fn list_page(previews: &[Value], destroyed: &[(String, i64, i64, String)], n
     body += "</tbody></table>";
     if !destroyed.is_empty() {
         body += "<h2>Recently destroyed</h2><table><tbody>";
-        for (repo, number, at, reason) in destroyed {
+        for d in destroyed {
             body += &format!(
-                "<tr><td><a href=\"/previews/{}/{number}\">{}#{number}</a></td><td>{}</td><td class=\"muted\">{}</td></tr>",
-                repo.split('/').map(escape).collect::<Vec<_>>().join("/"),
-                escape(repo),
-                age(now - at),
-                escape(reason)
+                "<tr><td><a href=\"{}\">{}#{}</a></td><td>{}</td><td class=\"muted\">{}</td></tr>",
+                detail_link(&d.repo, d.number),
+                escape(&d.repo),
+                d.number,
+                age(now - d.at),
+                escape(&d.reason)
             );
         }
         body += "</tbody></table>";
@@ -157,11 +140,11 @@ pub fn list_page(previews: &[Value], destroyed: &[(String, i64, i64, String)], n
 }
 
 /// One preview: its facts, ledger and history (the history also after it was destroyed).
-pub fn detail_page(repo: &str, number: i64, detail: &Value, now: i64) -> String {
+pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
     let mut body = format!("<h1>{}#{number}</h1>", escape(repo));
-    match detail["preview"].as_object() {
-        Some(_) => {
-            let p = &detail["preview"];
+    match &detail.preview {
+        Some(p) => {
+            let state = state_name(p.state);
             body += &format!(
                 "<p><a href=\"{}\">{}</a></p><table><tbody>\
                  <tr><th>State</th><td><span class=\"state {}\">{}</span></td></tr>\
@@ -171,94 +154,57 @@ pub fn detail_page(repo: &str, number: i64, detail: &Value, now: i64) -> String 
                  <tr><th>Cluster</th><td>{}</td></tr>\
                  <tr><th>Time left</th><td>{}</td></tr>\
                  <tr><th>Last error</th><td>{}</td></tr></tbody></table>",
-                href(&p["pr_url"]),
-                text(&p["title"]),
-                text(&p["state"]),
-                escape(&p["state"].as_str().unwrap_or("").replace('_', " ")),
-                href(&p["url"]),
-                text(&p["url"]),
-                text(&p["author"]),
-                text(&p["head_sha"]),
-                text(&p["cluster"]),
-                escape(&time_left(p["seconds_left"].as_i64().unwrap_or(0))),
-                text(&p["last_error"]),
+                href(&p.pr_url),
+                escape(&p.title),
+                escape(state),
+                escape(&state.replace('_', " ")),
+                href(&p.url),
+                escape(&p.url),
+                escape(&p.author),
+                escape(&p.head_sha),
+                escape(p.cluster.as_deref().unwrap_or("")),
+                escape(&time_left(p.seconds_left)),
+                escape(p.last_error.as_deref().unwrap_or("")),
             );
         }
         None => {
             body += "<p class=\"muted\">This preview has been destroyed; its history remains.</p>"
         }
     }
-    if let Some(ledger) = detail["ledger"].as_array().filter(|l| !l.is_empty()) {
+    if !detail.ledger.is_empty() {
         body += "<h2>Ledger</h2><table><thead><tr><th>Kind</th><th>Namespace</th><th>Name</th><th>State</th><th>Detail</th></tr></thead><tbody>";
-        for item in ledger {
+        for item in &detail.ledger {
             body += &format!(
                 "<tr><td data-label=\"Kind\">{}</td><td data-label=\"Namespace\">{}</td><td data-label=\"Name\">{}</td>\
                  <td data-label=\"State\">{}</td><td data-label=\"Detail\">{}</td></tr>",
-                text(&item["kind"]),
-                text(&item["namespace"]),
-                text(&item["name"]),
-                text(&item["state"]),
-                text(&item["detail"])
+                escape(&item.kind),
+                escape(&item.namespace),
+                escape(&item.name),
+                escape(&item.state),
+                escape(item.detail.as_deref().unwrap_or(""))
             );
         }
         body += "</tbody></table>";
     }
     body += "<h2>History</h2><table><thead><tr><th>When</th><th>What</th><th>Who</th><th>Why</th></tr></thead><tbody>";
-    for h in detail["history"].as_array().into_iter().flatten() {
+    for h in &detail.history {
         body += &format!(
             "<tr><td data-label=\"When\">{}</td><td data-label=\"What\">{}</td><td data-label=\"Who\">{}</td><td data-label=\"Why\">{}</td></tr>",
-            escape(&crate::comment::stamp(h["at"].as_i64().unwrap_or(0))),
-            text(&h["what"]),
-            text(&h["actor"]),
-            text(&h["reason"])
+            escape(&crate::comment::stamp(h.at)),
+            escape(&h.what),
+            escape(&h.actor),
+            escape(&h.reason)
         );
     }
     body += "</tbody></table>";
-    let _ = now;
     page(&format!("{repo}#{number} — previewd"), &body)
 }
 
-pub async fn index(State(app): State<Arc<App>>) -> Response {
-    let result = async {
-        let now = app.clock.now();
-        let previews = crate::api::list(&app.pool, &app.config, now, &Default::default()).await?;
-        let destroyed =
-            crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
-        anyhow::Ok(list_page(&previews, &destroyed, app.clock.now()))
-    }
-    .await;
-    match result {
-        Ok(html) => html_answer(StatusCode::OK, html),
-        Err(e) => unavailable(e),
-    }
-}
-
-pub async fn preview(
-    State(app): State<Arc<App>>,
-    Path((owner, repo, number)): Path<(String, String, i64)>,
-) -> Response {
-    let full = format!("{owner}/{repo}");
-    match crate::api::detail(&app.pool, &app.config, app.clock.now(), &full, number).await {
-        Ok(Some(detail)) => html_answer(
-            StatusCode::OK,
-            detail_page(&full, number, &detail, app.clock.now()),
-        ),
-        Ok(None) => html_answer(
-            StatusCode::NOT_FOUND,
-            page(
-                "not found",
-                "<p>previewd has no record of this pull request.</p>",
-            ),
-        ),
-        Err(e) => unavailable(e),
-    }
-}
-
-fn unavailable(e: anyhow::Error) -> Response {
-    tracing::warn!(error = %format!("{e:#}"), "dashboard request failed");
-    html_answer(
-        StatusCode::SERVICE_UNAVAILABLE,
-        page("unavailable", "<p>The state could not be read.</p>"),
+/// A page saying why a request failed (`title` is the status's reason).
+pub fn problem_page(title: &str, message: &str) -> String {
+    page(
+        &title.to_ascii_lowercase(),
+        &format!("<p>{}.</p>", escape(message)),
     )
 }
 
@@ -266,7 +212,7 @@ fn unavailable(e: anyhow::Error) -> Response {
 /// (clickjacking), and no browser may read it as anything but HTML.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
-fn html_answer(status: StatusCode, html: String) -> Response {
+pub fn html_answer(status: StatusCode, html: String) -> Response {
     (
         status,
         [
@@ -281,13 +227,31 @@ fn html_answer(status: StatusCode, html: String) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::comment::Shown;
+    use crate::preview::{Desired, ObservedState};
 
     #[test]
     fn a_title_with_a_script_tag_shows_as_text() {
-        let p = json!({"repo": "o/r", "number": 7, "title": "<script>alert(1)</script>", "author": "a\"b",
-                       "state": "ready", "url": "javascript:alert(1)", "pr_url": "https://github.com/o/r/pull/7",
-                       "cluster": "in-cluster", "created_at": 0, "seconds_left": 90_000, "keep": false});
+        let p = Preview {
+            repo: "o/r".into(),
+            number: 7,
+            pr_url: "https://github.com/o/r/pull/7".into(),
+            title: "<script>alert(1)</script>".into(),
+            author: "a\"b".into(),
+            state: Shown::Ready,
+            desired: Desired::Deployed,
+            observed: ObservedState::Ready,
+            url: "javascript:alert(1)".into(),
+            cluster: Some("in-cluster".into()),
+            head_sha: "ec26c3e".into(),
+            created_at: 0,
+            expires_at: 90_100,
+            seconds_left: 90_000,
+            keep: false,
+            fork: false,
+            last_error: None,
+            end_reason: None,
+        };
         let html = list_page(&[p], &[], 100);
         assert!(!html.contains("<script>"));
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));

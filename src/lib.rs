@@ -4,7 +4,6 @@
 //! PR should have; later stages render, apply and report it.
 #![forbid(unsafe_code)]
 
-pub mod api;
 pub mod app;
 pub mod argocd;
 pub mod ca;
@@ -39,5 +38,6 @@ pub mod serve;
 pub mod server;
 pub mod sink;
 pub mod sweep;
+pub mod view;
 pub mod webhook;
 pub mod yaml;

@@ -1,5 +1,7 @@
 //! The OpenAPI 3.1 description of `/api`, served at `/api/openapi.json`: the documented,
-//! stable shape tools can rely on. A test checks real answers against it.
+//! stable shape tools can rely on, every answer the API gives included. Tests validate real
+//! answers against it with a JSON-schema validator, and schemathesis fuzzes the server
+//! with it.
 
 use serde_json::{Value, json};
 
@@ -12,12 +14,29 @@ pub fn document() -> Value {
         .to_vec();
     filters.push(json!({"name": "limit", "in": "query", "required": false,
         "description": "previews per page; over the maximum is refused with 400",
-        "schema": {"type": "integer", "minimum": 1, "maximum": crate::api::MAX_LIMIT, "default": crate::api::DEFAULT_LIMIT}}));
+        "schema": {"type": "integer", "minimum": 1, "maximum": crate::view::MAX_LIMIT, "default": crate::view::DEFAULT_LIMIT}}));
     filters.push(json!({"name": "cursor", "in": "query", "required": false,
-        "description": "the `next` of the previous page (opaque)",
+        "description": "the `next` of the previous page (opaque: one this API did not give out is refused with 400)",
         "schema": {"type": "string"}}));
-    let busy = json!({"description": "the state stayed busy past the busy timeout; retry after the Retry-After seconds",
-        "headers": {"Retry-After": {"schema": {"type": "integer"}}}});
+    let error = |description: &str| json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let refusals = |bad_request: &str| {
+        json!({
+            "400": error(bad_request),
+            "401": error("api.token is set and the request did not carry it"),
+            "421": error("a Host other than this machine's (or public_url's) on a loopback listen: DNS rebinding"),
+            "503": {"description": "the state could not be read, or stayed busy past the busy timeout (then retry after the Retry-After seconds)",
+                "headers": {"Retry-After": {"required": false, "schema": {"type": "integer"}}},
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        })
+    };
+    let responses = |bad_request: &str, answers: Value| {
+        let mut all = refusals(bad_request);
+        for (status, answer) in answers.as_object().into_iter().flatten() {
+            all[status] = answer.clone();
+        }
+        all
+    };
+    let bad_path = "a number that is not a pull request's (1 to 4294967295)";
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -69,7 +88,13 @@ pub fn document() -> Value {
                     "required": ["at", "what", "actor", "reason", "head_sha"],
                     "properties": {"at": time, "what": text, "actor": text, "reason": text, "head_sha": nullable_text},
                 },
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": text}},
+                "Error": {"type": "object", "additionalProperties": false, "required": ["error"], "properties": {"error": text}},
+                "Destroying": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["destroying"],
+                    "properties": {"destroying": {"const": true}, "detail": text},
+                },
             },
         },
         "security": [{"token": []}],
@@ -78,7 +103,7 @@ pub fn document() -> Value {
                 "get": {
                     "summary": "Tracked previews",
                     "parameters": filters,
-                    "responses": {
+                    "responses": responses("a limit out of range, a cursor this API did not give out, or a query it cannot read", json!({
                         "200": {"description": "a page of previews, by repository and number (with `state`, a page can hold fewer than `limit`: follow `next` until it is null)", "content": {"application/json": {"schema": {
                             "type": "object", "additionalProperties": false, "required": ["previews", "next"],
                             "properties": {
@@ -86,17 +111,14 @@ pub fn document() -> Value {
                                 "next": {"type": ["string", "null"], "description": "the cursor of the next page; null on the last"},
                             },
                         }}}},
-                        "400": {"description": "a limit out of range or a cursor this API did not give out", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                        "401": {"description": "api.token is set and the request did not carry it"},
-                        "503": busy.clone(),
-                    },
+                    })),
                 },
             },
             "/api/previews/{owner}/{repo}/{number}": {
                 "get": {
                     "summary": format!("One preview with its ledger and its newest history (at most {} entries, oldest first; preview is null once destroyed; a PR's history is kept {} days after it was last active without a preview)", crate::db::HISTORY_SHOWN, crate::sweep::RETENTION / 86_400),
                     "parameters": path_parameters(),
-                    "responses": {
+                    "responses": responses(bad_path, json!({
                         "200": {"description": "the preview", "content": {"application/json": {"schema": {
                             "type": "object", "additionalProperties": false, "required": ["preview", "ledger", "history"],
                             "properties": {
@@ -105,21 +127,21 @@ pub fn document() -> Value {
                                 "history": {"type": "array", "items": {"$ref": "#/components/schemas/HistoryEntry"}},
                             },
                         }}}},
-                        "404": {"description": "previewd never knew this pull request", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    },
+                        "404": error("previewd never knew this pull request"),
+                    })),
                 },
             },
             "/api/previews/{owner}/{repo}/{number}/destroy": {
                 "post": {
                     "summary": "Tear the preview down (always needs the token)",
                     "parameters": path_parameters(),
-                    "responses": {
-                        "202": {"description": "teardown recorded; the reconciler carries it out"},
-                        "200": {"description": "already ending"},
-                        "403": {"description": "api.token is not set, so nobody may destroy through the API"},
-                        "404": {"description": "no such preview"},
-                        "503": busy,
-                    },
+                    "responses": responses(bad_path, json!({
+                        "202": {"description": "teardown recorded; the reconciler carries it out", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Destroying"}}}},
+                        "200": {"description": "already ending", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Destroying"}}}},
+                        "401": error("the request did not carry api.token as a bearer token (Basic credentials are not enough)"),
+                        "403": error("api.token is not set, so nobody may destroy through the API"),
+                        "404": error("no live or ending preview of this pull request"),
+                    })),
                 },
             },
         },
@@ -130,6 +152,6 @@ fn path_parameters() -> Value {
     json!([
         {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
         {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}},
-        {"name": "number", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 1}},
+        {"name": "number", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 1, "maximum": u32::MAX}},
     ])
 }

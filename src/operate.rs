@@ -1,22 +1,21 @@
 //! The operator's commands — `previewd list`, `show` and `destroy` — reading the same state
-//! and the same JSON shapes as the API.
+//! and the same read model (`view`) as the API.
 
 use std::time::{Duration, Instant};
-
-use anyhow::{Context, bail};
-use serde_json::Value;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::dashboard::time_left;
 use crate::preview::PreviewKey;
+use crate::view::{self, Preview, state_name};
+use anyhow::{Context, bail};
 
 /// How long `destroy` follows a teardown before handing back (it goes on regardless).
 const FOLLOW_FOR: Duration = Duration::from_secs(15 * 60);
 
 pub async fn list(config: &Config, json: bool) -> anyhow::Result<()> {
     let pool = crate::db::open(&config.state).await?;
-    let previews = crate::api::list(&pool, config, SystemClock.now(), &Default::default()).await?;
+    let previews = view::list(&pool, config, SystemClock.now(), &Default::default()).await?;
     if json {
         println!(
             "{}",
@@ -29,7 +28,7 @@ pub async fn list(config: &Config, json: bool) -> anyhow::Result<()> {
 }
 
 /// The list as aligned columns.
-pub fn table(previews: &[Value]) -> String {
+pub fn table(previews: &[Preview]) -> String {
     let mut rows = vec![[
         "PREVIEW".to_owned(),
         "AUTHOR".into(),
@@ -40,12 +39,12 @@ pub fn table(previews: &[Value]) -> String {
     ]];
     for p in previews {
         rows.push([
-            format!("{}#{}", p["repo"].as_str().unwrap_or(""), p["number"]),
-            p["author"].as_str().unwrap_or("").to_owned(),
-            p["state"].as_str().unwrap_or("").to_owned(),
-            p["cluster"].as_str().unwrap_or("-").to_owned(),
-            time_left(p["seconds_left"].as_i64().unwrap_or(0)),
-            p["url"].as_str().unwrap_or("").to_owned(),
+            format!("{}#{}", p.repo, p.number),
+            p.author.clone(),
+            state_name(p.state).to_owned(),
+            p.cluster.clone().unwrap_or_else(|| "-".into()),
+            time_left(p.seconds_left),
+            p.url.clone(),
         ]);
     }
     let widths: Vec<usize> = (0..6)
@@ -70,7 +69,7 @@ pub fn table(previews: &[Value]) -> String {
 pub async fn show(config: &Config, preview: &str) -> anyhow::Result<()> {
     let key: PreviewKey = preview.parse().context("expected OWNER/REPO#N")?;
     let pool = crate::db::open(&config.state).await?;
-    let Some(detail) = crate::api::detail(
+    let Some(detail) = view::detail(
         &pool,
         config,
         SystemClock.now(),
@@ -81,49 +80,40 @@ pub async fn show(config: &Config, preview: &str) -> anyhow::Result<()> {
     else {
         bail!("previewd has no record of {key}");
     };
-    let p = &detail["preview"];
-    if p.is_object() {
-        println!("{key}  {}", p["title"].as_str().unwrap_or(""));
-        for (label, field) in [
-            ("state", "state"),
-            ("url", "url"),
-            ("pr", "pr_url"),
-            ("author", "author"),
-            ("commit", "head_sha"),
-            ("cluster", "cluster"),
-            ("last error", "last_error"),
-        ] {
-            if let Some(value) = p[field].as_str() {
-                println!("  {label:<11}{value}");
+    match &detail.preview {
+        Some(p) => {
+            println!("{key}  {}", p.title);
+            for (label, value) in [
+                ("state", Some(state_name(p.state))),
+                ("url", Some(p.url.as_str())),
+                ("pr", Some(p.pr_url.as_str())),
+                ("author", Some(p.author.as_str())),
+                ("commit", Some(p.head_sha.as_str())),
+                ("cluster", p.cluster.as_deref()),
+                ("last error", p.last_error.as_deref()),
+            ] {
+                if let Some(value) = value {
+                    println!("  {label:<11}{value}");
+                }
             }
+            println!("  {:<11}{}", "time left", time_left(p.seconds_left));
         }
-        println!(
-            "  {:<11}{}",
-            "time left",
-            time_left(p["seconds_left"].as_i64().unwrap_or(0))
-        );
-    } else {
-        println!("{key}  (destroyed; its history remains)");
+        None => println!("{key}  (destroyed; its history remains)"),
     }
-    if let Some(ledger) = detail["ledger"].as_array().filter(|l| !l.is_empty()) {
+    if !detail.ledger.is_empty() {
         println!("ledger:");
-        for item in ledger {
-            println!(
-                "  {:<12}{:<40}{}",
-                item["kind"].as_str().unwrap_or(""),
-                item["name"].as_str().unwrap_or(""),
-                item["state"].as_str().unwrap_or("")
-            );
+        for item in &detail.ledger {
+            println!("  {:<12}{:<40}{}", item.kind, item.name, item.state);
         }
     }
     println!("history:");
-    for h in detail["history"].as_array().into_iter().flatten() {
+    for h in &detail.history {
         println!(
             "  {}  {:<18}{:<12}{}",
-            crate::comment::stamp(h["at"].as_i64().unwrap_or(0)),
-            h["what"].as_str().unwrap_or(""),
-            h["actor"].as_str().unwrap_or(""),
-            h["reason"].as_str().unwrap_or("")
+            crate::comment::stamp(h.at),
+            h.what,
+            h.actor,
+            h.reason
         );
     }
     Ok(())

@@ -4,6 +4,7 @@
 
 pub mod github;
 pub mod http;
+pub mod openapi;
 pub mod python;
 
 use std::sync::Arc;
