@@ -300,7 +300,7 @@ pub async fn destroy(
     match db::request_destroy(&app.pool, &repo, number, "api", app.clock.now()).await {
         Ok(Some(true)) => {
             if let (Ok(name), Ok(number)) = (repo.parse(), u32::try_from(number)) {
-                let _ = app.notify.send(PreviewKey::new(name, number));
+                app.work.notify(PreviewKey::new(name, number));
             }
             (StatusCode::ACCEPTED, Json(json!({"destroying": true}))).into_response()
         }

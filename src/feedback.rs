@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::command::Asker;
 use crate::config::Config;
 use crate::github::{GitHub, GitHubError};
 use crate::preview::PreviewKey;
+use crate::work::Work;
 
 /// The worker looks at what is owed at least this often, woken or not.
 pub const RESYNC: Duration = Duration::from_secs(30);
@@ -38,7 +39,7 @@ pub struct Feedback {
     /// `None` without credentials: commands still run, nothing is sent.
     pub(crate) github: Option<Arc<GitHub>>,
     /// Tells the reconciler a command changed a preview.
-    changed: Option<mpsc::UnboundedSender<PreviewKey>>,
+    work: Option<Work>,
     /// The previews the reconciler looked at, to be reported on.
     nudge: Arc<Nudge>,
     /// Previews whose skipped report was logged (once each).
@@ -57,15 +58,15 @@ impl Feedback {
             config,
             clock,
             github,
-            changed: None,
+            work: None,
             nudge: Arc::new(Nudge::default()),
             unreported: Mutex::new(HashSet::new()),
         }
     }
 
-    /// Sends the previews commands change to the reconciler (the channel intake uses).
-    pub fn notifying(mut self, changed: mpsc::UnboundedSender<PreviewKey>) -> Self {
-        self.changed = Some(changed);
+    /// Tells `work` of the previews commands change (the notifier intake uses).
+    pub fn notifying(mut self, work: Work) -> Self {
+        self.work = Some(work);
         self
     }
 
@@ -105,8 +106,8 @@ impl Feedback {
     }
 
     pub(crate) fn changed(&self, key: &PreviewKey) {
-        if let Some(changed) = &self.changed {
-            let _ = changed.send(key.clone());
+        if let Some(work) = &self.work {
+            work.notify(key.clone());
         }
     }
 

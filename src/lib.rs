@@ -40,4 +40,5 @@ pub mod server;
 pub mod sink;
 pub mod sweep;
 pub mod webhook;
+pub mod work;
 pub mod yaml;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::ca::PreviewCa;
@@ -28,6 +28,7 @@ use crate::preview::{Desired, Preview, PreviewKey};
 use crate::render::{self, SealedSecret};
 use crate::seal::SealingCert;
 use crate::sink::{APPLIED_HASH, Owner, Sink};
+use crate::work::Pending;
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -103,13 +104,9 @@ impl Reconciler {
         }
     }
 
-    /// Runs until `stop` is notified: the previews intake reports changed as they come, and
+    /// Runs until `stop` is notified: the previews `pending` says have work as they come, and
     /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
-    pub async fn run(
-        self: Arc<Self>,
-        mut changed: mpsc::UnboundedReceiver<PreviewKey>,
-        stop: Arc<Notify>,
-    ) {
+    pub async fn run(self: Arc<Self>, mut pending: Pending, stop: Arc<Notify>) {
         let mut resync = tokio::time::interval(RESYNC);
         // Resync lists PRs on GitHub: beside the passes, so that a slow or rate-limited
         // GitHub never holds up a deploy or a teardown.
@@ -122,13 +119,7 @@ impl Reconciler {
                     let due = self.due_requeues();
                     if due.is_empty() { Ok(0) } else { self.pass_ids(&due).await }
                 }
-                Some(key) = changed.recv() => {
-                    let mut keys = BTreeSet::from([key]);
-                    while let Ok(key) = changed.try_recv() {
-                        keys.insert(key);
-                    }
-                    self.pass_for(&keys).await
-                }
+                Some(keys) = pending.next() => self.pass_for(&keys).await,
                 () = stop.notified() => {
                     resyncing.abort();
                     return;

@@ -13,36 +13,41 @@ use crate::config::Config;
 use crate::db;
 use crate::intake::Intake;
 use crate::server::{self, MAX_BUFFERED, edge};
+use crate::work::Pending;
+
+/// What `start` opens: the request state, the reconciler's end of the notifier (every
+/// producer's end is `app.work`), and the writer task, which ends once `app` is dropped.
+pub struct Started {
+    pub app: Arc<App>,
+    pub pending: Pending,
+    pub writer: tokio::task::JoinHandle<()>,
+}
 
 /// Opens the state and starts the writer: the parts `serve` and the tests share.
-pub async fn start(
-    config: Config,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<(Arc<App>, tokio::task::JoinHandle<()>)> {
+pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Started> {
     if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let pool = db::open(&config.state).await?;
-    let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
-    let notify = changes.clone();
+    let (work, pending) = crate::work::channel();
     let (intake, writer) = Intake::start(
         db::writer_connection(&config.state).await?,
         clock.clone(),
-        changes,
+        work.clone(),
     );
-    let changed = std::sync::Mutex::new(Some(changed));
-    Ok((
-        Arc::new(App {
-            config,
-            pool,
-            intake,
-            clock,
-            notify,
-            changed,
-            buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
-        }),
+    let app = Arc::new(App {
+        config,
+        pool,
+        intake,
+        clock,
+        work,
+        buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
+    });
+    Ok(Started {
+        app,
+        pending,
         writer,
-    ))
+    })
 }
 
 /// `previewd serve`: runs until SIGTERM or Ctrl-C, then finishes in-flight requests and
@@ -69,7 +74,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let (app, writer) = start(config, Arc::new(SystemClock)).await?;
+    let Started {
+        app,
+        pending,
+        writer,
+    } = start(config, Arc::new(SystemClock)).await?;
     let github = github(&app.config)?;
     // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
@@ -80,7 +89,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             app.clock.clone(),
             github.clone(),
         )
-        .notifying(app.notify.clone()),
+        .notifying(app.work.clone()),
     );
     // One sink (one Kubernetes client) for the reconciler and the sweeper.
     let sink = crate::sink::Sink::from_config(&app.config).await?;
@@ -92,13 +101,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let stop_feedback = Arc::new(tokio::sync::Notify::new());
     let feeding_back = tokio::spawn(feedback.run(stop_feedback.clone()));
     let stop = Arc::new(tokio::sync::Notify::new());
-    let changed = app
-        .changed
-        .lock()
-        .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
-        .take()
-        .context("reconciler already running")?;
-    let reconciling = tokio::spawn(reconciler.run(changed, stop.clone()));
+    let reconciling = tokio::spawn(reconciler.run(pending, stop.clone()));
     tracing::info!(
         listen = %listener.local_addr()?,
         state = %app.config.state.display(),
@@ -107,7 +110,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let sweeper =
         crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
             .with_sink(sink)
-            .notifying(app.notify.clone());
+            .notifying(app.work.clone());
     // Each task its own stop: a `Notify` keeps one permit for one waiter.
     let stop_sweeping = Arc::new(tokio::sync::Notify::new());
     let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));

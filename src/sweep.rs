@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::comment;
@@ -18,6 +18,7 @@ use crate::db::{self, DueRow};
 use crate::naming::Names;
 use crate::preview::PreviewKey;
 use crate::sink::Sink;
+use crate::work::Work;
 
 const LEASE: &str = "sweep";
 /// A lease outlives a pass by far; a crashed holder's lease lapses after this.
@@ -94,7 +95,7 @@ pub struct Sweeper {
     clock: Arc<dyn Clock>,
     sink: Option<Sink>,
     /// Tells the reconciler which previews now have work.
-    notify: Option<mpsc::UnboundedSender<PreviewKey>>,
+    work: Option<Work>,
     holder: String,
     passes: std::sync::atomic::AtomicU64,
 }
@@ -106,7 +107,7 @@ impl Sweeper {
             config,
             clock,
             sink: None,
-            notify: None,
+            work: None,
             holder: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
             passes: std::sync::atomic::AtomicU64::new(0),
         }
@@ -118,8 +119,9 @@ impl Sweeper {
         self
     }
 
-    pub fn notifying(mut self, notify: mpsc::UnboundedSender<PreviewKey>) -> Self {
-        self.notify = Some(notify);
+    /// Tells `work` of the previews a pass gave work (expiries, warnings).
+    pub fn notifying(mut self, work: Work) -> Self {
+        self.work = Some(work);
         self
     }
 
@@ -365,12 +367,11 @@ impl Sweeper {
     }
 
     fn notify(&self, repo: &str, number: i64) {
-        let (Some(notify), Ok(repo), Ok(number)) =
-            (&self.notify, repo.parse(), u32::try_from(number))
+        let (Some(work), Ok(repo), Ok(number)) = (&self.work, repo.parse(), u32::try_from(number))
         else {
             return;
         };
-        let _ = notify.send(PreviewKey::new(repo, number));
+        work.notify(PreviewKey::new(repo, number));
     }
 }
 

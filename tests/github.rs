@@ -57,7 +57,7 @@ impl Previewd {
             Arc::new(app.clock.clone()),
             Some(client.clone()),
         )
-        .notifying(app.app.notify.clone());
+        .notifying(app.app.work.clone());
         let reconciler = common::directory_reconciler(app)
             .with_github(Some(client.clone()), app.app.intake.clone())
             .with_feedback(feedback.nudge());
@@ -99,8 +99,8 @@ impl Previewd {
     /// Both loops running, as in `serve`; notify the answer to stop them.
     fn run(&self, app: &TestApp) -> Arc<tokio::sync::Notify> {
         let stop = Arc::new(tokio::sync::Notify::new());
-        let changed = app.app.changed.lock().unwrap().take().unwrap();
-        tokio::spawn(self.reconciler.clone().run(changed, stop.clone()));
+        let pending = app.pending.lock().unwrap().take().unwrap();
+        tokio::spawn(self.reconciler.clone().run(pending, stop.clone()));
         tokio::spawn(self.feedback.clone().run(stop.clone()));
         stop
     }
