@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use sqlx::SqlitePool;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::command::Asker;
@@ -75,10 +76,10 @@ impl Feedback {
         self.nudge.clone()
     }
 
-    /// Runs until `stop` is notified: commands and the reports of the previews the
+    /// Runs until `cancel`: commands and the reports of the previews the
     /// reconciler looked at whenever it says so (and when a held installation is let go),
     /// and of every preview at start and every `RESYNC`.
-    pub async fn run(self: Arc<Self>, stop: Arc<Notify>) {
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         let mut everything = tokio::time::interval(RESYNC);
         loop {
             let release = self.github.as_ref().and_then(|g| g.next_release());
@@ -86,7 +87,7 @@ impl Feedback {
                 _ = everything.tick() => true,
                 () = self.nudge.notify.notified() => false,
                 () = tokio::time::sleep(release.unwrap_or(RESYNC)) => false,
-                () = stop.notified() => return,
+                () = cancel.cancelled() => return,
             };
             if let Err(e) = self.obey().await {
                 tracing::warn!(error = %format!("{e:#}"), "running commands failed; retrying on the next pass");

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::ca::PreviewCa;
 use crate::clock::Clock;
@@ -104,9 +105,9 @@ impl Reconciler {
         }
     }
 
-    /// Runs until `stop` is notified: the previews `pending` says have work as they come, and
+    /// Runs until `cancel`: the previews `pending` says have work as they come, and
     /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
-    pub async fn run(self: Arc<Self>, mut pending: Pending, stop: Arc<Notify>) {
+    pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
         let mut resync = tokio::time::interval(RESYNC);
         // Resync lists PRs on GitHub: beside the passes, so that a slow or rate-limited
         // GitHub never holds up a deploy or a teardown.
@@ -120,7 +121,7 @@ impl Reconciler {
                     if due.is_empty() { Ok(0) } else { self.pass_ids(&due).await }
                 }
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
-                () = stop.notified() => {
+                () = cancel.cancelled() => {
                     resyncing.abort();
                     return;
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::clock::{Clock, SystemClock};
@@ -98,10 +99,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             .await?
             .with_feedback(feedback.nudge()),
     );
-    let stop_feedback = Arc::new(tokio::sync::Notify::new());
-    let feeding_back = tokio::spawn(feedback.run(stop_feedback.clone()));
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let reconciling = tokio::spawn(reconciler.run(pending, stop.clone()));
+    // One token ends every background task (each holds a child): cancelled once, after
+    // the HTTP listeners have stopped taking new work.
+    let stop = CancellationToken::new();
+    let feeding_back = tokio::spawn(feedback.run(stop.child_token()));
+    let reconciling = tokio::spawn(reconciler.run(pending, stop.child_token()));
     tracing::info!(
         listen = %listener.local_addr()?,
         state = %app.config.state.display(),
@@ -111,9 +113,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
             .with_sink(sink)
             .notifying(app.work.clone());
-    // Each task its own stop: a `Notify` keeps one permit for one waiter.
-    let stop_sweeping = Arc::new(tokio::sync::Notify::new());
-    let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
+    let sweeping = tokio::spawn(sweeper.run(stop.child_token()));
     // One signal ends both listeners.
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let signalled = tokio::spawn(async move {
@@ -143,9 +143,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(serving) = metrics_serving {
         serving.await.context("waiting for the metrics listener")?;
     }
-    stop.notify_one();
-    stop_sweeping.notify_one();
-    stop_feedback.notify_one();
+    stop.cancel();
     // A call to a slow GitHub is not waited out: what the worker owed stays owed (in the
     // state) for the next start.
     match tokio::time::timeout(Duration::from_secs(10), feeding_back).await {

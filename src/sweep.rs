@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::comment;
@@ -125,8 +125,8 @@ impl Sweeper {
         self
     }
 
-    /// Sweeps every `sweep.interval` until `stop`.
-    pub async fn run(self, stop: Arc<Notify>) {
+    /// Sweeps every `sweep.interval` until `cancel`.
+    pub async fn run(self, cancel: CancellationToken) {
         let mut every =
             tokio::time::interval(self.config.sweep_interval.max(Duration::from_secs(1)));
         loop {
@@ -138,7 +138,7 @@ impl Sweeper {
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %format!("{e:#}"), "sweep failed; trying again next interval"),
                 },
-                () = stop.notified() => return,
+                () = cancel.cancelled() => return,
             }
         }
     }

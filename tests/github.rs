@@ -96,12 +96,12 @@ impl Previewd {
         }
     }
 
-    /// Both loops running, as in `serve`; notify the answer to stop them.
-    fn run(&self, app: &TestApp) -> Arc<tokio::sync::Notify> {
-        let stop = Arc::new(tokio::sync::Notify::new());
+    /// Both loops running, as in `serve`; cancel the answer to stop them.
+    fn run(&self, app: &TestApp) -> tokio_util::sync::CancellationToken {
+        let stop = tokio_util::sync::CancellationToken::new();
         let pending = app.pending.lock().unwrap().take().unwrap();
-        tokio::spawn(self.reconciler.clone().run(pending, stop.clone()));
-        tokio::spawn(self.feedback.clone().run(stop.clone()));
+        tokio::spawn(self.reconciler.clone().run(pending, stop.child_token()));
+        tokio::spawn(self.feedback.clone().run(stop.child_token()));
         stop
     }
 }
@@ -786,7 +786,7 @@ async fn a_rate_limited_repository_delays_neither_another_prs_deploy_nor_its_tea
         eventually(std::time::Duration::from_secs(3), || !has_other()).await,
         "and is torn down as fast"
     );
-    stop.notify_waiters();
+    stop.cancel();
 }
 
 #[tokio::test]
