@@ -3,9 +3,9 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
@@ -29,7 +29,7 @@ use crate::preview::{Desired, Preview, PreviewKey};
 use crate::render::{self, SealedSecret};
 use crate::seal::SealingCert;
 use crate::sink::{APPLIED_HASH, Owner, Sink};
-use crate::work::Pending;
+use crate::work::{Later, Pending};
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -57,9 +57,9 @@ pub struct Reconciler {
     feedback: Option<Arc<Nudge>>,
     /// This state's identity, labelled on every Application (read once).
     instance: tokio::sync::OnceCell<String>,
-    /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon:
-    /// when (and after which delay, doubled each time up to `RESYNC`).
-    requeue: Mutex<HashMap<i64, (Instant, Duration)>>,
+    /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon
+    /// (after `REQUEUE_FIRST`, doubled each time up to `RESYNC`).
+    later: Later,
 }
 
 impl Reconciler {
@@ -81,7 +81,7 @@ impl Reconciler {
             github: None,
             intake: None,
             feedback: None,
-            requeue: Mutex::new(HashMap::new()),
+            later: Later::new(REQUEUE_FIRST, RESYNC),
             instance: tokio::sync::OnceCell::new(),
         }
     }
@@ -112,14 +112,10 @@ impl Reconciler {
         // Resync lists PRs on GitHub: beside the passes, so that a slow or rate-limited
         // GitHub never holds up a deploy or a teardown.
         let resyncing = tokio::spawn(self.clone().resync_every());
-        let mut soon = tokio::time::interval(Duration::from_secs(1));
         loop {
             let result = tokio::select! {
                 _ = resync.tick() => self.pass().await,
-                _ = soon.tick() => {
-                    let due = self.due_requeues();
-                    if due.is_empty() { Ok(0) } else { self.pass_ids(&due).await }
-                }
+                due = self.later.due() => self.pass_ids(&due).await,
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
                 () = cancel.cancelled() => {
                     resyncing.abort();
@@ -176,30 +172,12 @@ impl Reconciler {
     /// Looks at `id` again soon: after 2 s, then doubling up to `RESYNC` while it keeps
     /// waiting, so a preview reports ready (or gone) seconds after Argo CD, not a resync later.
     fn requeue(&self, id: i64) {
-        let mut queue = self.requeue.lock().expect("requeue");
-        let delay = queue
-            .get(&id)
-            .map_or(REQUEUE_FIRST, |(_, delay)| (*delay * 2).min(RESYNC));
-        queue.insert(id, (Instant::now() + delay, delay));
+        self.later.again(id);
     }
 
     /// `id` converged: no early look needed.
     fn settled(&self, id: i64) {
-        self.requeue.lock().expect("requeue").remove(&id);
-    }
-
-    fn due_requeues(&self) -> Vec<i64> {
-        let now = Instant::now();
-        let mut queue = self.requeue.lock().expect("requeue");
-        let mut due = Vec::new();
-        for (id, (at, _)) in queue.iter_mut() {
-            if *at <= now {
-                due.push(*id);
-                // Until its reconcile asks again (with a doubled delay) or settles it.
-                *at = now + RESYNC;
-            }
-        }
-        due
+        self.later.settled(id);
     }
 
     /// One pass over every preview: placement first, one preview at a time in arrival
