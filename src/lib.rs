@@ -32,6 +32,7 @@ pub mod projects;
 pub mod reconcile;
 pub mod render;
 pub mod requirements;
+pub mod resync;
 pub mod seal;
 pub mod secrets;
 pub mod seeds;

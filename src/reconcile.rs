@@ -19,8 +19,6 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
 use crate::feedback::Nudge;
-use crate::github::GitHub;
-use crate::intake::Intake;
 use crate::ledger;
 use crate::metrics::METRICS;
 use crate::naming::Names;
@@ -48,10 +46,6 @@ pub struct Reconciler {
     certs: BTreeMap<String, SealingCert>,
     ca: Option<PreviewCa>,
     clock: Arc<dyn Clock>,
-    /// Resync's listings of open PRs; `None` without credentials.
-    github: Option<Arc<GitHub>>,
-    /// Where resync records what it finds (as deliveries).
-    intake: Option<Intake>,
     /// Tells the feedback worker (`crate::feedback`) which previews a pass looked at:
     /// GitHub hears of them from there, never from inside a pass.
     feedback: Option<Arc<Nudge>>,
@@ -78,19 +72,10 @@ impl Reconciler {
             certs,
             ca,
             clock,
-            github: None,
-            intake: None,
             feedback: None,
             later: Later::new(REQUEUE_FIRST, RESYNC),
             instance: tokio::sync::OnceCell::new(),
         }
-    }
-
-    /// Resyncs open PRs (listed by `github`) through `intake`.
-    pub fn with_github(mut self, github: Option<Arc<GitHub>>, intake: Intake) -> Self {
-        self.github = github;
-        self.intake = Some(intake);
-        self
     }
 
     /// Tells `feedback` (the feedback worker's nudge) what every pass looked at.
@@ -109,37 +94,15 @@ impl Reconciler {
     /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
     pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
         let mut resync = tokio::time::interval(RESYNC);
-        // Resync lists PRs on GitHub: beside the passes, so that a slow or rate-limited
-        // GitHub never holds up a deploy or a teardown.
-        let resyncing = tokio::spawn(self.clone().resync_every());
         loop {
             let result = tokio::select! {
                 _ = resync.tick() => self.pass().await,
                 due = self.later.due() => self.pass_ids(&due).await,
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
-                () = cancel.cancelled() => {
-                    resyncing.abort();
-                    return;
-                }
+                () = cancel.cancelled() => return,
             };
             if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
-            }
-        }
-    }
-
-    /// A resync every `github.resync_interval` (and at start), until aborted.
-    async fn resync_every(self: Arc<Self>) {
-        let every = self
-            .config
-            .github
-            .resync_interval
-            .max(Duration::from_secs(1));
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            if let Err(e) = self.resync().await {
-                tracing::warn!(error = %format!("{e:#}"), "resync failed; retrying at the next one");
             }
         }
     }
@@ -516,5 +479,4 @@ mod obey;
 mod owned;
 mod place;
 mod report;
-mod resync;
 mod teardown;

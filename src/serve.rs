@@ -1,5 +1,6 @@
 //! The composition root: `previewd serve` opens the state, starts the intake writer, the
-//! reconciler, the feedback worker and the sweeper, serves HTTP, and on a signal stops them
+//! reconciler (the one actor on the sink) and the drivers that only record intent or talk to
+//! GitHub (the sweeper, resync, the feedback worker), serves HTTP, and on a signal stops them
 //! in order. The only module that knows every system.
 
 use std::sync::Arc;
@@ -95,7 +96,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // One sink (one Kubernetes client) for the reconciler and the sweeper.
     let sink = crate::sink::Sink::from_config(&app.config).await?;
     let reconciler = Arc::new(
-        reconciler(&app, github, sink.clone())
+        reconciler(&app, sink.clone())
             .await?
             .with_feedback(feedback.nudge()),
     );
@@ -114,6 +115,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             .with_sink(sink)
             .notifying(app.work.clone());
     let sweeping = tokio::spawn(sweeper.run(stop.child_token()));
+    // Beside the sweeper, apart from the reconciler: it records what GitHub lists through
+    // intake, which tells the reconciler.
+    let resyncing = github.map(|github| {
+        let resync = crate::resync::Resync::new(
+            app.pool.clone(),
+            app.config.clone(),
+            app.clock.clone(),
+            github,
+            app.intake.clone(),
+        );
+        tokio::spawn(Arc::new(resync).run(stop.child_token()))
+    });
     // One signal ends both listeners.
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let signalled = tokio::spawn(async move {
@@ -153,6 +166,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     sweeping
         .await
         .context("waiting for the sweeper to finish")?;
+    if let Some(resyncing) = resyncing {
+        resyncing.await.context("waiting for resync to finish")?;
+    }
     reconciling
         .await
         .context("waiting for the reconciler to finish")?;
@@ -184,7 +200,6 @@ fn github(config: &Config) -> anyhow::Result<Option<Arc<crate::github::GitHub>>>
 /// rather than render secrets nobody can open.
 async fn reconciler(
     app: &App,
-    github: Option<Arc<crate::github::GitHub>>,
     sink: crate::sink::Sink,
 ) -> anyhow::Result<crate::reconcile::Reconciler> {
     let now = app.clock.now();
@@ -217,8 +232,7 @@ async fn reconciler(
         certs,
         crate::ca::from_config(&app.config, now, true)?,
         app.clock.clone(),
-    )
-    .with_github(github, app.intake.clone()))
+    ))
 }
 
 async fn shutdown_signal() {
