@@ -29,6 +29,8 @@ use crate::seal::SealingCert;
 use crate::sink::{APPLIED_HASH, Owner, Sink};
 use crate::work::{Later, Pending};
 
+mod orphans;
+
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
 /// A pass runs at least this often, so a missed notification heals.
@@ -145,7 +147,7 @@ impl Reconciler {
 
     /// One pass over every preview: placement first, one preview at a time in arrival
     /// order (so the queue is first come, first served); then each preview at most once,
-    /// `PARALLEL` at a time.
+    /// `PARALLEL` at a time; then the orphans the sweeper recorded for removal.
     pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
         self.place_waiting().await.context("placing previews")?;
         let ids = db::preview_ids(&self.pool)
@@ -153,6 +155,8 @@ impl Reconciler {
             .context("listing previews")?;
         self.reconcile_all(&ids).await;
         self.tell_feedback(&ids, &[]);
+        // The sweeper's recorded orphans: this is the one writer to the sink.
+        self.remove_orphans().await.context("removing orphans")?;
         Ok(ids.len())
     }
 
