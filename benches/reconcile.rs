@@ -129,9 +129,10 @@ async fn throughput(dir: &Path, previews: usize) {
     )
     .unwrap();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let (app, _writer) = previewd::serve::start(config.clone(), clock.clone())
+    let app = previewd::serve::start(config.clone(), clock.clone())
         .await
-        .unwrap();
+        .unwrap()
+        .app;
     for number in 1..=previews as u64 {
         let (body, _) = opened(number);
         let (action, payload) = previewd::webhook::parse("pull_request", &body).unwrap();

@@ -15,11 +15,9 @@ pub struct App {
     pub pool: SqlitePool,
     pub intake: Intake,
     pub clock: Arc<dyn Clock>,
-    /// Tells the reconciler a preview has work (the sweeper's expiries).
-    pub notify: tokio::sync::mpsc::UnboundedSender<crate::preview::PreviewKey>,
-    /// Previews whose intent changed, for the reconciler (taken by `serve`).
-    pub changed:
-        std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::preview::PreviewKey>>>,
+    /// Tells the reconciler a preview has work (the API's destroy); the reconciler's end
+    /// is returned by `serve::start`, never parked here.
+    pub work: crate::work::Work,
     /// Permits for body bytes being buffered, `server::MAX_BUFFERED` in all.
     pub buffered: Arc<tokio::sync::Semaphore>,
 }

@@ -173,9 +173,9 @@ async fn sweep(config: Config, dry_run: bool) -> anyhow::Result<()> {
     }
     if !dry_run {
         println!(
-            "done: {} expired, {} warned, {} delivery records pruned, {} orphans removed; \
-             a running `previewd serve` tears the expired ones down",
-            report.expired, report.warned, report.pruned, report.orphans_removed
+            "done: {} expired, {} warned, {} delivery records pruned, {} orphans to remove; \
+             a running `previewd serve` tears the expired ones down and removes the orphans",
+            report.expired, report.warned, report.pruned, report.orphans_recorded
         );
     }
     Ok(())

@@ -11,13 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::command::Asker;
 use crate::config::Config;
 use crate::github::{GitHub, GitHubError};
 use crate::preview::PreviewKey;
+use crate::work::Work;
 
 /// The worker looks at what is owed at least this often, woken or not.
 pub const RESYNC: Duration = Duration::from_secs(30);
@@ -38,7 +40,7 @@ pub struct Feedback {
     /// `None` without credentials: commands still run, nothing is sent.
     pub(crate) github: Option<Arc<GitHub>>,
     /// Tells the reconciler a command changed a preview.
-    changed: Option<mpsc::UnboundedSender<PreviewKey>>,
+    work: Option<Work>,
     /// The previews the reconciler looked at, to be reported on.
     nudge: Arc<Nudge>,
     /// Previews whose skipped report was logged (once each).
@@ -57,15 +59,15 @@ impl Feedback {
             config,
             clock,
             github,
-            changed: None,
+            work: None,
             nudge: Arc::new(Nudge::default()),
             unreported: Mutex::new(HashSet::new()),
         }
     }
 
-    /// Sends the previews commands change to the reconciler (the channel intake uses).
-    pub fn notifying(mut self, changed: mpsc::UnboundedSender<PreviewKey>) -> Self {
-        self.changed = Some(changed);
+    /// Tells `work` of the previews commands change (the notifier intake uses).
+    pub fn notifying(mut self, work: Work) -> Self {
+        self.work = Some(work);
         self
     }
 
@@ -74,10 +76,10 @@ impl Feedback {
         self.nudge.clone()
     }
 
-    /// Runs until `stop` is notified: commands and the reports of the previews the
+    /// Runs until `cancel`: commands and the reports of the previews the
     /// reconciler looked at whenever it says so (and when a held installation is let go),
     /// and of every preview at start and every `RESYNC`.
-    pub async fn run(self: Arc<Self>, stop: Arc<Notify>) {
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
         let mut everything = tokio::time::interval(RESYNC);
         loop {
             let release = self.github.as_ref().and_then(|g| g.next_release());
@@ -85,7 +87,7 @@ impl Feedback {
                 _ = everything.tick() => true,
                 () = self.nudge.notify.notified() => false,
                 () = tokio::time::sleep(release.unwrap_or(RESYNC)) => false,
-                () = stop.notified() => return,
+                () = cancel.cancelled() => return,
             };
             if let Err(e) = self.obey().await {
                 tracing::warn!(error = %format!("{e:#}"), "running commands failed; retrying on the next pass");
@@ -105,8 +107,8 @@ impl Feedback {
     }
 
     pub(crate) fn changed(&self, key: &PreviewKey) {
-        if let Some(changed) = &self.changed {
-            let _ = changed.send(key.clone());
+        if let Some(work) = &self.work {
+            work.notify(key.clone());
         }
     }
 

@@ -11,8 +11,8 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::db::{self, DeliveryRow, HistoryRow};
 use crate::intent::{Change, Intent, Outcome};
-use crate::preview::PreviewKey;
 use crate::webhook::Delivery;
+use crate::work::Work;
 
 /// Most deliveries committed together; bounds the latency one commit adds.
 const MAX_BATCH: usize = 256;
@@ -51,14 +51,14 @@ pub struct Intake {
 impl Intake {
     /// Starts the writer on its own connection. It stops once every `Intake` is dropped,
     /// after writing what was queued.
-    /// `changed` receives each preview whose intent a commit changed (the reconciler's queue).
+    /// `work` is told of each preview whose intent a commit changed.
     pub fn start(
         conn: SqliteConnection,
         clock: Arc<dyn Clock>,
-        changed: mpsc::UnboundedSender<PreviewKey>,
+        work: Work,
     ) -> (Self, JoinHandle<()>) {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(write_batches(conn, queue, clock, changed));
+        let writer = tokio::spawn(write_batches(conn, queue, clock, work));
         (Self { jobs }, writer)
     }
 
@@ -90,7 +90,7 @@ async fn write_batches(
     mut conn: SqliteConnection,
     mut queue: mpsc::Receiver<Job>,
     clock: Arc<dyn Clock>,
-    changed: mpsc::UnboundedSender<PreviewKey>,
+    work: Work,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -114,8 +114,7 @@ async fn write_batches(
                 Change::PullRequest(change),
             ) = (result, &job.intent.change)
             {
-                // The reconciler may be gone (shutdown, tests without one): nothing to wake.
-                let _ = changed.send(change.pr.key.clone());
+                work.notify(change.pr.key.clone());
             }
             // A command runs now, not at the next resync: what it acts on stays what was seen.
             if let (
@@ -123,7 +122,7 @@ async fn write_batches(
                 Change::Command(command) | Change::FrozenCommand(command),
             ) = (result, &job.intent.change)
             {
-                let _ = changed.send(command.key.clone());
+                work.notify(command.key.clone());
             }
         }
         for (job, result) in batch.drain(..).zip(results) {

@@ -3,22 +3,21 @@
 //! and does the one next step (`plan`). A lost notification, a crash or a redelivered
 //! webhook all converge to the same result on the next pass.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::ca::PreviewCa;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
 use crate::feedback::Nudge;
-use crate::github::GitHub;
-use crate::intake::Intake;
 use crate::ledger;
 use crate::metrics::METRICS;
 use crate::naming::Names;
@@ -27,6 +26,9 @@ use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
 use crate::render::{self, Rendered, SealedSecret};
 use crate::seal::SealingCert;
 use crate::sink::{Owner, Sink};
+use crate::work::{Later, Pending};
+
+mod orphans;
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
@@ -45,18 +47,14 @@ pub struct Reconciler {
     certs: BTreeMap<String, SealingCert>,
     ca: Option<PreviewCa>,
     clock: Arc<dyn Clock>,
-    /// Resync's listings of open PRs; `None` without credentials.
-    github: Option<Arc<GitHub>>,
-    /// Where resync records what it finds (as deliveries).
-    intake: Option<Intake>,
     /// Tells the feedback worker (`crate::feedback`) which previews a pass looked at:
     /// GitHub hears of them from there, never from inside a pass.
     feedback: Option<Arc<Nudge>>,
     /// This state's identity, labelled on every Application (read once).
     instance: tokio::sync::OnceCell<String>,
-    /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon:
-    /// when (and after which delay, doubled each time up to `RESYNC`).
-    requeue: Mutex<HashMap<i64, (Instant, Duration)>>,
+    /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon
+    /// (after `REQUEUE_FIRST`, doubled each time up to `RESYNC`).
+    later: Later,
 }
 
 impl Reconciler {
@@ -75,19 +73,10 @@ impl Reconciler {
             certs,
             ca,
             clock,
-            github: None,
-            intake: None,
             feedback: None,
-            requeue: Mutex::new(HashMap::new()),
+            later: Later::new(REQUEUE_FIRST, RESYNC),
             instance: tokio::sync::OnceCell::new(),
         }
-    }
-
-    /// Resyncs open PRs (listed by `github`) through `intake`.
-    pub fn with_github(mut self, github: Option<Arc<GitHub>>, intake: Intake) -> Self {
-        self.github = github;
-        self.intake = Some(intake);
-        self
     }
 
     /// Tells `feedback` (the feedback worker's nudge) what every pass looked at.
@@ -102,55 +91,19 @@ impl Reconciler {
         }
     }
 
-    /// Runs until `stop` is notified: the previews intake reports changed as they come, and
+    /// Runs until `cancel`: the previews `pending` says have work as they come, and
     /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
-    pub async fn run(
-        self: Arc<Self>,
-        mut changed: mpsc::UnboundedReceiver<PreviewKey>,
-        stop: Arc<Notify>,
-    ) {
+    pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
         let mut resync = tokio::time::interval(RESYNC);
-        // Resync lists PRs on GitHub: beside the passes, so that a slow or rate-limited
-        // GitHub never holds up a deploy or a teardown.
-        let resyncing = tokio::spawn(self.clone().resync_every());
-        let mut soon = tokio::time::interval(Duration::from_secs(1));
         loop {
             let result = tokio::select! {
                 _ = resync.tick() => self.pass().await,
-                _ = soon.tick() => {
-                    let due = self.due_requeues();
-                    if due.is_empty() { Ok(0) } else { self.pass_ids(&due).await }
-                }
-                Some(key) = changed.recv() => {
-                    let mut keys = BTreeSet::from([key]);
-                    while let Ok(key) = changed.try_recv() {
-                        keys.insert(key);
-                    }
-                    self.pass_for(&keys).await
-                }
-                () = stop.notified() => {
-                    resyncing.abort();
-                    return;
-                }
+                due = self.later.due() => self.pass_ids(&due).await,
+                Some(keys) = pending.next() => self.pass_for(&keys).await,
+                () = cancel.cancelled() => return,
             };
             if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
-            }
-        }
-    }
-
-    /// A resync every `github.resync_interval` (and at start), until aborted.
-    async fn resync_every(self: Arc<Self>) {
-        let every = self
-            .config
-            .github
-            .resync_interval
-            .max(Duration::from_secs(1));
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tick.tick().await;
-            if let Err(e) = self.resync().await {
-                tracing::warn!(error = %format!("{e:#}"), "resync failed; retrying at the next one");
             }
         }
     }
@@ -183,35 +136,17 @@ impl Reconciler {
     /// Looks at `id` again soon: after 2 s, then doubling up to `RESYNC` while it keeps
     /// waiting, so a preview reports ready (or gone) seconds after Argo CD, not a resync later.
     fn requeue(&self, id: i64) {
-        let mut queue = self.requeue.lock().expect("requeue");
-        let delay = queue
-            .get(&id)
-            .map_or(REQUEUE_FIRST, |(_, delay)| (*delay * 2).min(RESYNC));
-        queue.insert(id, (Instant::now() + delay, delay));
+        self.later.again(id);
     }
 
     /// `id` converged: no early look needed.
     fn settled(&self, id: i64) {
-        self.requeue.lock().expect("requeue").remove(&id);
-    }
-
-    fn due_requeues(&self) -> Vec<i64> {
-        let now = Instant::now();
-        let mut queue = self.requeue.lock().expect("requeue");
-        let mut due = Vec::new();
-        for (id, (at, _)) in queue.iter_mut() {
-            if *at <= now {
-                due.push(*id);
-                // Until its reconcile asks again (with a doubled delay) or settles it.
-                *at = now + RESYNC;
-            }
-        }
-        due
+        self.later.settled(id);
     }
 
     /// One pass over every preview: placement first, one preview at a time in arrival
     /// order (so the queue is first come, first served); then each preview at most once,
-    /// `PARALLEL` at a time.
+    /// `PARALLEL` at a time; then the orphans the sweeper recorded for removal.
     pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
         self.place_waiting().await.context("placing previews")?;
         let ids = db::preview_ids(&self.pool)
@@ -219,6 +154,8 @@ impl Reconciler {
             .context("listing previews")?;
         self.reconcile_all(&ids).await;
         self.tell_feedback(&ids, &[]);
+        // The sweeper's recorded orphans: this is the one writer to the sink.
+        self.remove_orphans().await.context("removing orphans")?;
         Ok(ids.len())
     }
 
@@ -512,5 +449,4 @@ mod obey;
 mod owned;
 mod place;
 mod report;
-mod resync;
 mod teardown;

@@ -1,11 +1,13 @@
 //! The composition root: `previewd serve` opens the state, starts the intake writer, the
-//! reconciler, the feedback worker and the sweeper, serves HTTP, and on a signal stops them
+//! reconciler (the one actor on the sink) and the drivers that only record intent or talk to
+//! GitHub (the sweeper, resync, the feedback worker), serves HTTP, and on a signal stops them
 //! in order. The only module that knows every system.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::clock::{Clock, SystemClock};
@@ -13,36 +15,41 @@ use crate::config::Config;
 use crate::db;
 use crate::intake::Intake;
 use crate::server::{self, MAX_BUFFERED, edge};
+use crate::work::Pending;
+
+/// What `start` opens: the request state, the reconciler's end of the notifier (every
+/// producer's end is `app.work`), and the writer task, which ends once `app` is dropped.
+pub struct Started {
+    pub app: Arc<App>,
+    pub pending: Pending,
+    pub writer: tokio::task::JoinHandle<()>,
+}
 
 /// Opens the state and starts the writer: the parts `serve` and the tests share.
-pub async fn start(
-    config: Config,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<(Arc<App>, tokio::task::JoinHandle<()>)> {
+pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Started> {
     if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let pool = db::open(&config.state).await?;
-    let (changes, changed) = tokio::sync::mpsc::unbounded_channel();
-    let notify = changes.clone();
+    let (work, pending) = crate::work::channel();
     let (intake, writer) = Intake::start(
         db::writer_connection(&config.state).await?,
         clock.clone(),
-        changes,
+        work.clone(),
     );
-    let changed = std::sync::Mutex::new(Some(changed));
-    Ok((
-        Arc::new(App {
-            config,
-            pool,
-            intake,
-            clock,
-            notify,
-            changed,
-            buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
-        }),
+    let app = Arc::new(App {
+        config,
+        pool,
+        intake,
+        clock,
+        work,
+        buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
+    });
+    Ok(Started {
+        app,
+        pending,
         writer,
-    ))
+    })
 }
 
 /// `previewd serve`: runs until SIGTERM or Ctrl-C, then finishes in-flight requests and
@@ -69,7 +76,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let (app, writer) = start(config, Arc::new(SystemClock)).await?;
+    let Started {
+        app,
+        pending,
+        writer,
+    } = start(config, Arc::new(SystemClock)).await?;
     let github = github(&app.config)?;
     // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
@@ -80,25 +91,20 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             app.clock.clone(),
             github.clone(),
         )
-        .notifying(app.notify.clone()),
+        .notifying(app.work.clone()),
     );
     // One sink (one Kubernetes client) for the reconciler and the sweeper.
     let sink = crate::sink::Sink::from_config(&app.config).await?;
     let reconciler = Arc::new(
-        reconciler(&app, github, sink.clone())
+        reconciler(&app, sink.clone())
             .await?
             .with_feedback(feedback.nudge()),
     );
-    let stop_feedback = Arc::new(tokio::sync::Notify::new());
-    let feeding_back = tokio::spawn(feedback.run(stop_feedback.clone()));
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let changed = app
-        .changed
-        .lock()
-        .map_err(|_| anyhow::anyhow!("state lock poisoned"))?
-        .take()
-        .context("reconciler already running")?;
-    let reconciling = tokio::spawn(reconciler.run(changed, stop.clone()));
+    // One token ends every background task (each holds a child): cancelled once, after
+    // the HTTP listeners have stopped taking new work.
+    let stop = CancellationToken::new();
+    let feeding_back = tokio::spawn(feedback.run(stop.child_token()));
+    let reconciling = tokio::spawn(reconciler.run(pending, stop.child_token()));
     tracing::info!(
         listen = %listener.local_addr()?,
         state = %app.config.state.display(),
@@ -107,10 +113,20 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let sweeper =
         crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
             .with_sink(sink)
-            .notifying(app.notify.clone());
-    // Each task its own stop: a `Notify` keeps one permit for one waiter.
-    let stop_sweeping = Arc::new(tokio::sync::Notify::new());
-    let sweeping = tokio::spawn(sweeper.run(stop_sweeping.clone()));
+            .notifying(app.work.clone());
+    let sweeping = tokio::spawn(sweeper.run(stop.child_token()));
+    // Beside the sweeper, apart from the reconciler: it records what GitHub lists through
+    // intake, which tells the reconciler.
+    let resyncing = github.map(|github| {
+        let resync = crate::resync::Resync::new(
+            app.pool.clone(),
+            app.config.clone(),
+            app.clock.clone(),
+            github,
+            app.intake.clone(),
+        );
+        tokio::spawn(Arc::new(resync).run(stop.child_token()))
+    });
     // One signal ends both listeners.
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let signalled = tokio::spawn(async move {
@@ -140,9 +156,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(serving) = metrics_serving {
         serving.await.context("waiting for the metrics listener")?;
     }
-    stop.notify_one();
-    stop_sweeping.notify_one();
-    stop_feedback.notify_one();
+    stop.cancel();
     // A call to a slow GitHub is not waited out: what the worker owed stays owed (in the
     // state) for the next start.
     match tokio::time::timeout(Duration::from_secs(10), feeding_back).await {
@@ -152,6 +166,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     sweeping
         .await
         .context("waiting for the sweeper to finish")?;
+    if let Some(resyncing) = resyncing {
+        resyncing.await.context("waiting for resync to finish")?;
+    }
     reconciling
         .await
         .context("waiting for the reconciler to finish")?;
@@ -183,7 +200,6 @@ fn github(config: &Config) -> anyhow::Result<Option<Arc<crate::github::GitHub>>>
 /// rather than render secrets nobody can open.
 async fn reconciler(
     app: &App,
-    github: Option<Arc<crate::github::GitHub>>,
     sink: crate::sink::Sink,
 ) -> anyhow::Result<crate::reconcile::Reconciler> {
     let now = app.clock.now();
@@ -216,8 +232,7 @@ async fn reconciler(
         certs,
         crate::ca::from_config(&app.config, now, true)?,
         app.clock.clone(),
-    )
-    .with_github(github, app.intake.clone()))
+    ))
 }
 
 async fn shutdown_signal() {

@@ -1,15 +1,17 @@
 //! The sweeper, previewd's third driver after webhooks and commands: on an interval it finds
 //! the previews that are due (one indexed query), records their expiry (the reconciler tears
 //! them down), warns once per expiry before that, forgets what belongs to previews long gone
-//! (and old delivery records) in small batches, and looks for orphaned Applications. It only ever records intent, under a lease, so two sweepers on one
-//! state never both act, and a crash mid-pass leaves nothing done twice or forgotten.
+//! (and old delivery records) in small batches, and looks for orphaned Applications (and
+//! records those to remove: the reconciler deletes them). It only ever records intent, under
+//! a lease, so two sweepers on one state never both act, and a crash mid-pass leaves nothing
+//! done twice or forgotten; the sink it only reads.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::SqlitePool;
-use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::comment;
@@ -18,6 +20,7 @@ use crate::db::{self, DueRow};
 use crate::naming::Names;
 use crate::preview::PreviewKey;
 use crate::sink::Sink;
+use crate::work::Work;
 
 const LEASE: &str = "sweep";
 /// A lease outlives a pass by far; a crashed holder's lease lapses after this.
@@ -85,7 +88,8 @@ pub struct Report {
     pub pruned: u64,
     /// Rows retention deleted (history, commands, notices, threads, closes).
     pub forgotten: u64,
-    pub orphans_removed: usize,
+    /// Orphans recorded for the reconciler to remove.
+    pub orphans_recorded: u64,
 }
 
 pub struct Sweeper {
@@ -94,7 +98,7 @@ pub struct Sweeper {
     clock: Arc<dyn Clock>,
     sink: Option<Sink>,
     /// Tells the reconciler which previews now have work.
-    notify: Option<mpsc::UnboundedSender<PreviewKey>>,
+    work: Option<Work>,
     holder: String,
     passes: std::sync::atomic::AtomicU64,
 }
@@ -106,25 +110,27 @@ impl Sweeper {
             config,
             clock,
             sink: None,
-            notify: None,
+            work: None,
             holder: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
             passes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    /// Looks for orphans in `sink` (and removes them if `sweep.remove_orphans`).
+    /// Looks for orphans in `sink` (and records them for removal if `sweep.remove_orphans`);
+    /// it never writes to it.
     pub fn with_sink(mut self, sink: Sink) -> Self {
         self.sink = Some(sink);
         self
     }
 
-    pub fn notifying(mut self, notify: mpsc::UnboundedSender<PreviewKey>) -> Self {
-        self.notify = Some(notify);
+    /// Tells `work` of the previews a pass gave work (expiries, warnings).
+    pub fn notifying(mut self, work: Work) -> Self {
+        self.work = Some(work);
         self
     }
 
-    /// Sweeps every `sweep.interval` until `stop`.
-    pub async fn run(self, stop: Arc<Notify>) {
+    /// Sweeps every `sweep.interval` until `cancel`.
+    pub async fn run(self, cancel: CancellationToken) {
         let mut every =
             tokio::time::interval(self.config.sweep_interval.max(Duration::from_secs(1)));
         loop {
@@ -136,7 +142,7 @@ impl Sweeper {
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %format!("{e:#}"), "sweep failed; trying again next interval"),
                 },
-                () = stop.notified() => return,
+                () = cancel.cancelled() => return,
             }
         }
     }
@@ -255,35 +261,27 @@ impl Sweeper {
             }
         }
         // The plan may be old by now (a dry run's, or one whose expiries took a while): a
-        // preview created since may own a listed name. Look again just before deleting; the
-        // sink then deletes only this instance's object under the uid it just read.
+        // preview created since may own a listed name. Look again before recording; the
+        // reconciler looks once more before it deletes, and deletes only this instance's
+        // object under the uid it just read.
         let still = if removable {
             self.orphans().await?
         } else {
             Vec::new()
         };
-        let instance = db::instance_id(&self.pool).await?;
+        let mut remove = Vec::new();
         for name in &plan.orphans {
-            let remove = removable && still.contains(name);
+            let removing = removable && still.contains(name);
             tracing::warn!(
                 application = name,
-                remove,
+                remove = removing,
                 "orphaned Application: no preview owns it"
             );
-            if let (true, Some(sink)) = (remove, &self.sink) {
-                match sink
-                    .delete(name, &crate::sink::Owner::instance(&instance))
-                    .await
-                {
-                    Ok(()) => report.orphans_removed += 1,
-                    // Relabelled since it was listed: not this state's to delete.
-                    Err(e) if e.downcast_ref::<crate::sink::Conflict>().is_some() => {
-                        tracing::warn!(application = name, error = %e, "orphan left alone");
-                    }
-                    Err(e) => return Err(e),
-                }
+            if removing {
+                remove.push(name.clone());
             }
         }
+        report.orphans_recorded = db::record_orphans(&self.pool, &remove, now).await?;
         Ok(report)
     }
 
@@ -341,23 +339,7 @@ impl Sweeper {
         if listed.is_empty() {
             return Ok(Vec::new());
         }
-        let mut owned = BTreeSet::new();
-        for (repo, number, names) in db::preview_names(&self.pool).await? {
-            let (Ok(repo), Ok(number)) = (repo.parse(), u32::try_from(number)) else {
-                continue;
-            };
-            let key = PreviewKey::new(repo, number);
-            let domain = &self
-                .config
-                .policy_for(&key.repo)
-                .unwrap_or(&self.config.defaults)
-                .domain;
-            // Recorded names: an unreadable record owns nothing, so never counts as orphaned
-            // by error; it leaves the whole pass without removals.
-            let names = Names::recorded(names.as_deref(), &key, domain)?;
-            owned.insert(names.application);
-            owned.insert(names.app_application);
-        }
+        let owned = owned_names(&self.pool, &self.config).await?;
         Ok(listed
             .into_iter()
             .filter(|name| !owned.contains(name))
@@ -365,13 +347,36 @@ impl Sweeper {
     }
 
     fn notify(&self, repo: &str, number: i64) {
-        let (Some(notify), Ok(repo), Ok(number)) =
-            (&self.notify, repo.parse(), u32::try_from(number))
+        let (Some(work), Ok(repo), Ok(number)) = (&self.work, repo.parse(), u32::try_from(number))
         else {
             return;
         };
-        let _ = notify.send(PreviewKey::new(repo, number));
+        work.notify(PreviewKey::new(repo, number));
     }
+}
+
+/// Every Application name a preview owns (helper and app), from the recorded names. An
+/// unreadable record owns nothing, so is never counted as orphaned by error: it is an error,
+/// which leaves the whole pass without removals.
+pub(crate) async fn owned_names(
+    pool: &SqlitePool,
+    config: &Config,
+) -> anyhow::Result<BTreeSet<String>> {
+    let mut owned = BTreeSet::new();
+    for (repo, number, names) in db::preview_names(pool).await? {
+        let (Ok(repo), Ok(number)) = (repo.parse(), u32::try_from(number)) else {
+            continue;
+        };
+        let key = PreviewKey::new(repo, number);
+        let domain = &config
+            .policy_for(&key.repo)
+            .unwrap_or(&config.defaults)
+            .domain;
+        let names = Names::recorded(names.as_deref(), &key, domain)?;
+        owned.insert(names.application);
+        owned.insert(names.app_application);
+    }
+    Ok(owned)
 }
 
 fn secs(duration: Duration) -> i64 {

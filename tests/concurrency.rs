@@ -1,5 +1,6 @@
 //! Many deliveries at once: each lands exactly once, none sees "database is locked"; and
 //! operators' destroys racing them (and another writer) wait for the lock instead of failing.
+//! And the reconciler's own loop: what it must look at again comes back on time.
 
 mod common;
 
@@ -229,4 +230,42 @@ async fn a_destroy_that_cannot_get_the_lock_within_the_busy_timeout_answers_503_
     // Asked again once the lock is free, it succeeds.
     let (status, body) = destroy(&app, 2).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+}
+
+/// A preview whose reconcile failed is looked at again after the requeue's first delays
+/// (2 s, then 4 s), by the reconciler itself: not only at the next full pass (30 s), and
+/// without anyone telling it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_preview_is_looked_at_again_after_its_delay_not_at_the_next_resync() {
+    use std::time::{Duration, Instant};
+    let app = TestApp::start().await;
+    let rendered = app.dir.path().join("rendered");
+    // The directory sink's directory is a file: every look at the preview fails.
+    std::fs::write(&rendered, "not a directory").unwrap();
+    let reconciler = Arc::new(common::directory_reconciler(&app));
+    let pending = app.pending.lock().unwrap().take().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(reconciler.run(pending, stop.child_token()));
+    app.send(&opened(2)).await;
+    let failing = Instant::now();
+    let failed = "SELECT COUNT(*) FROM previews WHERE observed = 'error'";
+    while app.scalar::<i64>(failed).await == 0 {
+        assert!(failing.elapsed() < Duration::from_secs(10), "never failed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Both first looks (the pass at start and the delivery's) are over by then.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    std::fs::remove_file(&rendered).unwrap();
+    std::fs::create_dir(&rendered).unwrap();
+    let fixed = Instant::now();
+    while std::fs::read_dir(&rendered).unwrap().next().is_none() {
+        assert!(
+            fixed.elapsed() < Duration::from_secs(15),
+            "not looked at again before the full pass"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    running.await.unwrap();
 }

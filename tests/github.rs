@@ -12,6 +12,7 @@ use common::{Delivery, TestApp, eventually};
 use previewd::feedback::Feedback;
 use previewd::github::GitHub;
 use previewd::reconcile::Reconciler;
+use previewd::resync::Resync;
 use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
@@ -33,10 +34,11 @@ async fn setup() -> (TestApp, FakeGitHub, Previewd) {
     (app, github, previewd)
 }
 
-/// The reconciler and the feedback worker on one state and one GitHub client, wired as
-/// `serve` wires them.
+/// The reconciler, the feedback worker and resync on one state and one GitHub client,
+/// wired as `serve` wires them.
 struct Previewd {
     reconciler: Arc<Reconciler>,
+    resync: Arc<Resync>,
     feedback: Arc<Feedback>,
     github: Arc<GitHub>,
 }
@@ -57,12 +59,18 @@ impl Previewd {
             Arc::new(app.clock.clone()),
             Some(client.clone()),
         )
-        .notifying(app.app.notify.clone());
-        let reconciler = common::directory_reconciler(app)
-            .with_github(Some(client.clone()), app.app.intake.clone())
-            .with_feedback(feedback.nudge());
+        .notifying(app.app.work.clone());
+        let reconciler = common::directory_reconciler(app).with_feedback(feedback.nudge());
+        let resync = Resync::new(
+            app.pool().clone(),
+            config.clone(),
+            Arc::new(app.clock.clone()),
+            client.clone(),
+            app.app.intake.clone(),
+        );
         Self {
             reconciler: Arc::new(reconciler),
+            resync: Arc::new(resync),
             feedback: Arc::new(feedback),
             github: client,
         }
@@ -96,12 +104,13 @@ impl Previewd {
         }
     }
 
-    /// Both loops running, as in `serve`; notify the answer to stop them.
-    fn run(&self, app: &TestApp) -> Arc<tokio::sync::Notify> {
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let changed = app.app.changed.lock().unwrap().take().unwrap();
-        tokio::spawn(self.reconciler.clone().run(changed, stop.clone()));
-        tokio::spawn(self.feedback.clone().run(stop.clone()));
+    /// The loops running, as in `serve`; cancel the answer to stop them.
+    fn run(&self, app: &TestApp) -> tokio_util::sync::CancellationToken {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let pending = app.pending.lock().unwrap().take().unwrap();
+        tokio::spawn(self.reconciler.clone().run(pending, stop.child_token()));
+        tokio::spawn(self.feedback.clone().run(stop.child_token()));
+        tokio::spawn(self.resync.clone().run(stop.child_token()));
         stop
     }
 }
@@ -505,7 +514,7 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
             "9999999999999999999999999999999999999999",
         ));
     }
-    assert_eq!(previewd.reconciler.resync().await.unwrap(), 0);
+    assert_eq!(previewd.resync.pass().await.unwrap(), 0);
     assert_eq!(
         (app.count("previews").await, desired(&app).await.as_str()),
         (1, "deployed")
@@ -514,14 +523,14 @@ async fn resync_heals_a_lost_opened_and_a_lost_closed_and_a_failed_listing_chang
     let held = previewd.github.held(&HELLO.parse().unwrap(), None);
     tokio::time::sleep(held.expect("held after a 5xx")).await;
 
-    assert_eq!(previewd.reconciler.resync().await.unwrap(), 2);
+    assert_eq!(previewd.resync.pass().await.unwrap(), 2);
     previewd.pass().await;
     let numbers: Vec<i64> = app
         .scalars("SELECT number FROM previews ORDER BY number")
         .await;
     assert_eq!(numbers, [9], "#2 closed and gone, #9 deployed");
     assert_eq!(
-        previewd.reconciler.resync().await.unwrap(),
+        previewd.resync.pass().await.unwrap(),
         0,
         "nothing new the second time"
     );
@@ -673,13 +682,13 @@ async fn resync_does_not_bring_back_a_preview_destroyed_on_purpose() {
     assert_eq!(app.count("previews").await, 0);
     github.hub().pulls.push(listed_pull(2, "open", HEAD));
     assert_eq!(
-        previewd.reconciler.resync().await.unwrap(),
+        previewd.resync.pass().await.unwrap(),
         0,
         "destroyed at this head: stays gone"
     );
     github.hub().pulls[0] = listed_pull(2, "open", "7777777777777777777777777777777777777777");
     assert_eq!(
-        previewd.reconciler.resync().await.unwrap(),
+        previewd.resync.pass().await.unwrap(),
         1,
         "a new push brings it back"
     );
@@ -786,7 +795,7 @@ async fn a_rate_limited_repository_delays_neither_another_prs_deploy_nor_its_tea
         eventually(std::time::Duration::from_secs(3), || !has_other()).await,
         "and is torn down as fast"
     );
-    stop.notify_waiters();
+    stop.cancel();
 }
 
 #[tokio::test]
@@ -959,7 +968,7 @@ async fn resync_does_not_bring_back_a_destroyed_preview_after_retention() {
         "head": {"sha": HEAD, "ref": "feature", "repo": {"id": 186853002}},
         "base": {"ref": "main", "repo": {"id": 186853002}},
     }));
-    let recorded = previewd.reconciler.resync().await.unwrap();
+    let recorded = previewd.resync.pass().await.unwrap();
     previewd.pass().await;
     assert_eq!(
         (recorded, app.count("previews").await),

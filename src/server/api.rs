@@ -83,7 +83,7 @@ pub async fn destroy(
     match asked {
         Some(true) => {
             if let Ok(name) = repo.parse() {
-                let _ = app.notify.send(PreviewKey::new(name, number));
+                app.work.notify(PreviewKey::new(name, number));
             }
             Ok((StatusCode::ACCEPTED, Json(json!({"destroying": true}))).into_response())
         }

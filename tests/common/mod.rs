@@ -49,6 +49,8 @@ pub fn config(toml: &str) -> String {
 pub struct TestApp {
     pub router: Router,
     pub app: Arc<App>,
+    /// The reconciler's end of `app.work`, for a test that runs the reconciler's loop.
+    pub pending: std::sync::Mutex<Option<previewd::work::Pending>>,
     pub clock: ManualClock,
     pub dir: tempfile::TempDir,
 }
@@ -78,10 +80,12 @@ impl TestApp {
         )
         .unwrap();
         let clock = ManualClock::at(NOW);
-        let (app, _writer) = serve::start(config, Arc::new(clock.clone())).await.unwrap();
+        let started = serve::start(config, Arc::new(clock.clone())).await.unwrap();
+        let app = started.app;
         Self {
             router: server::router(app.clone()),
             app,
+            pending: std::sync::Mutex::new(Some(started.pending)),
             clock,
             dir,
         }

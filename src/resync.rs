@@ -1,25 +1,83 @@
-//! Resync with GitHub: the open PRs of each repository, listed and fed through intake as if
-//! their webhooks had arrived, so a lost delivery leaves no PR without its preview and no
-//! closed PR with one. A failed listing changes nothing; a tracked PR missing from the list
-//! is only closed once GitHub itself says it is closed.
+//! Resync with GitHub, a driver beside the sweeper: every `github.resync_interval` the open
+//! PRs of each repository are listed and recorded through intake as if their webhooks had
+//! arrived (intake then tells the reconciler), so a lost delivery leaves no PR without its
+//! preview and no closed PR with one. It only records intent; the reconciler acts. A failed
+//! listing changes nothing; a tracked PR missing from the list is only closed once GitHub
+//! itself says it is closed. Apart from the reconciler, so that a slow or rate-limited
+//! GitHub never holds up a deploy or a teardown.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::Reconciler;
-use super::obey::installation;
+use sqlx::SqlitePool;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::Config;
 use crate::db;
-use crate::github::PullInfo;
+use crate::github::{GitHub, PullInfo};
+use crate::intake::Intake;
 use crate::intent;
 use crate::preview::{PreviewKey, RepoName};
 use crate::webhook::{Delivery, Event, PrAction, PullRequestEvent};
 
-impl Reconciler {
+pub struct Resync {
+    pool: SqlitePool,
+    config: Config,
+    clock: Arc<dyn Clock>,
+    /// Lists the open PRs.
+    github: Arc<GitHub>,
+    /// Where what it finds is recorded (as deliveries).
+    intake: Intake,
+}
+
+impl Resync {
+    pub fn new(
+        pool: SqlitePool,
+        config: Config,
+        clock: Arc<dyn Clock>,
+        github: Arc<GitHub>,
+        intake: Intake,
+    ) -> Self {
+        Self {
+            pool,
+            config,
+            clock,
+            github,
+            intake,
+        }
+    }
+
+    /// A pass every `github.resync_interval` (and at start), until `cancel`.
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        let every = self
+            .config
+            .github
+            .resync_interval
+            .max(Duration::from_secs(1));
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = cancel.cancelled() => return,
+            }
+            // Cut short by shutdown, a pass leaves nothing half done: each PR is one delivery.
+            let result = tokio::select! {
+                result = self.pass() => result,
+                () = cancel.cancelled() => return,
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %format!("{e:#}"), "resync failed; retrying at the next one");
+            }
+        }
+    }
+
     /// One resync of every configured repository (and every repository with previews; with
-    /// no `[[repos]]`, every repository previewd has heard of).
-    pub async fn resync(&self) -> anyhow::Result<usize> {
-        let (Some(github), Some(intake)) = (&self.github, &self.intake) else {
-            return Ok(0);
-        };
+    /// no `[[repos]]`, every repository previewd has heard of). Returns the deliveries
+    /// recorded.
+    pub async fn pass(&self) -> anyhow::Result<usize> {
+        let (github, intake) = (&self.github, &self.intake);
         let tracked = db::tracked_pulls(&self.pool).await?;
         let mut repos: BTreeSet<String> = self
             .config
@@ -97,7 +155,7 @@ impl Reconciler {
     }
 }
 
-impl Reconciler {
+impl Resync {
     /// An open PR without a preview whose last one was expired, destroyed or evicted at this
     /// very head: that was the point, and only a new push brings it back. (A preview that
     /// ended because the PR closed comes back: the PR was reopened while a webhook was lost.)
@@ -106,6 +164,10 @@ impl Reconciler {
         let ended = db::ended_on_purpose_at(&self.pool, repo, i64::from(pull.number)).await?;
         Ok(ended.as_deref() == Some(pull.head_sha.as_str()))
     }
+}
+
+fn installation(id: Option<i64>) -> Option<u64> {
+    id.and_then(|id| u64::try_from(id).ok())
 }
 
 /// A pull request as a delivery GitHub could have sent: deduplicated on its head and update
