@@ -20,4 +20,7 @@ pub struct App {
     pub work: crate::work::Work,
     /// Permits for body bytes being buffered, `server::MAX_BUFFERED` in all.
     pub buffered: Arc<tokio::sync::Semaphore>,
+    /// The process's metrics registry: the edge counts deliveries into it and `/metrics`
+    /// renders it; `serve` hands the same one to the reconciler, sweeper and GitHub client.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }

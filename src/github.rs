@@ -135,9 +135,17 @@ pub struct GitHub {
     permissions: Mutex<HashMap<(String, String), (std::time::Instant, Permission)>>,
     /// Installations held by a rate limit or an outage.
     holds: Holds,
+    /// Where GitHub's rate limit is reported (the process's registry, from `with_metrics`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl GitHub {
+    /// Reports GitHub's rate limit to `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     pub fn new(api_url: &str, credentials: &GithubCredentials) -> anyhow::Result<Self> {
         let builder = Octocrab::builder()
             .base_uri(api_url)?
@@ -173,6 +181,7 @@ impl GitHub {
             login: tokio::sync::OnceCell::new(),
             rate_remaining: AtomicI64::new(-1),
             permissions: Mutex::new(HashMap::new()),
+            metrics: Arc::default(),
             holds: Holds::default(),
         })
     }

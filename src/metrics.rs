@@ -1,59 +1,30 @@
-//! Prometheus metrics: counters and histograms kept in memory by the code that measures,
-//! rendered in the text exposition format at `GET /metrics` together with gauges read from
-//! the state at scrape time (previews by state and cluster).
+//! Prometheus metrics: one registry (prometheus-client, as kube-rs' controller-rs and
+//! linkerd's policy controller keep theirs), built once by the composition root and handed
+//! to whoever counts; rendered in the OpenMetrics text format at `GET /metrics` together with
+//! gauges read from the state at scrape time (previews by state and cluster).
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
-/// The process's metrics; one registry, like a Prometheus client's default.
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::default);
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// The `Content-Type` of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Seconds: from 1 ms to 10 minutes, wide enough for an intake write and a teardown.
-const BUCKETS: &[f64] = &[
+const BUCKETS: [f64; 17] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     300.0, 600.0,
 ];
 
-#[derive(Default)]
-pub struct Histogram {
-    inner: Mutex<(Vec<u64>, u64, f64)>,
-}
-
-impl Histogram {
-    pub fn observe(&self, value: Duration) {
-        let seconds = value.as_secs_f64();
-        let mut inner = self.inner.lock().expect("histogram");
-        if inner.0.is_empty() {
-            inner.0 = vec![0; BUCKETS.len()];
-        }
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                inner.0[i] += 1;
-            }
-        }
-        inner.1 += 1;
-        inner.2 += seconds;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let inner = self.inner.lock().expect("histogram");
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            let count = inner.0.get(i).copied().unwrap_or(0);
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {count}");
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", inner.1);
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(out, "{name}_sum{braces} {}", inner.2);
-        let _ = writeln!(out, "{name}_count{braces} {}", inner.1);
-    }
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
 /// The events a verified delivery is counted under; any other name is `other`.
@@ -95,18 +66,114 @@ impl DeliveryOutcome {
     }
 }
 
-#[derive(Default)]
+/// Label sets: every value from a fixed set, except the previews' `cluster`, which comes
+/// from the configuration (bounded by it), never from a request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabels {
+    event: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SinkLabels {
+    sink: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PreviewLabels {
+    state: String,
+    cluster: String,
+}
+
 pub struct Metrics {
-    /// (event, outcome) → deliveries; both labels from fixed sets
-    deliveries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
-    pub intake_latency: Histogram,
-    /// sink → reconcile durations, and errors
-    reconcile: Mutex<BTreeMap<&'static str, (Histogram, u64)>>,
-    pub teardown: Histogram,
-    stuck_teardowns: AtomicI64,
-    pub sweep: Histogram,
+    registry: Registry,
+    deliveries: Family<DeliveryLabels, Counter>,
+    intake_latency: Histogram,
+    reconcile: Family<SinkLabels, Histogram, fn() -> Histogram>,
+    reconcile_errors: Family<SinkLabels, Counter>,
+    previews: Family<PreviewLabels, Gauge>,
+    teardown: Histogram,
+    stuck_teardowns: Counter,
+    sweep: Histogram,
     /// `x-ratelimit-remaining` of GitHub's last answer (-1: none yet).
-    pub github_rate_remaining: AtomicI64,
+    github_rate_remaining: Gauge<i64, AtomicI64>,
+    /// One scrape at a time: the previews gauge is cleared and refilled from the state.
+    scraping: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let deliveries = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "previewd_deliveries",
+            "Webhook deliveries by event and outcome",
+            deliveries.clone(),
+        );
+        let intake_latency = histogram();
+        registry.register(
+            "previewd_intake_seconds",
+            "Time from a delivery's arrival to its durable answer",
+            intake_latency.clone(),
+        );
+        let reconcile: Family<SinkLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(histogram);
+        registry.register(
+            "previewd_reconcile_seconds",
+            "Time one preview's reconcile took, by sink",
+            reconcile.clone(),
+        );
+        let reconcile_errors = Family::<SinkLabels, Counter>::default();
+        registry.register(
+            "previewd_reconcile_errors",
+            "Reconciles that failed, by sink",
+            reconcile_errors.clone(),
+        );
+        let previews = Family::<PreviewLabels, Gauge>::default();
+        registry.register(
+            "previewd_previews",
+            "Tracked previews by state and cluster",
+            previews.clone(),
+        );
+        let teardown = histogram();
+        registry.register(
+            "previewd_teardown_seconds",
+            "Time from a teardown's start to the preview forgotten",
+            teardown.clone(),
+        );
+        let stuck_teardowns = Counter::default();
+        registry.register(
+            "previewd_stuck_teardowns",
+            "Teardowns reported stuck (never forced)",
+            stuck_teardowns.clone(),
+        );
+        let github_rate_remaining = Gauge::<i64, AtomicI64>::default();
+        github_rate_remaining.set(-1);
+        registry.register(
+            "previewd_github_rate_limit_remaining",
+            "GitHub's x-ratelimit-remaining on its last answer (-1: none yet)",
+            github_rate_remaining.clone(),
+        );
+        let sweep = histogram();
+        registry.register(
+            "previewd_sweep_seconds",
+            "Time one sweep pass took",
+            sweep.clone(),
+        );
+        Self {
+            registry,
+            deliveries,
+            intake_latency,
+            reconcile,
+            reconcile_errors,
+            previews,
+            teardown,
+            stuck_teardowns,
+            sweep,
+            github_rate_remaining,
+            scraping: Mutex::new(()),
+        }
+    }
 }
 
 impl Metrics {
@@ -114,103 +181,65 @@ impl Metrics {
     /// value never becomes a label (every new value would be a new series), and a verified
     /// one only when it is an event previewd knows.
     pub fn delivery(&self, event: Option<&str>, outcome: DeliveryOutcome, latency: Duration) {
-        *self
-            .deliveries
-            .lock()
-            .expect("deliveries")
-            .entry((event_label(event), outcome.as_str()))
-            .or_default() += 1;
-        self.intake_latency.observe(latency);
+        self.deliveries
+            .get_or_create(&DeliveryLabels {
+                event: event_label(event),
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        self.intake_latency.observe(latency.as_secs_f64());
     }
 
     /// `sink` is a sink kind's name (`Sink::kind`): a fixed set.
     pub fn reconciled(&self, sink: &'static str, took: Duration, failed: bool) {
-        let mut map = self.reconcile.lock().expect("reconcile");
-        let entry = map.entry(sink).or_default();
-        entry.0.observe(took);
+        let labels = SinkLabels { sink };
+        self.reconcile
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        // Present (at zero) from the first reconcile, so a rate over it has a start.
+        let errors = self.reconcile_errors.get_or_create(&labels);
         if failed {
-            entry.1 += 1;
+            errors.inc();
         }
     }
 
+    pub fn torn_down(&self, took: Duration) {
+        self.teardown.observe(took.as_secs_f64());
+    }
+
     pub fn stuck_teardown(&self) {
-        self.stuck_teardowns.fetch_add(1, Ordering::Relaxed);
+        self.stuck_teardowns.inc();
+    }
+
+    pub fn swept(&self, took: Duration) {
+        self.sweep.observe(took.as_secs_f64());
+    }
+
+    pub fn github_rate_remaining(&self, remaining: i64) {
+        self.github_rate_remaining.set(remaining);
     }
 
     /// The exposition text; `previews` are (state, cluster, count) read from the state now.
     pub fn render(&self, previews: &[(String, String, i64)]) -> String {
-        let mut out = String::new();
-        out += "# HELP previewd_deliveries_total Webhook deliveries by event and outcome.\n";
-        out += "# TYPE previewd_deliveries_total counter\n";
-        for ((event, outcome), n) in self.deliveries.lock().expect("deliveries").iter() {
-            let _ = writeln!(
-                out,
-                "previewd_deliveries_total{{event=\"{event}\",outcome=\"{outcome}\"}} {n}"
-            );
-        }
-        out += "# HELP previewd_intake_seconds Time from a delivery's arrival to its durable answer.\n";
-        out += "# TYPE previewd_intake_seconds histogram\n";
-        self.intake_latency
-            .render(&mut out, "previewd_intake_seconds", "");
-        out += "# HELP previewd_reconcile_seconds Time one preview's reconcile took, by sink.\n";
-        out += "# TYPE previewd_reconcile_seconds histogram\n";
-        let reconcile = self.reconcile.lock().expect("reconcile");
-        for (sink, (histogram, _)) in reconcile.iter() {
-            histogram.render(
-                &mut out,
-                "previewd_reconcile_seconds",
-                &format!("sink=\"{sink}\""),
-            );
-        }
-        out += "# HELP previewd_reconcile_errors_total Reconciles that failed, by sink.\n";
-        out += "# TYPE previewd_reconcile_errors_total counter\n";
-        for (sink, (_, errors)) in reconcile.iter() {
-            let _ = writeln!(
-                out,
-                "previewd_reconcile_errors_total{{sink=\"{sink}\"}} {errors}"
-            );
-        }
-        drop(reconcile);
-        out += "# HELP previewd_previews Tracked previews by state and cluster.\n";
-        out += "# TYPE previewd_previews gauge\n";
+        let _one_scrape = self
+            .scraping
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // States and clusters that are gone leave the gauge, not linger at their last count.
+        self.previews.clear();
         for (state, cluster, n) in previews {
-            let _ = writeln!(
-                out,
-                "previewd_previews{{state=\"{}\",cluster=\"{}\"}} {n}",
-                label(state),
-                label(cluster)
-            );
+            self.previews
+                .get_or_create(&PreviewLabels {
+                    state: state.clone(),
+                    cluster: cluster.clone(),
+                })
+                .set(*n);
         }
-        out += "# HELP previewd_teardown_seconds Time from a teardown's start to the preview forgotten.\n";
-        out += "# TYPE previewd_teardown_seconds histogram\n";
-        self.teardown
-            .render(&mut out, "previewd_teardown_seconds", "");
-        out += "# HELP previewd_stuck_teardowns_total Teardowns reported stuck (never forced).\n";
-        out += "# TYPE previewd_stuck_teardowns_total counter\n";
-        let _ = writeln!(
-            out,
-            "previewd_stuck_teardowns_total {}",
-            self.stuck_teardowns.load(Ordering::Relaxed)
-        );
-        out += "# HELP previewd_github_rate_limit_remaining GitHub's x-ratelimit-remaining on its last answer (-1: none yet).\n";
-        out += "# TYPE previewd_github_rate_limit_remaining gauge\n";
-        let _ = writeln!(
-            out,
-            "previewd_github_rate_limit_remaining {}",
-            self.github_rate_remaining.load(Ordering::Relaxed)
-        );
-        out += "# HELP previewd_sweep_seconds Time one sweep pass took.\n";
-        out += "# TYPE previewd_sweep_seconds histogram\n";
-        self.sweep.render(&mut out, "previewd_sweep_seconds", "");
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
-}
-
-/// A label value escaped as the exposition format requires.
-fn label(text: &str) -> String {
-    text.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -229,11 +258,35 @@ mod tests {
         assert!(
             text.contains(
                 "previewd_deliveries_total{event=\"pull_request\",outcome=\"accepted\"} 2"
-            )
+            ),
+            "{text}"
         );
         assert!(text.contains("previewd_deliveries_total{event=\"other\",outcome=\"ignored\"} 1"));
         assert!(text.contains("previewd_intake_seconds_bucket{le=\"0.005\"} 2"));
         assert!(text.contains("previewd_intake_seconds_bucket{le=\"+Inf\"} 3"));
         assert!(text.contains("previewd_previews{state=\"ready\",cluster=\"eu\\\"1\"} 2"));
+        assert!(text.contains("previewd_github_rate_limit_remaining -1"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn a_state_no_preview_is_in_any_more_leaves_the_gauge() {
+        let metrics = Metrics::default();
+        metrics.render(&[("ready".into(), "eu".into(), 2)]);
+        let text = metrics.render(&[("failed".into(), "eu".into(), 1)]);
+        assert!(!text.contains("state=\"ready\""), "{text}");
+        assert!(text.contains("previewd_previews{state=\"failed\",cluster=\"eu\"} 1"));
+    }
+
+    #[test]
+    fn two_registries_count_apart() {
+        let (one, other) = (Metrics::default(), Metrics::default());
+        one.stuck_teardown();
+        assert!(one.render(&[]).contains("previewd_stuck_teardowns_total 1"));
+        assert!(
+            other
+                .render(&[])
+                .contains("previewd_stuck_teardowns_total 0")
+        );
     }
 }

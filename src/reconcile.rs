@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::db::{self, PreviewRow};
 use crate::feedback::Nudge;
 use crate::ledger;
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 use crate::naming::Names;
 use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
@@ -55,6 +55,8 @@ pub struct Reconciler {
     /// Previews waiting on Argo CD (a sync, a deletion) or on a retry, looked at again soon
     /// (after `REQUEUE_FIRST`, doubled each time up to `RESYNC`).
     later: Later,
+    /// Where reconciles and teardowns are counted (the process's registry, `with_metrics`).
+    metrics: Arc<Metrics>,
 }
 
 impl Reconciler {
@@ -76,7 +78,14 @@ impl Reconciler {
             feedback: None,
             later: Later::new(REQUEUE_FIRST, RESYNC),
             instance: tokio::sync::OnceCell::new(),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts into `metrics` (by default a registry of its own, which nobody scrapes).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Tells `feedback` (the feedback worker's nudge) what every pass looked at.
@@ -172,7 +181,8 @@ impl Reconciler {
                 let _permit = permit;
                 let started = std::time::Instant::now();
                 let result = me.reconcile(id).await;
-                METRICS.reconciled(me.sink.kind(), started.elapsed(), result.is_err());
+                me.metrics
+                    .reconciled(me.sink.kind(), started.elapsed(), result.is_err());
                 if let Err(e) = result {
                     me.record_failure(id, &e).await;
                 }

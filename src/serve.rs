@@ -44,6 +44,7 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
         clock,
         work,
         buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
+        metrics: Arc::default(),
     });
     Ok(Started {
         app,
@@ -81,7 +82,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         pending,
         writer,
     } = start(config, Arc::new(SystemClock)).await?;
-    let github = github(&app.config)?;
+    let github =
+        github(&app.config)?.map(|github| Arc::new(github.with_metrics(app.metrics.clone())));
     // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
     let feedback = Arc::new(
@@ -98,7 +100,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let reconciler = Arc::new(
         reconciler(&app, sink.clone())
             .await?
-            .with_feedback(feedback.nudge()),
+            .with_feedback(feedback.nudge())
+            .with_metrics(app.metrics.clone()),
     );
     // One token ends every background task (each holds a child): cancelled once, after
     // the HTTP listeners have stopped taking new work.
@@ -113,7 +116,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let sweeper =
         crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
             .with_sink(sink)
-            .notifying(app.work.clone());
+            .notifying(app.work.clone())
+            .with_metrics(app.metrics.clone());
     let sweeping = tokio::spawn(sweeper.run(stop.child_token()));
     // Beside the sweeper, apart from the reconciler: it records what GitHub lists through
     // intake, which tells the reconciler.
@@ -179,14 +183,14 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 /// The GitHub client, shared by the feedback worker and resync; `None` without credentials.
-fn github(config: &Config) -> anyhow::Result<Option<Arc<crate::github::GitHub>>> {
+fn github(config: &Config) -> anyhow::Result<Option<crate::github::GitHub>> {
     Ok(match &config.github.credentials {
         Some(credentials) => {
             let _ = rustls::crypto::ring::default_provider().install_default();
             let github = crate::github::GitHub::new(&config.github.api_url, credentials)
                 .context("setting up the GitHub client")?;
             tracing::info!(api = %config.github.api_url, "reporting to GitHub");
-            Some(Arc::new(github))
+            Some(github)
         }
         None => {
             tracing::info!("no github.token or App credentials: GitHub reporting is off");

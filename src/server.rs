@@ -17,7 +17,7 @@ use crate::app::App;
 use crate::db;
 use crate::intake::Recorded;
 use crate::intent::{self, Outcome};
-use crate::metrics::{DeliveryOutcome, METRICS};
+use crate::metrics::{self, DeliveryOutcome};
 
 pub mod api;
 pub mod delivery;
@@ -136,11 +136,8 @@ async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Error> {
         .map_err(|e| Error::NotReady(format!("database: {e}")))?;
     let previews = crate::view::counts(counts);
     Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        METRICS.render(&previews),
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        app.metrics.render(&previews),
     )
         .into_response())
 }
@@ -158,12 +155,13 @@ async fn github_webhook(
     );
     let recorded = app.intake.record(delivery, intent).await.map_err(|e| {
         tracing::warn!(delivery = %guid, reason = %e, "delivery rejected");
-        METRICS.delivery(Some(&event), DeliveryOutcome::Rejected, started.elapsed());
+        app.metrics
+            .delivery(Some(&event), DeliveryOutcome::Rejected, started.elapsed());
         Error::from(e)
     })?;
     let (status, body) = match recorded {
         Recorded::New { outcome, detail } => {
-            METRICS.delivery(
+            app.metrics.delivery(
                 Some(&event),
                 DeliveryOutcome::Recorded(outcome),
                 started.elapsed(),
@@ -180,7 +178,8 @@ async fn github_webhook(
             )
         }
         Recorded::Duplicate { outcome } => {
-            METRICS.delivery(Some(&event), DeliveryOutcome::Duplicate, started.elapsed());
+            app.metrics
+                .delivery(Some(&event), DeliveryOutcome::Duplicate, started.elapsed());
             tracing::info!(delivery = %guid, %event, %action, previous = outcome.as_str(), "duplicate delivery ignored");
             (
                 StatusCode::OK,

@@ -101,6 +101,8 @@ pub struct Sweeper {
     work: Option<Work>,
     holder: String,
     passes: std::sync::atomic::AtomicU64,
+    /// Where passes are timed (the process's registry, `with_metrics`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Sweeper {
@@ -113,7 +115,14 @@ impl Sweeper {
             work: None,
             holder: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
             passes: std::sync::atomic::AtomicU64::new(0),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Times its passes into `metrics` (by default a registry of its own).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Looks for orphans in `sink` (and records them for removal if `sweep.remove_orphans`);
@@ -169,7 +178,7 @@ impl Sweeper {
         }
         .await;
         db::release_lease(&self.pool, LEASE, &self.holder).await?;
-        crate::metrics::METRICS.sweep.observe(started.elapsed());
+        self.metrics.swept(started.elapsed());
         result.map(Some)
     }
 

@@ -1,5 +1,5 @@
-//! `/metrics` parsed by Prometheus' own text-format parser. Its own test binary: the
-//! counters are process-wide, and no other test may send deliveries meanwhile.
+//! `/metrics` parsed by the Prometheus client's own OpenMetrics parser; each previewd counts
+//! into the registry it was handed, so tests run side by side without seeing each other's.
 
 mod common;
 
@@ -7,7 +7,7 @@ use common::{Delivery, TestApp};
 use serde_json::Value;
 
 #[tokio::test]
-async fn metrics_parse_as_prometheus_text_and_move_when_deliveries_arrive() {
+async fn metrics_parse_as_openmetrics_and_move_when_deliveries_arrive() {
     let app = TestApp::start().await;
     let read = |text: &str| -> Value {
         let python = std::env::var("PREVIEWD_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -117,5 +117,26 @@ async fn unsigned_deliveries_never_name_a_series_after_their_event_header() {
         "the exposition grew from {} to {} lines",
         before.lines().count(),
         after.lines().count()
+    );
+}
+
+/// The registry is handed to each previewd, not a process-wide static: a delivery counted by
+/// one is not in another's `/metrics` (before, both read one global and the first test
+/// binary to count made the other's numbers wrong).
+#[tokio::test]
+async fn two_previewds_in_one_process_count_apart() {
+    let (one, other) = (TestApp::start().await, TestApp::start().await);
+    assert_eq!(
+        one.send(&Delivery::fixture("pull_request.opened")).await.0,
+        202
+    );
+    let accepted = "previewd_deliveries_total{event=\"pull_request\",outcome=\"accepted\"} 1";
+    let (_, counted) = one.get("/metrics", None).await;
+    assert!(counted.contains(accepted), "{counted}");
+    let (_, apart) = other.get("/metrics", None).await;
+    assert!(!apart.contains("outcome=\"accepted\""), "{apart}");
+    assert!(
+        apart.ends_with("# EOF\n"),
+        "OpenMetrics ends with # EOF: {apart}"
     );
 }

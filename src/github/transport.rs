@@ -137,9 +137,7 @@ impl GitHub {
                     let headers = response.headers().clone();
                     if let Some(left) = header_number(&headers, "x-ratelimit-remaining") {
                         self.rate_remaining.store(left, Ordering::Relaxed);
-                        crate::metrics::METRICS
-                            .github_rate_remaining
-                            .store(left, Ordering::Relaxed);
+                        self.metrics.github_rate_remaining(left);
                     }
                     let text = client.body_to_string(response).await.unwrap_or_default();
                     if (200..300).contains(&status) {

@@ -135,9 +135,8 @@ impl Reconciler {
         self.settled(row.id);
         if db::forget_preview(&self.pool, row.id, &reason, now).await? {
             let took = now - row.teardown_started_at.unwrap_or(now);
-            crate::metrics::METRICS
-                .teardown
-                .observe(Duration::from_secs(took.max(0) as u64));
+            self.metrics
+                .torn_down(Duration::from_secs(took.max(0) as u64));
             tracing::info!(repo = %row.repo, number = row.number, "preview destroyed");
         }
         Ok(())
@@ -196,7 +195,7 @@ impl Reconciler {
             crate::duration::format(Duration::from_secs((now - started) as u64))
         );
         tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
-        crate::metrics::METRICS.stuck_teardown();
+        self.metrics.stuck_teardown();
         db::add_history_now(
             &self.pool,
             &row.repo,

@@ -11,7 +11,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::HeaderMap;
 
 use crate::app::App;
-use crate::metrics::{DeliveryOutcome, METRICS};
+use crate::metrics::DeliveryOutcome;
 use crate::webhook::{self, Headers, Rejection};
 
 use super::error::Error;
@@ -36,7 +36,7 @@ impl FromRequest<Arc<App>> for Verified {
             Err(error) => {
                 let guid = header(&parts.headers, "x-github-delivery").unwrap_or("-");
                 tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
-                METRICS.delivery(
+                app.metrics.delivery(
                     verified.as_deref(),
                     DeliveryOutcome::Rejected,
                     started.elapsed(),
