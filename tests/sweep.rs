@@ -595,7 +595,7 @@ async fn orphan_removal_looks_again_before_deleting_and_spares_what_a_preview_no
 /// the sweep owns the name, and its Application is not deleted.
 #[tokio::test]
 async fn a_recorded_orphan_a_preview_came_to_own_is_spared_by_the_reconciler() {
-    let app = TestApp::start().await;
+    let app = TestApp::start_with("[sweep]\nremove_orphans = true\n").await;
     let reconciler = reconciler(&app);
     let key = "codertocat/hello-world#4".parse().unwrap();
     let four = previewd::naming::Names::of(&key, "preview.localhost").application;
@@ -606,5 +606,33 @@ async fn a_recorded_orphan_a_preview_came_to_own_is_spared_by_the_reconciler() {
     reconciler.pass().await.unwrap();
     let path = app.dir.path().join("rendered").join(format!("{four}.yaml"));
     assert!(path.exists(), "PR 4's Application stays");
+    assert_eq!(app.count("orphans").await, 0, "and the record is dropped");
+}
+
+/// Orphans recorded while `sweep.remove_orphans` was on are not deleted by a previewd
+/// restarted with it off: the operator may have turned it off because of what it was
+/// about to delete. The records go; the Application stays.
+#[tokio::test]
+async fn recorded_orphans_are_left_alone_once_removal_is_turned_off() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app);
+    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let left_behind = "pv-left-behind-0000000000000000-pr-9-helpers";
+    let path = app
+        .dir
+        .path()
+        .join("rendered")
+        .join(format!("{left_behind}.yaml"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        format!("kind: Application\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: previewd\n    previewd.dev/instance: \"{instance}\"\n"),
+    )
+    .unwrap();
+    previewd::db::record_orphans(app.pool(), &[left_behind.to_owned()], common::NOW)
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(path.exists(), "removal is off: the Application stays");
     assert_eq!(app.count("orphans").await, 0, "and the record is dropped");
 }

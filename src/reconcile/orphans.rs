@@ -14,6 +14,18 @@ impl Reconciler {
         if recorded.is_empty() {
             return Ok(0);
         }
+        // Recorded by a process whose configuration allowed removal; this one's does not
+        // (the operator turned it off, perhaps because of what it was about to delete).
+        if !self.config.remove_orphans {
+            for name in recorded {
+                tracing::warn!(
+                    application = name,
+                    "sweep.remove_orphans is off: orphan left alone"
+                );
+                db::forget_orphan(&self.pool, &name).await?;
+            }
+            return Ok(0);
+        }
         let owned = crate::sweep::owned_names(&self.pool, &self.config).await?;
         let owner = Owner::instance(self.instance().await?);
         let mut removed = 0;
