@@ -292,8 +292,17 @@ async fn instance(config: &Config) -> anyhow::Result<String> {
         );
         return Ok(String::new());
     }
-    let pool = crate::db::open(&config.state).await?;
-    Ok(crate::db::instance_id(&pool).await?)
+    // Read-only: an offline render neither migrates nor writes a running serve's state.
+    match crate::db::read_instance_id(&config.state).await? {
+        Some(id) => Ok(id),
+        None => {
+            eprintln!(
+                "note: the state at {} has no instance id yet: the instance label is left empty",
+                config.state.display()
+            );
+            Ok(String::new())
+        }
+    }
 }
 
 /// `previewd render --projects`: the AppProjects, as one YAML stream.

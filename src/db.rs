@@ -24,6 +24,31 @@ fn options(path: &Path) -> SqliteConnectOptions {
         .busy_timeout(Duration::from_secs(5))
 }
 
+/// The state's instance id, read without creating, migrating or writing anything: for the
+/// offline commands (`previewd render`), which must leave a running `serve`'s state as it
+/// is (and read one a newer release migrated). `None` if the state has no id yet.
+pub async fn read_instance_id(path: &Path) -> anyhow::Result<Option<String>> {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .busy_timeout(Duration::from_secs(5));
+    let mut conn = sqlx::ConnectOptions::connect(&options)
+        .await
+        .with_context(|| format!("opening state {} read-only", path.display()))?;
+    let has_table: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'instance')",
+    )
+    .fetch_one(&mut conn)
+    .await?;
+    if !has_table {
+        return Ok(None);
+    }
+    sqlx::query_scalar("SELECT id FROM instance ORDER BY rowid LIMIT 1")
+        .fetch_optional(&mut conn)
+        .await
+        .with_context(|| format!("reading the instance id of {}", path.display()))
+}
+
 /// Opens (creating and migrating) the state; the pool is for readers and short writes.
 pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     make_state_private(path)?;

@@ -511,3 +511,44 @@ async fn previewd_render_prints_exactly_what_the_reconciler_applies() {
     assert!(printed.contains(previewd::render::APPLIED_HASH));
     assert_eq!(printed, applied);
 }
+
+/// `previewd render` is an offline command: it may read the state's identity, but it must
+/// leave the state as it found it. A state of the previous release (here: before migration
+/// 0010) that a running `previewd serve` of that release still uses is not migrated under it.
+#[tokio::test]
+async fn previewd_render_leaves_an_older_state_unmigrated() {
+    let toml = common::config("[database]\nmode = \"off\"\n");
+    let app = TestApp::with_config(&toml).await;
+    // The state as the release before 0010 left it.
+    app.execute("DROP TABLE orphans").await;
+    app.execute("DELETE FROM _sqlx_migrations WHERE version = 10")
+        .await;
+    let config = app.dir.path().join("previewd.toml");
+    std::fs::write(&config, &toml).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", config.to_str().unwrap(), "render", "--event"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/pull_request.opened.json"
+        ))
+        .env_clear()
+        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let migrated: i64 = app
+        .scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE version = 10")
+        .await;
+    let orphans: i64 = app
+        .scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'orphans'")
+        .await;
+    assert_eq!(
+        (migrated, orphans),
+        (0, 0),
+        "an offline render migrated the state a running previewd uses"
+    );
+}
