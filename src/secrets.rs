@@ -230,7 +230,8 @@ mod tests {
     }
 
     /// Computed independently, with Python's hashlib.pbkdf2_hmac and hmac, by the RFC 5802
-    /// formulas; tests/postgres.rs logs in with a verifier through SCRAM on a real server.
+    /// formulas; tests/postgres/provisioning.rs logs in with a verifier through SCRAM on a
+    /// real server.
     #[test]
     fn verifiers_follow_rfc_5802() {
         let salt: [u8; 16] = *b"previewd-salt-16";

@@ -1,0 +1,133 @@
+//! Applications previewd does not own (another repository's, someone else's app, one
+//! created between the look and the apply) are neither overwritten nor deleted, and do not
+//! stall a teardown.
+
+use super::*;
+use crate::common::Delivery;
+
+/// The security review's takeover: two repositories whose names collided (24-bit hash) got
+/// one Application, the second PR overwrote the first's and its close deleted it. Now an
+/// Application of the expected name that carries another repository is neither written
+/// over nor deleted, and the preview shows the conflict.
+#[tokio::test]
+async fn an_application_of_the_same_name_from_another_repository_is_neither_overwritten_nor_deleted()
+ {
+    let app = TestApp::start().await;
+    let argo = ArgoCd::default();
+    argo.released.store(true, Ordering::SeqCst);
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, argo).await;
+    let victim = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": APP, "namespace": "argocd", "labels": {
+            "app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": "acme.payments",
+            "previewd.dev/pr": "2", "previewd.dev/instance": "victims"}},
+        "spec": {"project": "victims", "source": {"repoURL": "https://example.com/victim.git"}}});
+    applications
+        .patch(APP, &PatchParams::apply("victim"), &Patch::Apply(&victim))
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let after = applications.get(APP).await.unwrap();
+    assert_eq!(after.rest["spec"]["project"], "victims", "not overwritten");
+    assert_eq!(observed(&app).await, "failed");
+    let error: String = app.scalar("SELECT last_error FROM previews").await;
+    assert!(
+        error.contains("acme.payments") && error.contains("neither overwrites nor deletes"),
+        "{error}"
+    );
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(argo.deletions.lock().unwrap().is_empty(), "never deleted");
+    assert!(applications.get_opt(APP).await.unwrap().is_some());
+    assert_eq!(app.count("previews").await, 0, "ours is gone: forgotten");
+}
+
+/// Review repro: with an Application of someone else's under the app's name (`<slug>-app`,
+/// `Observed::Foreign`, which teardown counts as gone), the helper's deletion held by a running
+/// sync is never unblocked: `Teardown::Wait` picks the Application to stop by
+/// `app == Observed::Missing`, so it asks the *foreign* app (refused by `patch_as_read`), never
+/// the helper, and the teardown waits on a sync with no timeout forever.
+#[tokio::test]
+async fn a_foreign_app_application_does_not_keep_the_helpers_running_sync_from_being_stopped() {
+    let (app, argo) = (TestApp::start().await, Arc::new(ArgoCd::default()));
+    let client = cluster(argo.clone()).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let foreign_name = APP.replace("-helpers", "-app");
+    let foreign = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": foreign_name, "namespace": "argocd", "labels": {"team": "someone-else"}},
+        "spec": {"project": "default", "source": {"repoURL": "https://example.com/other.git"}}});
+    applications
+        .patch(
+            &foreign_name,
+            &PatchParams::apply("someone"),
+            &Patch::Apply(&foreign),
+        )
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let stuck = json!({"operation": {"sync": {"revision": "v0.1.0"}}, "status": {"operationState": {
+        "phase": "Running", "message": "waiting for healthy state of cert-manager.io/Certificate/x-tls"}}});
+    applications
+        .patch(APP, &PatchParams::default(), &Patch::Merge(&stuck))
+        .await
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(*argo.deletions.lock().unwrap(), [APP.to_owned()]);
+    assert!(
+        argo.terminations.load(Ordering::SeqCst) >= 1,
+        "the helper's running sync holding the deletion was asked to stop"
+    );
+}
+
+/// An Application created under the name between previewd's look (Missing) and its write —
+/// another previewd sharing the Argo CD, a person's own — is not taken over by the forced
+/// apply: the write names the uid it expects, which the API server never lets an update
+/// change (apimachinery api/validation/objectmeta.go: uid is immutable). kube-fake-client
+/// keeps the stored uid silently, so the interceptor refuses as the API server does.
+#[tokio::test]
+async fn an_application_created_between_the_look_and_the_apply_is_not_overwritten() {
+    let app = TestApp::start().await;
+    let raced = Arc::new(AtomicBool::new(false));
+    let race = raced.clone();
+    let funcs = interceptor::Funcs::default().patch(move |ctx| {
+        if ctx.name != APP {
+            return Ok(None);
+        }
+        if !race.swap(true, Ordering::SeqCst) {
+            let theirs: Application = serde_json::from_value(json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": APP, "namespace": "argocd", "labels": {
+                    "app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": "codertocat.hello-world",
+                    "previewd.dev/pr": "2", "previewd.dev/instance": "another-previewd"}},
+                "spec": {"project": "theirs", "source": {"repoURL": "https://example.com/theirs.git"}}}))
+            .unwrap();
+            ctx.client.create("argocd", &theirs, &Default::default())?;
+        }
+        let stored = ctx.client.get::<Application>(ctx.namespace, ctx.name)?;
+        let asked = ctx.patch["metadata"]["uid"].as_str();
+        if asked.is_some_and(|uid| Some(uid) != stored.metadata.uid.as_deref()) {
+            return Err(Error::InvalidRequest("metadata.uid: field is immutable".into()));
+        }
+        Ok(None)
+    });
+    let client = intercepted(funcs, Arc::new(ArgoCd::default())).await;
+    let reconciler = reconciler(&app, client.clone());
+    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let _ = reconciler.pass().await;
+    assert!(raced.load(Ordering::SeqCst), "the other object came first");
+    let after = applications.get(APP).await.unwrap();
+    assert_eq!(after.rest["spec"]["project"], "theirs", "not taken over");
+    assert_eq!(
+        after.metadata.labels.unwrap()["previewd.dev/instance"],
+        "another-previewd"
+    );
+}

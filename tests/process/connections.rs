@@ -1,0 +1,222 @@
+//! Clients that misbehave on purpose: slow heads and bodies are cut off in bounded time,
+//! unfinished bodies are bounded in bytes, connections beyond the bound are closed, and
+//! SIGTERM ends the process despite a held request.
+
+use super::*;
+
+/// A raw connection to `server`, for clients that misbehave on purpose.
+fn connect(server: &Server) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+}
+
+/// The status of the answer that arrives within `wait`, or `None`: the server is still
+/// reading (or holding) the request. An answer-less close is `Some(0)`.
+fn answer_within(stream: &mut std::net::TcpStream, wait: Duration) -> Option<u16> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 512];
+    match stream.read(&mut buf) {
+        Ok(0) => Some(0),
+        Ok(n) => Some(
+            String::from_utf8_lossy(&buf[..n])
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+        ),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::ConnectionReset) => Some(0),
+        Err(_) => None,
+    }
+}
+
+/// A webhook request head declaring `length` body bytes, with every header previewd needs
+/// (the signature need not match: it is checked once the body is in).
+fn webhook_head(server: &Server, length: usize, signed: bool) -> String {
+    let signature = if signed {
+        "X-Hub-Signature-256: sha256=00\r\n"
+    } else {
+        ""
+    };
+    format!(
+        "POST /webhooks/github HTTP/1.1\r\nHost: {}\r\nX-GitHub-Event: ping\r\n\
+         X-GitHub-Delivery: slow-{length}\r\n{signature}Content-Type: application/json\r\n\
+         Content-Length: {length}\r\n\r\n",
+        server.addr
+    )
+}
+
+fn rss_kib(server: &Server) -> u64 {
+    std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A raw connection to `server` that has sent a webhook head declaring `length` body bytes.
+fn connect_with_webhook_head(server: &Server, length: usize, signed: bool) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = connect(server);
+    stream
+        .write_all(webhook_head(server, length, signed).as_bytes())
+        .unwrap();
+    stream
+}
+
+/// A signed delivery declaring 1000 body bytes whose body stops after 100.
+fn connect_with_a_stalled_body(server: &Server) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = connect_with_webhook_head(server, 1000, true);
+    stream.write_all(&[b' '; 100]).unwrap();
+    stream
+}
+
+#[test]
+fn a_connection_that_never_finishes_its_headers_is_closed_after_ten_seconds() {
+    use std::io::Write;
+    let (_dir, server) = serve_with_secret();
+    let started = Instant::now();
+    let mut slow = connect(&server);
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .unwrap();
+    let mut silent = connect(&server);
+    // Slow-loris: a byte now and then never completes the head.
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = slow.write_all(b"a");
+    }
+    assert!(
+        answer_within(&mut slow, Duration::from_secs(5)).is_some(),
+        "a head still unfinished after {:?} kept its connection",
+        started.elapsed()
+    );
+    assert!(
+        answer_within(&mut silent, Duration::from_secs(1)).is_some(),
+        "a connection that never sent a byte was kept for {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "closed too early"
+    );
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn sigterm_ends_the_process_in_bounded_time_despite_a_held_request() {
+    let (_dir, mut server) = serve_with_secret();
+    let held = connect_with_a_stalled_body(&server);
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = Instant::now();
+    server.sigterm();
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(15) {
+            server.child.kill().unwrap();
+            panic!("a held request kept previewd from ending 15 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+    drop(held);
+}
+
+#[test]
+fn unfinished_large_bodies_are_bounded_in_bytes_not_in_memory() {
+    use std::io::Write;
+    let (_dir, server) = serve_with_secret();
+    let length = previewd::server::MAX_BODY;
+    let before = rss_kib(&server);
+    let (mut reading, mut refused) = (Vec::new(), 0);
+    for _ in 0..48 {
+        let mut stream = connect_with_webhook_head(&server, length, true);
+        match answer_within(&mut stream, Duration::from_millis(500)) {
+            Some(status) => {
+                assert_eq!(status, 503, "the answer to one body too many");
+                refused += 1;
+            }
+            None => {
+                // Admitted: most of the body, never the end of it.
+                stream.write_all(&vec![b' '; length - 1024]).unwrap();
+                reading.push(stream);
+            }
+        }
+    }
+    let admitted = previewd::server::MAX_BUFFERED / length;
+    assert_eq!(reading.len(), admitted, "bodies being read at once");
+    assert_eq!(refused, 48 - admitted);
+    std::thread::sleep(Duration::from_millis(300));
+    let grown = rss_kib(&server).saturating_sub(before) / 1024;
+    assert!(
+        grown < 100,
+        "48 unfinished bodies grew previewd by {grown} MiB"
+    );
+    drop(reading);
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn a_delivery_without_a_signature_or_over_the_limit_is_answered_before_its_body() {
+    let (_dir, server) = serve_with_secret();
+    let mut unsigned = connect_with_webhook_head(&server, 1000, false);
+    assert_eq!(
+        answer_within(&mut unsigned, Duration::from_secs(3)),
+        Some(401),
+        "an unsigned delivery waited for its body"
+    );
+    let mut large = connect_with_webhook_head(&server, previewd::server::MAX_BODY + 1, true);
+    assert_eq!(
+        answer_within(&mut large, Duration::from_secs(3)),
+        Some(413),
+        "an oversize Content-Length waited for its body"
+    );
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn a_body_that_stops_arriving_is_answered_408_after_thirty_seconds() {
+    let (_dir, server) = serve_with_secret();
+    let mut stalled = connect_with_a_stalled_body(&server);
+    assert_eq!(answer_within(&mut stalled, Duration::from_secs(25)), None);
+    assert_eq!(
+        answer_within(&mut stalled, Duration::from_secs(10)),
+        Some(408),
+        "a body still unfinished after 35 s"
+    );
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn connections_beyond_the_bound_are_closed_at_once() {
+    let (_dir, server) = serve_with_secret();
+    let mut held: Vec<_> = (0..256).map(|_| connect(&server)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut one_more = connect(&server);
+    assert_eq!(
+        answer_within(&mut one_more, Duration::from_secs(2)),
+        Some(0),
+        "the 257th connection was kept"
+    );
+    assert_eq!(
+        answer_within(&mut held[0], Duration::from_millis(100)),
+        None,
+        "a connection within the bound was closed"
+    );
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        request(&server.addr, "GET", "/healthz", &[], b"")
+            .unwrap()
+            .status,
+        200,
+        "freed slots serve again"
+    );
+    assert!(server.terminate().success());
+}

@@ -1,0 +1,171 @@
+//! The binary's life: it starts on embedded defaults, refuses a bad config naming the key,
+//! survives a kill, and takes a PR from opened to closed.
+
+use super::*;
+
+fn count(state: &Path, sql: &str) -> i64 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let pool = previewd::db::open(state).await.unwrap();
+        let n = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        n
+    })
+}
+
+#[test]
+fn serve_starts_on_embedded_defaults_without_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    assert_eq!(
+        request(&server.addr, "GET", "/readyz", &[], b"")
+            .unwrap()
+            .status,
+        200
+    );
+    assert!(
+        dir.path().join("previewd.db").exists(),
+        "state is created in the working directory"
+    );
+    // No webhook secret configured: deliveries are refused, and the answer says why.
+    let refused = server.deliver(&Delivery::fixture("ping"));
+    assert_eq!(refused.status, 401);
+    assert!(
+        refused.body.contains("github.webhook_secret"),
+        "{}",
+        refused.body
+    );
+    assert!(server.terminate().success(), "SIGTERM is a clean stop");
+}
+
+#[test]
+fn an_accepted_delivery_survives_a_kill_and_its_redelivery_stays_a_no_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state/previewd.db");
+    let env = [
+        ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+        ("PREVIEWD_STATE", state.to_str().unwrap()),
+    ];
+    let delivery = Delivery::fixture("pull_request.opened");
+
+    let server = Server::start(dir.path(), &env);
+    assert_eq!(server.deliver(&delivery).status, 202);
+    server.kill();
+    assert_eq!(
+        count(
+            &state,
+            "SELECT COUNT(*) FROM previews WHERE desired = 'deployed'"
+        ),
+        1
+    );
+
+    let server = Server::start(dir.path(), &env);
+    let again = server.deliver(&delivery);
+    assert_eq!(again.status, 200);
+    assert!(again.body.contains("duplicate"), "{}", again.body);
+    assert!(server.terminate().success());
+    assert_eq!(
+        count(&state, "SELECT COUNT(*) FROM history WHERE what = 'opened'"),
+        1
+    );
+    assert_eq!(count(&state, "SELECT COUNT(*) FROM deliveries"), 1);
+}
+
+#[test]
+fn an_invalid_value_is_refused_at_start_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PREVIEWD_DEFAULTS_TTL", "soon")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("`defaults.ttl` (from PREVIEWD_DEFAULTS_TTL)")
+            && stderr.contains("30s, 5m"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("previewd.db").exists(),
+        "nothing is created on a bad config"
+    );
+}
+
+#[test]
+fn a_named_config_file_must_exist() {
+    let output = Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", "/nonexistent/previewd.toml", "serve"])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/previewd.toml"));
+}
+
+/// Waits up to 20 s for `ready`, failing the test with `what` if it never is.
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("previewd.db");
+    let env = [
+        ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+        ("PREVIEWD_STATE", state.to_str().unwrap()),
+    ];
+    let server = Server::start(dir.path(), &env);
+    let file = dir
+        .path()
+        .join("rendered/pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml");
+    let contains =
+        |text: &str| std::fs::read_to_string(&file).is_ok_and(|yaml| yaml.contains(text));
+
+    assert_eq!(
+        server
+            .deliver(&Delivery::fixture("pull_request.opened"))
+            .status,
+        202
+    );
+    wait_for("the Application file", || {
+        contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
+    });
+
+    let new_head = "2222222222222222222222222222222222222222";
+    let push = Delivery::push(new_head, "2019-05-15T16:00:00Z");
+    assert_eq!(server.deliver(&push).status, 202);
+    wait_for("the new head in the file", || contains(new_head));
+
+    let close =
+        Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z");
+    assert_eq!(server.deliver(&close).status, 202);
+    wait_for("the file to go", || !file.exists());
+    wait_for("the preview row to be removed", || {
+        count(&state, "SELECT COUNT(*) FROM previews") == 0
+    });
+    assert!(server.terminate().success());
+    assert_eq!(
+        count(&state, "SELECT COUNT(*) FROM ledger")
+            + count(&state, "SELECT COUNT(*) FROM sealed_secrets"),
+        0
+    );
+    assert_eq!(
+        count(
+            &state,
+            "SELECT COUNT(*) FROM history WHERE what = 'destroyed'"
+        ),
+        1
+    );
+    assert!(count(&state, "SELECT COUNT(*) FROM history") >= 7);
+}

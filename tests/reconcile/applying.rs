@@ -1,0 +1,245 @@
+//! What the reconciler applies: a PR's file from open to close, no write for unchanged
+//! input, nothing for an unapproved fork, a repository's own chart, and exactly what
+//! `previewd render` prints.
+
+use super::*;
+
+#[tokio::test]
+async fn opened_pushed_and_closed_pr_goes_from_file_to_nothing_with_history_kept() {
+    let (app, reconciler) = opened_and_reconciled().await;
+    let first = file(&app).expect("the Application file appears");
+    assert!(first.contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
+    assert_eq!(app.count("sealed_secrets").await, 2, "sealed once, stored");
+    let kinds: Vec<String> = app.scalars("SELECT kind FROM ledger ORDER BY id").await;
+    assert_eq!(
+        kinds,
+        [
+            "Application",
+            "Namespace",
+            "PostgreSQL database",
+            "Certificate"
+        ]
+    );
+
+    let new_head = "1111111111111111111111111111111111111111";
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    let second = file(&app).unwrap();
+    assert!(
+        second.contains(new_head) && !second.contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
+    );
+    // The secrets are the preview's own: a push does not change them.
+    let secret_of = |yaml: &str| {
+        yaml.lines()
+            .find(|l| l.contains("PGPASSWORD"))
+            .map(str::to_owned)
+    };
+    assert_eq!(secret_of(&first), secret_of(&second));
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap(); // marks the teardown, deletes the file, confirms, forgets
+    assert!(file(&app).is_none());
+    assert_eq!(
+        (
+            app.count("previews").await,
+            app.count("ledger").await,
+            app.count("sealed_secrets").await
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        whats(&app).await,
+        [
+            "opened",
+            "placed",
+            "applied",
+            "pushed",
+            "applied",
+            "closed",
+            "teardown_started",
+            "destroyed"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unchanged_input_makes_no_write() {
+    let (app, reconciler) = opened_and_reconciled().await;
+    let path = rendered(&app).join(format!("{APP}.yaml"));
+    let written = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        written
+    );
+    assert_eq!(
+        whats(&app).await.iter().filter(|w| *w == "applied").count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn fork_prs_awaiting_approval_get_nothing_applied() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.synchronize.fork"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        std::fs::read_dir(rendered(&app))
+            .map(|d| d.count())
+            .unwrap_or(0),
+        0
+    );
+    assert_eq!(
+        app.count("sealed_secrets").await,
+        0,
+        "no secrets are made for unapproved code"
+    );
+}
+
+#[tokio::test]
+async fn an_unapproved_push_to_a_fork_leaves_the_approved_version_running() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.synchronize.fork"))
+        .await;
+    // A maintainer approved this head (the `/preview approve` command records exactly this).
+    app.execute("UPDATE previews SET approved_sha = head_sha, desired = 'deployed'")
+        .await;
+    reconciler.pass().await.unwrap();
+    let file = |app: &TestApp| {
+        std::fs::read_dir(rendered(app))
+            .unwrap()
+            .flatten()
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let approved = file(&app);
+    assert_eq!(approved.len(), 1);
+    let push = Delivery::fixture("pull_request.synchronize.fork")
+        .at_sha("3333333333333333333333333333333333333333")
+        .updated_at("2021-07-20T00:00:00Z");
+    app.send(&push).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        file(&app),
+        approved,
+        "the unapproved head is not deployed, the approved one stays"
+    );
+    let observed: String = app.scalar("SELECT observed FROM previews").await;
+    assert_eq!(observed, "awaiting_approval");
+}
+
+#[tokio::test]
+async fn a_repository_with_its_own_chart_gets_the_app_application_too_and_loses_it_first() {
+    let app = TestApp::start_with(&format!(
+        "[[repos]]\nname = \"{HELLO}\"\napp_chart = \"deploy/chart\"\n"
+    ))
+    .await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let app_file = rendered(&app).join(APP.replace("-helpers", "-app.yaml"));
+    let app_yaml = std::fs::read_to_string(&app_file).expect("the app Application file appears");
+    assert!(app_yaml.contains("targetRevision: ec26c3e57ca3a959ca5aad62de7213c562f8c821"));
+    assert!(app_yaml.contains("path: deploy/chart"));
+    assert!(file(&app).is_some());
+
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert!(!app_file.exists() && file(&app).is_none());
+    assert_eq!(app.count("previews").await, 0);
+    let destroyed: String = app.reason_recorded("destroyed").await;
+    assert!(
+        destroyed.contains(&format!(
+            "Application {} gone",
+            APP.replace("-helpers", "-app")
+        )),
+        "{destroyed}"
+    );
+}
+
+/// `previewd render` promises every manifest previewd would apply: it prints exactly what the
+/// directory sink receives for the same event and state, the app's Application, the
+/// instance label and the applied-hash annotation included.
+#[tokio::test]
+async fn previewd_render_prints_exactly_what_the_reconciler_applies() {
+    let toml = common::config(&format!(
+        "[database]\nmode = \"off\"\n[[repos]]\nname = \"{HELLO}\"\napp_chart = \"deploy/chart\"\n"
+    ));
+    let app = TestApp::with_config(&toml).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let applied: String = [APP.to_owned(), APP.replace("-helpers", "-app")]
+        .iter()
+        .map(|name| {
+            let path = rendered(&app).join(format!("{name}.yaml"));
+            format!("---\n{}", std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+
+    let config = app.dir.path().join("previewd.toml");
+    std::fs::write(&config, &toml).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", config.to_str().unwrap(), "render", "--event"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/pull_request.opened.json"
+        ))
+        .env_clear()
+        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
+        .output()
+        .unwrap();
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{printed}");
+    assert!(printed.contains(previewd::render::APPLIED_HASH));
+    assert_eq!(printed, applied);
+}
+
+/// `previewd render` is an offline command: it may read the state's identity, but it must
+/// leave the state as it found it. A state of the previous release (here: before migration
+/// 0010) that a running `previewd serve` of that release still uses is not migrated under it.
+#[tokio::test]
+async fn previewd_render_leaves_an_older_state_unmigrated() {
+    let toml = common::config("[database]\nmode = \"off\"\n");
+    let app = TestApp::with_config(&toml).await;
+    // The state as the release before 0010 left it.
+    app.execute("DROP TABLE orphans").await;
+    app.execute("DELETE FROM _sqlx_migrations WHERE version = 10")
+        .await;
+    let config = app.dir.path().join("previewd.toml");
+    std::fs::write(&config, &toml).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", config.to_str().unwrap(), "render", "--event"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/pull_request.opened.json"
+        ))
+        .env_clear()
+        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let migrated: i64 = app
+        .scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE version = 10")
+        .await;
+    let orphans: i64 = app
+        .scalar("SELECT COUNT(*) FROM sqlite_master WHERE name = 'orphans'")
+        .await;
+    assert_eq!(
+        (migrated, orphans),
+        (0, 0),
+        "an offline render migrated the state a running previewd uses"
+    );
+}

@@ -1,0 +1,149 @@
+//! Sweep passes: a crash in the middle leaves nothing done twice or forgotten, the lease
+//! keeps two sweepers from both acting, and a dry run changes nothing.
+
+use super::*;
+use previewd::clock::Clock;
+
+#[tokio::test]
+async fn a_crash_in_the_middle_of_a_sweep_leaves_nothing_done_twice_or_forgotten() {
+    let app = app_with("ttl = \"1d\"\nwarn_before = \"1h\"").await;
+    let reconciler = reconciler(&app);
+    for number in [2, 3, 4, 5] {
+        app.send(&opened(number, "alice")).await;
+    }
+    reconciler.pass().await.unwrap();
+    app.clock.advance(2 * DAY);
+    let first = sweeper(&app);
+    let now = app.clock.now();
+    let mut plan = first.plan(now, false).await.unwrap();
+    assert_eq!(plan.expire.len(), 4);
+    // The process dies after two of the four expiries were recorded.
+    plan.expire.truncate(2);
+    first.apply(&plan, now).await.unwrap();
+    drop(first);
+
+    let restarted = sweeper(&app);
+    let (_, report) = restarted.pass(false).await.unwrap().unwrap();
+    assert_eq!(report.expired, 2, "only the two not yet recorded");
+    assert_eq!(app.recorded("expired").await, 4, "each once");
+    restarted.pass(false).await.unwrap();
+    assert_eq!(app.recorded("expired").await, 4);
+}
+
+#[tokio::test]
+async fn two_sweepers_on_one_state_never_both_act() {
+    let app = app_with("ttl = \"1d\"").await;
+    app.send(&opened(2, "alice")).await;
+    app.clock.advance(2 * DAY);
+    let (a, b) = (sweeper(&app), sweeper(&app));
+    let now = app.clock.now();
+    // `a` holds the lease (as if mid-pass) while `b` tries.
+    assert!(
+        previewd::db::take_lease(app.pool(), "sweep", "a-holder", now + 300, now)
+            .await
+            .unwrap()
+    );
+    assert!(b.pass(false).await.unwrap().is_none(), "b skips");
+    assert_eq!(app.recorded("expired").await, 0);
+    previewd::db::release_lease(app.pool(), "sweep", "a-holder")
+        .await
+        .unwrap();
+    let (_, report) = a.pass(false).await.unwrap().unwrap();
+    assert_eq!(report.expired, 1);
+    // A lease left by a crashed holder lapses.
+    assert!(
+        previewd::db::take_lease(app.pool(), "sweep", "crashed", now + 300, now)
+            .await
+            .unwrap()
+    );
+    app.clock.advance(301);
+    assert!(b.pass(false).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_dry_run_changes_no_row_and_no_file() {
+    let app = app_with("ttl = \"1d\"\nwarn_before = \"12h\"").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    app.send(&opened(3, "bob")).await;
+    reconciler.pass().await.unwrap();
+    app.execute("UPDATE previews SET expires_at = expires_at + 86400 WHERE number = 3")
+        .await;
+    // An Application file this state wrote that no preview owns, and one another previewd
+    // (another instance label) wrote: only the first is an orphan.
+    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let labelled = |id: &str| {
+        format!("kind: Application\nmetadata:\n  labels:\n    previewd.dev/instance: \"{id}\"\n")
+    };
+    let rendered = app.dir.path().join("rendered");
+    std::fs::write(
+        rendered.join("someone-else-pr-9-helpers.yaml"),
+        labelled(&instance),
+    )
+    .unwrap();
+    std::fs::write(
+        rendered.join("other-previewd-pr-1-helpers.yaml"),
+        labelled("0123456789abcdef"),
+    )
+    .unwrap();
+    app.clock.advance(DAY + 13 * HOUR);
+
+    let dump = |app: &TestApp| {
+        let pool = app.pool().clone();
+        async move {
+            let mut all = Vec::new();
+            for table in ["previews", "history", "notices", "deliveries", "leases"] {
+                let rows: Vec<String> = sqlx::query_scalar(&format!(
+                    "SELECT quote(rowid) || '|' || (SELECT COUNT(*) FROM {table}) FROM {table}"
+                ))
+                .fetch_all(&pool)
+                .await
+                .unwrap_or_default();
+                all.push(format!("{table}: {rows:?}"));
+            }
+            let state: Vec<(i64, String, Option<i64>, i64)> = sqlx::query_as(
+                "SELECT number, desired, warned_expires_at, expires_at FROM previews ORDER BY number",
+            )
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            all.push(format!("{state:?}"));
+            all
+        }
+    };
+    let files = |app: &TestApp| {
+        let mut names: Vec<_> = std::fs::read_dir(app.dir.path().join("rendered"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let (rows_before, files_before) = (dump(&app).await, files(&app));
+    let (plan, _) = sweeper(&app).pass(true).await.unwrap().unwrap();
+    let lines = plan.lines(true);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("expire codertocat/hello-world#2")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("warn codertocat/hello-world#3")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("someone-else-pr-9-helpers")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("other-previewd")),
+        "another instance's Applications are not ours to judge: {lines:?}"
+    );
+    assert_eq!(dump(&app).await, rows_before, "no row changed");
+    assert_eq!(files(&app), files_before, "no file changed");
+}
