@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::Delivery;
@@ -15,46 +15,24 @@ use serde_json::{Value, json};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// `previewd serve` with the directory sink and a few previews in its state.
 struct Server {
-    child: Child,
-    addr: String,
+    running: common::process::Server,
     dir: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Server {
-    /// `previewd serve` with the directory sink and a few previews in its state.
     fn with_previews() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(env!("CARGO_BIN_EXE_previewd"))
-            .arg("serve")
-            .current_dir(dir.path())
-            .env_clear()
-            .env("PREVIEWD_LISTEN", &addr)
-            .env("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET)
-            .env("PREVIEWD_DEFAULTS_DOMAIN", "preview.example.com")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Self { child, addr, dir };
+        let running = common::process::Server::start(
+            dir.path(),
+            &[
+                ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+                ("PREVIEWD_DEFAULTS_DOMAIN", "preview.example.com"),
+            ],
+        );
+        let server = Self { running, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while request(&server.addr, "GET", "/healthz", &[], b"").is_err() {
-            assert!(Instant::now() < deadline, "previewd did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
         let prs = [
             (2, "Codertocat", "Add the new landing page"),
             (3, "octocat", "<script>alert('x')</script> Fix & tidy"),
@@ -70,7 +48,7 @@ impl Server {
                 .guid(&format!("browser-{number}"));
             let headers = delivery.headers();
             let answer = request(
-                &server.addr,
+                &server.running.addr,
                 "POST",
                 "/webhooks/github",
                 &headers,
@@ -88,7 +66,7 @@ impl Server {
     }
 
     fn previews(&self) -> Vec<Value> {
-        let body = request(&self.addr, "GET", "/api/previews", &[], b"")
+        let body = request(&self.running.addr, "GET", "/api/previews", &[], b"")
             .unwrap()
             .body;
         serde_json::from_str::<Value>(&body).unwrap()["previews"]
@@ -148,7 +126,7 @@ fn chromium(args: &[&str]) -> Output {
 #[test]
 fn a_person_sees_the_live_previews_with_links_and_time_left() {
     let server = Server::with_previews();
-    let url = format!("http://{}/", server.addr);
+    let url = format!("http://{}/", server.running.addr);
     let dom = String::from_utf8(chromium(&["--dump-dom", &url]).stdout).unwrap();
     // What the page shows once a browser has parsed it.
     assert_eq!(
@@ -200,7 +178,10 @@ fn a_person_sees_the_live_previews_with_links_and_time_left() {
     let detail = String::from_utf8(
         chromium(&[
             "--dump-dom",
-            &format!("http://{}/previews/codertocat/hello-world/2", server.addr),
+            &format!(
+                "http://{}/previews/codertocat/hello-world/2",
+                server.running.addr
+            ),
         ])
         .stdout,
     )

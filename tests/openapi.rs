@@ -5,8 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::http::request;
 use common::openapi::{documented, get_documented, openapi};
@@ -122,45 +121,14 @@ async fn json_of_with(app: &TestApp, path: &str, auth: &str) -> Value {
 }
 
 /// `previewd serve` on a free port in `dir`, with the test webhook secret and `token`.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(dir: &Path, token: &str) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(env!("CARGO_BIN_EXE_previewd"))
-            .arg("serve")
-            .current_dir(dir)
-            .env_clear()
-            .env("PREVIEWD_LISTEN", &addr)
-            .env("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET)
-            .env("PREVIEWD_API_TOKEN", token)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Self { child, addr };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while request(&server.addr, "GET", "/healthz", &[], b"").is_err() {
-            assert!(Instant::now() < deadline, "previewd did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        server
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn serve(dir: &Path, token: &str) -> common::process::Server {
+    common::process::Server::start(
+        dir,
+        &[
+            ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+            ("PREVIEWD_API_TOKEN", token),
+        ],
+    )
 }
 
 /// schemathesis (tests/requirements.txt), beside the interpreter `scripts/test` prepares.
@@ -180,7 +148,7 @@ fn schemathesis() -> std::path::PathBuf {
 fn schemathesis_finds_every_answer_of_the_api_in_its_openapi_document() {
     let dir = tempfile::tempdir().unwrap();
     let token = "a-long-random-api-token";
-    let server = Server::start(dir.path(), token);
+    let server = serve(dir.path(), token);
     for number in [2, 3] {
         let delivery = Delivery::fixture("pull_request.opened")
             .number(number)

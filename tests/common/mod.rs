@@ -5,6 +5,7 @@
 pub mod github;
 pub mod http;
 pub mod openapi;
+pub mod process;
 pub mod python;
 
 use std::sync::Arc;
