@@ -185,18 +185,7 @@ async fn previewd_render_prints_exactly_what_the_reconciler_applies() {
         })
         .collect();
 
-    let config = app.dir.path().join("previewd.toml");
-    std::fs::write(&config, &toml).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
-        .args(["--config", config.to_str().unwrap(), "render", "--event"])
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/github/pull_request.opened.json"
-        ))
-        .env_clear()
-        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
-        .output()
-        .unwrap();
+    let output = render_offline(&app, &toml);
     let printed = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{printed}");
     assert!(printed.contains(previewd::render::APPLIED_HASH));
@@ -214,18 +203,7 @@ async fn previewd_render_leaves_an_older_state_unmigrated() {
     app.execute("DROP TABLE orphans").await;
     app.execute("DELETE FROM _sqlx_migrations WHERE version = 10")
         .await;
-    let config = app.dir.path().join("previewd.toml");
-    std::fs::write(&config, &toml).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
-        .args(["--config", config.to_str().unwrap(), "render", "--event"])
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/github/pull_request.opened.json"
-        ))
-        .env_clear()
-        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
-        .output()
-        .unwrap();
+    let output = render_offline(&app, &toml);
     assert!(
         output.status.success(),
         "{}",
@@ -242,4 +220,21 @@ async fn previewd_render_leaves_an_older_state_unmigrated() {
         (0, 0),
         "an offline render migrated the state a running previewd uses"
     );
+}
+
+/// `previewd render --event pull_request.opened.json` run as an operator would, with `toml`
+/// and the state of `app`.
+fn render_offline(app: &TestApp, toml: &str) -> std::process::Output {
+    let config = app.dir.path().join("previewd.toml");
+    std::fs::write(&config, toml).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .args(["--config", config.to_str().unwrap(), "render", "--event"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/pull_request.opened.json"
+        ))
+        .env_clear()
+        .env("PREVIEWD_STATE", app.dir.path().join("previewd.db"))
+        .output()
+        .unwrap()
 }
