@@ -187,8 +187,9 @@ pub struct RepoConfig {
 /// What previewd knows of a repository's app: its image, migrations and seed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppConfig {
-    /// Image repository; previews run the tag of the PR's head SHA.
+    /// Image repository; previews run the tag `image_tag` renders (the head SHA by default).
     pub image: Option<String>,
+    pub image_tag: crate::image_tag::ImageTag,
     pub migrate_command: Vec<String>,
     /// A seed set shipped with previewd (see `seeds/`).
     pub seed: Option<String>,

@@ -40,6 +40,7 @@ pub mod db;
 pub mod duration;
 pub mod feedback;
 pub mod github;
+pub mod image_tag;
 pub mod intake;
 pub mod intent;
 pub mod ledger;

@@ -226,7 +226,7 @@ pub fn app_application(
         },
     });
     if let Some(image) = &app.image {
-        values["image"] = json!({"repository": image, "tag": preview.head_sha.as_str()});
+        values["image"] = json!({"repository": image, "tag": tag(&app, preview)});
     }
     let mut metadata = helper["metadata"].clone();
     metadata["name"] = json!(names.app_application);
@@ -356,7 +356,12 @@ pub fn values(
 fn image(app: &AppConfig, preview: &Preview) -> Option<String> {
     app.image
         .as_ref()
-        .map(|image| format!("{image}:{}", preview.head_sha))
+        .map(|image| format!("{image}:{}", tag(app, preview)))
+}
+
+/// The tag of the PR's image, as `[[repos]] image_tag` says CI tags it.
+fn tag(app: &AppConfig, preview: &Preview) -> String {
+    app.image_tag.render(&preview.head_sha, preview.key.number)
 }
 
 fn migrations(app: &AppConfig, preview: &Preview) -> Value {

@@ -132,7 +132,7 @@ pub const KEYS: &[Key] = &[
 const TABLES: &[(&str, &str, &str)] = &[
     ("`[[clusters]]` `name`, `server`, `sealing_cert`, `capacity`, `ingress_target`",
         "one cluster `in-cluster`", "placement targets"),
-    ("`[[repos]]` `name` + any `defaults.*` key, `image`, `migrate_command`, `seed`, `seed_command`",
+    ("`[[repos]]` `name` + any `defaults.*` key, `image`, `image_tag`, `migrate_command`, `seed`, `seed_command`",
         "none: every repository is accepted",
         "allow-list, per-repo policy, and the app's image, migrations and seed"),
     ("`[[repos]]` `app_chart`, `app_repo_url`", "none; `https://github.com/<owner>/<repo>.git`",

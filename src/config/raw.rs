@@ -52,6 +52,7 @@ pub(super) struct RawCluster {
 pub(super) struct RawRepo {
     pub(super) name: String,
     pub(super) image: Option<String>,
+    pub(super) image_tag: Option<String>,
     #[serde(default)]
     pub(super) migrate_command: Vec<String>,
     pub(super) seed: Option<String>,

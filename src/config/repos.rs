@@ -19,6 +19,16 @@ impl Validator {
                 "a repository without tag, like ghcr.io/acme/shop",
             ));
         }
+        let image_tag = match &r.image_tag {
+            None => crate::image_tag::ImageTag::default(),
+            Some(template) => crate::image_tag::ImageTag::parse(template).map_err(|why| {
+                self.invalid(
+                    &key("image_tag"),
+                    why,
+                    "a tag template of {sha}, {sha7} and {number}, like pr-{number}-{sha7}",
+                )
+            })?,
+        };
         if r.image.is_none() && !(r.migrate_command.is_empty() && r.seed_command.is_empty()) {
             return Err(self.invalid(
                 &key("image"),
@@ -84,6 +94,7 @@ impl Validator {
         };
         Ok(AppConfig {
             image: r.image.clone(),
+            image_tag,
             migrate_command: r.migrate_command.clone(),
             seed: r.seed.clone(),
             seed_command: r.seed_command.clone(),

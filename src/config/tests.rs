@@ -445,3 +445,27 @@ fn serving_beyond_loopback_without_an_api_token_is_refused_naming_the_key() {
     let local = Config::from_toml("listen = \"[::1]:8080\"\n", env(&[])).unwrap();
     local.check_serving().unwrap();
 }
+
+#[test]
+fn an_image_tag_template_a_registry_would_refuse_is_refused_at_start_naming_the_key() {
+    let unknown = error_of(
+        "[[repos]]\nname = \"o/r\"\nimage = \"ghcr.io/o/r\"\nimage_tag = \"{branch}\"\n",
+        &[],
+    );
+    assert!(unknown.contains("repos[0].image_tag"), "{unknown}");
+    assert!(unknown.contains("{branch}"), "{unknown}");
+    let constant = error_of(
+        "[[repos]]\nname = \"o/r\"\nimage = \"ghcr.io/o/r\"\nimage_tag = \"latest\"\n",
+        &[],
+    );
+    assert!(
+        constant.contains("every PR would run the same image"),
+        "{constant}"
+    );
+    let config = Config::from_toml(
+        "[[repos]]\nname = \"o/r\"\nimage = \"ghcr.io/o/r\"\nimage_tag = \"{sha7}\"\n",
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(config.repos[0].app.image_tag.to_string(), "{sha7}");
+}

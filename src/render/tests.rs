@@ -165,6 +165,33 @@ fn a_configured_app_chart_renders_the_app_application_at_the_head_sha() {
     );
 }
 
+/// `[[repos]] image_tag`: the migrations, the seed command and the app all run the tag CI
+/// built under the repository's template, not the bare head SHA.
+#[test]
+fn every_image_a_preview_runs_carries_the_tag_its_template_renders() {
+    let toml = CONFIG.replace(
+        "seed_command = [\"bin/seed\"]",
+        "seed_command = [\"bin/seed\"]\nmigrate_command = [\"bin/migrate\"]\nimage_tag = \"pr-{number}-{sha7}\"",
+    );
+    let config = Config::from_toml(&toml, Vec::new()).unwrap();
+    let preview = Preview::test().on("eu-1").of("octo/worker#3");
+    let names = names(&preview, &config);
+    let helper = helper_application(&preview, &names, &config, &[]).unwrap();
+    let values = &helper["spec"]["source"]["helm"]["valuesObject"];
+    assert_eq!(
+        values["migrations"]["image"],
+        "ghcr.io/octo/worker:pr-3-ec26c3e"
+    );
+    assert_eq!(
+        values["seed"]["commandImage"],
+        "ghcr.io/octo/worker:pr-3-ec26c3e"
+    );
+    let app = app_application(&preview, &names, &config).unwrap().unwrap();
+    let image = &app["spec"]["source"]["helm"]["valuesObject"]["image"];
+    assert_eq!(image["repository"], "ghcr.io/octo/worker");
+    assert_eq!(image["tag"], "pr-3-ec26c3e");
+}
+
 #[test]
 fn without_an_app_chart_there_is_no_app_application() {
     assert_eq!(
