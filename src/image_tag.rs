@@ -1,8 +1,9 @@
 //! `[[repos]] image_tag`: the tag a preview's image runs, from a template of `{sha}` (the
 //! PR's head SHA, the default), `{sha7}` (its first seven characters) and `{number}` (the
 //! PR's number), for registries CI tags otherwise. Checked once when the configuration
-//! loads, so every tag it renders is one a registry accepts: `[\w][\w.-]{0,127}`, the `tag`
-//! rule of distribution/reference (reference.go) that the OCI distribution spec repeats.
+//! loads, so every tag it renders is one a registry accepts: `[\w][\w.-]{0,127}` (Go's `\w`
+//! is ASCII `[0-9A-Za-z_]`), the `tag` rule of distribution/reference (`regexp.go`, `tag`;
+//! the grammar in `reference.go`) that the OCI distribution spec repeats.
 
 use std::fmt;
 

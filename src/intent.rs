@@ -120,6 +120,18 @@ pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
     }
 }
 
+/// A verified `pull_request` delivery of `pr`, as the server hands it to `decide` (tests).
+#[cfg(test)]
+fn pr_delivery(pr: PullRequestEvent) -> Delivery {
+    Delivery {
+        hook_id: String::new(),
+        guid: "g".into(),
+        event: "pull_request".into(),
+        action: None,
+        payload: Event::PullRequest(pr),
+    }
+}
+
 fn refuse(key: &PreviewKey, actor: &str) -> Intent {
     Intent {
         outcome: Outcome::Refused,
@@ -232,14 +244,7 @@ mod tests {
 
     fn decide_pr(pr: PullRequestEvent, config_toml: &str) -> Intent {
         let config = Config::from_toml(config_toml, Vec::new()).unwrap();
-        let delivery = Delivery {
-            hook_id: String::new(),
-            guid: "g".into(),
-            event: "pull_request".into(),
-            action: None,
-            payload: Event::PullRequest(pr),
-        };
-        decide(&delivery, &config, 10_000)
+        decide(&pr_delivery(pr), &config, 10_000)
     }
 
     fn change(intent: &Intent) -> &PrChange {

@@ -135,6 +135,16 @@ async fn two_previewds_in_one_process_count_apart() {
     assert!(counted.contains(accepted), "{counted}");
     let (_, apart) = other.get("/metrics", None).await;
     assert!(!apart.contains("outcome=\"accepted\""), "{apart}");
+    // Prometheus picks its parser by this header: OpenMetrics text under the old
+    // `text/plain; version=0.0.4` would be read with the wrong one.
+    let request = axum::http::Request::get("/metrics")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (_, headers, _) = other.answer(request).await;
+    assert_eq!(
+        headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     assert!(
         apart.ends_with("# EOF\n"),
         "OpenMetrics ends with # EOF: {apart}"

@@ -4,7 +4,7 @@ use super::*;
 use crate::config::Config;
 use crate::intent::{Change, decide};
 use crate::preview::Sha;
-use crate::webhook::{Delivery, Event, PrAction, PullRequestEvent};
+use crate::webhook::{PrAction, PullRequestEvent};
 
 const NOW: i64 = 50_000;
 const HEAD: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
@@ -33,14 +33,7 @@ fn event(action: PrAction, at: i64) -> PullRequestEvent {
 /// The change intake decides for `pr`, as the server makes it.
 fn change_of(pr: PullRequestEvent) -> PrChange {
     let config = Config::from_toml("", Vec::new()).unwrap();
-    let delivery = Delivery {
-        hook_id: String::new(),
-        guid: "g".into(),
-        event: "pull_request".into(),
-        action: None,
-        payload: Event::PullRequest(pr),
-    };
-    match decide(&delivery, &config, NOW).change {
+    match decide(&crate::intent::pr_delivery(pr), &config, NOW).change {
         Change::PullRequest(change) => *change,
         other => panic!("expected a PR change, got {other:?}"),
     }
