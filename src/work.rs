@@ -5,51 +5,101 @@
 //! reconciler must look at again itself (a sync under way, a retry) waits in [`Later`].
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::time::{DelayQueue, delay_queue};
 
 use crate::preview::PreviewKey;
 
+/// What the producers told and the reconciler has not taken yet: a set, so a burst of
+/// deliveries for one PR (or a reconciler stalled behind a slow sink) holds each preview
+/// once — bounded by the previews, not by how often they were told.
+#[derive(Debug, Default)]
+struct Told {
+    keys: Mutex<BTreeSet<PreviewKey>>,
+    wake: Notify,
+    /// Live `Work` handles; at zero, `Pending::next` ends once the set is empty.
+    producers: AtomicUsize,
+}
+
+impl Told {
+    fn keys(&self) -> std::sync::MutexGuard<'_, BTreeSet<PreviewKey>> {
+        // Nothing that can panic runs under this lock; a poisoned set is still a set.
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// The producers' end: tells the reconciler a preview has work. Cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Work {
-    previews: mpsc::UnboundedSender<PreviewKey>,
+    told: Arc<Told>,
 }
 
 /// The reconciler's end: the previews said to have work, in batches.
 #[derive(Debug)]
 pub struct Pending {
-    previews: mpsc::UnboundedReceiver<PreviewKey>,
+    told: Arc<Told>,
 }
 
 /// A connected pair: what is told through the `Work` (and its clones) arrives at the `Pending`.
 pub fn channel() -> (Work, Pending) {
-    let (previews, pending) = mpsc::unbounded_channel();
-    (Work { previews }, Pending { previews: pending })
+    let told = Arc::new(Told::default());
+    told.producers.store(1, Ordering::SeqCst);
+    (Work { told: told.clone() }, Pending { told })
+}
+
+impl Clone for Work {
+    fn clone(&self) -> Self {
+        self.told.producers.fetch_add(1, Ordering::SeqCst);
+        Self {
+            told: self.told.clone(),
+        }
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if self.told.producers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.told.wake.notify_one();
+        }
+    }
 }
 
 impl Work {
     /// `key` has work. Never waits; without a reconciler (a one-shot command, a test that
-    /// runs passes itself) it goes nowhere, which is fine: the state holds the work.
+    /// runs passes itself) it waits in the set, which is fine: the state holds the work.
     pub fn notify(&self, key: PreviewKey) {
-        let _ = self.previews.send(key);
+        self.told.keys().insert(key);
+        // Stores a permit when the reconciler is not waiting yet: no word is lost.
+        self.told.wake.notify_one();
     }
 }
 
 impl Pending {
-    /// Waits for a preview with work, then takes every other one already told, each once;
-    /// `None` once every `Work` is gone.
+    /// Waits for a preview with work, then takes every one told, each once; `None` once
+    /// every `Work` is gone and nothing is left.
     pub async fn next(&mut self) -> Option<BTreeSet<PreviewKey>> {
-        let first = self.previews.recv().await?;
-        let mut keys = BTreeSet::from([first]);
-        while let Ok(key) = self.previews.try_recv() {
-            keys.insert(key);
+        loop {
+            {
+                let mut keys = self.told.keys();
+                if !keys.is_empty() {
+                    return Some(std::mem::take(&mut *keys));
+                }
+                if self.told.producers.load(Ordering::SeqCst) == 0 {
+                    return None;
+                }
+            }
+            self.told.wake.notified().await;
         }
-        Some(keys)
+    }
+
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.told.keys().len()
     }
 }
 
@@ -150,6 +200,30 @@ mod tests {
         assert_eq!(pending.next().await, Some(BTreeSet::from([key(2), key(3)])));
         drop((work, sweeper));
         assert_eq!(pending.next().await, None, "no producer left");
+    }
+
+    /// Before, every word was a message in an unbounded channel: a reconciler stalled
+    /// behind a slow sink while one PR's pushes kept coming held one entry per delivery.
+    #[tokio::test]
+    async fn a_burst_for_one_preview_waits_as_one_entry() {
+        let (work, mut pending) = channel();
+        for _ in 0..100_000 {
+            work.notify(key(2));
+        }
+        work.notify(key(3));
+        assert_eq!(pending.waiting(), 2);
+        assert_eq!(pending.next().await, Some(BTreeSet::from([key(2), key(3)])));
+        assert_eq!(pending.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_word_told_while_the_reconciler_waits_wakes_it() {
+        let (work, mut pending) = channel();
+        let waiting = tokio::spawn(async move { pending.next().await });
+        tokio::task::yield_now().await;
+        work.notify(key(4));
+        let got = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        assert_eq!(got.unwrap().unwrap(), Some(BTreeSet::from([key(4)])));
     }
 
     #[test]
