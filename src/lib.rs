@@ -29,6 +29,7 @@
 pub mod app;
 pub mod argocd;
 pub mod ca;
+pub mod checks;
 pub mod cli;
 pub mod clock;
 pub mod clusters;
@@ -48,6 +49,7 @@ pub mod metrics;
 pub mod naming;
 pub mod openapi;
 pub mod operate;
+pub mod paths;
 pub mod plan;
 pub mod preview;
 pub mod projects;
