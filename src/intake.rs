@@ -312,6 +312,7 @@ async fn apply(
             db::add_history(conn, &row).await?;
         }
         Change::Installation(change) => db::apply_installation(conn, change, now).await?,
+        Change::Check(_) => {} // TODO(#15): record the report
     }
     Ok((intent.outcome, intent.detail.clone()))
 }

@@ -5,7 +5,7 @@ use crate::config::{Config, Policy};
 use crate::naming::Names;
 use crate::preview::{Desired, PreviewKey};
 use crate::webhook::{
-    CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent,
+    CheckEvent, CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent,
 };
 
 /// How the delivery is recorded and answered: `Accepted` is 202, the others 200.
@@ -57,6 +57,8 @@ pub enum Change {
     /// live preview (its commands still work, design.md), refused otherwise.
     FrozenCommand(CommandComment),
     Installation(InstallationChange),
+    /// A CI result on a commit of a repository in `[[repos]]`, for its `wait_for`.
+    Check(CheckEvent),
 }
 
 /// The new state of one PR's preview. Applied only if the event is not older than what is
@@ -115,6 +117,19 @@ pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
                 Outcome::Accepted,
                 "command queued".into(),
                 Change::Command(command.clone()),
+            ),
+        },
+        // No history row outside `[[repos]]`: CI reports arrive for every job of every repo.
+        Event::Check(check) => match config.policy_for(&check.repo) {
+            None => intent(
+                Outcome::Ignored,
+                format!("{} is not in the [[repos]] allow-list", check.repo),
+                Change::Nothing,
+            ),
+            Some(_) => intent(
+                Outcome::Accepted,
+                "check recorded".into(),
+                Change::Check(check.clone()),
             ),
         },
     }
@@ -332,6 +347,30 @@ mod tests {
             "[[repos]]\nname = \"octo/other\"\n",
         );
         assert_eq!(pushed.outcome, Outcome::Refused, "no new rendering");
+    }
+
+    #[test]
+    fn a_check_for_a_repository_outside_the_allow_list_is_ignored_without_history() {
+        let config = Config::from_toml("[[repos]]\nname = \"octo/other\"\n", Vec::new()).unwrap();
+        let check = |repo: &str| Delivery {
+            hook_id: String::new(),
+            guid: "g".into(),
+            event: "check_suite".into(),
+            action: Some("completed".into()),
+            payload: Event::Check(CheckEvent {
+                repo: repo.parse().unwrap(),
+                installation_id: None,
+                sha: "ec26c3e57ca3a959ca5aad62de7213c562f8c821".parse().unwrap(),
+                report: None,
+            }),
+        };
+        let outside = decide(&check("octo/app"), &config, 10_000);
+        assert_eq!(outside.outcome, Outcome::Ignored);
+        assert_eq!(outside.change, Change::Nothing, "no history row");
+        assert!(outside.detail.contains("allow-list"), "{}", outside.detail);
+        let listed = decide(&check("octo/other"), &config, 10_000);
+        assert_eq!(listed.outcome, Outcome::Accepted);
+        assert!(matches!(listed.change, Change::Check(_)));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use octocrab::models::webhook_events::payload::{
 use octocrab::models::webhook_events::{WebhookEvent, WebhookEventPayload, verification};
 use serde::Deserialize;
 
+use crate::checks::CheckReport;
 use crate::preview::{PreviewKey, RepoName, Sha};
 use secrecy::{ExposeSecret, SecretString};
 
@@ -59,6 +60,8 @@ pub enum Event {
     Command(CommandComment),
     Ping,
     Installation(InstallationChange),
+    /// A CI result on a commit (`check_run`, `check_suite`, `status`, `workflow_run`).
+    Check(CheckEvent),
     /// Verified and understood, but nothing for previewd to do; the text says why.
     Ignored(String),
 }
@@ -111,6 +114,17 @@ impl PullRequestEvent {
             redeploy_generation: 0,
         }
     }
+}
+
+/// What a CI delivery says about one commit. It names no PR (a status never does): the
+/// commit is matched with the PRs whose head it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckEvent {
+    pub repo: RepoName,
+    pub installation_id: Option<u64>,
+    pub sha: Sha,
+    /// None: a check suite completed — look the commit's checks up (a suite names no check)
+    pub report: Option<CheckReport>,
 }
 
 /// A new PR comment holding a `/preview` command line (parsed later, by the reconciler).
@@ -269,6 +283,16 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
             "created" | "deleted" | "suspend" | "unsuspend" | "new_permissions_accepted"
         ),
         ("installation_repositories", Some(a)) => matches!(a, "added" | "removed"),
+        // The actions that carry a new state of the run. `rerequested` leaves the run as it
+        // was (the owning App answers with a new run, which arrives as `created`) and reaches
+        // only that App; `requested_action` is a button of the App's own.
+        ("check_run", Some(a)) => matches!(a, "created" | "completed"),
+        // Only a completed suite says anything: then its runs are looked up. `requested` and
+        // `rerequested` ask the suite's App to start runs.
+        ("check_suite", Some(a)) => a == "completed",
+        // Statuses have no action: each delivery is a new state of one context.
+        ("status", _) => true,
+        ("workflow_run", Some(a)) => matches!(a, "requested" | "in_progress" | "completed"),
         _ => false,
     };
     if !known {
@@ -284,6 +308,13 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
         event: event.to_owned(),
         message,
     };
+    if matches!(
+        event,
+        "check_run" | "check_suite" | "status" | "workflow_run"
+    ) {
+        let check = ci::convert(event, body).map_err(malformed)?;
+        return Ok((action, Event::Check(check)));
+    }
     let parsed = WebhookEvent::try_from_header_and_body(event, body)
         .map_err(|e| malformed(e.to_string()))?;
     let payload = convert(parsed).map_err(malformed)?;
@@ -470,6 +501,8 @@ fn repo_names<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<RepoName>,
         .map(|n| n.parse().map_err(|e| format!("{e}")))
         .collect()
 }
+
+mod ci;
 
 #[cfg(test)]
 mod tests;
