@@ -5,7 +5,8 @@
 //! `x-ratelimit-reset` (a held installation's calls fail at once, without a request; no call
 //! ever sleeps out a rate limit), and GitHub's JSON converted to previewd's types at the edge.
 //! Here: the client, its credentials and installations; `endpoints` holds what previewd asks
-//! GitHub, `transport` how one request goes, `wire` how answers are read.
+//! GitHub, `lookups` what it reads to decide whether a preview may run, `transport` how one
+//! request goes, `wire` how answers are read.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicI64;
@@ -270,6 +271,7 @@ impl GitHub {
 
 mod endpoints;
 mod holds;
+mod lookups;
 mod transport;
 mod wire;
 

@@ -13,7 +13,8 @@ use super::wire::{header_number, message_of, rate_limit_wait, read, shape};
 use super::{Caller, GitHub, GitHubError, TIMEOUT};
 
 const ATTEMPTS: u32 = 3;
-const PAGE: usize = 100;
+/// Items asked for per page: GitHub's most (`per_page` is at most 100).
+pub(super) const PAGE: usize = 100;
 const MAX_PAGES: usize = 50;
 
 impl GitHub {
@@ -27,21 +28,33 @@ impl GitHub {
         read(path, answer)
     }
 
+    /// Every item of a listing whose pages are lists (pulls, comments), up to `MAX_PAGES`.
     pub(super) async fn all_pages(
         &self,
         client: &Caller,
         path: &str,
     ) -> Result<Vec<Value>, GitHubError> {
+        self.pages(client, path, MAX_PAGES).await
+    }
+
+    /// Pages 1.. of `path`, `PAGE` items each, until a short page or `max_pages` of them (a
+    /// listing longer than that is cut there). Any failed page fails the whole listing: a
+    /// partial one must not be taken for "these are all".
+    pub(super) async fn pages(
+        &self,
+        client: &Caller,
+        path: &str,
+        max_pages: usize,
+    ) -> Result<Vec<Value>, GitHubError> {
         let mut all = Vec::new();
         let join = if path.contains('?') { '&' } else { '?' };
-        for page in 1..=MAX_PAGES {
+        for page in 1..=max_pages {
             let url = format!("{path}{join}per_page={PAGE}&page={page}");
-            let items = self.call(client, Method::GET, &url, None).await?;
-            let Value::Array(items) = items else {
+            let Value::Array(found) = self.call(client, Method::GET, &url, None).await? else {
                 return Err(shape(path, "not a list"));
             };
-            let last = items.len() < PAGE;
-            all.extend(items);
+            let last = found.len() < PAGE;
+            all.extend(found);
             if last {
                 return Ok(all);
             }

@@ -145,6 +145,14 @@ impl From<Pull> for PullInfo {
     }
 }
 
+/// One file of a PR (`GET /repos/{repo}/pulls/{number}/files`): its path, and the path it
+/// had before when it was renamed (`status: renamed`).
+#[derive(Debug, Deserialize)]
+pub(super) struct PullFile {
+    pub(super) filename: String,
+    pub(super) previous_filename: Option<String>,
+}
+
 /// `answer` (to `path`) as `T`; another shape is an error naming the request.
 pub(super) fn read<T: DeserializeOwned>(path: &str, answer: Value) -> Result<T, GitHubError> {
     serde_json::from_value(answer).map_err(|e| shape(path, &e.to_string()))

@@ -1,7 +1,8 @@
 //! A stand-in for GitHub's REST API on a local port: stateful (comments, reactions,
 //! deployments, statuses, pull requests, permissions), answering with bodies shaped like
 //! GitHub's, and able to fail on cue (a 502 after the write happened, a secondary rate
-//! limit with `retry-after`, a 500 on a listing).
+//! limit with `retry-after`, a 500 on a listing). `lookups` serves what previewd reads of a
+//! PR's files.
 
 #![allow(dead_code)]
 
@@ -16,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 
+pub mod lookups;
+
 pub const BOT: &str = "previewd-test[bot]";
 
 /// A failure to answer with, `times` times, on requests whose method and path match.
@@ -23,6 +26,8 @@ pub const BOT: &str = "previewd-test[bot]";
 pub struct Fault {
     pub method: Method,
     pub path_contains: String,
+    /// Only requests whose query contains this (`&page=3`: that page of a listing).
+    pub query_contains: Option<String>,
     pub status: u16,
     pub times: usize,
     /// Do the work first, then fail (what a 502 from a proxy after GitHub wrote looks like).
@@ -38,6 +43,7 @@ impl Fault {
         Self {
             method,
             path_contains: path_contains.into(),
+            query_contains: None,
             status,
             times: 10_000,
             after_write: false,
@@ -57,6 +63,12 @@ impl Fault {
     /// Only the first `times` such requests.
     pub fn times(mut self, times: usize) -> Self {
         self.times = times;
+        self
+    }
+
+    /// Only on requests whose query contains `query` (`&page=3`: one page of a listing).
+    pub fn with_query(mut self, query: &str) -> Self {
+        self.query_contains = Some(query.into());
         self
     }
 
@@ -82,6 +94,8 @@ pub struct Hub {
     pub statuses: Vec<(u64, Value)>,
     pub pulls: Vec<Value>,
     pub permissions: HashMap<String, String>,
+    /// The files of each PR, by number, as "List pull requests files" lists them.
+    pub files: HashMap<u64, Vec<Value>>,
     pub faults: Vec<Fault>,
     /// Every request, as `METHOD path`.
     pub log: Vec<String>,
@@ -150,6 +164,10 @@ impl FakeGitHub {
             )
             .route("/repos/{owner}/{repo}/pulls", get(list_pulls))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(one_pull))
+            .route(
+                "/repos/{owner}/{repo}/pulls/{number}/files",
+                get(lookups::list_files),
+            )
             .layer(middleware::from_fn_with_state(hub.clone(), faults))
             .with_state(hub.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -219,6 +237,7 @@ impl FakeGitHub {
 
 async fn faults(State(hub): State<Shared>, request: Request, next: Next) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let query = request.uri().query().unwrap_or_default().to_owned();
     let fault = {
         let mut hub = hub.lock().unwrap();
         hub.log.push(format!("{method} {}", request.uri()));
@@ -229,10 +248,12 @@ async fn faults(State(hub): State<Shared>, request: Request, next: Next) -> Resp
             .unwrap_or_default()
             .to_owned();
         hub.auth.push(auth);
-        let found = hub
-            .faults
-            .iter_mut()
-            .find(|f| f.method == method && path.contains(&f.path_contains) && f.times > 0);
+        let found = hub.faults.iter_mut().find(|f| {
+            f.method == method
+                && path.contains(&f.path_contains)
+                && f.query_contains.as_ref().is_none_or(|q| query.contains(q))
+                && f.times > 0
+        });
         found.map(|f| {
             f.times -= 1;
             f.clone()
@@ -265,12 +286,19 @@ fn next_id(hub: &mut Hub) -> u64 {
 
 type Params = Query<HashMap<String, String>>;
 
+/// Page `page` of `items`, `per_page` a page (GitHub's default 30, its most 100; page 0 is
+/// page 1, as on GitHub).
 fn page(items: Vec<Value>, params: &HashMap<String, String>) -> Vec<Value> {
     let per_page: usize = params
         .get("per_page")
         .and_then(|p| p.parse().ok())
-        .unwrap_or(30);
-    let page: usize = params.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+        .unwrap_or(30)
+        .clamp(1, 100);
+    let page: usize = params
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     items
         .into_iter()
         .skip((page - 1) * per_page)

@@ -1,6 +1,6 @@
 //! GitHub feedback and PR commands against a local stand-in for GitHub's REST API: the
 //! sticky comment, deployments and their statuses, failures GitHub really produces, command
-//! authorization, fork approval, and resync of open PRs.
+//! authorization, fork approval, resync of open PRs, and the look-ups of a PR's files.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -8,6 +8,7 @@ mod common;
 mod approval;
 mod commands;
 mod faults;
+mod lookups;
 mod reports;
 mod resync;
 
