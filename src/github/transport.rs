@@ -17,6 +17,17 @@ const ATTEMPTS: u32 = 3;
 pub(super) const PAGE: usize = 100;
 const MAX_PAGES: usize = 50;
 
+/// Where a listing's items are on each of its pages.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Items {
+    /// The page is the list (pulls, comments, a PR's files).
+    Page,
+    /// The list is this field of the page's object (`check_runs`, `statuses`,
+    /// `workflow_runs`); the object's other fields (`total_count`, a combined `state`) are
+    /// not needed.
+    Under(&'static str),
+}
+
 impl GitHub {
     /// A GET, its answer read as `T`.
     pub(super) async fn get<T: DeserializeOwned>(
@@ -34,7 +45,7 @@ impl GitHub {
         client: &Caller,
         path: &str,
     ) -> Result<Vec<Value>, GitHubError> {
-        self.pages(client, path, MAX_PAGES).await
+        self.pages(client, path, Items::Page, MAX_PAGES).await
     }
 
     /// Pages 1.. of `path`, `PAGE` items each, until a short page or `max_pages` of them (a
@@ -44,14 +55,24 @@ impl GitHub {
         &self,
         client: &Caller,
         path: &str,
+        items: Items,
         max_pages: usize,
     ) -> Result<Vec<Value>, GitHubError> {
         let mut all = Vec::new();
         let join = if path.contains('?') { '&' } else { '?' };
         for page in 1..=max_pages {
             let url = format!("{path}{join}per_page={PAGE}&page={page}");
-            let Value::Array(found) = self.call(client, Method::GET, &url, None).await? else {
-                return Err(shape(path, "not a list"));
+            let answer = self.call(client, Method::GET, &url, None).await?;
+            let found = match (items, answer) {
+                (Items::Page, Value::Array(found)) => found,
+                (Items::Page, _) => return Err(shape(path, "not a list")),
+                (Items::Under(key), Value::Object(mut object)) => match object.remove(key) {
+                    Some(Value::Array(found)) => found,
+                    _ => return Err(shape(path, &format!("no `{key}` list"))),
+                },
+                (Items::Under(key), _) => {
+                    return Err(shape(path, &format!("not an object with a `{key}` list")));
+                }
             };
             let last = found.len() < PAGE;
             all.extend(found);

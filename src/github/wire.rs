@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::{CommentInfo, GitHubError, PullInfo};
+use crate::checks::{CheckReport, Source, state_of};
 
 /// How long GitHub asks us to wait, if this answer is a rate limit: `retry-after`, else the
 /// primary limit's reset time, else a minute for a secondary limit without headers.
@@ -153,6 +154,86 @@ pub(super) struct PullFile {
     pub(super) previous_filename: Option<String>,
 }
 
+/// A check run of `GET /repos/{repo}/commits/{sha}/check-runs` (`check_runs`). `status` is
+/// `queued`, `in_progress`, `completed`, `waiting`, `requested` or `pending`; the rest may
+/// be `null` until the run completes.
+#[derive(Debug, Deserialize)]
+pub(super) struct CheckRun {
+    name: String,
+    status: Option<String>,
+    conclusion: Option<String>,
+    html_url: Option<String>,
+    started_at: Option<String>,
+    completed_at: Option<String>,
+}
+
+/// A commit status of `GET /repos/{repo}/commits/{sha}/status` (`statuses`): `state` is
+/// `error`, `failure`, `pending` or `success`.
+#[derive(Debug, Deserialize)]
+pub(super) struct CommitStatus {
+    context: String,
+    state: String,
+    target_url: Option<String>,
+    updated_at: Option<String>,
+}
+
+/// A workflow run of `GET /repos/{repo}/actions/runs` (`workflow_runs`): `name`, `status`
+/// and `conclusion` may be `null`.
+#[derive(Debug, Deserialize)]
+pub(super) struct WorkflowRun {
+    name: Option<String>,
+    status: Option<String>,
+    conclusion: Option<String>,
+    html_url: Option<String>,
+    updated_at: Option<String>,
+}
+
+/// A report's time: GitHub's `at`, or 0 (older than any) when it sent none.
+fn report_time(at: Option<&str>) -> i64 {
+    at.and_then(unix_seconds).unwrap_or(0)
+}
+
+impl From<CheckRun> for CheckReport {
+    fn from(run: CheckRun) -> Self {
+        let status = run.status.unwrap_or_default();
+        Self {
+            source: Source::CheckRun,
+            state: state_of(&status, run.conclusion.as_deref()),
+            conclusion: run.conclusion.unwrap_or(status),
+            name: run.name,
+            url: run.html_url,
+            at: report_time(run.completed_at.or(run.started_at).as_deref()),
+        }
+    }
+}
+
+impl From<CommitStatus> for CheckReport {
+    fn from(status: CommitStatus) -> Self {
+        Self {
+            source: Source::Status,
+            state: state_of(&status.state, None),
+            conclusion: status.state,
+            name: status.context,
+            url: status.target_url,
+            at: report_time(status.updated_at.as_deref()),
+        }
+    }
+}
+
+impl From<WorkflowRun> for CheckReport {
+    fn from(run: WorkflowRun) -> Self {
+        let status = run.status.unwrap_or_default();
+        Self {
+            source: Source::Workflow,
+            state: state_of(&status, run.conclusion.as_deref()),
+            conclusion: run.conclusion.unwrap_or(status),
+            name: run.name.unwrap_or_default(),
+            url: run.html_url,
+            at: report_time(run.updated_at.as_deref()),
+        }
+    }
+}
+
 /// `answer` (to `path`) as `T`; another shape is an error naming the request.
 pub(super) fn read<T: DeserializeOwned>(path: &str, answer: Value) -> Result<T, GitHubError> {
     serde_json::from_value(answer).map_err(|e| shape(path, &e.to_string()))
@@ -281,6 +362,48 @@ mod tests {
         let info = CommentInfo::from(comment);
         assert_eq!(info.id, event["comment"]["id"].as_u64().unwrap());
         assert_eq!(info.author, event["comment"]["user"]["login"]);
+    }
+
+    #[test]
+    fn recorded_ci_reports_read_into_check_reports() {
+        use crate::checks::CheckState;
+        let run = recorded("check_run.completed")["check_run"].clone();
+        let report = CheckReport::from(read::<CheckRun>("/check-runs", run).unwrap());
+        assert_eq!(report.source, Source::CheckRun);
+        assert_eq!(report.name, "Octocoders-linter");
+        assert_eq!(
+            (report.state, report.conclusion.as_str()),
+            (CheckState::Succeeded, "success")
+        );
+        assert_eq!(report.at, 1_557_933_672); // completed_at 2019-05-15T15:21:12Z
+        let status = recorded("status");
+        let report = CheckReport::from(read::<CommitStatus>("/status", status).unwrap());
+        assert_eq!(
+            (report.source, report.name.as_str()),
+            (Source::Status, "default")
+        );
+        assert_eq!(report.state, CheckState::Succeeded);
+        assert_eq!(report.at, 1_557_933_655); // updated_at 2019-05-15T15:20:55+00:00
+        let run = recorded("workflow_run.completed.with-pull-requests")["workflow_run"].clone();
+        let report = CheckReport::from(read::<WorkflowRun>("/actions/runs", run).unwrap());
+        assert_eq!(report.source, Source::Workflow);
+        assert_eq!(report.state, CheckState::Succeeded);
+        assert!(report.url.unwrap().ends_with("/actions/runs/289782451"));
+    }
+
+    #[test]
+    fn a_check_run_still_queued_has_nulls_and_is_pending() {
+        let queued = serde_json::json!({
+            "name": "build-image", "status": "queued", "conclusion": null,
+            "html_url": null, "started_at": null, "completed_at": null,
+        });
+        let report = CheckReport::from(read::<CheckRun>("/check-runs", queued).unwrap());
+        assert_eq!(report.state, crate::checks::CheckState::Pending);
+        assert_eq!((report.conclusion.as_str(), report.at), ("queued", 0));
+        let unnamed = serde_json::json!({"name": null, "status": null, "conclusion": null,
+                                         "html_url": "h", "updated_at": "2020-10-05T16:33:49Z"});
+        let report = CheckReport::from(read::<WorkflowRun>("/actions/runs", unnamed).unwrap());
+        assert_eq!(report.state, crate::checks::CheckState::Pending);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! deployments, statuses, pull requests, permissions), answering with bodies shaped like
 //! GitHub's, and able to fail on cue (a 502 after the write happened, a secondary rate
 //! limit with `retry-after`, a 500 on a listing). `lookups` serves what previewd reads of a
-//! PR's files.
+//! PR's files and a commit's CI reports.
 
 #![allow(dead_code)]
 
@@ -96,6 +96,12 @@ pub struct Hub {
     pub permissions: HashMap<String, String>,
     /// The files of each PR, by number, as "List pull requests files" lists them.
     pub files: HashMap<u64, Vec<Value>>,
+    /// Check runs on each commit, by SHA, oldest first.
+    pub check_runs: HashMap<String, Vec<Value>>,
+    /// Commit statuses on each commit, by SHA, oldest first (`statuses` are deployments').
+    pub commit_statuses: HashMap<String, Vec<Value>>,
+    /// Workflow runs of the repository, oldest first (each names its `head_sha`).
+    pub workflow_runs: Vec<Value>,
     pub faults: Vec<Fault>,
     /// Every request, as `METHOD path`.
     pub log: Vec<String>,
@@ -167,6 +173,18 @@ impl FakeGitHub {
             .route(
                 "/repos/{owner}/{repo}/pulls/{number}/files",
                 get(lookups::list_files),
+            )
+            .route(
+                "/repos/{owner}/{repo}/commits/{sha}/check-runs",
+                get(lookups::list_check_runs),
+            )
+            .route(
+                "/repos/{owner}/{repo}/commits/{sha}/status",
+                get(lookups::combined_status),
+            )
+            .route(
+                "/repos/{owner}/{repo}/actions/runs",
+                get(lookups::list_workflow_runs),
             )
             .layer(middleware::from_fn_with_state(hub.clone(), faults))
             .with_state(hub.clone());
