@@ -232,8 +232,23 @@ async fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Re
     // Placement across clusters is the reconciler's; offline, the first cluster stands in.
     let cluster = &config.clusters[0].name;
     let names = &change.names;
-    match change.desired {
+    // A PR new to previewd: what its repository's gates make of it (offline, its files
+    // cannot be listed, so `paths` holds it back).
+    let desired = change
+        .desired
+        .map(|d| crate::intent::admitted(d, change, None).0);
+    match desired {
         Some(Desired::Deployed) => {}
+        Some(Desired::OptedOut) => {
+            let why = change.opt_out.unwrap_or(crate::intent::OptOut::Paths);
+            let policy = config.policy_for(&pr.key.repo).unwrap_or(&config.defaults);
+            eprintln!(
+                "{}: nothing to apply: {}",
+                pr.key,
+                crate::comment::opted_out(why, &policy.gates.trigger_label)
+            );
+            return Ok(());
+        }
         Some(Desired::Absent) => {
             eprintln!(
                 "{}: PR closed: previewd would delete Application {}/{}",

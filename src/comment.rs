@@ -1,8 +1,13 @@
 //! Every word previewd says on a pull request, as pure functions: the sticky status
 //! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
 
+use crate::checks::Wait;
 use crate::command::{Command, ParseError, ShaPrefix};
+use crate::intent::OptOut;
 use crate::preview::{Desired, ObservedState};
+
+mod gates;
+pub use gates::opted_out;
 
 /// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
 pub const MARKER: &str = "<!-- previewd:status -->";
@@ -13,6 +18,11 @@ pub enum Shown {
     Queued,
     AwaitingApproval,
     Draft,
+    /// No preview wanted yet: the comment says how to get one.
+    OptedOut,
+    /// The helpers are provisioned; the image waits for `wait_for`.
+    WaitingForCi,
+    CiFailed,
     Deploying,
     Ready,
     Failed,
@@ -27,6 +37,9 @@ impl Shown {
             (Desired::Absent, _) => Self::TearingDown,
             (Desired::AwaitingApproval, _) => Self::AwaitingApproval,
             (Desired::Draft, _) => Self::Draft,
+            (Desired::OptedOut, _) => Self::OptedOut,
+            (Desired::Deployed, ObservedState::WaitingForCi) => Self::WaitingForCi,
+            (Desired::Deployed, ObservedState::CiFailed) => Self::CiFailed,
             (Desired::Deployed, ObservedState::Queued) => Self::Queued,
             (Desired::Deployed, ObservedState::Ready) => Self::Ready,
             (Desired::Deployed, ObservedState::Error | ObservedState::Failed) => Self::Failed,
@@ -39,6 +52,9 @@ impl Shown {
             Self::Queued => "⏳ Queued: waiting for a cluster with room",
             Self::AwaitingApproval => "✋ Awaiting approval",
             Self::Draft => "📝 Draft: deploys when the PR is ready for review",
+            Self::OptedOut => "💤 No preview for this PR",
+            Self::WaitingForCi => "⏳ Waiting for CI to build the image",
+            Self::CiFailed => "❌ CI failed: the image is not deployed",
             Self::Deploying => "🚧 Deploying",
             Self::Ready => "✅ Ready",
             Self::Failed => "❌ Failed",
@@ -51,10 +67,11 @@ impl Shown {
     pub fn deployment_state(self) -> Option<&'static str> {
         match self {
             Self::Deploying => Some("in_progress"),
+            Self::WaitingForCi => Some("queued"),
             Self::Ready => Some("success"),
-            Self::Failed => Some("failure"),
+            Self::Failed | Self::CiFailed => Some("failure"),
             Self::TearingDown | Self::Destroyed => Some("inactive"),
-            Self::Queued | Self::AwaitingApproval | Self::Draft => None,
+            Self::Queued | Self::AwaitingApproval | Self::Draft | Self::OptedOut => None,
         }
     }
 }
@@ -76,6 +93,10 @@ pub struct StatusView<'a> {
     pub end_reason: Option<&'a str>,
     /// Place in the queue (1 = next), while queued.
     pub position: Option<i64>,
+    /// Why there is no preview, and the label that asks for one (`Shown::OptedOut`).
+    pub opt_out: Option<(OptOut, String)>,
+    /// CI's verdict on the head and since when the preview waits for it (`wait_for`).
+    pub ci: Option<(Wait, i64)>,
 }
 
 /// The sticky status comment's body.
@@ -92,6 +113,13 @@ pub fn status(view: &StatusView) -> String {
                 view.end_reason.unwrap_or("closed")
             );
             out += "Push a commit or reopen the PR to get a new one.\n";
+            return out;
+        }
+        Shown::OptedOut => {
+            if let Some((why, label)) = &view.opt_out {
+                out += &opted_out(*why, label);
+                out += "\n";
+            }
             return out;
         }
         Shown::AwaitingApproval => {
@@ -120,6 +148,9 @@ pub fn status(view: &StatusView) -> String {
         // Absolute only: a relative time would change the body, and so edit the comment, every minute.
         out += &format!("| Expires | {}{pinned} |\n", stamp(at));
     }
+    if let Some((wait, since)) = &view.ci {
+        out += &gates::ci(wait, *since, short);
+    }
     if let Some(error) = view.last_error.filter(|_| view.shown == Shown::Failed) {
         // The error's own text (hook output, hostnames, SQL) is for operators, not the PR.
         out += &format!("\n**What failed:** {}.", what_failed(error));
@@ -142,9 +173,18 @@ pub fn deployment_description(shown: Shown, head_sha: &str) -> String {
     match shown {
         Shown::Ready => format!("Preview of {short} is ready"),
         Shown::Failed => format!("Preview of {short} failed; see the PR comment"),
+        Shown::WaitingForCi => format!("Waiting for CI to build {short}"),
+        Shown::CiFailed => format!("CI failed on {short}; the image is not deployed"),
         Shown::TearingDown | Shown::Destroyed => format!("Preview of {short} destroyed"),
         _ => format!("Deploying {short}"),
     }
+}
+
+/// A deployment status naming the check that failed (GitHub allows 140 characters).
+pub fn ci_failed_description(check: &str, head_sha: &str) -> String {
+    let short = head_sha.get(..7).unwrap_or(head_sha);
+    let text = format!("CI failed on {short}: {check}");
+    text.chars().take(140).collect()
 }
 
 /// The one-off comment when a preview enters its warning window.

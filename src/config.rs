@@ -154,6 +154,53 @@ pub struct Policy {
     pub max_per_repo: Option<u32>,
     pub max_per_author: Option<u32>,
     pub at_cap: AtCap,
+    /// Which PRs get a preview, and when their image may run (`[[repos]]` only).
+    pub gates: Gates,
+}
+
+/// `[[repos]]` `trigger`, `trigger_label`, `paths`, `ignore_authors`, `wait_for`; the
+/// defaults let every PR in at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gates {
+    pub trigger: Trigger,
+    pub trigger_label: String,
+    /// Only PRs changing a matching file get a preview (`None`: every PR).
+    pub paths: Option<crate::paths::Paths>,
+    /// Lower-cased logins whose PRs get a preview only on a writer's `/preview deploy`.
+    pub ignore_authors: Vec<String>,
+    /// Checks that must succeed on the head before anything runs the PR's image.
+    pub wait_for: Vec<String>,
+}
+
+impl Default for Gates {
+    fn default() -> Self {
+        Self {
+            trigger: Trigger::Auto,
+            trigger_label: "preview".into(),
+            paths: None,
+            ignore_authors: Vec::new(),
+            wait_for: Vec::new(),
+        }
+    }
+}
+
+impl Gates {
+    pub fn ignores(&self, author: &str) -> bool {
+        self.ignore_authors
+            .iter()
+            .any(|login| login.eq_ignore_ascii_case(author))
+    }
+}
+
+/// Which PRs get a preview of their own accord.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Every PR.
+    Auto,
+    /// Only while the PR carries `trigger_label`; removing it tears the preview down.
+    Label,
+    /// Only after a writer's `/preview deploy`.
+    Comment,
 }
 
 /// What a new preview does when its repository or author is at the cap.
@@ -337,6 +384,7 @@ pub fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+mod gates;
 mod github;
 mod keys;
 mod raw;

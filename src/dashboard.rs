@@ -89,6 +89,11 @@ pub fn list_page(previews: &[Preview], destroyed: &[Destroyed], now: i64) -> Str
              <th>URL</th><th>Cluster</th><th>Age</th><th>Time left</th></tr></thead><tbody>";
     for p in previews {
         let state = state_name(p.state);
+        // Waiting for CI shows how long: a check that never completes is never silent.
+        let shown = match p.waiting_since {
+            Some(since) => format!("{} for {}", state.replace('_', " "), age(now - since)),
+            None => state.replace('_', " "),
+        };
         let left = if p.keep {
             format!("{} (kept)", time_left(p.seconds_left))
         } else {
@@ -110,7 +115,7 @@ pub fn list_page(previews: &[Preview], destroyed: &[Destroyed], now: i64) -> Str
             escape(&p.title),
             escape(&p.author),
             escape(state),
-            escape(&state.replace('_', " ")),
+            escape(&shown),
             href(&p.url),
             escape(&p.url).trim_start_matches("https://"),
             escape(p.cluster.as_deref().unwrap_or("")),
@@ -251,6 +256,7 @@ mod tests {
             fork: false,
             last_error: None,
             end_reason: None,
+            waiting_since: None,
         };
         let html = list_page(&[p], &[], 100);
         assert!(!html.contains("<script>"));

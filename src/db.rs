@@ -323,6 +323,7 @@ pub async fn apply_installation(
 }
 
 mod file;
+mod gates;
 mod github;
 mod ledger;
 mod pr_change;
@@ -330,6 +331,7 @@ mod previews;
 mod sweep;
 mod views;
 pub use file::*;
+pub use gates::*;
 pub use github::*;
 pub use ledger::*;
 pub use pr_change::*;

@@ -92,6 +92,7 @@ impl Feedback {
             if let Err(e) = self.obey().await {
                 tracing::warn!(error = %format!("{e:#}"), "running commands failed; retrying on the next pass");
             }
+            self.look_up().await;
             let ids = self.nudge.take();
             if all {
                 self.report().await;

@@ -96,6 +96,7 @@ pub struct PullInfo {
     pub fork: bool,
     pub draft: bool,
     pub merged: bool,
+    pub labels: Vec<String>,
     pub updated_at: Option<i64>,
     pub repo_id: u64,
 }

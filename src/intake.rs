@@ -116,6 +116,22 @@ async fn write_batches(
             {
                 work.notify(change.pr.key.clone());
             }
+            // A CI report moves the previews at its head (the head's suite has them look).
+            if let (
+                Ok(Recorded::New {
+                    outcome: Outcome::Accepted,
+                    ..
+                }),
+                Change::Check(check),
+            ) = (result, &job.intent.change)
+            {
+                match db::previews_at(&mut conn, check.repo.as_str(), check.sha.as_str()).await {
+                    Ok(keys) => keys.into_iter().for_each(|key| work.notify(key)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "finding the previews a check report moves failed")
+                    }
+                }
+            }
             // A command runs now, not at the next resync: what it acts on stays what was seen.
             if let (
                 Ok(Recorded::New { .. }),
@@ -259,22 +275,23 @@ async fn apply(
             db::add_history(conn, &row).await?;
         }
         Change::PullRequest(change) => {
-            if !db::apply_pr_change(conn, change, now).await? {
+            let Some(now_wants) = db::apply_pr_change(conn, change, now).await? else {
                 let why = if change.create {
                     "a newer event for this PR is already recorded"
                 } else {
                     "no preview for this PR, or a newer event is already recorded"
                 };
                 return Ok((Outcome::Ignored, why.into()));
-            }
+            };
             if change.desired.is_some() {
+                let reason = crate::intent::history_reason(change, now_wants);
                 let pr = &change.pr;
                 let row = history(
                     pr.key.repo.as_str(),
                     pr.key.number,
                     change.what,
                     &pr.sender,
-                    &change.reason,
+                    &reason,
                     Some(pr.head_sha.as_str()),
                 );
                 db::add_history(conn, &row).await?;
@@ -312,7 +329,26 @@ async fn apply(
             db::add_history(conn, &row).await?;
         }
         Change::Installation(change) => db::apply_installation(conn, change, now).await?,
-        Change::Check(_) => {} // TODO(#15): record the report
+        // Matched by commit, never by the PR a payload may name (a status names none): a
+        // report counts only for the previews at that very head.
+        Change::Check(check) => {
+            let (repo, sha) = (check.repo.as_str(), check.sha.as_str());
+            if db::previews_at(conn, repo, sha).await?.is_empty() {
+                return Ok((Outcome::Ignored, "no preview waits on this commit".into()));
+            }
+            match &check.report {
+                Some(report) => {
+                    if db::record_check(conn, repo, sha, report).await?.is_empty() {
+                        return Ok((
+                            Outcome::Ignored,
+                            "a report as new is already recorded".into(),
+                        ));
+                    }
+                }
+                // A suite names no check: the previews at its head look theirs up.
+                None => db::look_again_at(conn, repo, sha).await?,
+            }
+        }
     }
     Ok((intent.outcome, intent.detail.clone()))
 }

@@ -1,7 +1,7 @@
 //! What a verified delivery means for previewd's state: a pure decision from the event,
 //! the policy and the time, written down later by `intake` in one transaction.
 
-use crate::config::{Config, Policy};
+use crate::config::{Config, Gates, Policy, Trigger};
 use crate::naming::Names;
 use crate::preview::{Desired, PreviewKey};
 use crate::webhook::{
@@ -82,6 +82,60 @@ pub struct PrChange {
     /// The history row written when the change applies: what and why.
     pub what: &'static str,
     pub reason: String,
+    /// The PR carries the repository's `trigger_label`.
+    pub labeled: bool,
+    /// Why the PR gets no preview of its own accord, as far as the event tells (the stored
+    /// row adds a writer's `/preview deploy` and what its files matched: `merge`).
+    pub opt_out: Option<OptOut>,
+    /// The repository's `paths` decide too: no preview until a listed file matches.
+    pub needs_paths: bool,
+    /// A label given or taken under `trigger = "label"`: it restarts the clock only of a
+    /// preview that did not carry the label.
+    pub label_event: bool,
+}
+
+/// Why a PR gets no preview of its own accord (`[[repos]]` gates); a writer's `/preview
+/// deploy` opts it in past every one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptOut {
+    /// Its author is in `ignore_authors`.
+    Author,
+    /// `trigger = "label"`, and the PR does not carry `trigger_label`.
+    Label,
+    /// `trigger = "comment"`.
+    Comment,
+    /// `paths` is set and no file of the PR has matched (or its files are not listed yet).
+    Paths,
+}
+
+impl OptOut {
+    /// What the event alone says: the author and the trigger.
+    pub fn of(gates: &Gates, author: &str, labeled: bool) -> Option<Self> {
+        if gates.ignores(author) {
+            return Some(Self::Author);
+        }
+        match gates.trigger {
+            Trigger::Label if !labeled => Some(Self::Label),
+            Trigger::Comment => Some(Self::Comment),
+            _ => None,
+        }
+    }
+
+    /// Why a stored PR has no preview of its own accord: the event's reasons, then `paths`
+    /// while none of its files matched; none once a writer opted it in.
+    pub fn of_stored(
+        gates: &Gates,
+        author: &str,
+        labeled: bool,
+        opted_in: bool,
+        matched: bool,
+    ) -> Option<Self> {
+        if opted_in {
+            return None;
+        }
+        Self::of(gates, author, labeled)
+            .or((gates.paths.is_some() && !matched).then_some(Self::Paths))
+    }
 }
 
 pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
@@ -126,6 +180,25 @@ pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
                 format!("{} is not in the [[repos]] allow-list", check.repo),
                 Change::Nothing,
             ),
+            Some(policy) if policy.gates.wait_for.is_empty() => intent(
+                Outcome::Ignored,
+                format!("{} waits for no check (wait_for)", check.repo),
+                Change::Nothing,
+            ),
+            // Only the names `wait_for` asks for are kept: a repository's other jobs (lint,
+            // a matrix of tests) cost one answer, never a row.
+            Some(policy)
+                if check
+                    .report
+                    .as_ref()
+                    .is_some_and(|r| !policy.gates.wait_for.contains(&r.name)) =>
+            {
+                intent(
+                    Outcome::Ignored,
+                    "not a check wait_for names".into(),
+                    Change::Nothing,
+                )
+            }
             Some(_) => intent(
                 Outcome::Accepted,
                 "check recorded".into(),
@@ -158,27 +231,58 @@ fn refuse(key: &PreviewKey, actor: &str) -> Intent {
     }
 }
 
-/// The gate every "deploy this" passes: forks wait for approval, drafts for review.
+/// The gate every "deploy this" passes: forks wait for approval (of exactly their head),
+/// drafts for review.
+pub fn base_gate(fork: bool, approved_head: bool, draft: bool, policy: &Policy) -> Desired {
+    if fork && !approved_head {
+        Desired::AwaitingApproval
+    } else if draft && !policy.deploy_drafts {
+        Desired::Draft
+    } else {
+        Desired::Deployed
+    }
+}
+
 fn wanted(pr: &PullRequestEvent, policy: &Policy) -> (Desired, String) {
     let short = pr.head_sha.short();
-    if pr.fork {
-        (
-            Desired::AwaitingApproval,
-            format!("fork PR at {short}: waits for `/preview approve` from a maintainer"),
-        )
-    } else if pr.draft && !policy.deploy_drafts {
-        (
-            Desired::Draft,
-            format!("draft at {short}: deploys when ready for review"),
-        )
-    } else {
-        (Desired::Deployed, format!("deploy {short}"))
+    // Whether a fork's head is the approved one is the stored row's to say (`merge`).
+    let gate = base_gate(pr.fork, false, pr.draft, policy);
+    let reason = match gate {
+        Desired::AwaitingApproval => {
+            format!("fork PR at {short}: waits for `/preview approve` from a maintainer")
+        }
+        Desired::Draft => format!("draft at {short}: deploys when ready for review"),
+        _ => format!("deploy {short}"),
+    };
+    (gate, reason)
+}
+
+/// The history row's reason for `change` once merged, the PR then wanting `now_wants`: the
+/// gate's word when a gate decided, the event's otherwise.
+pub fn history_reason(change: &PrChange, now_wants: Desired) -> String {
+    let short = change.pr.head_sha.short();
+    match now_wants {
+        Desired::OptedOut => {
+            let why = match change.opt_out.unwrap_or(OptOut::Paths) {
+                OptOut::Author => "its author is in ignore_authors",
+                OptOut::Label => "it does not carry the trigger label",
+                OptOut::Comment => "trigger = comment: a writer's /preview deploy starts it",
+                OptOut::Paths => "paths decide, once its files are listed",
+            };
+            format!("no preview at {short}: {why}")
+        }
+        Desired::Absent if change.desired != Some(Desired::Absent) => {
+            format!("the trigger label was removed at {short}: tear down")
+        }
+        _ => change.reason.clone(),
     }
 }
 
 fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
     let secs = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
     let (gate, gate_reason) = wanted(pr, policy);
+    let gates = &policy.gates;
+    let labeled = pr.labels.contains(&gates.trigger_label);
     let mut change = PrChange {
         pr: pr.clone(),
         desired: Some(gate),
@@ -191,6 +295,10 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
         pr_updated_at: pr.updated_at.unwrap_or(now),
         what: "",
         reason: gate_reason,
+        labeled,
+        opt_out: OptOut::of(gates, &pr.author, labeled),
+        needs_paths: gates.paths.is_some(),
+        label_event: false,
     };
     match pr.action {
         PrAction::Opened => change.what = "opened",
@@ -209,6 +317,17 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
             change.create = false;
             change.expires_at = None;
             change.reason = format!("PR {why}: tear down");
+        }
+        // Under `trigger = "label"` a label is what asks for (or ends) a preview; a fresh
+        // clock only when this one is given.
+        PrAction::Labeled | PrAction::Unlabeled if gates.trigger == Trigger::Label => {
+            change.label_event = true;
+            if pr.action == PrAction::Labeled {
+                change.what = "labeled";
+            } else {
+                change.what = "unlabeled";
+                change.expires_at = None;
+            }
         }
         PrAction::Labeled | PrAction::Unlabeled | PrAction::Edited => {
             change.what = "edited";
@@ -230,7 +349,7 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
 }
 
 mod merge;
-pub use merge::{Ended, StoredPr, merge};
+pub use merge::{Ended, StoredPr, admitted, merge};
 
 #[cfg(test)]
 mod tests {
@@ -252,6 +371,7 @@ mod tests {
             base_ref: "main".into(),
             fork: false,
             draft: false,
+            labels: vec![],
             updated_at: Some(1_000),
             sender: "alice".into(),
         }
@@ -351,7 +471,11 @@ mod tests {
 
     #[test]
     fn a_check_for_a_repository_outside_the_allow_list_is_ignored_without_history() {
-        let config = Config::from_toml("[[repos]]\nname = \"octo/other\"\n", Vec::new()).unwrap();
+        let config = Config::from_toml(
+            "[github]\ntoken = \"t\"\n[[repos]]\nname = \"octo/other\"\nwait_for = [\"build\"]\n",
+            Vec::new(),
+        )
+        .unwrap();
         let check = |repo: &str| Delivery {
             hook_id: String::new(),
             guid: "g".into(),

@@ -50,15 +50,15 @@ pub fn document() -> Value {
                 "Preview": {
                     "type": "object",
                     "additionalProperties": false,
-                    "required": ["repo", "number", "pr_url", "title", "author", "state", "desired", "observed", "url", "cluster", "head_sha", "created_at", "expires_at", "seconds_left", "keep", "fork", "last_error", "end_reason"],
+                    "required": ["repo", "number", "pr_url", "title", "author", "state", "desired", "observed", "url", "cluster", "head_sha", "created_at", "expires_at", "seconds_left", "keep", "fork", "last_error", "end_reason", "waiting_since"],
                     "properties": {
                         "repo": {"type": "string", "description": "owner/name, lower-case"},
                         "number": {"type": "integer"},
                         "pr_url": text,
                         "title": text,
                         "author": text,
-                        "state": {"enum": ["queued", "awaiting_approval", "draft", "deploying", "ready", "failed", "tearing_down", "destroyed"]},
-                        "desired": {"enum": ["deployed", "awaiting_approval", "draft", "absent"]},
+                        "state": {"enum": ["queued", "awaiting_approval", "draft", "opted_out", "waiting_for_ci", "ci_failed", "deploying", "ready", "failed", "tearing_down", "destroyed"]},
+                        "desired": {"enum": ["deployed", "awaiting_approval", "draft", "opted_out", "absent"]},
                         "observed": text,
                         "url": text,
                         "cluster": nullable_text,
@@ -70,6 +70,7 @@ pub fn document() -> Value {
                         "fork": {"type": "boolean"},
                         "last_error": nullable_text,
                         "end_reason": nullable_text,
+                        "waiting_since": {"type": ["integer", "null"], "description": "waiting for CI (wait_for) on the head since then (Unix seconds)"},
                     },
                 },
                 "LedgerItem": {

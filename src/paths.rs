@@ -23,6 +23,8 @@ impl PartialEq for Paths {
     }
 }
 
+impl Eq for Paths {}
+
 impl Paths {
     /// Compiles `globs`; the error names the glob and why.
     pub fn new(globs: &[String]) -> Result<Self, String> {

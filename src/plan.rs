@@ -1,6 +1,7 @@
 //! What to do next for one preview: a pure decision from what previewd wants and what the
 //! sink reports. The reconciler carries it out; nothing here touches the world.
 
+use crate::checks::Wait;
 use crate::preview::{Desired, ObservedState};
 
 /// What the sink reports for a preview's helper Application.
@@ -75,7 +76,8 @@ pub fn plan(desired: Desired, desired_hash: Option<&str>, observed: &Observed) -
         (Desired::Absent, Observed::Present { .. }) => Action::Delete,
         // A preview that may not be updated (a fork's unapproved push, a draft): what runs
         // stays as it was; teardown comes only from a close, a command or an expiry.
-        (Desired::AwaitingApproval | Desired::Draft, _) => Action::Nothing,
+        // No preview wanted yet (a gate): one that runs (a gate changed in the file) stays.
+        (Desired::AwaitingApproval | Desired::Draft | Desired::OptedOut, _) => Action::Nothing,
         // Reopened while its teardown still runs: let the deletion finish, then recreate.
         (Desired::Deployed, Observed::Deleting) => Action::Wait,
         (Desired::Deployed, Observed::Missing) => Action::Apply,
@@ -149,15 +151,17 @@ pub struct Act {
 }
 
 /// The step of a preview that is not being torn down. `helper_hash`: the helper Application
-/// previewd would apply now (None when nothing may run); `app`: the app's rendering hash and
-/// what the sink reports of it; `reports_health`: whether the sink reports Argo CD's verdicts
-/// (a directory does not).
+/// previewd would apply now (None when nothing may run; while `wait` holds the image back, a
+/// rendering without what runs it); `app`: the app's rendering hash and what the sink reports
+/// of it; `reports_health`: whether the sink reports Argo CD's verdicts (a directory does
+/// not); `wait`: whether the PR's image may run (`checks::verdict`).
 pub fn step(
     desired: Desired,
     helper_hash: Option<&str>,
     helper: &Observed,
     app: Option<(&str, &Observed)>,
     reports_health: bool,
+    wait: &Wait,
 ) -> Step {
     let action = plan(desired, helper_hash, helper);
     // What the helper Application is once this step's action is done.
@@ -174,6 +178,13 @@ pub fn step(
     let helper_act = Act { action, sync };
     let mut app_health = None;
     let app_act = app.map(|(app_hash, app)| {
+        // The app runs the PR's image: not before CI built it. What runs stays as it was.
+        if desired == Desired::Deployed && *wait != Wait::Passed {
+            return Act {
+                action: Action::Wait,
+                sync: false,
+            };
+        }
         let action = plan_app(desired, helper_hash, &helper_now, Some(app_hash), app);
         let (health, sync) = match action {
             Action::Nothing => {
@@ -189,14 +200,35 @@ pub fn step(
         Desired::Deployed => state(helper_now.health(), app_health.as_ref()),
         Desired::AwaitingApproval => (ObservedState::AwaitingApproval, None),
         Desired::Draft => (ObservedState::Draft, None),
+        Desired::OptedOut => (ObservedState::OptedOut, None),
         // A teardown is `plan_teardown`'s; here nothing more is written.
         Desired::Absent => (ObservedState::TearingDown, None),
+    };
+    // Argo CD still works on the helpers (or failed them): look again soon, whatever CI says.
+    let requeue = matches!(state, ObservedState::Syncing | ObservedState::Failed);
+    let message = message.map(str::to_owned);
+    // A failing helper says so first; otherwise CI's verdict is where the preview stands.
+    let (state, message) = match wait {
+        _ if desired != Desired::Deployed || state == ObservedState::Failed => (state, message),
+        Wait::Passed => (state, message),
+        Wait::Waiting { .. } => (ObservedState::WaitingForCi, None),
+        Wait::Failed {
+            name,
+            conclusion,
+            url,
+        } => (
+            ObservedState::CiFailed,
+            Some(match url {
+                Some(url) => format!("check {name} ended {conclusion}: {url}"),
+                None => format!("check {name} ended {conclusion}"),
+            }),
+        ),
     };
     Step {
         helper: helper_act,
         app: app_act,
-        requeue: matches!(state, ObservedState::Syncing | ObservedState::Failed),
-        message: message.map(str::to_owned),
+        requeue,
+        message,
         state,
     }
 }

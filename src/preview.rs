@@ -68,6 +68,9 @@ impl fmt::Display for RepoName {
     }
 }
 
+/// GitHub allows 100 labels on an issue or PR: previewd reads no more.
+pub const MAX_LABELS: usize = 100;
+
 /// One preview per pull request: `owner/repo#number`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PreviewKey {
@@ -163,6 +166,9 @@ pub enum Desired {
     AwaitingApproval,
     /// A draft PR, while drafts are not deployed.
     Draft,
+    /// No preview until the PR opts in (`trigger`, `paths`, `ignore_authors`); tracked so its
+    /// sticky comment can say how.
+    OptedOut,
     Absent,
 }
 
@@ -172,6 +178,7 @@ impl Desired {
             Self::Deployed => "deployed",
             Self::AwaitingApproval => "awaiting_approval",
             Self::Draft => "draft",
+            Self::OptedOut => "opted_out",
             Self::Absent => "absent",
         }
     }
@@ -206,6 +213,12 @@ pub enum ObservedState {
     AwaitingApproval,
     /// A draft, while drafts are not deployed: what runs stays as it was.
     Draft,
+    /// No preview wanted yet: the sticky comment says how to get one.
+    OptedOut,
+    /// What needs no image is applied; the PR's image waits for `wait_for` on the head.
+    WaitingForCi,
+    /// A check `wait_for` names failed on the head (`last_error` names it, with its link).
+    CiFailed,
     TearingDown,
     /// A teardown waiting past `sink.stuck_after` (reported once, never forced).
     TeardownStuck,
@@ -223,6 +236,9 @@ impl ObservedState {
             Self::Error => "error",
             Self::AwaitingApproval => "awaiting_approval",
             Self::Draft => "draft",
+            Self::OptedOut => "opted_out",
+            Self::WaitingForCi => "waiting_for_ci",
+            Self::CiFailed => "ci_failed",
             Self::TearingDown => "tearing_down",
             Self::TeardownStuck => "teardown_stuck",
         }
@@ -250,6 +266,9 @@ pub struct Preview {
     pub seed_generation: u32,
     /// Bumped by `/preview redeploy`: the Application is applied again, with a hard refresh.
     pub redeploy_generation: u32,
+    /// CI built the PR's image (`wait_for`): until then nothing that runs it is rendered
+    /// (migrations, seed, the app), only what needs no image.
+    pub image_ready: bool,
 }
 
 impl Preview {
@@ -267,6 +286,7 @@ impl Preview {
             cluster: "in-cluster".into(),
             seed_generation: 1,
             redeploy_generation: 0,
+            image_ready: true,
         }
     }
 
@@ -293,6 +313,12 @@ impl Preview {
 
     pub fn titled(mut self, title: &str) -> Self {
         self.title = title.into();
+        self
+    }
+
+    /// While CI has not built the image.
+    pub fn before_ci(mut self) -> Self {
+        self.image_ready = false;
         self
     }
 

@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::ca::PreviewCa;
+use crate::checks::{self, Wait};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
@@ -241,8 +242,13 @@ impl Reconciler {
         if self.config.policy_for(&key.repo).is_none() {
             return self.keep_frozen(&row, &key, &names, &owner, now).await;
         }
+        let wait = self.wait_of(&row, &key).await?;
+        let image_ready = wait == Wait::Passed;
         let rendered = match desired {
-            Desired::Deployed => match self.desired_manifests(&row, &key, &names, now).await? {
+            Desired::Deployed => match self
+                .desired_manifests(&row, &key, &names, now, image_ready)
+                .await?
+            {
                 Some(rendered) => Some(rendered),
                 None => return Ok(()), // queued: no cluster has room
             },
@@ -261,6 +267,7 @@ impl Reconciler {
             &helper,
             app_rendering.map(|r| r.hash.as_str()).zip(app.as_ref()),
             self.sink.reports_health(),
+            &wait,
         );
         let sha = &row.head_sha[..7];
         match step.helper.action {
@@ -321,9 +328,14 @@ impl Reconciler {
             }
             if let Some(message) = message {
                 // Once per distinct failure, not once per look.
-                tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
-                db::add_history_now(&self.pool, &row.repo, row.number, "failed", message, now)
-                    .await?;
+                let what = if state == ObservedState::CiFailed {
+                    tracing::info!(preview = %key, sha, error = message, "CI failed on the head");
+                    "ci_failed"
+                } else {
+                    tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
+                    "failed"
+                };
+                db::add_history_now(&self.pool, &row.repo, row.number, what, message, now).await?;
             }
             db::set_observed(&self.pool, id, state, message, None, now).await?;
         }
@@ -335,14 +347,32 @@ impl Reconciler {
         Ok(())
     }
 
+    /// Whether the PR's image may run: `wait_for` on the head, unless a writer's `/preview
+    /// deploy` let this head past it.
+    async fn wait_of(&self, row: &PreviewRow, key: &PreviewKey) -> anyhow::Result<Wait> {
+        let wait_for = self
+            .config
+            .policy_for(&key.repo)
+            .map_or(&[][..], |p| &p.gates.wait_for[..]);
+        if row.desired != Desired::Deployed
+            || wait_for.is_empty()
+            || row.wait_override_sha.as_deref() == Some(row.head_sha.as_str())
+        {
+            return Ok(Wait::Passed);
+        }
+        let reports = db::checks_of(&self.pool, &row.repo, &row.head_sha).await?;
+        Ok(checks::verdict(wait_for, &reports))
+    }
+
     /// The Applications to apply and the ledger they make; `None` while the preview waits
-    /// for a cluster.
+    /// for a cluster. `image_ready`: CI built the PR's image (else only what needs none).
     async fn desired_manifests(
         &self,
         row: &PreviewRow,
         key: &PreviewKey,
         names: &Names,
         now: i64,
+        image_ready: bool,
     ) -> anyhow::Result<Option<Rendered>> {
         let Some(cluster) = row.cluster.clone() else {
             return Ok(None);
@@ -357,6 +387,7 @@ impl Reconciler {
             cluster: cluster.clone(),
             seed_generation: u32::try_from(row.seed_generation)?,
             redeploy_generation: u32::try_from(row.redeploy_generation)?,
+            image_ready,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
         let instance = self.instance().await?;
@@ -455,6 +486,7 @@ impl Reconciler {
     }
 }
 
+mod look;
 mod obey;
 mod owned;
 mod place;

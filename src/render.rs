@@ -209,7 +209,7 @@ pub fn app_application(
     config: &Config,
 ) -> Result<Option<Value>, RenderError> {
     let app = config.app_for(&preview.key.repo);
-    let Some(chart) = &app.chart else {
+    let Some(chart) = app.chart.as_ref().filter(|_| preview.image_ready) else {
         return Ok(None);
     };
     let helper = helper_application(preview, names, config, &[])?;
@@ -353,9 +353,11 @@ pub fn values(
     })
 }
 
+/// The PR's image, once CI built it (`wait_for`): nothing runs it before.
 fn image(app: &AppConfig, preview: &Preview) -> Option<String> {
     app.image
         .as_ref()
+        .filter(|_| preview.image_ready)
         .map(|image| format!("{image}:{}", tag(app, preview)))
 }
 
@@ -374,6 +376,10 @@ fn migrations(app: &AppConfig, preview: &Preview) -> Value {
 }
 
 fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
+    // Seed data fits the schema the PR's migrations make: it waits for them, and so for CI.
+    if !preview.image_ready {
+        return json!({"enabled": false});
+    }
     if let Some(files) = app.seed.as_deref().and_then(seeds::find) {
         let files: BTreeMap<&str, &str> = files.iter().copied().collect();
         return json!({

@@ -78,6 +78,15 @@ impl Resync {
     /// recorded.
     pub async fn pass(&self) -> anyhow::Result<usize> {
         let (github, intake) = (&self.github, &self.intake);
+        // Each preview waiting for CI looks its head's checks up once per resync (the
+        // feedback worker asks), so a lost check webhook never leaves it waiting for ever.
+        let waiting = db::look_again_at_checks(&self.pool).await?;
+        if waiting > 0 {
+            tracing::debug!(
+                waiting,
+                "previews waiting for CI look their checks up again"
+            );
+        }
         let tracked = db::tracked_pulls(&self.pool).await?;
         let mut repos: BTreeSet<String> = self
             .config
@@ -205,6 +214,7 @@ fn delivery_of(
             base_ref: pull.base_ref.clone(),
             fork: pull.fork,
             draft: pull.draft,
+            labels: pull.labels.clone(),
             updated_at: pull.updated_at,
             sender: "previewd (resync)".into(),
         }),

@@ -297,6 +297,8 @@ impl Sweeper {
     /// Retention, a batch per write transaction: what belongs to PRs gone past the window,
     /// delivery records past theirs, and each recently busy PR's history beyond the cap.
     async fn forget(&self, plan: &Plan, now: i64, report: &mut Report) -> anyhow::Result<()> {
+        // CI reports on commits no live preview is at any more.
+        report.forgotten += db::prune_checks(&self.pool).await?;
         for what in db::Retained::ALL {
             let cutoff = match what {
                 db::Retained::Deliveries => plan.prune_before,

@@ -43,6 +43,8 @@ pub struct Preview {
     pub fork: bool,
     pub last_error: Option<String>,
     pub end_reason: Option<String>,
+    /// Waiting for CI (`wait_for`) on the head since then: never silently stuck.
+    pub waiting_since: Option<i64>,
 }
 
 /// One thing a preview provisioned.
@@ -95,6 +97,9 @@ pub fn state_name(shown: Shown) -> &'static str {
         Shown::Queued => "queued",
         Shown::AwaitingApproval => "awaiting_approval",
         Shown::Draft => "draft",
+        Shown::OptedOut => "opted_out",
+        Shown::WaitingForCi => "waiting_for_ci",
+        Shown::CiFailed => "ci_failed",
         Shown::Deploying => "deploying",
         Shown::Ready => "ready",
         Shown::Failed => "failed",
@@ -153,6 +158,7 @@ impl Preview {
             fork: p.fork,
             last_error: p.last_error.clone(),
             end_reason: p.end_reason.clone(),
+            waiting_since: (observed == ObservedState::WaitingForCi).then_some(p.head_changed_at),
         }
     }
 }

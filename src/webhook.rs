@@ -9,7 +9,7 @@ use octocrab::models::webhook_events::{WebhookEvent, WebhookEventPayload, verifi
 use serde::Deserialize;
 
 use crate::checks::CheckReport;
-use crate::preview::{PreviewKey, RepoName, Sha};
+use crate::preview::{MAX_LABELS, PreviewKey, RepoName, Sha};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Why a delivery was turned away. Every variant is the sender's problem (4xx).
@@ -94,9 +94,27 @@ pub struct PullRequestEvent {
     /// Head repository differs from the base, or is gone: untrusted code.
     pub fork: bool,
     pub draft: bool,
+    /// The PR's labels once this event's own label change is applied (`[[repos]] trigger =
+    /// "label"`); at most [`MAX_LABELS`].
+    pub labels: Vec<String>,
     /// `pull_request.updated_at` (Unix seconds), to drop deliveries that arrive out of order.
     pub updated_at: Option<i64>,
     pub sender: String,
+}
+
+/// `labels` as a `labeled` or `unlabeled` delivery leaves them: the event's own label
+/// counts over the list beside it (recorded payloads disagree on whether the list already
+/// shows the change).
+pub fn labels_after(mut labels: Vec<String>, action: PrAction, label: Option<&str>) -> Vec<String> {
+    match (action, label) {
+        (PrAction::Labeled, Some(label)) if !labels.iter().any(|l| l == label) => {
+            labels.push(label.to_owned());
+        }
+        (PrAction::Unlabeled, Some(label)) => labels.retain(|l| l != label),
+        _ => {}
+    }
+    labels.truncate(MAX_LABELS);
+    labels
 }
 
 impl PullRequestEvent {
@@ -112,6 +130,7 @@ impl PullRequestEvent {
             cluster: cluster.to_owned(),
             seed_generation: 1,
             redeploy_generation: 0,
+            image_ready: true,
         }
     }
 }
@@ -380,6 +399,16 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                 base_ref: pr.base.ref_field.clone(),
                 fork: head_repo_id != Some(base_repo.id.0),
                 draft: pr.draft.unwrap_or(false),
+                labels: labels_after(
+                    pr.labels
+                        .iter()
+                        .flatten()
+                        .take(MAX_LABELS)
+                        .map(|l| l.name.clone())
+                        .collect(),
+                    action,
+                    p.label.as_ref().map(|l| l.name.as_str()),
+                ),
                 updated_at: pr.updated_at.map(|t| t.timestamp()),
                 sender,
             }))

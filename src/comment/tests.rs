@@ -17,6 +17,8 @@ fn view(shown: Shown) -> StatusView<'static> {
         dashboard: Some("https://previewd.example.com/previews/Codertocat/Hello-World/2".into()),
         end_reason: None,
         position: None,
+        opt_out: None,
+        ci: None,
     }
 }
 
@@ -238,4 +240,76 @@ fn a_queued_preview_shows_its_place_and_warnings_carry_the_extend_command() {
         None,
         "the example is in a code block: quoting it runs nothing"
     );
+}
+
+#[test]
+fn a_pr_behind_a_label_is_told_how_to_get_a_preview() {
+    let view = StatusView {
+        opt_out: Some((OptOut::Label, "preview".into())),
+        ..view(Shown::OptedOut)
+    };
+    insta::assert_snapshot!(status(&view));
+}
+
+#[test]
+fn every_reason_for_no_preview_says_how_to_get_one() {
+    for why in [
+        OptOut::Label,
+        OptOut::Comment,
+        OptOut::Author,
+        OptOut::Paths,
+    ] {
+        assert!(
+            opted_out(why, "preview").contains("/preview deploy"),
+            "{why:?}"
+        );
+    }
+    assert!(opted_out(OptOut::Label, "needs *review*").contains(r"needs \*review\*"));
+}
+
+#[test]
+fn waiting_for_ci_names_the_checks_and_since_when() {
+    let wait = Wait::Waiting {
+        pending: vec!["build-image".into(), "test".into()],
+    };
+    let view = StatusView {
+        ci: Some((wait, NOW - 600)),
+        ..view(Shown::WaitingForCi)
+    };
+    insta::assert_snapshot!(status(&view));
+}
+
+#[test]
+fn a_failed_check_is_named_with_a_link_and_what_to_do() {
+    let wait = Wait::Failed {
+        name: "build-image".into(),
+        conclusion: "failure".into(),
+        url: Some("https://github.com/octo/app/actions/runs/42".into()),
+    };
+    let view = StatusView {
+        ci: Some((wait, NOW - 600)),
+        ..view(Shown::CiFailed)
+    };
+    insta::assert_snapshot!(status(&view));
+}
+
+/// Check names and links come from workflow files, which a PR's author writes.
+#[test]
+fn a_check_name_or_link_from_a_workflow_cannot_inject_markdown() {
+    let wait = Wait::Failed {
+        name: "build](https://evil.example)[x".into(),
+        conclusion: "failure".into(),
+        url: Some("javascript:alert(1)".into()),
+    };
+    let view = StatusView {
+        ci: Some((wait, NOW)),
+        ..view(Shown::CiFailed)
+    };
+    let body = status(&view);
+    // Escaped, the brackets are text: no link to evil.example.
+    assert!(
+        body.contains(r"**build\](https://evil.example)\[x**"),
+        "{body}"
+    );
+    assert!(!body.contains("javascript:"), "{body}");
 }

@@ -135,6 +135,18 @@ const TABLES: &[(&str, &str, &str)] = &[
     ("`[[repos]]` `name` + any `defaults.*` key, `image`, `image_tag`, `migrate_command`, `seed`, `seed_command`",
         "none: every repository is accepted",
         "allow-list, per-repo policy, and the app's image, migrations and seed"),
+    ("`[[repos]]` `trigger`, `trigger_label`", "`auto`, `preview`",
+        "`auto`: every PR; `label`: only while the PR carries the label (removing it tears the \
+         preview down); `comment`: only after a writer's `/preview deploy`"),
+    ("`[[repos]]` `paths`", "none: every PR",
+        "globs (`globset`, from the repository's root); a PR gets a preview only if it changes a \
+         matching file, and keeps it once it has one"),
+    ("`[[repos]]` `ignore_authors`", "none",
+        "PR authors (like `dependabot[bot]`) whose PRs get a preview only on a writer's \
+         `/preview deploy`"),
+    ("`[[repos]]` `wait_for`", "none",
+        "check runs, commit-status contexts or workflow names that must succeed on the head \
+         SHA before migrations, seed commands or the app run; the rest is applied at once"),
     ("`[[repos]]` `app_chart`, `app_repo_url`", "none; `https://github.com/<owner>/<repo>.git`",
         "the app's own chart (path in the repository): its Application follows the helpers' \
          health gate"),

@@ -60,6 +60,14 @@ pub(super) struct RawRepo {
     pub(super) seed_command: Vec<String>,
     pub(super) app_chart: Option<String>,
     pub(super) app_repo_url: Option<String>,
+    pub(super) trigger: Option<String>,
+    pub(super) trigger_label: Option<String>,
+    #[serde(default)]
+    pub(super) paths: Vec<String>,
+    #[serde(default)]
+    pub(super) ignore_authors: Vec<String>,
+    #[serde(default)]
+    pub(super) wait_for: Vec<String>,
     /// Every other entry: the keys of `[defaults]` (anything else is refused).
     #[serde(flatten)]
     rest: toml::Table,

@@ -193,6 +193,7 @@ impl Validator {
                     ));
                 }
             },
+            gates: Gates::default(),
         })
     }
 

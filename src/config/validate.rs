@@ -99,7 +99,8 @@ impl Validator {
                 let name = r.name.parse().map_err(|e: crate::preview::BadRepoName| {
                     self.invalid(&format!("repos[{i}].name"), e.to_string(), "owner/repo")
                 })?;
-                let policy = self.policy(&format!("repos[{i}]"), &r.policy, Some(&defaults))?;
+                let mut policy = self.policy(&format!("repos[{i}]"), &r.policy, Some(&defaults))?;
+                policy.gates = self.gates(i, r)?;
                 Ok(RepoConfig {
                     name,
                     policy,
@@ -179,12 +180,14 @@ impl Validator {
                     .then(|| format!("http://{listen}"))
             }
         };
+        let github = self.github(&raw)?;
+        self.gates_can_ask(&repos, &github)?;
         Ok(Config {
             listen,
             state: raw.values.text_or_default("state").into(),
             log,
             public_url,
-            github: self.github(&raw)?,
+            github,
             sink: self.sink(&raw)?,
             defaults,
             sweep_interval: self.duration_of(&raw, "sweep.interval")?,

@@ -203,11 +203,18 @@ pub async fn command_effect(
         )
         .execute(&mut *tx)
         .await?,
-        Effect::Deploy => sqlx::query!(
-            "UPDATE previews SET desired = 'deployed', end_reason = NULL, updated_at = ?2
-             WHERE id = ?1 AND desired IN ('draft', 'absent')",
+        // Opts the PR in past trigger, paths and authors for good, and lets the head the
+        // writer could see past `wait_for` (a push since resets the wait).
+        Effect::Deploy { by, seen_at } => sqlx::query!(
+            "UPDATE previews SET updated_at = ?2, deploy_by = ?3,
+                 wait_override_sha = CASE WHEN head_changed_at < ?4 THEN head_sha ELSE wait_override_sha END,
+                 end_reason = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN NULL ELSE end_reason END,
+                 desired = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN 'deployed' ELSE desired END
+             WHERE id = ?1 AND desired != 'awaiting_approval'",
             preview_id,
-            now
+            now,
+            by,
+            seen_at
         )
         .execute(&mut *tx)
         .await?,
@@ -234,7 +241,11 @@ pub enum Effect<'a> {
     Keep(bool),
     Reseed,
     Redeploy,
-    Deploy,
+    /// A writer's `/preview deploy`: by whom, and when they commented (GitHub's clock).
+    Deploy {
+        by: &'a str,
+        seen_at: i64,
+    },
     /// Approves exactly this head SHA, if it was the head when the approver commented.
     Approve {
         sha: &'a str,

@@ -8,20 +8,20 @@ use crate::preview::Desired;
 
 /// Writes a PR's new state unless the row already holds a newer event (or the PR's end
 /// forbids it): reads the row, merges the change into it (`intent::merge`, pure) and writes
-/// the result, all in the caller's transaction (the single writer's). Returns whether it
-/// applied.
+/// the result, all in the caller's transaction (the single writer's). Returns what the PR
+/// now wants, if the change applied.
 pub async fn apply_pr_change(
     conn: &mut SqliteConnection,
     change: &PrChange,
     now: i64,
-) -> sqlx::Result<bool> {
+) -> sqlx::Result<Option<Desired>> {
     let pr = &change.pr;
     let repo = pr.key.repo.as_str();
     let row = sqlx::query!(
         r#"SELECT id AS "id!", repo_id, installation_id, title, author, head_sha, head_ref, base_ref,
                   fork AS "fork: bool", draft AS "draft: bool", desired AS "desired: Desired",
                   end_reason, approved_sha, pr_updated_at, created_at, updated_at, expires_at,
-                  head_changed_at, names
+                  head_changed_at, names, labeled AS "labeled: bool", deploy_by, paths_file
            FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
         pr.key.number,
@@ -50,6 +50,9 @@ pub async fn apply_pr_change(
                 expires_at: r.expires_at,
                 head_changed_at: r.head_changed_at,
                 names: r.names,
+                labeled: r.labeled,
+                deploy_by: r.deploy_by,
+                paths_file: r.paths_file,
             }),
         ),
         None => (None, None),
@@ -69,7 +72,13 @@ pub async fn apply_pr_change(
     if let Some(new) = &merged {
         write_pr(conn, id, repo, pr.key.number, new).await?;
     }
-    if change.desired == Some(Desired::Absent) {
+    // A close, or a label taken away (`trigger = "label"`): only a newer event brings the
+    // preview back.
+    if change.desired == Some(Desired::Absent)
+        || merged
+            .as_ref()
+            .is_some_and(|m| m.desired == Desired::Absent)
+    {
         sqlx::query!(
             "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES (?1, ?2, ?3)
              ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at),
@@ -81,7 +90,7 @@ pub async fn apply_pr_change(
         .execute(&mut *conn)
         .await?;
     }
-    Ok(merged.is_some())
+    Ok(merged.map(|m| m.desired))
 }
 
 /// Writes a merged PR preview: a new row, or every column a PR change owns of row `id`.
@@ -96,8 +105,8 @@ async fn write_pr(
         return sqlx::query!(
             "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
                  head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
-                 updated_at, expires_at, head_changed_at, names)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                 updated_at, expires_at, head_changed_at, names, labeled)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
             repo,
             number,
             new.repo_id,
@@ -117,6 +126,7 @@ async fn write_pr(
             new.expires_at,
             new.head_changed_at,
             new.names,
+            new.labeled,
         )
         .execute(&mut *conn)
         .await
@@ -126,7 +136,7 @@ async fn write_pr(
         "UPDATE previews SET repo_id = ?2, installation_id = ?3, title = ?4, author = ?5,
              head_sha = ?6, head_ref = ?7, base_ref = ?8, fork = ?9, draft = ?10, desired = ?11,
              end_reason = ?12, pr_updated_at = ?13, updated_at = ?14, expires_at = ?15,
-             head_changed_at = ?16
+             head_changed_at = ?16, labeled = ?17
          WHERE id = ?1",
         id,
         new.repo_id,
@@ -144,6 +154,7 @@ async fn write_pr(
         new.updated_at,
         new.expires_at,
         new.head_changed_at,
+        new.labeled,
     )
     .execute(&mut *conn)
     .await

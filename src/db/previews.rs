@@ -33,6 +33,17 @@ pub struct PreviewRow {
     /// The names recorded at creation (`Names::to_json`); None for a preview from before
     /// names were recorded, until `record_names` gives it the ones it has.
     pub names: Option<String>,
+    pub draft: bool,
+    /// The PR carries its repository's `trigger_label`.
+    pub labeled: bool,
+    /// The writer whose `/preview deploy` opted the PR in past every gate.
+    pub deploy_by: Option<String>,
+    /// The first file `paths` matched (then the PR keeps its preview), and the head whose
+    /// files were last listed.
+    pub paths_file: Option<String>,
+    pub paths_sha: Option<String>,
+    /// The head a writer's `/preview deploy` let past `wait_for`.
+    pub wait_override_sha: Option<String>,
 }
 
 /// The head a PR's preview was last ended on purpose at (destroyed, expired, evicted), unless
@@ -86,7 +97,8 @@ pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Prev
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
+                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha
            FROM previews WHERE id = ?1"#,
         id
     )
@@ -100,7 +112,8 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
+                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha
            FROM previews INDEXED BY previews_unplaced
            WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
     )

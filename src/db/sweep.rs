@@ -23,12 +23,14 @@ pub struct DueRow {
 pub const DUE_PER_PASS: i64 = 2_000;
 
 /// Live previews whose expiry is at or before `until`, soonest first, at most [`DUE_PER_PASS`].
+/// A PR with no preview yet (`opted_out`) has nothing to warn of or expire: it is tracked
+/// while it is open, and its close ends it.
 pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRow>> {
     sqlx::query_as!(
         DueRow,
         r#"SELECT id AS "id!", repo, number, author, installation_id, expires_at, keep AS "keep: bool", warned_expires_at
            FROM previews INDEXED BY previews_by_expiry
-           WHERE expires_at <= ?1 AND desired != 'absent' ORDER BY expires_at, id LIMIT ?2"#,
+           WHERE expires_at <= ?1 AND desired NOT IN ('absent', 'opted_out') ORDER BY expires_at, id LIMIT ?2"#,
         until,
         DUE_PER_PASS
     )

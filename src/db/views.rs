@@ -29,6 +29,8 @@ pub struct PreviewSummary {
     pub end_reason: Option<String>,
     /// The names recorded at creation (`Names::recorded`).
     pub names: Option<String>,
+    /// When the head last changed (GitHub's clock): a wait for CI counts from here.
+    pub head_changed_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -57,7 +59,7 @@ pub struct PreviewFilter<'a> {
 pub fn previews_query<'a>(filter: &PreviewFilter<'a>, limit: i64) -> QueryBuilder<'a, Sqlite> {
     let mut query = QueryBuilder::new(
         "SELECT id, repo, number, title, author, head_sha, desired, observed, cluster,
-                created_at, expires_at, keep, fork, last_error, end_reason, names
+                created_at, expires_at, keep, fork, last_error, end_reason, names, head_changed_at
          FROM previews WHERE 1",
     );
     if let Some(repo) = filter.repo {
@@ -110,7 +112,8 @@ pub async fn preview_summary(
         PreviewSummary,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired AS "desired: Desired",
                   observed AS "observed: ObservedState", cluster,
-                  created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason, names
+                  created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason, names,
+                  head_changed_at
            FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
         number

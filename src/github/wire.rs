@@ -102,6 +102,13 @@ pub(super) struct Pull {
     draft: Option<bool>,
     merged_at: Option<String>,
     updated_at: Option<String>,
+    #[serde(default)]
+    labels: Vec<Label>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Label {
+    name: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,6 +147,12 @@ impl From<Pull> for PullInfo {
             fork: head_repo != Some(pull.base.repo.id),
             draft: pull.draft.unwrap_or(false),
             merged: pull.merged_at.is_some(),
+            labels: pull
+                .labels
+                .into_iter()
+                .take(crate::preview::MAX_LABELS)
+                .map(|l| l.name)
+                .collect(),
             updated_at: pull.updated_at.as_deref().and_then(unix_seconds),
             repo_id: pull.base.repo.id,
         }

@@ -3,7 +3,7 @@
 //! test here, and `db::apply_pr_change` reads, merges and writes in the writer's one
 //! transaction.
 
-use super::PrChange;
+use super::{OptOut, PrChange};
 use crate::preview::Desired;
 
 /// The columns of a PR's stored preview that a PR change reads or writes.
@@ -31,6 +31,49 @@ pub struct StoredPr {
     pub head_changed_at: i64,
     /// Written only with a new row: a live preview keeps the names it was created with.
     pub names: Option<String>,
+    /// The PR carries `trigger_label`.
+    pub labeled: bool,
+    /// Read only: the writer whose `/preview deploy` opted the PR in past every gate.
+    pub deploy_by: Option<String>,
+    /// Read only: the first of the PR's files `paths` matched (then it keeps its preview).
+    pub paths_file: Option<String>,
+}
+
+impl StoredPr {
+    /// Whether the PR has a preview, running or paused (a draft, a fork's unapproved push),
+    /// as opposed to none yet or one ending.
+    fn has_preview(&self) -> bool {
+        matches!(
+            self.desired,
+            Desired::Deployed | Desired::AwaitingApproval | Desired::Draft
+        )
+    }
+}
+
+/// What a PR that would be `base` (forks and drafts decided) wants once the repository's
+/// gates have their say, and why it ends if it does. A writer's `/preview deploy` opts it in
+/// for good; otherwise a gate keeps a PR without a preview from getting one, but only the
+/// label takes one away (`trigger = "label"`: the preview lives while the label does): a push
+/// that stops touching `paths`, or a trigger changed in the file, leaves a live preview be.
+pub fn admitted(
+    base: Desired,
+    change: &PrChange,
+    old: Option<&StoredPr>,
+) -> (Desired, Option<&'static str>) {
+    let opted_in = old.is_some_and(|o| o.deploy_by.is_some());
+    let matched = old.is_some_and(|o| o.paths_file.is_some());
+    let why = match change.opt_out {
+        _ if opted_in => None,
+        Some(why) => Some(why),
+        None => (change.needs_paths && !matched).then_some(OptOut::Paths),
+    };
+    let has_preview = old.is_some_and(StoredPr::has_preview);
+    match why {
+        None => (base, None),
+        Some(OptOut::Label) if has_preview => (Desired::Absent, Some("unlabeled")),
+        Some(_) if has_preview => (base, None),
+        Some(_) => (Desired::OptedOut, None),
+    }
 }
 
 /// A PR's end as `closed_prs` records it.
@@ -78,6 +121,7 @@ fn created(
     let pr = &change.pr;
     let head_sha = pr.head_sha.as_str();
     let Some(old) = stored else {
+        let (desired, end_reason) = admitted(wanted, change, None);
         return Some(StoredPr {
             repo_id: pr.repo_id as i64,
             installation_id: pr.installation_id.map(|id| id as i64),
@@ -88,8 +132,8 @@ fn created(
             base_ref: pr.base_ref.clone(),
             fork: pr.fork,
             draft: pr.draft,
-            desired: wanted,
-            end_reason: change.end_reason.map(str::to_owned),
+            desired,
+            end_reason: change.end_reason.or(end_reason).map(str::to_owned),
             approved_sha: None,
             pr_updated_at: at,
             created_at: now,
@@ -99,21 +143,28 @@ fn created(
                 .unwrap_or(now.saturating_add(change.max_lifetime_secs)),
             head_changed_at: at,
             names: Some(change.names.to_json()),
+            labeled: change.labeled,
+            deploy_by: None,
+            paths_file: None,
         });
     };
     if at < old.pr_updated_at {
         return None;
     }
     // A fork PR whose new head is the approved one stays deployable.
-    let desired =
+    let base =
         if wanted == Desired::AwaitingApproval && old.approved_sha.as_deref() == Some(head_sha) {
             Desired::Deployed
         } else {
             wanted
         };
+    let (desired, end_reason) = admitted(base, change, Some(old));
     // A push restarts the clock but never shortens a later expiry (a keep, an extend), nor
-    // goes past the preview's lifetime.
-    let expires_at = match change.expires_at {
+    // goes past the preview's lifetime; a label restarts it only when it is the new one.
+    let restart = change
+        .expires_at
+        .filter(|_| !(change.label_event && old.labeled));
+    let expires_at = match restart {
         Some(new) => old
             .expires_at
             .max(new.min(old.created_at.saturating_add(change.max_lifetime_secs))),
@@ -122,7 +173,7 @@ fn created(
     Some(StoredPr {
         repo_id: pr.repo_id as i64,
         desired,
-        end_reason: change.end_reason.map(str::to_owned),
+        end_reason: change.end_reason.or(end_reason).map(str::to_owned),
         pr_updated_at: at,
         expires_at,
         ..details(old, change, now)
@@ -166,6 +217,7 @@ fn details(old: &StoredPr, change: &PrChange, now: i64) -> StoredPr {
         base_ref: pr.base_ref.clone(),
         fork: pr.fork,
         draft: pr.draft,
+        labeled: change.labeled,
         updated_at: now,
         ..old.clone()
     }

@@ -1,6 +1,7 @@
 //! The decisions of one step, as sentences.
 
 use super::*;
+use crate::checks::Wait;
 
 fn ready(hash: &str, ready: Option<bool>) -> Observed {
     Observed::Present {
@@ -194,7 +195,14 @@ fn act(action: Action) -> Act {
 
 #[test]
 fn a_new_rendering_is_applied_and_followed_while_argo_cd_syncs_it() {
-    let step = step(Desired::Deployed, Some("h"), &Observed::Missing, None, true);
+    let step = step(
+        Desired::Deployed,
+        Some("h"),
+        &Observed::Missing,
+        None,
+        true,
+        &Wait::Passed,
+    );
     assert_eq!(step.helper, act(Action::Apply));
     assert_eq!((step.state, step.requeue), (ObservedState::Syncing, true));
 }
@@ -208,6 +216,7 @@ fn on_a_directory_both_applications_are_written_in_one_step_and_settle_as_applie
         &missing,
         Some(("a", &missing)),
         false,
+        &Wait::Passed,
     );
     assert_eq!(
         (step.helper, step.app),
@@ -228,12 +237,20 @@ fn step_of_directory(helper: &Observed, app: &Observed) -> Step {
         helper,
         Some(("a", app)),
         false,
+        &Wait::Passed,
     )
 }
 
 #[test]
 fn a_rendering_argo_cd_will_not_sync_on_its_own_is_asked_for() {
-    let step = step(Desired::Deployed, Some("h"), &needs_sync("h"), None, true);
+    let step = step(
+        Desired::Deployed,
+        Some("h"),
+        &needs_sync("h"),
+        None,
+        true,
+        &Wait::Passed,
+    );
     assert_eq!(
         step.helper,
         Act {
@@ -253,6 +270,7 @@ fn the_app_is_applied_once_the_helpers_are_ready_and_the_preview_is_ready_once_b
         &helpers,
         Some(("a", &Observed::Missing)),
         true,
+        &Wait::Passed,
     );
     assert_eq!(waiting.app, Some(act(Action::Apply)));
     assert_eq!(waiting.state, ObservedState::Syncing);
@@ -262,6 +280,7 @@ fn the_app_is_applied_once_the_helpers_are_ready_and_the_preview_is_ready_once_b
         &helpers,
         Some(("a", &ready("a", Some(true)))),
         true,
+        &Wait::Passed,
     );
     assert_eq!(
         (done.helper, done.app),
@@ -282,6 +301,7 @@ fn a_failed_app_fails_the_preview_with_its_message_and_is_looked_at_again() {
         &ready("h", Some(true)),
         Some(("a", &failed)),
         true,
+        &Wait::Passed,
     );
     assert_eq!(step.state, ObservedState::Failed);
     assert_eq!(step.message.as_deref(), Some("pod crashed"));
@@ -294,7 +314,14 @@ fn unapproved_forks_and_drafts_settle_in_their_own_state_writing_nothing() {
         (Desired::AwaitingApproval, ObservedState::AwaitingApproval),
         (Desired::Draft, ObservedState::Draft),
     ] {
-        let step = step(desired, None, &ready("h", Some(true)), None, true);
+        let step = step(
+            desired,
+            None,
+            &ready("h", Some(true)),
+            None,
+            true,
+            &Wait::Passed,
+        );
         assert_eq!(step.helper, act(Action::Nothing));
         assert_eq!(
             (step.state, step.message, step.requeue),
@@ -308,7 +335,14 @@ fn an_application_name_held_by_another_is_a_conflict_in_the_step() {
     let foreign = Observed::Foreign {
         owner: "repo \"acme.other\"".into(),
     };
-    let helper = step(Desired::Deployed, Some("h"), &foreign, None, true);
+    let helper = step(
+        Desired::Deployed,
+        Some("h"),
+        &foreign,
+        None,
+        true,
+        &Wait::Passed,
+    );
     assert_eq!(helper.helper.action, Action::Conflict);
     let app = step(
         Desired::Deployed,
@@ -316,6 +350,7 @@ fn an_application_name_held_by_another_is_a_conflict_in_the_step() {
         &ready("h", Some(true)),
         Some(("a", &foreign)),
         true,
+        &Wait::Passed,
     );
     assert_eq!(app.app.map(|a| a.action), Some(Action::Conflict));
 }

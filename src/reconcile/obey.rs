@@ -95,7 +95,14 @@ impl Feedback {
             tracing::info!(actor = cmd.actor, line = cmd.line, "command refused");
             return Ok(None);
         }
-        let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now)?;
+        // `status` tells CI's verdict too, which the row alone does not hold.
+        let status = match (&row, parsed) {
+            (Some(row), Command::Status) => {
+                Some(comment::status(&self.full_status_view(row).await?))
+            }
+            _ => None,
+        };
+        let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now, status)?;
         let id = row.as_ref().map(|r| r.id);
         // Only what did something earns a rocket; the rest is answered, and confused.
         let status = if outcome.did_something() {
@@ -160,8 +167,9 @@ impl Feedback {
         &self,
         parsed: Command,
         row: Option<&'a PreviewRow>,
-        cmd: &CommandRow,
+        cmd: &'a CommandRow,
         now: i64,
+        status: Option<String>,
     ) -> anyhow::Result<(Vec<Effect<'a>>, Outcome<'a>)> {
         let actor = &cmd.actor;
         // When the approver looked: the comment's own time, the clock the push's is in.
@@ -186,7 +194,10 @@ impl Feedback {
             Command::Help => (vec![], Outcome::Help),
             Command::Status => (
                 vec![],
-                Outcome::Status(comment::status(&self.status_view(row)?)),
+                Outcome::Status(match status {
+                    Some(status) => status,
+                    None => comment::status(&self.status_view(row)?),
+                }),
             ),
             Command::Destroy if !live => (vec![], Outcome::AlreadyGone),
             // Being torn down: only a destroyed (not a closed or merged) PR's preview may come back.
@@ -270,12 +281,17 @@ impl Feedback {
             // Back from a destroy: a fresh lifetime of `ttl` from now.
             Command::Deploy if !live => (
                 vec![
-                    Effect::Deploy,
+                    Effect::Deploy { by: actor, seen_at },
                     Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
                 ],
                 Outcome::Deploying,
             ),
-            Command::Deploy => (vec![Effect::Deploy], Outcome::Deploying),
+            // Past every gate: the trigger, paths, an ignored author, a failed (or unfinished)
+            // wait for CI on the head the writer saw.
+            Command::Deploy => (
+                vec![Effect::Deploy { by: actor, seen_at }],
+                Outcome::Deploying,
+            ),
         })
         .map(|(effects, outcome)| {
             tracing::info!(actor, ?parsed, preview = row.id, "command accepted");

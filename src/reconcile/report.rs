@@ -11,8 +11,9 @@ use crate::comment::{self, Shown, StatusView};
 use crate::db::{self, PreviewRow, Thread};
 use crate::feedback::{self, Feedback};
 use crate::github::{GitHub, GitHubError};
+use crate::intent::OptOut;
 use crate::naming::Names;
-use crate::preview::{PreviewKey, RepoName};
+use crate::preview::{Desired, PreviewKey, RepoName};
 
 impl Feedback {
     /// Reports on every preview (nothing is sent where nothing changed), then posts what is
@@ -43,14 +44,19 @@ impl Feedback {
             };
             let result = async {
                 let stored = |e: GitHubError| (Part::Comment, e);
-                let mut view = self
-                    .status_view(&row)
+                let view = self
+                    .full_status_view(&row)
+                    .await
                     .map_err(|e| stored(shape(&e.to_string())))?;
-                if view.shown == Shown::Queued {
-                    view.position = db::queue_position(&self.pool, row.id)
-                        .await
-                        .ok()
-                        .map(|n| n + 1);
+                // Not before the PR's files are listed: "changes no watched file" would be a
+                // guess, and then an edit.
+                if view
+                    .opt_out
+                    .as_ref()
+                    .is_some_and(|(why, _)| *why == OptOut::Paths)
+                    && row.paths_sha.as_deref() != Some(row.head_sha.as_str())
+                {
+                    return Ok(());
                 }
                 let thread = self
                     .thread_of(&row.repo, row.number)
@@ -185,6 +191,8 @@ impl Feedback {
                 dashboard: None,
                 end_reason: reason.as_deref(),
                 position: None,
+                opt_out: None,
+                ci: None,
             };
             let (repo, number) = (thread.repo.clone(), thread.number);
             match self.publish(github, thread, &view).await {
@@ -354,7 +362,15 @@ impl Feedback {
         };
         if thread.deployment_state.as_deref() != Some(state) {
             let url = (state == "success").then_some(view.url.as_str());
-            let description = comment::deployment_description(view.shown, sha);
+            let mut description = comment::deployment_description(view.shown, sha);
+            // CI failed: the status names the check, and "View logs" opens it.
+            let mut log_url = log_url;
+            if let Some((crate::checks::Wait::Failed { name, url, .. }, _)) = &view.ci {
+                description = comment::ci_failed_description(name, sha);
+                if let Some(url) = url.as_ref().filter(|u| u.starts_with("https://")) {
+                    log_url = Some(url.clone());
+                }
+            }
             pr.github
                 .deployment_status(
                     pr.repo,
@@ -383,6 +399,34 @@ impl Feedback {
             }))
     }
 
+    /// [`Self::status_view`] with what the state holds beside the row: the place in the
+    /// queue, and CI's verdict on the head.
+    pub(crate) async fn full_status_view<'a>(
+        &self,
+        row: &'a PreviewRow,
+    ) -> anyhow::Result<StatusView<'a>> {
+        let mut view = self.status_view(row)?;
+        if view.shown == Shown::Queued {
+            view.position = db::queue_position(&self.pool, row.id)
+                .await
+                .ok()
+                .map(|n| n + 1);
+        }
+        if matches!(view.shown, Shown::WaitingForCi | Shown::CiFailed) {
+            let repo: RepoName = row.repo.parse()?;
+            let wait_for = self
+                .config
+                .policy_for(&repo)
+                .map_or(&[][..], |p| &p.gates.wait_for[..]);
+            let reports = db::checks_of(&self.pool, &row.repo, &row.head_sha).await?;
+            view.ci = Some((
+                crate::checks::verdict(wait_for, &reports),
+                row.head_changed_at,
+            ));
+        }
+        Ok(view)
+    }
+
     /// What the status comment shows for a preview.
     pub(crate) fn status_view<'a>(&self, row: &'a PreviewRow) -> anyhow::Result<StatusView<'a>> {
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
@@ -409,6 +453,16 @@ impl Feedback {
             }),
             end_reason: row.end_reason.as_deref(),
             position: None,
+            opt_out: OptOut::of_stored(
+                &policy.gates,
+                &row.author,
+                row.labeled,
+                row.deploy_by.is_some(),
+                row.paths_file.is_some(),
+            )
+            .filter(|_| row.desired == Desired::OptedOut)
+            .map(|why| (why, policy.gates.trigger_label.clone())),
+            ci: None,
         })
     }
 }

@@ -202,6 +202,11 @@ impl FakeGitHub {
         self.hub().faults.push(fault);
     }
 
+    /// GitHub recovers: no fault any more.
+    pub fn clear_faults(&self) {
+        self.hub().faults.clear();
+    }
+
     /// GitHub says `user` has `permission` (`read`, `write`, `admin`) on the repository.
     pub fn grant(&self, user: &str, permission: &str) {
         self.hub()

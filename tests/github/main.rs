@@ -6,9 +6,11 @@
 mod common;
 
 mod approval;
+mod ci;
 mod commands;
 mod faults;
 mod lookups;
+mod optin;
 mod reports;
 mod resync;
 
@@ -30,9 +32,14 @@ pub(crate) const NOT_ACCESSIBLE: &str = "Resource not accessible by integration"
 const NEW_HEAD: &str = "4444444444444444444444444444444444444444";
 
 pub(crate) async fn setup() -> (TestApp, FakeGitHub, Previewd) {
+    setup_with("").await
+}
+
+/// `setup` with `toml` (tables, like `[[repos]]`) after the GitHub settings.
+pub(crate) async fn setup_with(toml: &str) -> (TestApp, FakeGitHub, Previewd) {
     let github = FakeGitHub::start().await;
     let app = TestApp::start_with(&format!(
-        "token = \"test-token\"\napi_url = {:?}\n",
+        "token = \"test-token\"\napi_url = {:?}\n{toml}",
         github.url
     ))
     .await;
@@ -86,6 +93,7 @@ impl Previewd {
     /// reconcile pass, then the reports.
     pub(crate) async fn pass(&self) {
         self.feedback.obey().await.unwrap();
+        self.feedback.look_up().await;
         self.reconciler.pass().await.unwrap();
         self.feedback.report().await;
     }

@@ -25,6 +25,7 @@ fn event(action: PrAction, at: i64) -> PullRequestEvent {
         base_ref: "main".into(),
         fork: false,
         draft: false,
+        labels: vec![],
         updated_at: Some(at),
         sender: "alice".into(),
     }
@@ -32,7 +33,12 @@ fn event(action: PrAction, at: i64) -> PullRequestEvent {
 
 /// The change intake decides for `pr`, as the server makes it.
 fn change_of(pr: PullRequestEvent) -> PrChange {
-    let config = Config::from_toml("", Vec::new()).unwrap();
+    change_under("", pr)
+}
+
+/// The same, under the configuration `toml`.
+fn change_under(toml: &str, pr: PullRequestEvent) -> PrChange {
+    let config = Config::from_toml(toml, Vec::new()).unwrap();
     match decide(&crate::intent::pr_delivery(pr), &config, NOW).change {
         Change::PullRequest(change) => *change,
         other => panic!("expected a PR change, got {other:?}"),
@@ -254,3 +260,5 @@ fn only_a_change_that_creates_moves_the_repository_id() {
     let edit = change(PrAction::Edited, 1_100);
     assert_eq!(merge(Some(&old), None, &edit, NOW).unwrap().repo_id, 5);
 }
+
+mod gates;

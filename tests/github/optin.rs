@@ -1,0 +1,185 @@
+//! Which PRs get a preview: `trigger` (label, comment), `paths` and `ignore_authors`,
+//! through the router with the recorded `pull_request.labeled`/`unlabeled` payloads and the
+//! GitHub stand-in listing a PR's files.
+
+use super::*;
+
+const REPO: &str = "[[repos]]\nname = \"codertocat/hello-world\"\n";
+
+/// The recorded `labeled` (or `unlabeled`) delivery, of `label`, the PR then carrying
+/// `labels`, at `at`.
+fn label_event(action: &str, label: &str, labels: &[&str], at: &str, guid: &str) -> Delivery {
+    let fixture = format!("pull_request.{action}");
+    Delivery::fixture(&fixture)
+        .edit(|body| {
+            body["label"]["name"] = json!(label);
+            body["pull_request"]["labels"] = json!(
+                labels
+                    .iter()
+                    .map(|name| json!({"id": 1, "name": name, "color": "ededed", "default": false,
+                                        "node_id": "L", "url": "https://api.github.com/l", "description": null}))
+                    .collect::<Vec<_>>()
+            );
+        })
+        .updated_at(at)
+        .guid(guid)
+}
+
+fn history_of(what: &str) -> String {
+    format!("SELECT reason FROM history WHERE what = '{what}' ORDER BY id DESC LIMIT 1")
+}
+
+#[tokio::test]
+async fn a_preview_lives_while_the_pr_carries_the_trigger_label() {
+    let (app, github, previewd) = setup_with(&format!("{REPO}trigger = \"label\"\n")).await;
+    previewd.open(&app).await;
+    assert_eq!(desired(&app).await, "opted_out");
+    assert_eq!(rendered_files(&app), 0);
+    let body = sticky_body(&github);
+    assert!(body.contains("add the label **preview**"), "{body}");
+
+    app.send(&label_event(
+        "labeled",
+        "preview",
+        &["bug", "preview"],
+        "2019-05-15T15:21:00Z",
+        "l1",
+    ))
+    .await;
+    previewd.pass().await;
+    assert_eq!(desired(&app).await, "deployed");
+    assert_eq!(rendered_files(&app), 1);
+
+    app.send(&label_event(
+        "unlabeled",
+        "preview",
+        &["bug"],
+        "2019-05-15T15:22:00Z",
+        "l2",
+    ))
+    .await;
+    previewd.passes(2).await;
+    assert_eq!(rendered_files(&app), 0, "removing the label tears it down");
+    let why: String = app.scalar(&history_of("unlabeled")).await;
+    assert!(
+        why.contains("trigger label was removed"),
+        "history says why: {why}"
+    );
+}
+
+#[tokio::test]
+async fn a_pr_without_a_preview_is_told_how_to_get_one_once() {
+    let (app, github, previewd) = setup_with(&format!("{REPO}trigger = \"label\"\n")).await;
+    previewd.open(&app).await;
+    app.send(&label_event(
+        "labeled",
+        "bug",
+        &["bug"],
+        "2019-05-15T15:21:00Z",
+        "o1",
+    ))
+    .await;
+    app.send(&Delivery::fixture("pull_request.edited")).await;
+    previewd.passes(3).await;
+    assert_eq!(sticky(&github).len(), 1);
+    assert_eq!(github.count("PATCH", "/issues/comments"), 0, "never edited");
+    assert_eq!(
+        github.hub().deployments.len(),
+        0,
+        "no deployment for no preview"
+    );
+}
+
+#[tokio::test]
+async fn a_comment_triggered_pr_deploys_on_a_writers_command_and_keeps_its_preview() {
+    let (app, github, previewd) = setup_with(&format!("{REPO}trigger = \"comment\"\n")).await;
+    github.grant("maintainer", "write");
+    previewd.open(&app).await;
+    assert_eq!(desired(&app).await, "opted_out");
+    assert!(sticky_body(&github).contains("`/preview deploy`"));
+
+    // Someone without write access cannot opt it in.
+    app.send(&command("/preview deploy", "stranger", "NONE", 601))
+        .await;
+    previewd.pass().await;
+    assert_eq!(desired(&app).await, "opted_out");
+
+    app.send(&command("/preview deploy", "maintainer", "MEMBER", 602))
+        .await;
+    previewd.pass().await;
+    assert_eq!(desired(&app).await, "deployed");
+    assert_eq!(rendered_files(&app), 1);
+    let by: String = app.scalar("SELECT deploy_by FROM previews").await;
+    assert_eq!(by, "maintainer");
+
+    push_new_head(&app).await;
+    previewd.pass().await;
+    assert_eq!(
+        desired(&app).await,
+        "deployed",
+        "a push keeps the opted-in preview"
+    );
+}
+
+#[tokio::test]
+async fn a_pr_gets_a_preview_only_once_it_touches_a_watched_path() {
+    let (app, github, previewd) = setup_with(&format!(
+        "{REPO}paths = [\"services/api/**\", \"charts/api/**\"]\n"
+    ))
+    .await;
+    let web: Vec<String> = (0..250).map(|i| format!("services/web/{i}.ts")).collect();
+    github.set_files(2, web.clone());
+    previewd.open(&app).await;
+    previewd.pass().await;
+    assert_eq!(desired(&app).await, "opted_out");
+    assert_eq!(rendered_files(&app), 0);
+    assert_eq!(
+        github.count("GET", "/pulls/2/files"),
+        3,
+        "250 files: three pages of 100"
+    );
+    assert!(sticky_body(&github).contains("`paths`"));
+
+    // A push that touches the API, on the last page.
+    let mut touched = web;
+    touched.push("services/api/src/main.rs".into());
+    github.set_files(2, touched);
+    push_new_head(&app).await;
+    previewd.passes(2).await;
+    assert_eq!(desired(&app).await, "deployed");
+    assert_eq!(rendered_files(&app), 1);
+    let why: String = app.scalar(&history_of("paths_matched")).await;
+    assert!(why.contains("services/api/src/main.rs"), "{why}");
+
+    // It keeps the preview when a later push no longer touches the API.
+    github.set_files(2, vec!["README.md".into()]);
+    app.send(&Delivery::push(
+        "5555555555555555555555555555555555555555",
+        "2019-05-15T17:00:00Z",
+    ))
+    .await;
+    previewd.passes(2).await;
+    assert_eq!(desired(&app).await, "deployed");
+}
+
+#[tokio::test]
+async fn a_bots_pr_gets_no_preview_until_a_writer_deploys_it() {
+    let (app, github, previewd) = setup_with(&format!(
+        "{REPO}ignore_authors = [\"dependabot[bot]\", \"renovate[bot]\"]\n"
+    ))
+    .await;
+    github.grant("maintainer", "admin");
+    let bump = Delivery::fixture("pull_request.opened")
+        .edit(|body| body["pull_request"]["user"]["login"] = json!("dependabot[bot]"));
+    app.send(&bump).await;
+    previewd.pass().await;
+    assert_eq!(desired(&app).await, "opted_out");
+    assert_eq!(rendered_files(&app), 0);
+    assert!(sticky_body(&github).contains("ignore_authors"));
+
+    app.send(&command("/preview deploy", "maintainer", "MEMBER", 603))
+        .await;
+    previewd.pass().await;
+    assert_eq!(desired(&app).await, "deployed");
+    assert_eq!(rendered_files(&app), 1);
+}
