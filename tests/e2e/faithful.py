@@ -11,6 +11,14 @@ chart (tests/e2e/app-chart) mapped to this checkout, the AppProjects `previewd r
   a migration that fails -> the preview is failed (naming the Job); the app stays where it was
   closed   -> every object gone, every hook in the provisioner namespace included
 
+and, with `wait_for = ["build-image"]` (shared mode; a small GitHub stand-in answers the
+look-ups and takes the reports):
+
+  opened   -> the helpers provisioned (database Job included), no Job runs the PR's image,
+              no app Application, the preview waiting_for_ci
+  check succeeds -> the migration runs the image, the app deploys, ready
+  pushed   -> waiting again: no migration at the new image until its check succeeds
+
 Every Job's pod could start (no Secret or ConfigMap missing), and the sealed values opened
 with the cluster's key. Usage: faithful.py PREVIEWD PYTHON EMULATOR [MODE ...]
 Ends with "N passed, M failed"; non-zero exit on a failure.
@@ -169,6 +177,67 @@ class Previewd:
             return [r[0] for r in db.execute("SELECT reason FROM history WHERE what = ?1 ORDER BY id", (what,))]
         finally:
             db.close()
+
+
+class GitHub:
+    """Just enough of GitHub's REST API for previewd to report and look up checks: every
+    listing empty (no check is known but what webhooks tell), every write accepted."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, body, status=200):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                if path == "/user":
+                    return self.answer({"login": "previewd-e2e", "id": 1, "type": "User"})
+                if path.endswith("/check-runs"):
+                    return self.answer({"total_count": 0, "check_runs": []})
+                if path.endswith("/status"):
+                    return self.answer({"state": "pending", "statuses": [], "total_count": 0})
+                if path.endswith("/actions/runs"):
+                    return self.answer({"total_count": 0, "workflow_runs": []})
+                if path.endswith("/permission"):
+                    return self.answer({"permission": "admin", "user": {"login": "x"}})
+                return self.answer([])
+
+            def write(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                self.answer({"id": 1, "node_id": "x", "state": "success"}, 201)
+
+            do_POST = do_PATCH = write
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def check_run(sha, conclusion, at):
+    event = fixture("check_run.completed")
+    pr = fixture("pull_request.opened")
+    event["repository"] = pr["repository"]
+    run = event["check_run"]
+    run["name"] = "build-image"
+    run["head_sha"] = sha
+    run["status"], run["conclusion"] = "completed", conclusion
+    run["started_at"] = run["completed_at"] = at
+    return event
 
 
 def wait(what, predicate, timeout=120.0):
@@ -391,14 +460,87 @@ def walk(mode, binary, python, emulator):
     shutil.rmtree(work, ignore_errors=True)
 
 
+def wait_walk(binary, python, emulator):
+    """`wait_for`: nothing runs the PR's image before its check succeeded on the head."""
+    work = tempfile.mkdtemp(prefix="previewd-faithful-wait-")
+    emu = Emulator(python, emulator, work)
+    gh = GitHub()
+    pd = Previewd(binary, work)
+    try:
+        with open(os.path.join(work, "previewd.toml"), "w") as f:
+            f.write('[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
+                    + config("shared", ["bin/migrate"]) + 'wait_for = ["build-image"]\n')
+        admin = {k: base64.b64encode(v.encode()).decode() for k, v in
+                 {"PGHOST": "postgres.example", "PGPORT": "5432", "PGUSER": "postgres", "PGPASSWORD": "admin"}.items()}
+        status, body = emu.req("POST", "/api/v1/namespaces/previewd-system/secrets",
+                               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
+                                "data": admin})
+        assert status == 201, body
+        import yaml
+        for project in yaml.safe_load_all(pd.run("render", "--projects")):
+            status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
+            assert status == 201, body
+        pd.start()
+
+        def helpers_done():
+            app = emu.app(HELPERS)
+            st = (app or {}).get("status") or {}
+            return ((st.get("sync") or {}).get("status"), (st.get("health") or {}).get("status"),
+                    (st.get("operationState") or {}).get("phase")) == ("Synced", "Healthy", "Succeeded")
+
+        pd.deliver("pull_request", fixture("pull_request.opened"))
+        wait("the helpers provisioned while the image waits",
+             lambda: helpers_done() and (pd.preview() or [None])[0] == "waiting_for_ci", 180)
+        time.sleep(1.5)  # long enough for any Job Argo CD would start
+        image_a = "%s:%s" % (IMAGE, SHA_A)
+        assert runs(emu, "-db-create"), "the database is provisioned at once: %s" % emu.jobs()
+        assert not [j for j in emu.jobs() if j["image"] == image_a], "a Job ran the PR's image before CI built it: %s" % emu.jobs()
+        assert not runs(emu, "-seed"), "the seed waits for the migrations"
+        assert emu.app(APP) is None, "the app waits for CI"
+        print("faithful[wait_for]: opened -> helpers Synced/Healthy/Succeeded, database provisioned, nothing ran %s" % SHA_A[:7])
+
+        reply = pd.deliver("check_run", check_run(SHA_A, "success", "2019-05-15T15:25:00Z"))
+        assert reply["outcome"] == "accepted", reply
+        wait("the preview ready once the build succeeded", lambda: ready_at(pd, emu, SHA_A), 180)
+        assert runs(emu, "-migrate", image_a), emu.jobs()
+        print("faithful[wait_for]: build-image succeeded -> migrated with %s, app deployed, ready" % SHA_A[:7])
+
+        pd.deliver("pull_request", pushed(SHA_B, "2019-05-15T16:00:00Z"))
+        wait("the push to wait for its build", lambda: (pd.preview() or [None, None, None])[0:3:2] == ("waiting_for_ci", SHA_B), 60)
+        time.sleep(1.5)
+        image_b = "%s:%s" % (IMAGE, SHA_B)
+        assert not [j for j in emu.jobs() if j["image"] == image_b], "a Job ran the pushed image before its check: %s" % emu.jobs()
+        assert emu.app(APP)["spec"]["source"]["targetRevision"] == SHA_A, "the app moved before CI built the push"
+        pd.deliver("check_run", check_run(SHA_B, "success", "2019-05-15T16:05:00Z"))
+        wait("the preview ready at the pushed head", lambda: ready_at(pd, emu, SHA_B), 180)
+        assert len(runs(emu, "-migrate", image_b)) == 1, emu.jobs()
+        check_pods_started(emu)
+        print("faithful[wait_for]: pushed -> waited for %s's build, then migrated once and moved the app" % SHA_B[:7])
+    except BaseException:
+        for name in ("serve.log", "emulator.log"):
+            path = os.path.join(work, name)
+            if os.path.exists(path):
+                with open(path) as f:
+                    sys.stderr.write("--- %s (tail)\n%s\n" % (name, "".join(f.readlines()[-40:])))
+        raise
+    finally:
+        pd.stop()
+        emu.close()
+        gh.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     binary, python, emulator = (os.path.abspath(a) if os.sep in a else shutil.which(a) for a in sys.argv[1:4])
-    modes = sys.argv[4:] or ["shared", "cnpg"]
+    modes = sys.argv[4:] or ["shared", "cnpg", "wait_for"]
     passed = failed = 0
     for mode in modes:
         started = time.time()
         try:
-            walk(mode, binary, python, emulator)
+            if mode == "wait_for":
+                wait_walk(binary, python, emulator)
+            else:
+                walk(mode, binary, python, emulator)
             passed += 1
             print("faithful[%s]: passed in %.0f s" % (mode, time.time() - started))
         except Exception:
