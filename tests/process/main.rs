@@ -5,6 +5,7 @@ mod common;
 
 mod connections;
 mod exposure;
+mod gates;
 mod lifecycle;
 
 use std::path::Path;
