@@ -318,9 +318,13 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
             change.expires_at = None;
             change.reason = format!("PR {why}: tear down");
         }
-        // Under `trigger = "label"` a label is what asks for (or ends) a preview; a fresh
-        // clock only when this one is given.
-        PrAction::Labeled | PrAction::Unlabeled if gates.trigger == Trigger::Label => {
+        // Under `trigger = "label"` the trigger label asks for (or ends) a preview, and only
+        // on an open PR (GitHub labels closed ones too); other labels are details.
+        PrAction::Labeled | PrAction::Unlabeled
+            if gates.trigger == Trigger::Label
+                && pr.open
+                && pr.label.as_deref() == Some(gates.trigger_label.as_str()) =>
+        {
             change.label_event = true;
             if pr.action == PrAction::Labeled {
                 change.what = "labeled";
@@ -372,6 +376,8 @@ mod tests {
             fork: false,
             draft: false,
             labels: vec![],
+            label: None,
+            open: true,
             updated_at: Some(1_000),
             sender: "alice".into(),
         }

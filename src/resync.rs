@@ -116,12 +116,23 @@ impl Resync {
                     continue;
                 }
             };
+            // Under `trigger = "label"` the label decides too: a lost `labeled` or
+            // `unlabeled` at the same head is healed like a lost push.
+            let trigger_label = self
+                .config
+                .policy_for(&name)
+                .filter(|p| p.gates.trigger == crate::config::Trigger::Label)
+                .map(|p| p.gates.trigger_label.as_str());
+            let label_moved = |t: &db::TrackedPull, pull: &PullInfo| {
+                trigger_label
+                    .is_some_and(|label| pull.labels.iter().any(|l| l == label) != t.labeled)
+            };
             let mut events = Vec::new();
             for pull in &open {
                 match mine.get(&i64::from(pull.number)) {
                     // Being torn down: the teardown finishes first; a later pass decides.
                     Some(t) if !t.live => {}
-                    Some(t) if t.head_sha == pull.head_sha => {}
+                    Some(t) if t.head_sha == pull.head_sha && !label_moved(t, pull) => {}
                     Some(_) => events.push((pull.clone(), PrAction::Synchronize)),
                     None if self.ended_on_purpose(&repo, pull).await? => {}
                     None => events.push((pull.clone(), PrAction::Opened)),
@@ -215,6 +226,8 @@ fn delivery_of(
             fork: pull.fork,
             draft: pull.draft,
             labels: pull.labels.clone(),
+            label: None,
+            open: pull.open,
             updated_at: pull.updated_at,
             sender: "previewd (resync)".into(),
         }),

@@ -97,6 +97,10 @@ pub struct PullRequestEvent {
     /// The PR's labels once this event's own label change is applied (`[[repos]] trigger =
     /// "label"`); at most [`MAX_LABELS`].
     pub labels: Vec<String>,
+    /// The label a `labeled` or `unlabeled` delivery gives or takes.
+    pub label: Option<String>,
+    /// `pull_request.state` is open (GitHub labels and edits closed PRs too).
+    pub open: bool,
     /// `pull_request.updated_at` (Unix seconds), to drop deliveries that arrive out of order.
     pub updated_at: Option<i64>,
     pub sender: String,
@@ -409,6 +413,8 @@ fn convert(event: WebhookEvent) -> Result<Event, String> {
                     action,
                     p.label.as_ref().map(|l| l.name.as_str()),
                 ),
+                label: p.label.as_ref().map(|l| l.name.clone()),
+                open: !matches!(pr.state, Some(octocrab::models::IssueState::Closed)),
                 updated_at: pr.updated_at.map(|t| t.timestamp()),
                 sender,
             }))

@@ -134,31 +134,48 @@ pub struct LookUp {
     pub checks: bool,
 }
 
+/// The repositories whose gates need GitHub's word, for [`lookups_due`].
+#[derive(Debug, Clone, Default)]
+pub struct Gated {
+    /// `paths` decides who gets a preview.
+    pub files: Vec<String>,
+    /// Of those, the ones with `trigger = "label"`: a PR's files matter only once it
+    /// carries the label (listing them before would change nothing).
+    pub labeled: Vec<String>,
+    /// `wait_for` holds the image back.
+    pub checks: Vec<String>,
+}
+
 /// Previews that need a look-up: an opted-out PR of a repository in `files` (its `paths`)
 /// whose files were not listed at its head, or a deployed one of a repository in `checks`
 /// (its `wait_for`) whose checks were not looked up at its head.
 pub async fn lookups_due(
     pool: &SqlitePool,
-    files: &[String],
-    checks: &[String],
+    gated: &Gated,
     limit: i64,
 ) -> sqlx::Result<Vec<LookUp>> {
-    let files = serde_json::to_string(files).expect("strings serialize");
-    let checks = serde_json::to_string(checks).expect("strings serialize");
+    let json = |repos: &[String]| serde_json::to_string(repos).expect("strings serialize");
+    let (files, labeled, checks) = (
+        json(&gated.files),
+        json(&gated.labeled),
+        json(&gated.checks),
+    );
     let rows = sqlx::query!(
         r#"WITH due AS (
                SELECT id, repo, number, head_sha, installation_id,
                       (desired = 'opted_out' AND paths_file IS NULL
                           AND (paths_sha IS NULL OR paths_sha != head_sha)
-                          AND repo IN (SELECT value FROM json_each(?1))) AS files,
+                          AND repo IN (SELECT value FROM json_each(?1))
+                          AND (labeled = 1 OR repo NOT IN (SELECT value FROM json_each(?2)))) AS files,
                       (desired = 'deployed' AND (checks_sha IS NULL OR checks_sha != head_sha)
                           AND (wait_override_sha IS NULL OR wait_override_sha != head_sha)
-                          AND repo IN (SELECT value FROM json_each(?2))) AS checks
+                          AND repo IN (SELECT value FROM json_each(?3))) AS checks
                FROM previews WHERE desired IN ('opted_out', 'deployed'))
            SELECT id AS "id!", repo AS "repo!", number AS "number!", head_sha AS "head_sha!",
                   installation_id, files AS "files!: bool", checks AS "checks!: bool"
-           FROM due WHERE files OR checks ORDER BY id LIMIT ?3"#,
+           FROM due WHERE files OR checks ORDER BY id LIMIT ?4"#,
         files,
+        labeled,
         checks,
         limit,
     )
@@ -230,10 +247,12 @@ pub async fn look_again_at_checks(pool: &SqlitePool) -> sqlx::Result<u64> {
     Ok(done.rows_affected())
 }
 
-/// Marks the previews at `sha` for a look-up (a check suite completed: it names no check).
+/// Marks the previews waiting at `sha` for a look-up (a check suite completed: it names no
+/// check). One that passed has nothing to learn from it.
 pub async fn look_again_at(conn: &mut SqliteConnection, repo: &str, sha: &str) -> sqlx::Result<()> {
     sqlx::query!(
-        "UPDATE previews SET checks_sha = NULL WHERE repo = ?1 AND head_sha = ?2",
+        "UPDATE previews SET checks_sha = NULL
+         WHERE repo = ?1 AND head_sha = ?2 AND observed IN ('waiting_for_ci', 'ci_failed')",
         repo,
         sha,
     )
@@ -256,6 +275,8 @@ pub struct PathsFound<'a> {
     pub admit: Desired,
     /// `trigger = "label"`: a match admits it only while it carries the label.
     pub needs_label: bool,
+    /// The expiry of the preview a match makes (its lifetime starts now).
+    pub expires_at: i64,
 }
 
 /// Records what listing a preview's files found, if its head is still the one listed; a
@@ -267,7 +288,12 @@ pub async fn record_paths(
 ) -> sqlx::Result<bool> {
     let mut tx = super::begin_write(pool).await?;
     let admitted = sqlx::query!(
+        // Every SET sees the row as it was: the three CASEs test the same admission.
         "UPDATE previews SET paths_sha = ?2, paths_file = ?3, updated_at = ?6,
+             created_at = CASE WHEN ?3 IS NOT NULL AND desired = 'opted_out' AND (?5 = 0 OR labeled = 1)
+                               THEN ?6 ELSE created_at END,
+             expires_at = CASE WHEN ?3 IS NOT NULL AND desired = 'opted_out' AND (?5 = 0 OR labeled = 1)
+                               THEN ?7 ELSE expires_at END,
              desired = CASE WHEN ?3 IS NOT NULL AND desired = 'opted_out' AND (?5 = 0 OR labeled = 1)
                             THEN ?4 ELSE desired END
          WHERE id = ?1 AND head_sha = ?2
@@ -278,6 +304,7 @@ pub async fn record_paths(
         found.admit,
         found.needs_label,
         now,
+        found.expires_at,
     )
     .fetch_optional(&mut *tx)
     .await?

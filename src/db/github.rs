@@ -203,18 +203,28 @@ pub async fn command_effect(
         )
         .execute(&mut *tx)
         .await?,
-        // Opts the PR in past trigger, paths and authors for good, and lets the head the
-        // writer could see past `wait_for` (a push since resets the wait).
-        Effect::Deploy { by, seen_at } => sqlx::query!(
+        // Opts the PR in past trigger, paths and authors for good; a PR that gets its
+        // preview only now starts its lifetime now. A fork's only while its approved commit
+        // is still the head (the command read the row before asking GitHub for write
+        // access: a push in between must not ride along). Past a failed `wait_for` only the
+        // head the writer could see (a push since resets the wait).
+        Effect::Deploy {
+            by,
+            seen_at,
+            past_failed_wait,
+        } => sqlx::query!(
             "UPDATE previews SET updated_at = ?2, deploy_by = ?3,
-                 wait_override_sha = CASE WHEN head_changed_at < ?4 THEN head_sha ELSE wait_override_sha END,
+                 wait_override_sha = CASE WHEN ?5 AND head_changed_at < ?4 THEN head_sha ELSE wait_override_sha END,
+                 created_at = CASE WHEN desired = 'opted_out' THEN ?2 ELSE created_at END,
                  end_reason = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN NULL ELSE end_reason END,
                  desired = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN 'deployed' ELSE desired END
-             WHERE id = ?1 AND desired != 'awaiting_approval'",
+             WHERE id = ?1 AND desired != 'awaiting_approval'
+               AND (fork = 0 OR (approved_sha = head_sha AND head_changed_at < ?4))",
             preview_id,
             now,
             by,
-            seen_at
+            seen_at,
+            past_failed_wait
         )
         .execute(&mut *tx)
         .await?,
@@ -241,10 +251,12 @@ pub enum Effect<'a> {
     Keep(bool),
     Reseed,
     Redeploy,
-    /// A writer's `/preview deploy`: by whom, and when they commented (GitHub's clock).
+    /// A writer's `/preview deploy`: by whom, when they commented (GitHub's clock), and
+    /// whether it lets the head past a failed `wait_for`.
     Deploy {
         by: &'a str,
         seen_at: i64,
+        past_failed_wait: bool,
     },
     /// Approves exactly this head SHA, if it was the head when the approver commented.
     Approve {
@@ -433,12 +445,15 @@ pub struct TrackedPull {
     pub installation_id: Option<i64>,
     /// Not being torn down.
     pub live: bool,
+    /// Carries its repository's `trigger_label`, as last recorded.
+    pub labeled: bool,
 }
 
 pub async fn tracked_pulls(pool: &SqlitePool) -> sqlx::Result<Vec<TrackedPull>> {
     sqlx::query_as!(
         TrackedPull,
-        r#"SELECT repo, number, head_sha, installation_id, desired != 'absent' AS "live!: bool" FROM previews"#
+        r#"SELECT repo, number, head_sha, installation_id, desired != 'absent' AS "live!: bool",
+                  labeled AS "labeled: bool" FROM previews"#
     )
     .fetch_all(pool)
     .await

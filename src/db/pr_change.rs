@@ -136,7 +136,7 @@ async fn write_pr(
         "UPDATE previews SET repo_id = ?2, installation_id = ?3, title = ?4, author = ?5,
              head_sha = ?6, head_ref = ?7, base_ref = ?8, fork = ?9, draft = ?10, desired = ?11,
              end_reason = ?12, pr_updated_at = ?13, updated_at = ?14, expires_at = ?15,
-             head_changed_at = ?16, labeled = ?17
+             head_changed_at = ?16, labeled = ?17, created_at = ?18
          WHERE id = ?1",
         id,
         new.repo_id,
@@ -155,6 +155,7 @@ async fn write_pr(
         new.expires_at,
         new.head_changed_at,
         new.labeled,
+        new.created_at,
     )
     .execute(&mut *conn)
     .await

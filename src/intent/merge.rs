@@ -43,8 +43,12 @@ impl StoredPr {
     /// Whether the PR has a preview, running or paused (a draft, a fork's unapproved push),
     /// as opposed to none yet or one ending.
     fn has_preview(&self) -> bool {
+        Self::wants_one(self.desired)
+    }
+
+    fn wants_one(desired: Desired) -> bool {
         matches!(
-            self.desired,
+            desired,
             Desired::Deployed | Desired::AwaitingApproval | Desired::Draft
         )
     }
@@ -68,6 +72,11 @@ pub fn admitted(
         None => (change.needs_paths && !matched).then_some(OptOut::Paths),
     };
     let has_preview = old.is_some_and(StoredPr::has_preview);
+    // The trigger label taken away ends the preview, whoever opted it in.
+    let unlabeled = change.label_event && !change.labeled && old.is_some_and(|o| o.labeled);
+    if unlabeled && has_preview {
+        return (Desired::Absent, Some("unlabeled"));
+    }
     match why {
         None => (base, None),
         Some(OptOut::Label) if has_preview => (Desired::Absent, Some("unlabeled")),
@@ -159,15 +168,20 @@ fn created(
             wanted
         };
     let (desired, end_reason) = admitted(base, change, Some(old));
+    // A PR that gets its preview only now (a label, a ready draft of an opted-in PR) is a
+    // new preview: its lifetime starts now, not when previewd first heard of the PR.
+    let born = old.desired == Desired::OptedOut && StoredPr::wants_one(desired);
+    let created_at = if born { now } else { old.created_at };
     // A push restarts the clock but never shortens a later expiry (a keep, an extend), nor
     // goes past the preview's lifetime; a label restarts it only when it is the new one.
     let restart = change
         .expires_at
         .filter(|_| !(change.label_event && old.labeled));
+    let lifetime_end = created_at.saturating_add(change.max_lifetime_secs);
     let expires_at = match restart {
-        Some(new) => old
-            .expires_at
-            .max(new.min(old.created_at.saturating_add(change.max_lifetime_secs))),
+        Some(new) if born => new.min(lifetime_end),
+        Some(new) => old.expires_at.max(new.min(lifetime_end)),
+        None if born => lifetime_end,
         None => old.expires_at,
     };
     Some(StoredPr {
@@ -176,6 +190,7 @@ fn created(
         end_reason: change.end_reason.or(end_reason).map(str::to_owned),
         pr_updated_at: at,
         expires_at,
+        created_at,
         ..details(old, change, now)
     })
 }

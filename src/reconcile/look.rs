@@ -5,6 +5,7 @@
 //! What GitHub answers is recorded, then the reconciler is told.
 
 use crate::checks::CheckReport;
+use crate::config::Trigger;
 use crate::db::{self, LookUp, PathsFound};
 use crate::feedback::Feedback;
 use crate::github::GitHub;
@@ -21,11 +22,11 @@ impl Feedback {
         let Some(github) = self.github.clone() else {
             return;
         };
-        let (files, checks) = self.gated_repos();
-        if files.is_empty() && checks.is_empty() {
+        let gated = self.gated_repos();
+        if gated.files.is_empty() && gated.checks.is_empty() {
             return;
         }
-        let due = match db::lookups_due(&self.pool, &files, &checks, PER_PASS).await {
+        let due = match db::lookups_due(&self.pool, &gated, PER_PASS).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the look-ups due failed; next pass");
@@ -54,8 +55,10 @@ impl Feedback {
         }
     }
 
-    /// The repositories whose `paths` and whose `wait_for` need GitHub's word.
-    fn gated_repos(&self) -> (Vec<String>, Vec<String>) {
+    /// The repositories whose `paths` and whose `wait_for` need GitHub's word. Under
+    /// `trigger = "comment"` only a writer's `/preview deploy` admits a PR (past `paths`
+    /// too): its files are never listed.
+    fn gated_repos(&self) -> db::Gated {
         let with = |f: fn(&crate::config::Gates) -> bool| {
             self.config
                 .repos
@@ -64,10 +67,11 @@ impl Feedback {
                 .map(|r| r.name.as_str().to_owned())
                 .collect::<Vec<_>>()
         };
-        (
-            with(|g| g.paths.is_some()),
-            with(|g| !g.wait_for.is_empty()),
-        )
+        db::Gated {
+            files: with(|g| g.paths.is_some() && g.trigger != Trigger::Comment),
+            labeled: with(|g| g.paths.is_some() && g.trigger == Trigger::Label),
+            checks: with(|g| !g.wait_for.is_empty()),
+        }
     }
 
     /// Lists the PR's files and records what `paths` makes of them. Returns whether the
@@ -82,10 +86,14 @@ impl Feedback {
         let Ok(Some(row)) = db::preview_row(&self.pool, look.id).await else {
             return false;
         };
-        // Only `paths` may stand between this PR and a preview: another gate (a missing
-        // label, an ignored author) answers first, and listing its files would change nothing.
-        let why = intent::OptOut::of(&policy.gates, &row.author, row.labeled);
-        if why.is_some() || row.head_sha != look.head_sha {
+        if row.head_sha != look.head_sha {
+            return false;
+        }
+        // Only `paths` may stand between this PR and a preview: another gate answers first,
+        // and listing its files would change nothing. An ignored author stays one: this head
+        // is marked listed (a missing label is left out of the look-ups until it is given).
+        if intent::OptOut::of(&policy.gates, &row.author, row.labeled).is_some() {
+            let _ = db::files_looked(&self.pool, look.id, &look.head_sha).await;
             return false;
         }
         let files = match github
@@ -112,6 +120,7 @@ impl Feedback {
             crate::paths::PathsVerdict::NoMatch { .. } => None,
         };
         let approved_head = row.approved_sha.as_deref() == Some(row.head_sha.as_str());
+        let now = self.clock.now();
         let found = PathsFound {
             id: look.id,
             repo: key.repo.as_str(),
@@ -119,9 +128,10 @@ impl Feedback {
             sha: &look.head_sha,
             file,
             admit: intent::base_gate(row.fork, approved_head, row.draft, policy),
-            needs_label: policy.gates.trigger == crate::config::Trigger::Label,
+            needs_label: policy.gates.trigger == Trigger::Label,
+            expires_at: now.saturating_add(i64::try_from(policy.ttl.as_secs()).unwrap_or(i64::MAX)),
         };
-        match db::record_paths(&self.pool, &found, self.clock.now()).await {
+        match db::record_paths(&self.pool, &found, now).await {
             Ok(admitted) => admitted || file.is_none(),
             Err(e) => {
                 tracing::warn!(preview = %key, error = %e, "recording the PR's files failed");

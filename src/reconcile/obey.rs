@@ -14,7 +14,7 @@ use crate::comment::{self, Outcome};
 use crate::db::{self, CommandRow, Effect, PreviewRow};
 use crate::feedback::{self, Answer, Feedback};
 use crate::github::GitHubError;
-use crate::preview::{PreviewKey, RepoName};
+use crate::preview::{Desired, ObservedState, PreviewKey, RepoName};
 
 /// Marks our reply to one command, so a retried post finds it instead of posting twice.
 fn reply_marker(comment_id: i64) -> String {
@@ -189,7 +189,7 @@ impl Feedback {
             .unwrap_or(&self.config.defaults);
         let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
         let lifetime_end = row.created_at.saturating_add(secs(policy.max_lifetime));
-        let live = row.desired != crate::preview::Desired::Absent;
+        let live = row.desired != Desired::Absent;
         Ok(match parsed {
             Command::Help => (vec![], Outcome::Help),
             Command::Status => (
@@ -278,18 +278,35 @@ impl Feedback {
                     },
                 )
             }
-            // Back from a destroy: a fresh lifetime of `ttl` from now.
-            Command::Deploy if !live => (
-                vec![
-                    Effect::Deploy { by: actor, seen_at },
-                    Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
-                ],
-                Outcome::Deploying,
-            ),
-            // Past every gate: the trigger, paths, an ignored author, a failed (or unfinished)
-            // wait for CI on the head the writer saw.
+            // Back from a destroy: a fresh lifetime of `ttl` from now. So for a PR that gets
+            // its first preview now (opted out until this command): its lifetime starts now.
+            Command::Deploy if !live || row.desired == Desired::OptedOut => {
+                let lifetime_end = if live {
+                    now.saturating_add(secs(policy.max_lifetime))
+                } else {
+                    lifetime_end
+                };
+                (
+                    vec![
+                        Effect::Deploy {
+                            by: actor,
+                            seen_at,
+                            past_failed_wait: false,
+                        },
+                        Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
+                    ],
+                    Outcome::Deploying,
+                )
+            }
+            // Past every gate: the trigger, paths, an ignored author, and a failed wait for
+            // CI on the head the writer saw (a wait still running stays: the image may not
+            // exist yet).
             Command::Deploy => (
-                vec![Effect::Deploy { by: actor, seen_at }],
+                vec![Effect::Deploy {
+                    by: actor,
+                    seen_at,
+                    past_failed_wait: row.observed == ObservedState::CiFailed,
+                }],
                 Outcome::Deploying,
             ),
         })
@@ -315,7 +332,8 @@ impl Feedback {
         if let Some(id) = preview {
             for effect in effects {
                 let applied = db::command_effect(&mut tx, id, effect, now).await?;
-                if !applied && matches!(effect, Effect::Approve { .. }) {
+                // A guard held (a push since the command was read): nothing is done.
+                if !applied && matches!(effect, Effect::Approve { .. } | Effect::Deploy { .. }) {
                     return Ok(false); // rolled back
                 }
             }

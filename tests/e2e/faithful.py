@@ -314,25 +314,31 @@ def check_pods_started(emu):
     assert not blocked, "Jobs whose pod could not start: %s" % blocked
 
 
+def prepare(emu, pd, work, mode, toml):
+    """previewd.toml written, the shared server's admin Secret (shared mode) and the
+    AppProjects `previewd render --projects` prints applied, then previewd started."""
+    with open(os.path.join(work, "previewd.toml"), "w") as f:
+        f.write(toml)
+    if mode == "shared":
+        admin = {k: base64.b64encode(v.encode()).decode() for k, v in
+                 {"PGHOST": "postgres.example", "PGPORT": "5432", "PGUSER": "postgres", "PGPASSWORD": "admin"}.items()}
+        status, body = emu.req("POST", "/api/v1/namespaces/previewd-system/secrets",
+                               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
+                                "data": admin})
+        assert status == 201, body
+    import yaml
+    for project in yaml.safe_load_all(pd.run("render", "--projects")):
+        status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
+        assert status == 201, body
+    pd.start()
+
+
 def walk(mode, binary, python, emulator):
     work = tempfile.mkdtemp(prefix="previewd-faithful-%s-" % mode)
     emu = Emulator(python, emulator, work)
     pd = Previewd(binary, work)
     try:
-        with open(os.path.join(work, "previewd.toml"), "w") as f:
-            f.write(config(mode, ["bin/migrate"]))
-        if mode == "shared":
-            admin = {k: base64.b64encode(v.encode()).decode() for k, v in
-                     {"PGHOST": "postgres.example", "PGPORT": "5432", "PGUSER": "postgres", "PGPASSWORD": "admin"}.items()}
-            status, body = emu.req("POST", "/api/v1/namespaces/previewd-system/secrets",
-                                   {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
-                                    "data": admin})
-            assert status == 201, body
-        import yaml
-        for project in yaml.safe_load_all(pd.run("render", "--projects")):
-            status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
-            assert status == 201, body
-        pd.start()
+        prepare(emu, pd, work, mode, config(mode, ["bin/migrate"]))
         with open(os.path.join(work, "serve.log")) as f:
             lacks = [line for line in f if "lacks what previews need" in line or "could not check" in line]
         assert not lacks, "the emulated cluster has all previews need: %s" % lacks
@@ -467,20 +473,8 @@ def wait_walk(binary, python, emulator):
     gh = GitHub()
     pd = Previewd(binary, work)
     try:
-        with open(os.path.join(work, "previewd.toml"), "w") as f:
-            f.write('[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
-                    + config("shared", ["bin/migrate"]) + 'wait_for = ["build-image"]\n')
-        admin = {k: base64.b64encode(v.encode()).decode() for k, v in
-                 {"PGHOST": "postgres.example", "PGPORT": "5432", "PGUSER": "postgres", "PGPASSWORD": "admin"}.items()}
-        status, body = emu.req("POST", "/api/v1/namespaces/previewd-system/secrets",
-                               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
-                                "data": admin})
-        assert status == 201, body
-        import yaml
-        for project in yaml.safe_load_all(pd.run("render", "--projects")):
-            status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
-            assert status == 201, body
-        pd.start()
+        prepare(emu, pd, work, "shared", '[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
+                + config("shared", ["bin/migrate"]) + 'wait_for = ["build-image"]\n')
 
         def helpers_done():
             app = emu.app(HELPERS)

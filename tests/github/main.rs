@@ -9,6 +9,7 @@ mod approval;
 mod ci;
 mod commands;
 mod faults;
+mod gate_faults;
 mod lookups;
 mod optin;
 mod reports;

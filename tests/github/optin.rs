@@ -183,3 +183,33 @@ async fn a_bots_pr_gets_no_preview_until_a_writer_deploys_it() {
     assert_eq!(desired(&app).await, "deployed");
     assert_eq!(rendered_files(&app), 1);
 }
+
+/// Look-ups go 50 a pass: PRs that wait for their label must not be the 50 every pass
+/// takes, or a labeled PR behind them would never have its files listed.
+#[tokio::test]
+async fn a_labeled_prs_files_are_listed_however_many_prs_wait_without_the_label() {
+    let (app, github, previewd) = setup_with(&format!(
+        "{REPO}trigger = \"label\"\npaths = [\"services/api/**\"]\n"
+    ))
+    .await;
+    for number in 100..160 {
+        app.send(&Delivery::fixture("pull_request.opened").number(number))
+            .await;
+    }
+    github.set_files(2, vec!["services/api/main.rs".into()]);
+    app.send(&label_event(
+        "labeled",
+        "preview",
+        &["preview"],
+        "2019-05-15T15:21:00Z",
+        "l1",
+    ))
+    .await;
+    previewd.passes(2).await;
+    assert_eq!(desired(&app).await, "deployed");
+    assert_eq!(
+        github.count("GET", "/files"),
+        1,
+        "only the labeled PR's files are listed"
+    );
+}

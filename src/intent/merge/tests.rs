@@ -26,6 +26,8 @@ fn event(action: PrAction, at: i64) -> PullRequestEvent {
         fork: false,
         draft: false,
         labels: vec![],
+        label: None,
+        open: true,
         updated_at: Some(at),
         sender: "alice".into(),
     }

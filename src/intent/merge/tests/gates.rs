@@ -9,9 +9,14 @@ const BOTS: &str = "[[repos]]\nname = \"octo/app\"\nignore_authors = [\"dependab
 const PATHS: &str =
     "[github]\ntoken = \"t\"\n[[repos]]\nname = \"octo/app\"\npaths = [\"services/api/**\"]\n";
 
+/// `action` at `at`, the PR then carrying `labels`; a label event gives or takes the
+/// last of them, or `preview` when there are none.
 fn labeled(action: PrAction, at: i64, labels: &[&str]) -> PullRequestEvent {
+    let label = matches!(action, PrAction::Labeled | PrAction::Unlabeled)
+        .then(|| labels.last().copied().unwrap_or("preview").to_string());
     PullRequestEvent {
         labels: labels.iter().map(|l| l.to_string()).collect(),
+        label,
         ..event(action, at)
     }
 }
@@ -146,4 +151,52 @@ fn a_draft_behind_a_label_is_a_draft_once_labeled() {
     };
     let new = merge(None, None, &change_under(LABEL, draft), NOW).unwrap();
     assert_eq!(new.desired, Desired::Draft);
+}
+
+#[test]
+fn a_label_on_a_closed_pr_or_another_label_is_only_a_detail() {
+    let closed = PullRequestEvent {
+        open: false,
+        ..labeled(PrAction::Labeled, 1_100, &["preview"])
+    };
+    let change = change_under(LABEL, closed);
+    assert!(!change.create && change.desired.is_none(), "{change:?}");
+    let bug = change_under(
+        LABEL,
+        labeled(PrAction::Labeled, 1_100, &["preview", "bug"]),
+    );
+    assert!(!bug.create && bug.desired.is_none(), "{bug:?}");
+}
+
+#[test]
+fn a_pr_labeled_days_after_it_opened_gets_a_whole_lifetime_from_then() {
+    let opened = change_under(LABEL, labeled(PrAction::Opened, 1_000, &[]));
+    let old = merge(None, None, &opened, 2_000).unwrap();
+    let later = NOW + 20 * 86_400;
+    let label = change_under(LABEL, labeled(PrAction::Labeled, 1_100, &["preview"]));
+    let label = PrChange {
+        expires_at: Some(later + TTL),
+        ..label
+    };
+    let new = merge(Some(&old), None, &label, later).unwrap();
+    assert_eq!(new.desired, Desired::Deployed);
+    assert_eq!(
+        new.created_at, later,
+        "its lifetime starts when it gets a preview"
+    );
+    assert_eq!(new.expires_at, later + TTL);
+}
+
+#[test]
+fn taking_the_label_away_ends_a_preview_a_writer_opted_in_too() {
+    let opened = change_under(LABEL, labeled(PrAction::Opened, 1_000, &["preview"]));
+    let old = StoredPr {
+        deploy_by: Some("maintainer".into()),
+        ..merge(None, None, &opened, 2_000).unwrap()
+    };
+    let unlabel = change_under(LABEL, labeled(PrAction::Unlabeled, 1_100, &[]));
+    assert_eq!(
+        merge(Some(&old), None, &unlabel, NOW).unwrap().desired,
+        Desired::Absent
+    );
 }
