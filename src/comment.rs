@@ -225,7 +225,7 @@ pub fn help() -> String {
      | `/preview status` | shows where the preview stands |\n\
      | `/preview extend 2d` | keeps it longer (durations like `36h`, `2d`, `1w`; up to the maximum lifetime) |\n\
      | `/preview destroy` | tears it down now |\n\
-     | `/preview deploy` | deploys it (also a draft's) |\n\
+     | `/preview deploy` | deploys it: a draft, a PR the repository leaves out (label, paths, authors), a commit whose CI failed |\n\
      | `/preview redeploy` | applies it again and asks Argo CD to refresh |\n\
      | `/preview reseed` | loads the seed data again |\n\
      | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
