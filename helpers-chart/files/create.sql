@@ -57,10 +57,33 @@ DO $$ BEGIN
   END IF;
 END $$;
 \endif
+\if :{?template}
+-- A clone of the repository's template database (`-v template=T -v template_role=O`, made
+-- by template-create.sql and template-seal.sql): the whole dataset in seconds instead of a
+-- seed. FILE_COPY (PostgreSQL 15+) copies the files and writes almost no WAL, where the
+-- default WAL_LOG logs every block of the template (dbcommands.c, CreateDatabaseUsingWalLog)
+-- on every clone; it costs two checkpoints instead. `reclone` (a reseed) drops the
+-- preview's database first, closing the sessions the app holds.
+\if :{?reclone}
+SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
+\endif
+SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE %I%s', :'db', :'role', :'template',
+              CASE WHEN current_setting('server_version_num')::int >= 150000 THEN ' STRATEGY FILE_COPY' END)
+ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+-- CREATE DATABASE ... OWNER moves only the database: every object inside still belongs to
+-- the template's object role. REASSIGN OWNED works in the current database only (and on
+-- shared objects: the template database itself is the admin's, never that role's, or it
+-- would move too; pg_shdepend.c shdepReassignOwned), so it runs connected to the clone.
+\c :"db"
+SELECT format('REASSIGN OWNED BY %I TO %I', :'template_role', :'role') \gexec
+SELECT format('REVOKE ALL ON SCHEMA public FROM %I', :'template_role') \gexec
+\c postgres
+\else
 -- From template0: whatever an operator (or anyone able to write there) put in template1
 -- would otherwise be copied into every preview (docs: manage-ag-templatedbs.html).
 SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE template0', :'db', :'role')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+\endif
 -- Other previews' roles must not connect to this database.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
 SELECT format('GRANT ALL ON DATABASE %I TO %I', :'db', :'role') \gexec

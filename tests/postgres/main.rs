@@ -7,6 +7,7 @@ mod cnpg;
 mod isolation;
 mod provisioning;
 mod seeding;
+mod template;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,31 @@
+-- Creates one generation of a repository's template database on the shared server, for its
+-- migrations and seed to fill, and the role that owns what they make. Idempotent; a
+-- generation already sealed (template-seal.sql) is left as it is. Run as:
+--   psql -X -v role=R -v db=D -f template-create.sql
+-- with the admin connection in PG* variables and the role's SCRAM verifier in
+-- PREVIEW_VERIFIER (as create.sql).
+--
+-- The database belongs to the admin, never to the role: each preview's clone hands the
+-- role's objects to the preview's role with REASSIGN OWNED, which also moves every
+-- *database* the role owns, the template included (pg_shdepend.c shdepReassignOwned).
+\set ON_ERROR_STOP on
+SELECT coalesce((SELECT NOT datallowconn FROM pg_database WHERE datname = :'db'), false) AS sealed \gset
+\if :sealed
+\echo template :db is sealed: nothing to do
+\quit
+\endif
+\getenv verifier PREVIEW_VERIFIER
+SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z0-9+/]+=*:[A-Za-z0-9+/]+=*$'
+            THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
+SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
+SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'verifier') \gexec
+SELECT format('CREATE DATABASE %I TEMPLATE template0', :'db')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+-- Only the role (and the admin) may connect, and only until the generation is sealed.
+SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
+SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', :'db', :'role') \gexec
+\c :"db"
+-- Since PostgreSQL 15 `public` belongs to the database's owner (the admin here) and only it
+-- may create there; the role's migrations need to.
+SELECT format('GRANT USAGE, CREATE ON SCHEMA public TO %I', :'role') \gexec
