@@ -8,23 +8,6 @@ use super::*;
 
 const REPO: &str = "[[repos]]\nname = \"codertocat/hello-world\"\n";
 
-fn label_event(action: &str, label: &str, labels: &[&str], at: &str, guid: &str) -> Delivery {
-    let fixture = format!("pull_request.{action}");
-    Delivery::fixture(&fixture)
-        .edit(|body| {
-            body["label"]["name"] = json!(label);
-            body["pull_request"]["labels"] = json!(
-                labels
-                    .iter()
-                    .map(|name| json!({"id": 1, "name": name, "color": "ededed", "default": false,
-                                        "node_id": "L", "url": "https://api.github.com/l", "description": null}))
-                    .collect::<Vec<_>>()
-            );
-        })
-        .updated_at(at)
-        .guid(guid)
-}
-
 /// Under `trigger = "label"`, any label event is a "create" change, so labeling a PR
 /// that is already closed (GitHub sends `labeled` for closed PRs) brings its preview back.
 #[tokio::test]

@@ -188,6 +188,31 @@ pub(crate) fn fork_opened(sha: &str, at: &str, guid: &str) -> Delivery {
         .guid(guid)
 }
 
+/// The recorded `labeled` (or `unlabeled`) delivery, of `label`, the PR then carrying
+/// `labels`, at `at`.
+pub(crate) fn label_event(
+    action: &str,
+    label: &str,
+    labels: &[&str],
+    at: &str,
+    guid: &str,
+) -> Delivery {
+    let fixture = format!("pull_request.{action}");
+    Delivery::fixture(&fixture)
+        .edit(|body| {
+            body["label"]["name"] = json!(label);
+            body["pull_request"]["labels"] = json!(
+                labels
+                    .iter()
+                    .map(|name| json!({"id": 1, "name": name, "color": "ededed", "default": false,
+                                        "node_id": "L", "url": "https://api.github.com/l", "description": null}))
+                    .collect::<Vec<_>>()
+            );
+        })
+        .updated_at(at)
+        .guid(guid)
+}
+
 pub(crate) fn rendered_files(app: &TestApp) -> usize {
     std::fs::read_dir(app.dir.path().join("rendered")).map_or(0, |d| d.count())
 }

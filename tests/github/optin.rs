@@ -6,25 +6,6 @@ use super::*;
 
 const REPO: &str = "[[repos]]\nname = \"codertocat/hello-world\"\n";
 
-/// The recorded `labeled` (or `unlabeled`) delivery, of `label`, the PR then carrying
-/// `labels`, at `at`.
-fn label_event(action: &str, label: &str, labels: &[&str], at: &str, guid: &str) -> Delivery {
-    let fixture = format!("pull_request.{action}");
-    Delivery::fixture(&fixture)
-        .edit(|body| {
-            body["label"]["name"] = json!(label);
-            body["pull_request"]["labels"] = json!(
-                labels
-                    .iter()
-                    .map(|name| json!({"id": 1, "name": name, "color": "ededed", "default": false,
-                                        "node_id": "L", "url": "https://api.github.com/l", "description": null}))
-                    .collect::<Vec<_>>()
-            );
-        })
-        .updated_at(at)
-        .guid(guid)
-}
-
 fn history_of(what: &str) -> String {
     format!("SELECT reason FROM history WHERE what = '{what}' ORDER BY id DESC LIMIT 1")
 }

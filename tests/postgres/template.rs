@@ -67,8 +67,14 @@ impl Postgres {
     fn build_template(&self, n: u32, rows: u32) {
         let db = generation(n);
         let vars = [("role", TEMPLATE_ROLE), ("db", db.as_str())];
-        ok(&self.chart_sql("template-create.sql", &vars), "template create");
-        ok(&self.run_as(TEMPLATE_ROLE, &db, MIGRATE), "template migrations");
+        ok(
+            &self.chart_sql("template-create.sql", &vars),
+            "template create",
+        );
+        ok(
+            &self.run_as(TEMPLATE_ROLE, &db, MIGRATE),
+            "template migrations",
+        );
         let seed = format!(
             "INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, {rows}) g ON CONFLICT DO NOTHING;"
         );
@@ -106,12 +112,22 @@ fn a_sealed_template_is_closed_to_every_role_and_marked_a_template() {
     );
     pg.create("octo_app_pr_3", "a preview made the usual way");
     let refused = failed(&pg.run_as("octo_app_pr_3", &db, "SELECT 1"));
-    assert!(refused.contains("not currently accepting connections"), "{refused}");
+    assert!(
+        refused.contains("not currently accepting connections"),
+        "{refused}"
+    );
     assert_eq!(pg.may_connect("octo_app_pr_3", &db), "f");
-    assert_eq!(pg.may_connect(TEMPLATE_ROLE, &db), "f", "not even its own role, once sealed");
+    assert_eq!(
+        pg.may_connect(TEMPLATE_ROLE, &db),
+        "f",
+        "not even its own role, once sealed"
+    );
     // Building again changes nothing.
     ok(
-        &pg.chart_sql("template-create.sql", &[("role", TEMPLATE_ROLE), ("db", &db)]),
+        &pg.chart_sql(
+            "template-create.sql",
+            &[("role", TEMPLATE_ROLE), ("db", &db)],
+        ),
         "create again",
     );
     assert_eq!(pg.may_connect(TEMPLATE_ROLE, &db), "f");
@@ -122,7 +138,10 @@ fn a_clone_is_owned_by_its_preview_and_runs_only_the_migration_the_pr_adds() {
     let pg = Postgres::start();
     pg.build_template(1, 1000);
     ok(&pg.clone_preview("octo_app_pr_7", 1, &[]), "clone");
-    ok(&pg.clone_preview("octo_app_pr_7", 1, &[]), "clone again is a no-op");
+    ok(
+        &pg.clone_preview("octo_app_pr_7", 1, &[]),
+        "clone again is a no-op",
+    );
     assert_eq!(
         pg.query("octo_app_pr_7", "SELECT count(*) FROM items"),
         "1000",
@@ -137,7 +156,11 @@ fn a_clone_is_owned_by_its_preview_and_runs_only_the_migration_the_pr_adds() {
     );
     // The app's migrations, as the preview's role: step 1 is in the history, only 2 runs.
     let migrated = ok(
-        &pg.run_as("octo_app_pr_7", "octo_app_pr_7", &format!("{MIGRATE}{PR_MIGRATION}")),
+        &pg.run_as(
+            "octo_app_pr_7",
+            "octo_app_pr_7",
+            &format!("{MIGRATE}{PR_MIGRATION}"),
+        ),
         "the PR's migrations",
     );
     assert!(!migrated.contains("ERROR"), "{migrated}");
@@ -149,7 +172,10 @@ fn a_clone_is_owned_by_its_preview_and_runs_only_the_migration_the_pr_adds() {
         "1,2"
     );
     assert_eq!(
-        pg.query("octo_app_pr_7", "SELECT count(*) FROM items WHERE price = 0"),
+        pg.query(
+            "octo_app_pr_7",
+            "SELECT count(*) FROM items WHERE price = 0"
+        ),
         "1000"
     );
     // Other previews' roles cannot reach it, nor the template's role.
@@ -188,26 +214,47 @@ fn a_reclone_restores_the_data_while_the_app_holds_a_connection() {
         "SELECT count(*) FROM pg_stat_activity WHERE datname = 'octo_app_pr_5'",
     ) != "1"
     {
-        assert!(std::time::Instant::now() < deadline, "the app did not connect");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the app did not connect"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     ok(
         &pg.clone_preview("octo_app_pr_5", 1, &[("reclone", "1")]),
         "reclone",
     );
-    assert_eq!(pg.query("octo_app_pr_5", "SELECT count(*) FROM items"), "50");
-    assert!(!app.wait().unwrap().success(), "the app's session was closed");
+    assert_eq!(
+        pg.query("octo_app_pr_5", "SELECT count(*) FROM items"),
+        "50"
+    );
+    assert!(
+        !app.wait().unwrap().success(),
+        "the app's session was closed"
+    );
 }
 
 #[test]
 fn a_new_generation_is_built_beside_the_old_while_its_clones_live() {
     let pg = Postgres::start();
     pg.build_template(1, 10);
-    ok(&pg.clone_preview("octo_app_pr_1", 1, &[]), "clone of generation 1");
+    ok(
+        &pg.clone_preview("octo_app_pr_1", 1, &[]),
+        "clone of generation 1",
+    );
     pg.build_template(2, 20);
-    ok(&pg.clone_preview("octo_app_pr_2", 2, &[]), "clone of generation 2");
-    assert_eq!(pg.query("octo_app_pr_1", "SELECT count(*) FROM items"), "10");
-    assert_eq!(pg.query("octo_app_pr_2", "SELECT count(*) FROM items"), "20");
+    ok(
+        &pg.clone_preview("octo_app_pr_2", 2, &[]),
+        "clone of generation 2",
+    );
+    assert_eq!(
+        pg.query("octo_app_pr_1", "SELECT count(*) FROM items"),
+        "10"
+    );
+    assert_eq!(
+        pg.query("octo_app_pr_2", "SELECT count(*) FROM items"),
+        "20"
+    );
     // Generation 1 goes once no preview needs it; its clone lives on.
     let g1 = generation(1);
     ok(
@@ -215,8 +262,15 @@ fn a_new_generation_is_built_beside_the_old_while_its_clones_live() {
         "drop generation 1",
     );
     assert_eq!(pg.databases_named(&g1), "0");
-    assert_eq!(pg.query("octo_app_pr_1", "SELECT count(*) FROM items"), "10");
-    assert_eq!(pg.roles_named(TEMPLATE_ROLE), "1", "generation 2 still needs its role");
+    assert_eq!(
+        pg.query("octo_app_pr_1", "SELECT count(*) FROM items"),
+        "10"
+    );
+    assert_eq!(
+        pg.roles_named(TEMPLATE_ROLE),
+        "1",
+        "generation 2 still needs its role"
+    );
     let g2 = generation(2);
     ok(
         &pg.chart_sql(
@@ -235,7 +289,14 @@ fn a_previews_teardown_drops_its_clone_and_not_the_template() {
     ok(&pg.clone_preview("octo_app_pr_4", 1, &[]), "clone");
     ok(&pg.provision("drop", "octo_app_pr_4", PASSWORD), "teardown");
     assert_eq!(pg.databases_named("octo_app_pr_4"), "0");
-    assert_eq!(pg.roles_named("octo_app_pr_4"), "0", "its role owned nothing else");
+    assert_eq!(
+        pg.roles_named("octo_app_pr_4"),
+        "0",
+        "its role owned nothing else"
+    );
     assert_eq!(pg.databases_named(&generation(1)), "1");
-    ok(&pg.clone_preview("octo_app_pr_6", 1, &[]), "the next preview still clones it");
+    ok(
+        &pg.clone_preview("octo_app_pr_6", 1, &[]),
+        "the next preview still clones it",
+    );
 }
