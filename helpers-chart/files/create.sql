@@ -57,33 +57,65 @@ DO $$ BEGIN
   END IF;
 END $$;
 \endif
+-- A new database opens for CONNECT to PUBLIC: created with CONNECTION LIMIT 0 (superusers
+-- are exempt), it stays closed to every role until its privileges are set, and a run that
+-- dies halfway leaves it closed; the limit is lifted last.
 \if :{?template}
 -- A clone of the repository's template database (`-v template=T -v template_role=O`, made
 -- by template-create.sql and template-seal.sql): the whole dataset in seconds instead of a
 -- seed. FILE_COPY (PostgreSQL 15+) copies the files and writes almost no WAL, where the
 -- default WAL_LOG logs every block of the template (dbcommands.c, CreateDatabaseUsingWalLog)
--- on every clone; it costs two checkpoints instead. `reclone` (a reseed) drops the
--- preview's database first, closing the sessions the app holds.
+-- on every clone; it costs two checkpoints instead. Only a sealed generation is cloned,
+-- and the preview's database is left as it is when the template is not one.
+SELECT set_config('previewd.template', :'template', false) AS template,
+       set_config('previewd.sealed', coalesce((SELECT datistemplate AND NOT datallowconn FROM pg_database
+                                               WHERE datname = :'template'), false)::text, false) AS sealed,
+       set_config('previewd.template_role_owns', coalesce((SELECT string_agg(datname, ', ') FROM pg_database
+                                                           WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = :'template_role')), ''), false) AS owns;
+DO $$ BEGIN
+  IF NOT current_setting('previewd.sealed')::boolean THEN
+    RAISE EXCEPTION 'template % does not exist or is not sealed: nothing was cloned or dropped', current_setting('previewd.template');
+  END IF;
+  -- REASSIGN OWNED also moves every database the role owns (pg_shdepend.c
+  -- shdepReassignOwned): a role owning one would hand it to this preview.
+  IF current_setting('previewd.template_role_owns') <> '' THEN
+    RAISE EXCEPTION 'the template role owns database(s) %: REASSIGN OWNED would give them to the preview', current_setting('previewd.template_role_owns');
+  END IF;
+END $$;
+-- `reclone` (a reseed) drops the preview's database first, closing the sessions the app
+-- holds; unmarked first, as the preview's role may have made it a template (which no DROP
+-- takes).
 \if :{?reclone}
+SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
+ WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
 \endif
-SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE %I%s', :'db', :'role', :'template',
+SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE %I CONNECTION LIMIT 0%s', :'db', :'role', :'template',
               CASE WHEN current_setting('server_version_num')::int >= 150000 THEN ' STRATEGY FILE_COPY' END)
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
--- CREATE DATABASE ... OWNER moves only the database: every object inside still belongs to
--- the template's object role. REASSIGN OWNED works in the current database only (and on
--- shared objects: the template database itself is the admin's, never that role's, or it
--- would move too; pg_shdepend.c shdepReassignOwned), so it runs connected to the clone.
-\c :"db"
-SELECT format('REASSIGN OWNED BY %I TO %I', :'template_role', :'role') \gexec
-SELECT format('REVOKE ALL ON SCHEMA public FROM %I', :'template_role') \gexec
-\c postgres
 \else
 -- From template0: whatever an operator (or anyone able to write there) put in template1
 -- would otherwise be copied into every preview (docs: manage-ag-templatedbs.html).
-SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE template0', :'db', :'role')
+SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE template0 CONNECTION LIMIT 0', :'db', :'role')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 \endif
 -- Other previews' roles must not connect to this database.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
 SELECT format('GRANT ALL ON DATABASE %I TO %I', :'db', :'role') \gexec
+\if :{?template}
+-- CREATE DATABASE ... OWNER moves only the database: every object inside still belongs to
+-- the template's object role, and REASSIGN OWNED works in the current database only, so it
+-- runs connected to the clone. That database is the preview's (its code may have planted a
+-- `public.format` or set a search_path on it): the statements are made here, in
+-- `postgres`, and sent there as plain utility commands under a search_path of the catalog
+-- only, so nothing the preview defined runs as the admin.
+SELECT format('REASSIGN OWNED BY %I TO %I', :'template_role', :'role') AS reassign,
+       format('REVOKE ALL ON SCHEMA public FROM %I', :'template_role') AS revoke_public \gset
+\setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp'
+\c :"db"
+:reassign;
+:revoke_public;
+\setenv PGOPTIONS
+\c postgres
+\endif
+SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

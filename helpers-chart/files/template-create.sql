@@ -19,13 +19,24 @@ SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z
             THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
 SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
-SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'verifier') \gexec
-SELECT format('CREATE DATABASE %I TEMPLATE template0', :'db')
+-- A role of that name made before (by hand, or by an older build) gets no more than this.
+SELECT format('ALTER ROLE %I NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS LOGIN PASSWORD %L',
+              :'role', :'verifier') \gexec
+-- Closed (CONNECTION LIMIT 0: superusers are exempt) until its privileges are set.
+SELECT format('CREATE DATABASE %I TEMPLATE template0 CONNECTION LIMIT 0', :'db')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
--- Only the role (and the admin) may connect, and only until the generation is sealed.
+-- Only the role (and the admin) may connect, and only until the generation is sealed; it
+-- may create schemas and extensions, as an app's migrations do in a database of its own.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
-SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', :'db', :'role') \gexec
-\c :"db"
+SELECT format('GRANT CONNECT, TEMPORARY, CREATE ON DATABASE %I TO %I', :'db', :'role') \gexec
 -- Since PostgreSQL 15 `public` belongs to the database's owner (the admin here) and only it
--- may create there; the role's migrations need to.
-SELECT format('GRANT USAGE, CREATE ON SCHEMA public TO %I', :'role') \gexec
+-- may create there; the role's migrations need to. A half-built generation holds what the
+-- role's code made: the statement is made here and sent as a plain command under a
+-- search_path of the catalog only (as create.sql does in a clone).
+SELECT format('GRANT USAGE, CREATE ON SCHEMA public TO %I', :'role') AS grant_public \gset
+\setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp'
+\c :"db"
+:grant_public;
+\setenv PGOPTIONS
+\c postgres
+SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

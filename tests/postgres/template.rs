@@ -300,3 +300,124 @@ fn a_previews_teardown_drops_its_clone_and_not_the_template() {
         "the next preview still clones it",
     );
 }
+
+/// The preview's code owns its clone: a function it plants there, shadowing one the
+/// scripts call, must never run as the admin when the create Job runs again.
+const HIJACK: &str = r#"
+CREATE FUNCTION public.format(text, text, text) RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN
+  IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+    EXECUTE 'ALTER ROLE ' || quote_ident(session_user) || ' SUPERUSER';
+    EXECUTE 'CREATE ROLE hijacked SUPERUSER';
+  END IF;
+  RETURN pg_catalog.format($1, $2, $3);
+END $f$;
+CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE sql
+  AS $f$ SELECT public.format($1, $2, '') $f$;
+"#;
+
+#[test]
+fn a_function_the_preview_or_the_template_planted_never_runs_as_the_admin() {
+    let pg = Postgres::start();
+    // The template's role plants it in a generation still being built, which is built again.
+    let g1 = generation(1);
+    let vars = [("role", TEMPLATE_ROLE), ("db", g1.as_str())];
+    ok(
+        &pg.chart_sql("template-create.sql", &vars),
+        "template create",
+    );
+    ok(
+        &pg.run_as(TEMPLATE_ROLE, &g1, MIGRATE),
+        "template migrations",
+    );
+    ok(
+        &pg.run_as(TEMPLATE_ROLE, &g1, HIJACK),
+        "the template's code plants it",
+    );
+    ok(
+        &pg.chart_sql("template-create.sql", &vars),
+        "template create again",
+    );
+    ok(&pg.chart_sql("template-seal.sql", &vars), "template seal");
+    ok(&pg.clone_preview("octo_app_pr_2", 1, &[]), "clone");
+    // The clone brought them along, now the preview's own; it puts them first for anyone.
+    ok(
+        &pg.run_as(
+            "octo_app_pr_2",
+            "octo_app_pr_2",
+            "ALTER DATABASE octo_app_pr_2 SET search_path = public, pg_catalog;",
+        ),
+        "the preview's code puts them first",
+    );
+    ok(
+        &pg.clone_preview("octo_app_pr_2", 1, &[]),
+        "the create Job again",
+    );
+    ok(
+        &pg.clone_preview("octo_app_pr_2", 1, &[("reclone", "1")]),
+        "a reclone",
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolsuper"
+        ),
+        "postgres",
+        "no planted function ran as the admin"
+    );
+}
+
+#[test]
+fn a_reclone_from_a_template_that_is_not_sealed_leaves_the_database_as_it_is() {
+    let pg = Postgres::start();
+    pg.build_template(1, 10);
+    ok(&pg.clone_preview("octo_app_pr_3", 1, &[]), "clone");
+    let refused = failed(&pg.clone_preview("octo_app_pr_3", 99, &[("reclone", "1")]));
+    assert!(refused.contains("is not sealed"), "{refused}");
+    assert_eq!(
+        pg.query("octo_app_pr_3", "SELECT count(*) FROM items"),
+        "10"
+    );
+    // Nor is a generation still being built cloned.
+    let g2 = generation(2);
+    ok(
+        &pg.chart_sql(
+            "template-create.sql",
+            &[("role", TEMPLATE_ROLE), ("db", &g2)],
+        ),
+        "a generation being built",
+    );
+    let unsealed = failed(&pg.clone_preview("octo_app_pr_4", 2, &[]));
+    assert!(unsealed.contains("is not sealed"), "{unsealed}");
+    assert_eq!(pg.databases_named("octo_app_pr_4"), "0");
+}
+
+#[test]
+fn a_preview_that_made_its_database_a_template_is_still_recloned_and_torn_down() {
+    let pg = Postgres::start();
+    pg.build_template(1, 10);
+    ok(&pg.clone_preview("octo_app_pr_5", 1, &[]), "clone");
+    ok(
+        &pg.run_as(
+            "octo_app_pr_5",
+            "octo_app_pr_5",
+            "ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
+        ),
+        "the preview's code marks its database",
+    );
+    ok(
+        &pg.clone_preview("octo_app_pr_5", 1, &[("reclone", "1")]),
+        "reclone",
+    );
+    ok(
+        &pg.run_as(
+            "octo_app_pr_5",
+            "octo_app_pr_5",
+            "ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
+        ),
+        "marked again",
+    );
+    ok(&pg.provision("drop", "octo_app_pr_5", PASSWORD), "teardown");
+    assert_eq!(pg.databases_named("octo_app_pr_5"), "0");
+    assert_eq!(pg.roles_named("octo_app_pr_5"), "0");
+}
