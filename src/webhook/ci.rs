@@ -264,3 +264,6 @@ fn unix_seconds(field: &str, text: &str) -> Result<i64, String> {
         .map(time::OffsetDateTime::unix_timestamp)
         .map_err(|e| format!("{field} {text:?} is not an RFC 3339 time: {e}"))
 }
+
+#[cfg(test)]
+mod tests;
