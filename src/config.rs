@@ -244,6 +244,17 @@ pub struct AppConfig {
     pub seed_command: Vec<String>,
     /// The app's own chart: previewd creates its Application once the helpers are ready.
     pub chart: Option<AppChart>,
+    /// `database_template`: previews' databases are cloned from a per-repository template.
+    pub template: Option<TemplatePolicy>,
+}
+
+/// How a repository's template database is kept (`[[repos]] database_template = true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemplatePolicy {
+    /// A push to the default branch builds a new generation at most this often.
+    pub refresh: std::time::Duration,
+    /// A template no preview has used for this long is dropped.
+    pub idle: std::time::Duration,
 }
 
 /// Where the app's chart lives; previews deploy it at the PR's head SHA.
@@ -283,6 +294,14 @@ impl Config {
             .find(|r| &r.name == repo)
             .map(|r| r.app.clone())
             .unwrap_or_default()
+    }
+
+    /// `repo`'s `database_template`, when it is listed with one.
+    pub fn template_for(&self, repo: &RepoName) -> Option<TemplatePolicy> {
+        self.repos
+            .iter()
+            .find(|r| &r.name == repo)
+            .and_then(|r| r.app.template)
     }
 
     /// The policy for `repo`, or `None` when `[[repos]]` is set and does not list it.

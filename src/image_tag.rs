@@ -102,6 +102,12 @@ impl ImageTag {
         })
     }
 
+    /// Whether the tag names the PR's number: the default branch's builds (a template's
+    /// migrations and seed, #16) have none.
+    pub fn names_number(&self) -> bool {
+        self.parts.iter().any(|part| matches!(part, Part::Number))
+    }
+
     /// The tag of the PR `number` at `sha`.
     pub fn render(&self, sha: &Sha, number: u32) -> String {
         let mut tag = String::new();

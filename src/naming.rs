@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::preview::PreviewKey;
+use crate::preview::{PreviewKey, RepoName};
 
 /// Longest slug: CloudNativePG refuses a Cluster name over 50 characters
 /// (cloudnative-pg internal/webhook/v1/cluster_webhook.go, validateName) and the chart's is
@@ -52,7 +52,19 @@ impl Names {
         let repo = format!("{}-{}", key.repo.owner(), key.repo.name());
         let room = MAX_SLUG - PREFIX.len() - suffix.len();
         let slug = format!("{PREFIX}{}{suffix}", readable(&repo, room));
-        Self::from_slug(slug, key, domain)
+        Self::from_slug(slug, &key.repo, domain)
+    }
+
+    /// The names of generation `generation` of `repo`'s template database (#16): its
+    /// namespace, Helm release and Application, and the database and its (per-generation)
+    /// role. `-tpl-` where a preview has `-pr-`, so the apps' AppProject globs
+    /// (`namespaces_of`) never match a template's namespace.
+    pub fn template(repo: &RepoName, generation: u32, domain: &str) -> Self {
+        let suffix = format!("-{}-tpl-{generation}", hash(repo.as_str()));
+        let readable_repo = format!("{}-{}", repo.owner(), repo.name());
+        let room = MAX_SLUG - PREFIX.len() - suffix.len();
+        let slug = format!("{PREFIX}{}{suffix}", readable(&readable_repo, room));
+        Self::from_slug(slug, repo, domain)
     }
 
     /// The names of a preview created before names were recorded (24-bit hash, no prefix):
@@ -64,7 +76,7 @@ impl Names {
             "{}{suffix}",
             readable(&repo, LEGACY_MAX_SLUG - suffix.len())
         );
-        let mut names = Self::from_slug(slug, key, domain);
+        let mut names = Self::from_slug(slug, &key.repo, domain);
         // The repository label it was labelled with: hashed as then, when it had to be.
         let exact = key.repo.as_str().replace('/', ".");
         if names.repo_label != exact {
@@ -87,7 +99,7 @@ impl Names {
         serde_json::to_string(self).expect("names serialize")
     }
 
-    fn from_slug(slug: String, key: &PreviewKey, domain: &str) -> Self {
+    fn from_slug(slug: String, repo: &RepoName, domain: &str) -> Self {
         let database = slug.replace('-', "_");
         let database = if database.starts_with(|c: char| c.is_ascii_digit()) {
             format!("db_{database}")
@@ -99,7 +111,7 @@ impl Names {
             app_application: format!("{slug}-app"),
             host: format!("{slug}.{domain}"),
             database,
-            repo_label: label_value(&key.repo.as_str().replace('/', "."), key.repo.as_str()),
+            repo_label: label_value(&repo.as_str().replace('/', "."), repo.as_str()),
             slug,
         }
     }
@@ -112,6 +124,12 @@ pub const PREVIEW_NAMESPACES: &str = "pv-*";
 /// may be cut to fit, but the hash of the full repository name before `-pr-N` never is.
 pub fn namespaces_of(repo: &crate::preview::RepoName) -> String {
     format!("{PREFIX}*-{}-pr-*", hash(repo.as_str()))
+}
+
+/// The namespaces of `repo`'s template generations (`Names::template`), as a glob: the
+/// helpers' AppProject admits them, the apps' never does.
+pub fn template_namespaces_of(repo: &RepoName) -> String {
+    format!("{PREFIX}*-{}-tpl-*", hash(repo.as_str()))
 }
 
 /// The namespaces of previews created before names were recorded (`Names::legacy`): of

@@ -70,6 +70,11 @@ fn preview_namespaces(config: &Config) -> Vec<String> {
     }
     for repo in &config.repos {
         globs.push(naming::namespaces_of(&repo.name));
+        if repo.app.template.is_some() {
+            // The template's generations: the helpers build them, never the apps (whose
+            // globs come from `namespaces_of` alone).
+            globs.push(naming::template_namespaces_of(&repo.name));
+        }
         if config.chart.legacy_names {
             globs.push(naming::legacy_namespaces(Some(&repo.name)));
         }

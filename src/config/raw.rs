@@ -68,6 +68,9 @@ pub(super) struct RawRepo {
     pub(super) ignore_authors: Vec<String>,
     #[serde(default)]
     pub(super) wait_for: Vec<String>,
+    pub(super) database_template: Option<bool>,
+    pub(super) template_refresh: Option<String>,
+    pub(super) template_idle: Option<String>,
     /// Every other entry: the keys of `[defaults]` (anything else is refused).
     #[serde(flatten)]
     rest: toml::Table,

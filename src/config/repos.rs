@@ -7,6 +7,10 @@ use super::validate::Validator;
 use super::*;
 use crate::duration;
 
+/// `[[repos]] template_refresh` and `template_idle` when not set.
+const TEMPLATE_REFRESH: &str = "24h";
+const TEMPLATE_IDLE: &str = "14d";
+
 impl Validator {
     pub(super) fn app(&self, i: usize, r: &RawRepo) -> Result<AppConfig, ConfigError> {
         let key = |field: &str| format!("repos[{i}].{field}");
@@ -92,7 +96,16 @@ impl Validator {
                 })
             }
         };
+        let template = self.template(i, r)?;
+        if template.is_some() && image_tag.names_number() {
+            return Err(self.invalid(
+                &key("database_template"),
+                format!("image_tag {image_tag} names {{number}}, which the default branch's image (the template's migrations and seed) has not"),
+                "an image_tag of {sha} or {sha7}, or no database_template",
+            ));
+        }
         Ok(AppConfig {
+            template,
             image: r.image.clone(),
             image_tag,
             migrate_command: r.migrate_command.clone(),
@@ -100,6 +113,37 @@ impl Validator {
             seed_command: r.seed_command.clone(),
             chart,
         })
+    }
+
+    /// `database_template` and its timings (`templates_need_a_database` checks the mode).
+    fn template(&self, i: usize, r: &RawRepo) -> Result<Option<TemplatePolicy>, ConfigError> {
+        let key = |field: &str| format!("repos[{i}].{field}");
+        if r.database_template != Some(true) {
+            for (field, set) in [
+                ("template_refresh", r.template_refresh.is_some()),
+                ("template_idle", r.template_idle.is_some()),
+            ] {
+                if set {
+                    return Err(self.invalid(
+                        &key(field),
+                        "is set but database_template is not".into(),
+                        "database_template = true, or no template keys",
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+        let refresh = self.duration(
+            &key("template_refresh"),
+            r.template_refresh.as_deref(),
+            TEMPLATE_REFRESH,
+        )?;
+        let idle = self.duration(
+            &key("template_idle"),
+            r.template_idle.as_deref(),
+            TEMPLATE_IDLE,
+        )?;
+        Ok(Some(TemplatePolicy { refresh, idle }))
     }
 
     /// `base` is the `[defaults]` policy a `[[repos]]` entry inherits from.
@@ -208,5 +252,23 @@ impl Validator {
                 })
         })
         .transpose()
+    }
+}
+
+impl Validator {
+    /// `database_template` is refused while `database.mode` is off: nothing to clone.
+    pub(super) fn templates_need_a_database(
+        &self,
+        repos: &[RepoConfig],
+        database: &DatabaseConfig,
+    ) -> Result<(), ConfigError> {
+        match repos.iter().position(|r| r.app.template.is_some()) {
+            Some(i) if database.mode == DatabaseMode::Off => Err(self.invalid(
+                &format!("repos[{i}].database_template"),
+                "database.mode is off: there is no database to clone".into(),
+                "database.mode = \"shared\" or \"cnpg\", or no database_template",
+            )),
+            _ => Ok(()),
+        }
     }
 }

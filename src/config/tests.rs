@@ -469,3 +469,27 @@ fn an_image_tag_template_a_registry_would_refuse_is_refused_at_start_naming_the_
     .unwrap();
     assert_eq!(config.repos[0].app.image_tag.to_string(), "{sha7}");
 }
+
+#[test]
+fn a_database_template_is_kept_with_its_timings_and_refused_without_a_database() {
+    let config = Config::from_toml(
+        "[[repos]]\nname = \"o/r\"\ndatabase_template = true\ntemplate_refresh = \"6h\"\n",
+        Vec::new(),
+    )
+    .unwrap();
+    let template = config.repos[0].app.template.unwrap();
+    assert_eq!(template.refresh, Duration::from_secs(6 * 3600));
+    assert_eq!(template.idle, Duration::from_secs(14 * 86400));
+    let off = error_of(
+        "[database]\nmode = \"off\"\n[[repos]]\nname = \"o/r\"\ndatabase_template = true\n",
+        &[],
+    );
+    assert!(off.contains("repos[0].database_template"), "{off}");
+    let stray = error_of("[[repos]]\nname = \"o/r\"\ntemplate_idle = \"3d\"\n", &[]);
+    assert!(stray.contains("repos[0].template_idle"), "{stray}");
+    let bad = error_of(
+        "[[repos]]\nname = \"o/r\"\ndatabase_template = true\ntemplate_refresh = \"soon\"\n",
+        &[],
+    );
+    assert!(bad.contains("repos[0].template_refresh"), "{bad}");
+}

@@ -182,6 +182,8 @@ impl Validator {
         };
         let github = self.github(&raw)?;
         self.gates_can_ask(&repos, &github)?;
+        let database = self.database(&raw)?;
+        self.templates_need_a_database(&repos, &database)?;
         Ok(Config {
             listen,
             state: raw.values.text_or_default("state").into(),
@@ -198,7 +200,7 @@ impl Validator {
             clusters,
             repos,
             chart: self.chart(&raw)?,
-            database: self.database(&raw)?,
+            database,
             tls: self.tls(&raw)?,
             dns: DnsConfig {
                 enabled: raw.values.flag_or_default("dns.enabled"),
