@@ -55,6 +55,14 @@ pub enum Command {
         #[arg(long)]
         no_wait: bool,
     },
+    /// The template databases (`database_template`): each generation, its base and state
+    Templates,
+    /// Drop every generation of a repository's template database; a running `previewd
+    /// serve` does the work (the next preview or `/preview refresh-template` builds anew)
+    DestroyTemplate {
+        /// OWNER/REPO
+        repo: String,
+    },
     /// Print (or write) every manifest previewd would apply for a `pull_request` event, or
     /// the AppProjects the configuration needs; offline
     Render {
@@ -131,6 +139,10 @@ pub fn main() -> ExitCode {
                 actor,
                 no_wait,
             } => crate::operate::destroy(&config, &preview, &actor, !no_wait).await,
+            Command::Templates => crate::operate::templates(&config).await,
+            Command::DestroyTemplate { repo } => {
+                crate::operate::destroy_template(&config, &repo).await
+            }
             Command::Render {
                 event: Some(event),
                 out,

@@ -17,6 +17,8 @@ pub enum Command {
     Keep,
     Unkeep,
     Reseed,
+    /// Builds the repository's next template generation now (`database_template`).
+    RefreshTemplate,
     /// Fork PRs: approves the named commit, which must be the head (none named: refused).
     Approve(Option<ShaPrefix>),
 }
@@ -62,8 +64,17 @@ impl ShaPrefix {
 }
 
 pub const VERBS: &[&str] = &[
-    "help", "status", "deploy", "redeploy", "destroy", "extend", "keep", "unkeep", "reseed",
+    "help",
+    "status",
+    "deploy",
+    "redeploy",
+    "destroy",
+    "extend",
+    "keep",
+    "unkeep",
+    "reseed",
     "approve",
+    "refresh-template",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -222,6 +233,7 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
         "keep" => Command::Keep,
         "unkeep" => Command::Unkeep,
         "reseed" => Command::Reseed,
+        "refresh-template" => Command::RefreshTemplate,
         "approve" => {
             return match rest.as_slice() {
                 [] => Ok(Command::Approve(None)),

@@ -227,7 +227,8 @@ pub fn help() -> String {
      | `/preview destroy` | tears it down now |\n\
      | `/preview deploy` | deploys it: a draft, a PR the repository leaves out (label, paths, authors), a commit whose CI failed |\n\
      | `/preview redeploy` | applies it again and asks Argo CD to refresh |\n\
-     | `/preview reseed` | loads the seed data again |\n\
+     | `/preview reseed` | loads the seed data again (with a template database: clones it again) |\n\
+     | `/preview refresh-template` | rebuilds the repository's template database from the default branch now |\n\
      | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
      | `/preview approve <sha>` | fork PRs: deploys exactly that commit, if it is the head |\n\
      | `/preview help` | this list |\n\n\
@@ -250,6 +251,9 @@ pub enum Outcome<'a> {
     Deploying,
     Redeploying,
     Reseeding,
+    RefreshingTemplate,
+    /// `refresh-template` in a repository without `database_template`.
+    NoTemplate,
     Kept {
         until: i64,
         now: i64,
@@ -323,6 +327,14 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
         ),
         Outcome::Reseeding => format!(
             "{}: the seed data will be loaded again on the next sync.",
+            at(actor)
+        ),
+        Outcome::RefreshingTemplate => format!(
+            "{}: building the next generation of this repository's template database from the default branch; new previews and reseeds clone it once it is ready.",
+            at(actor)
+        ),
+        Outcome::NoTemplate => format!(
+            "{}: this repository keeps no template database (`database_template`).",
             at(actor)
         ),
         Outcome::Kept { until, now } => format!(
@@ -404,6 +416,7 @@ fn verb(command: Command) -> &'static str {
         Command::Keep => "keep",
         Command::Unkeep => "unkeep",
         Command::Reseed => "reseed",
+        Command::RefreshTemplate => "refresh-template",
         Command::Approve(_) => "approve",
     }
 }

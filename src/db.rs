@@ -329,6 +329,7 @@ mod ledger;
 mod pr_change;
 mod previews;
 mod sweep;
+mod templates;
 mod views;
 pub use file::*;
 pub use gates::*;
@@ -337,6 +338,7 @@ pub use ledger::*;
 pub use pr_change::*;
 pub use previews::*;
 pub use sweep::*;
+pub use templates::*;
 pub use views::*;
 
 #[cfg(test)]

@@ -283,6 +283,15 @@ async fn apply(
                 };
                 return Ok((Outcome::Ignored, why.into()));
             };
+            if let Some(base) = &change.template_base {
+                db::first_template_base(
+                    &mut *conn,
+                    change.pr.key.repo.as_str(),
+                    base.as_str(),
+                    now,
+                )
+                .await?;
+            }
             if change.desired.is_some() {
                 let reason = crate::intent::history_reason(change, now_wants);
                 let pr = &change.pr;
@@ -329,6 +338,10 @@ async fn apply(
             db::add_history(conn, &row).await?;
         }
         Change::Installation(change) => db::apply_installation(conn, change, now).await?,
+        Change::TemplateBase { repo, sha, by } => {
+            db::note_template_base(&mut *conn, repo.as_str(), sha.as_str(), 1, Some(by), now)
+                .await?;
+        }
         // Matched by commit, never by the PR a payload may name (a status names none): a
         // report counts only for the previews at that very head.
         Change::Check(check) => {

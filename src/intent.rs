@@ -59,6 +59,13 @@ pub enum Change {
     Installation(InstallationChange),
     /// A CI result on a commit of a repository in `[[repos]]`, for its `wait_for`.
     Check(CheckEvent),
+    /// A push to the default branch of a repository with `database_template`: its template
+    /// is rebuilt from `sha` (at most every `template_refresh`).
+    TemplateBase {
+        repo: crate::preview::RepoName,
+        sha: crate::preview::Sha,
+        by: String,
+    },
 }
 
 /// The new state of one PR's preview. Applied only if the event is not older than what is
@@ -92,6 +99,9 @@ pub struct PrChange {
     /// A label given or taken under `trigger = "label"`: it restarts the clock only of a
     /// preview that did not carry the label.
     pub label_event: bool,
+    /// `database_template`: the PR's base commit, which the repository's first template
+    /// generation is built from when it has none yet (#16).
+    pub template_base: Option<crate::preview::Sha>,
 }
 
 /// Why a PR gets no preview of its own accord (`[[repos]]` gates); a writer's `/preview
@@ -159,7 +169,36 @@ pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
                 pull_request(pr, &config.defaults, now)
             }
             None => refuse(&pr.key, &pr.sender),
-            Some(policy) => pull_request(pr, policy, now),
+            Some(policy) => {
+                let mut intent = pull_request(pr, policy, now);
+                if let Change::PullRequest(change) = &mut intent.change {
+                    if config.template_for(&pr.key.repo).is_some() {
+                        change.template_base = pr.base_sha.clone();
+                    }
+                }
+                intent
+            }
+        },
+        Event::Push(push) => match (config.template_for(&push.repo), &push.sha) {
+            (Some(_), Some(sha)) if push.default_branch => intent(
+                Outcome::Accepted,
+                "the template database's base moved".into(),
+                Change::TemplateBase {
+                    repo: push.repo.clone(),
+                    sha: sha.clone(),
+                    by: push.sender.clone(),
+                },
+            ),
+            (Some(_), _) => intent(
+                Outcome::Ignored,
+                "not a new head of the default branch".into(),
+                Change::Nothing,
+            ),
+            (None, _) => intent(
+                Outcome::Ignored,
+                format!("{} keeps no template database", push.repo),
+                Change::Nothing,
+            ),
         },
         Event::Command(command) => match config.policy_for(&command.key.repo) {
             None => intent(
@@ -299,6 +338,7 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
         opt_out: OptOut::of(gates, &pr.author, labeled),
         needs_paths: gates.paths.is_some(),
         label_event: false,
+        template_base: None,
     };
     match pr.action {
         PrAction::Opened => change.what = "opened",

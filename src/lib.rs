@@ -64,6 +64,7 @@ pub mod serve;
 pub mod server;
 pub mod sink;
 pub mod sweep;
+pub mod template;
 pub mod view;
 pub mod webhook;
 pub mod work;

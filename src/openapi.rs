@@ -89,6 +89,23 @@ pub fn document() -> Value {
                     "required": ["at", "what", "actor", "reason", "head_sha"],
                     "properties": {"at": time, "what": text, "actor": text, "reason": text, "head_sha": nullable_text},
                 },
+                "Template": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["repo", "generation", "state", "base_sha", "cluster", "database", "created_at", "ready_at", "age_seconds", "message"],
+                    "properties": {
+                        "repo": text,
+                        "generation": {"type": "integer", "minimum": 1},
+                        "state": {"enum": ["building", "ready", "failed", "retiring"]},
+                        "base_sha": text,
+                        "cluster": text,
+                        "database": text,
+                        "created_at": time,
+                        "ready_at": {"type": ["integer", "null"]},
+                        "age_seconds": {"type": "integer", "minimum": 0},
+                        "message": nullable_text,
+                    },
+                },
                 "Error": {"type": "object", "additionalProperties": false, "required": ["error"], "properties": {"error": text}},
                 "Destroying": {
                     "type": "object",
@@ -129,6 +146,17 @@ pub fn document() -> Value {
                             },
                         }}}},
                         "404": error("previewd never knew this pull request"),
+                    })),
+                },
+            },
+            "/api/templates": {
+                "get": {
+                    "summary": "Template databases (database_template): every generation of every repository, newest first per repository (at most 1,000)",
+                    "responses": responses("a query it cannot read", json!({
+                        "200": {"description": "the generations", "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["templates"],
+                            "properties": {"templates": {"type": "array", "items": {"$ref": "#/components/schemas/Template"}}},
+                        }}}},
                     })),
                 },
             },

@@ -180,3 +180,44 @@ pub async fn destroy(
     );
     Ok(())
 }
+
+/// `previewd templates`: every generation of every repository's template database.
+pub async fn templates(config: &Config) -> anyhow::Result<()> {
+    let pool = crate::db::open(&config.state).await?;
+    let now = SystemClock.now();
+    let rows = crate::db::all_generations(&pool).await?;
+    if rows.is_empty() {
+        println!("no template databases");
+        return Ok(());
+    }
+    println!(
+        "{:<40} {:>4} {:<9} {:<8} {:<10} message",
+        "repository", "gen", "state", "base", "age"
+    );
+    for row in rows {
+        let age = crate::duration::format(std::time::Duration::from_secs(
+            u64::try_from(now.saturating_sub(row.created_at)).unwrap_or(0),
+        ));
+        println!(
+            "{:<40} {:>4} {:<9} {:<8} {:<10} {}",
+            row.repo,
+            row.generation,
+            row.state,
+            row.base_sha.get(..7).unwrap_or(&row.base_sha),
+            age,
+            row.message.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// `previewd destroy-template OWNER/REPO`: records that every generation is to go.
+pub async fn destroy_template(config: &Config, repo: &str) -> anyhow::Result<()> {
+    let repo: crate::preview::RepoName = repo.parse().context("expected OWNER/REPO")?;
+    let pool = crate::db::open(&config.state).await?;
+    if !crate::db::destroy_template(&pool, repo.as_str(), "destroyed", SystemClock.now()).await? {
+        bail!("previewd keeps no template database for {repo}");
+    }
+    println!("{repo}: every template generation will be dropped by the running previewd");
+    Ok(())
+}

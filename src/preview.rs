@@ -269,6 +269,16 @@ pub struct Preview {
     /// CI built the PR's image (`wait_for`): until then nothing that runs it is rendered
     /// (migrations, seed, the app), only what needs no image.
     pub image_ready: bool,
+    /// The template generation its database is cloned from (`database_template`); `None`:
+    /// created empty and seeded.
+    pub template: Option<CloneSource>,
+}
+
+/// A template generation's database and the role that owns what is in it (#16).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloneSource {
+    pub database: String,
+    pub role: String,
 }
 
 impl Preview {
@@ -287,7 +297,17 @@ impl Preview {
             seed_generation: 1,
             redeploy_generation: 0,
             image_ready: true,
+            template: None,
         }
+    }
+
+    /// Cloned from `database` (owned by a role of the same name).
+    pub fn cloned_from(mut self, database: &str) -> Self {
+        self.template = Some(CloneSource {
+            database: database.into(),
+            role: database.into(),
+        });
+        self
     }
 
     pub fn fork(mut self) -> Self {

@@ -164,6 +164,8 @@ impl Reconciler {
             .context("listing previews")?;
         self.reconcile_all(&ids).await;
         self.tell_feedback(&ids, &[]);
+        // Template databases (#16): built, watched and retired beside the previews.
+        self.templates().await.context("template databases")?;
         // The sweeper's recorded orphans: this is the one writer to the sink.
         self.remove_orphans().await.context("removing orphans")?;
         Ok(ids.len())
@@ -325,6 +327,8 @@ impl Reconciler {
         if row.observed != state || row.last_error.as_deref() != message {
             if state == ObservedState::Ready {
                 db::confirm_ledger(&self.pool, id, now).await?;
+                // Ready at this seed generation: its clone (if any) is done.
+                db::confirm_clone(&self.pool, id, row.seed_generation).await?;
             }
             if let Some(message) = message {
                 // Once per distinct failure, not once per look.
@@ -388,6 +392,7 @@ impl Reconciler {
             seed_generation: u32::try_from(row.seed_generation)?,
             redeploy_generation: u32::try_from(row.redeploy_generation)?,
             image_ready,
+            template: self.clone_source(row, key, now).await?,
         };
         let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
         let instance = self.instance().await?;
@@ -492,3 +497,4 @@ mod owned;
 mod place;
 mod report;
 mod teardown;
+mod templates;

@@ -283,6 +283,27 @@ pub fn values(
     names: &Names,
     sealed: &[SealedSecret],
 ) -> Value {
+    let mut values = values_of(preview, config, cluster, names, sealed);
+    if let (Some(source), Value::Object(database)) = (&preview.template, &mut values["database"]) {
+        if database["mode"] != "off" {
+            // Cloned from the template generation; `clone` follows the seed generation, so
+            // a reseed (which bumps it) clones again from the generation decided for it.
+            database.insert(
+                "template".into(),
+                json!({"name": source.database, "role": source.role, "clone": preview.seed_generation}),
+            );
+        }
+    }
+    values
+}
+
+fn values_of(
+    preview: &Preview,
+    config: &Config,
+    cluster: &Cluster,
+    names: &Names,
+    sealed: &[SealedSecret],
+) -> Value {
     let app = config.app_for(&preview.key.repo);
     let secrets = SecretNames::of(names);
     let database = &config.database;
@@ -345,7 +366,8 @@ pub fn values(
             }),
         },
         "migrations": migrations(&app, preview),
-        "seed": if database_on { seed(&app, preview, &database.image) } else { json!({"enabled": false}) },
+        // A clone brings the template's data (and its seed record) along: nothing to seed.
+        "seed": if database_on && preview.template.is_none() { seed(&app, preview, &database.image) } else { json!({"enabled": false}) },
         "dns": match dns_target(config, cluster) {
             Some(target) => json!({"enabled": true, "target": target, "ttl": config.dns.ttl.as_secs()}),
             None => json!({"enabled": false}),
@@ -401,6 +423,8 @@ fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
         _ => json!({"enabled": false}),
     }
 }
+
+pub mod template;
 
 #[cfg(test)]
 mod tests;

@@ -223,6 +223,7 @@ fn delivery_of(
             head_sha: pull.head_sha.parse().ok()?,
             head_ref: pull.head_ref.clone(),
             base_ref: pull.base_ref.clone(),
+            base_sha: None,
             fork: pull.fork,
             draft: pull.draft,
             labels: pull.labels.clone(),

@@ -49,6 +49,7 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/previews/{owner}/{repo}/{number}",
             get(api::one_preview),
         )
+        .route("/api/templates", get(api::templates))
         .route("/api/openapi.json", get(api::openapi));
     // Off loopback `/metrics` tells anyone which repositories and clusters previewd serves;
     // Prometheus sends the token, or scrapes `metrics.listen` instead.

@@ -58,6 +58,8 @@ pub enum Event {
     Installation(InstallationChange),
     /// A CI result on a commit (`check_run`, `check_suite`, `status`, `workflow_run`).
     Check(CheckEvent),
+    /// A push: a new head of a branch (#16 rebuilds templates from the default branch's).
+    Push(push::PushEvent),
     /// Verified and understood, but nothing for previewd to do; the text says why.
     Ignored(String),
 }
@@ -87,6 +89,9 @@ pub struct PullRequestEvent {
     pub head_sha: Sha,
     pub head_ref: String,
     pub base_ref: String,
+    /// The base branch's commit (`pull_request.base.sha`): what a repository's first
+    /// template generation is built from (#16).
+    pub base_sha: Option<Sha>,
     /// Head repository differs from the base, or is gone: untrusted code.
     pub fork: bool,
     pub draft: bool,
@@ -131,6 +136,7 @@ impl PullRequestEvent {
             seed_generation: 1,
             redeploy_generation: 0,
             image_ready: true,
+            template: None,
         }
     }
 }
@@ -284,6 +290,7 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
     let action = envelope.action.map(|a| a.into_owned());
     let known = match (event, action.as_deref()) {
         ("ping", _) => true,
+        ("push", _) => true,
         ("pull_request", Some(a)) => matches!(
             a,
             "opened"
@@ -334,6 +341,9 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
         let check = ci::convert(event, body).map_err(malformed)?;
         return Ok((action, Event::Check(check)));
     }
+    if event == "push" {
+        return Ok((action, Event::Push(push::parse(body).map_err(malformed)?)));
+    }
     let parsed = WebhookEvent::try_from_header_and_body(event, body)
         .map_err(|e| malformed(e.to_string()))?;
     let payload = convert(parsed).map_err(malformed)?;
@@ -342,6 +352,7 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
 
 mod ci;
 mod convert;
+pub mod push;
 use convert::convert;
 
 #[cfg(test)]

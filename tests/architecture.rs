@@ -10,7 +10,8 @@ const SYSTEMS: &[&str] = &["db", "sink", "github", "intake", "server", "serve"];
 /// Modules that decide: given values, they return decisions and touch nothing. (`view` is
 /// not one: it is the read model, and `view::read` reads it out of the state.)
 const PURE: &[&str] = &[
-    "render", "plan", "checks", "paths", "comment", "command", "intent", "ledger", "naming", "yaml",
+    "render", "plan", "checks", "paths", "comment", "command", "intent", "ledger", "naming",
+    "yaml", "template",
 ];
 
 /// The composition roots: `serve` for the daemon, `cli` for one-shot commands.

@@ -196,6 +196,17 @@ pub async fn command_effect(
         )
         .execute(&mut *tx)
         .await?,
+        // The base the template knows, or a first one: the PR's base branch head is not
+        // known here, so a repository without any is built at the next push or PR event.
+        Effect::RefreshTemplate { by } => sqlx::query!(
+            "UPDATE template_repos SET refresh = 2, refresh_by = ?2, destroy = NULL, updated_at = ?3
+              WHERE repo = (SELECT repo FROM previews WHERE id = ?1)",
+            preview_id,
+            by,
+            now
+        )
+        .execute(&mut *tx)
+        .await?,
         Effect::Redeploy => sqlx::query!(
             "UPDATE previews SET redeploy_generation = redeploy_generation + 1, updated_at = ?2 WHERE id = ?1",
             preview_id,
@@ -250,6 +261,11 @@ pub enum Effect<'a> {
     Destroy,
     Keep(bool),
     Reseed,
+    /// A writer's `/preview refresh-template`: the repository's next template generation,
+    /// at once (`template_repos.refresh = 2`).
+    RefreshTemplate {
+        by: &'a str,
+    },
     Redeploy,
     /// A writer's `/preview deploy`: by whom, when they commented (GitHub's clock), and
     /// whether it lets the head past a failed `wait_for`.

@@ -17,6 +17,7 @@ fn pr(action: PrAction) -> PullRequestEvent {
             .unwrap(),
         head_ref: "search".into(),
         base_ref: "main".into(),
+        base_sha: None,
         fork: false,
         draft: false,
         labels: vec![],

@@ -236,6 +236,13 @@ impl Feedback {
                 )
             }
             Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
+            Command::RefreshTemplate if self.config.template_for(&repo).is_none() => {
+                (vec![], Outcome::NoTemplate)
+            }
+            Command::RefreshTemplate => (
+                vec![Effect::RefreshTemplate { by: actor }],
+                Outcome::RefreshingTemplate,
+            ),
             Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
             // A fork's code runs only as the commit the maintainer names, never as whatever
             // the head is when the command runs (a push seconds before the comment): the

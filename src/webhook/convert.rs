@@ -67,6 +67,7 @@ pub(super) fn convert(event: WebhookEvent) -> Result<Event, String> {
                     .map_err(|e| format!("pull_request.head.sha: {e}"))?,
                 head_ref: pr.head.ref_field.clone(),
                 base_ref: pr.base.ref_field.clone(),
+                base_sha: pr.base.sha.parse().ok(),
                 fork: head_repo_id != Some(base_repo.id.0),
                 draft: pr.draft.unwrap_or(false),
                 labels: labels_after(

@@ -23,6 +23,7 @@ fn event(action: PrAction, at: i64) -> PullRequestEvent {
         head_sha: HEAD.parse::<Sha>().unwrap(),
         head_ref: "search".into(),
         base_ref: "main".into(),
+        base_sha: None,
         fork: false,
         draft: false,
         labels: vec![],

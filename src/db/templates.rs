@@ -1,0 +1,424 @@
+//! Template databases (#16) in the state: each repository's generations, with their ledger
+//! and sealed secrets, what the next one is built from, and which generation each preview's
+//! database was cloned from.
+
+use sqlx::SqlitePool;
+
+use crate::ledger::Entry;
+use crate::render::SealedSecret;
+
+/// One generation, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateRow {
+    pub id: i64,
+    pub repo: String,
+    pub generation: i64,
+    pub base_sha: String,
+    pub cluster: String,
+    pub names: String,
+    pub state: String,
+    pub message: Option<String>,
+    pub applied_hash: Option<String>,
+    pub created_at: i64,
+    pub ready_at: Option<i64>,
+}
+
+/// What a repository's next generation is built from, and whether one is wanted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateRepoRow {
+    pub repo: String,
+    pub base_sha: String,
+    /// 0: nothing asked; 1: a push moved the base; 2: a writer asked (at once).
+    pub refresh: i64,
+    pub refresh_by: Option<String>,
+    /// Why every generation is to go (`destroy-template`, idle, left `[[repos]]`).
+    pub destroy: Option<String>,
+    pub last_used_at: i64,
+}
+
+/// Notes `sha` as the newest head of `repo`'s default branch and, with `refresh` > 0, asks
+/// for a new generation (a command's 2 is never lowered by a push's 1). A destroyed
+/// repository's template comes back only when asked again (a new preview or a command).
+pub async fn note_template_base(
+    conn: impl sqlx::SqliteExecutor<'_>,
+    repo: &str,
+    sha: &str,
+    refresh: i64,
+    by: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO template_repos (repo, base_sha, refresh, refresh_by, last_used_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+         ON CONFLICT (repo) DO UPDATE SET
+           base_sha = excluded.base_sha,
+           refresh = max(template_repos.refresh, excluded.refresh),
+           refresh_by = CASE WHEN excluded.refresh >= template_repos.refresh AND excluded.refresh > 0
+                             THEN excluded.refresh_by ELSE template_repos.refresh_by END,
+           destroy = CASE WHEN excluded.refresh = 2 THEN NULL ELSE template_repos.destroy END,
+           updated_at = excluded.updated_at",
+        repo,
+        sha,
+        refresh,
+        by,
+        now,
+    )
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// A PR's base commit, for a repository whose template has no base yet: its first
+/// generation is built from it. A known base (a push's, newer) is never replaced by a PR's.
+pub async fn first_template_base(
+    conn: impl sqlx::SqliteExecutor<'_>,
+    repo: &str,
+    sha: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "INSERT INTO template_repos (repo, base_sha, last_used_at, updated_at)
+         VALUES (?1, ?2, ?3, ?3) ON CONFLICT (repo) DO NOTHING",
+        repo,
+        sha,
+        now
+    )
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// A preview of `repo` was created (or lived): the template is in use, and is wanted back
+/// if it was dropped for being idle.
+pub async fn template_used(pool: &SqlitePool, repo: &str, now: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE template_repos SET last_used_at = ?2,
+                destroy = CASE WHEN destroy = 'idle' THEN NULL ELSE destroy END
+          WHERE repo = ?1",
+        repo,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+pub async fn template_repo(pool: &SqlitePool, repo: &str) -> sqlx::Result<Option<TemplateRepoRow>> {
+    sqlx::query_as!(
+        TemplateRepoRow,
+        r#"SELECT repo AS "repo!", base_sha, refresh, refresh_by, destroy, last_used_at
+             FROM template_repos WHERE repo = ?1"#,
+        repo
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Every repository with a template record or a generation: what the template pass visits.
+pub async fn template_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        r#"SELECT repo AS "repo!" FROM template_repos
+           UNION SELECT repo FROM templates ORDER BY 1"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// `repo`'s generations, newest first.
+pub async fn generations(pool: &SqlitePool, repo: &str) -> sqlx::Result<Vec<TemplateRow>> {
+    sqlx::query_as!(
+        TemplateRow,
+        r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state, message,
+                  applied_hash, created_at, ready_at
+             FROM templates WHERE repo = ?1 ORDER BY generation DESC"#,
+        repo
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Every generation of every repository (the API and the dashboard), newest first.
+pub async fn all_generations(pool: &SqlitePool) -> sqlx::Result<Vec<TemplateRow>> {
+    sqlx::query_as!(
+        TemplateRow,
+        r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state, message,
+                  applied_hash, created_at, ready_at
+             FROM templates ORDER BY repo, generation DESC LIMIT 1000"#
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Records generation `generation` of `repo` (building) and takes the refresh request that
+/// asked for it, in one transaction.
+pub async fn start_generation(pool: &SqlitePool, new: &TemplateRow, now: i64) -> sqlx::Result<i64> {
+    let mut tx = super::begin_write(pool).await?;
+    let id = sqlx::query_scalar!(
+        r#"INSERT INTO templates (repo, generation, base_sha, cluster, names, state, created_at, updated_at)
+           VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?6) RETURNING id AS "id!""#,
+        new.repo,
+        new.generation,
+        new.base_sha,
+        new.cluster,
+        new.names,
+        now,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE template_repos SET refresh = 0, refresh_by = NULL, updated_at = ?2 WHERE repo = ?1",
+        new.repo,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// A generation's state (and message); `ready` also stamps when.
+pub async fn set_generation_state(
+    pool: &SqlitePool,
+    id: i64,
+    state: &str,
+    message: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE templates SET state = ?2, message = ?3, updated_at = ?4,
+                ready_at = CASE WHEN ?2 = 'ready' THEN coalesce(ready_at, ?4) ELSE ready_at END
+          WHERE id = ?1",
+        id,
+        state,
+        message,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// What a generation's Application provisions (before it is applied), and the rendering
+/// that was applied (after).
+pub async fn record_generation_applied(
+    pool: &SqlitePool,
+    id: i64,
+    entries: &[Entry],
+    hash: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = super::begin_write(pool).await?;
+    for e in entries {
+        sqlx::query!(
+            "INSERT INTO template_ledger (template_id, kind, namespace, name, state, created_at)
+             VALUES (?1, ?2, ?3, ?4, 'applied', ?5) ON CONFLICT DO NOTHING",
+            id,
+            e.kind,
+            e.namespace,
+            e.name,
+            now
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    if let Some(hash) = hash {
+        sqlx::query!(
+            "UPDATE templates SET applied_hash = ?2, updated_at = ?3 WHERE id = ?1",
+            id,
+            hash,
+            now
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// A generation's ledger: (kind, namespace, name, state).
+pub async fn generation_ledger(
+    pool: &SqlitePool,
+    id: i64,
+) -> sqlx::Result<Vec<(String, Option<String>, String, String)>> {
+    let rows = sqlx::query!(
+        "SELECT kind, namespace, name, state FROM template_ledger WHERE template_id = ?1 ORDER BY id",
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.kind, r.namespace, r.name, r.state))
+        .collect())
+}
+
+/// A generation is gone from the cluster: its row goes, and its ledger and secrets with it.
+pub async fn forget_generation(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
+    sqlx::query!("DELETE FROM templates WHERE id = ?1", id)
+        .execute(pool)
+        .await
+        .map(drop)
+}
+
+/// Every generation of `repo` is to go (`reason`: destroyed, idle, unlisted).
+pub async fn destroy_template(
+    pool: &SqlitePool,
+    repo: &str,
+    reason: &str,
+    now: i64,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        "UPDATE template_repos SET destroy = ?2, refresh = 0, updated_at = ?3 WHERE repo = ?1",
+        repo,
+        reason,
+        now
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+/// The template record itself, once every generation is gone after a destroy.
+pub async fn forget_template_repo(pool: &SqlitePool, repo: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        "DELETE FROM template_repos WHERE repo = ?1 AND destroy IS NOT NULL
+            AND NOT EXISTS (SELECT 1 FROM templates WHERE repo = ?1)",
+        repo
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// The stored sealed values of a generation (as `sealed_secrets` for previews).
+pub async fn generation_secrets(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<SealedSecret>> {
+    let rows = sqlx::query!(
+        "SELECT namespace, name, scope, encrypted_data FROM template_secrets WHERE template_id = ?1 ORDER BY id",
+        id
+    )
+    .fetch_all(pool)
+    .await?;
+    let secrets: Option<Vec<_>> = rows
+        .into_iter()
+        .map(|r| {
+            let stored: serde_json::Value = serde_json::from_str(&r.encrypted_data).ok()?;
+            Some(SealedSecret {
+                name: r.name,
+                namespace: r.namespace,
+                scope: crate::seal::Scope::parse(&r.scope)?.as_str(),
+                type_: stored["type"].as_str()?.to_owned(),
+                labels: serde_json::from_value(stored["labels"].clone()).ok()?,
+                encrypted_data: serde_json::from_value(stored["data"].clone()).ok()?,
+            })
+        })
+        .collect();
+    Ok(secrets.unwrap_or_default())
+}
+
+pub async fn store_generation_secrets(
+    pool: &SqlitePool,
+    id: i64,
+    secrets: &[SealedSecret],
+    fingerprint: &str,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = super::begin_write(pool).await?;
+    sqlx::query!("DELETE FROM template_secrets WHERE template_id = ?1", id)
+        .execute(&mut *tx)
+        .await?;
+    for secret in secrets {
+        let stored = serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data}).to_string();
+        sqlx::query!(
+            "INSERT INTO template_secrets (template_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            id,
+            secret.namespace,
+            secret.name,
+            secret.scope,
+            fingerprint,
+            stored,
+            now,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// Which generation a preview's database comes from: (generation, decided at seed
+/// generation, clone seen done at seed generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CloneDecision {
+    pub generation: Option<i64>,
+    pub seed: Option<i64>,
+    pub confirmed: Option<i64>,
+}
+
+pub async fn clone_decision(pool: &SqlitePool, id: i64) -> sqlx::Result<CloneDecision> {
+    let row = sqlx::query!(
+        "SELECT template_generation, template_seed, template_confirmed FROM previews WHERE id = ?1",
+        id
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map_or_else(CloneDecision::default, |r| CloneDecision {
+        generation: r.template_generation,
+        seed: r.template_seed,
+        confirmed: r.template_confirmed,
+    }))
+}
+
+/// Records that the preview's database comes from `generation` (`None`: seeded), decided at
+/// seed generation `seed`.
+pub async fn decide_clone(
+    pool: &SqlitePool,
+    id: i64,
+    generation: Option<i64>,
+    seed: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE previews SET template_generation = ?2, template_seed = ?3 WHERE id = ?1",
+        id,
+        generation,
+        seed
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// The preview's helper Application was ready at seed generation `seed`: its clone is done,
+/// and the generation it came from is no longer needed for it.
+pub async fn confirm_clone(pool: &SqlitePool, id: i64, seed: i64) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE previews SET template_confirmed = ?2 WHERE id = ?1 AND template_seed = ?2",
+        id,
+        seed
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// Previews of `repo` whose clone of `generation` is decided but not seen done: the
+/// generation must stay until they are.
+pub async fn clones_pending(pool: &SqlitePool, repo: &str, generation: i64) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!: i64" FROM previews
+            WHERE repo = ?1 AND template_generation = ?2 AND desired <> 'absent'
+              AND template_confirmed IS NOT template_seed"#,
+        repo,
+        generation
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// `repo`'s previews that are not gone (the template is in use while there are any).
+pub async fn live_previews(pool: &SqlitePool, repo: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!: i64" FROM previews WHERE repo = ?1 AND desired <> 'absent'"#,
+        repo
+    )
+    .fetch_one(pool)
+    .await
+}

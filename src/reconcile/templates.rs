@@ -1,0 +1,324 @@
+//! The template pass (#16): each repository's template generations started, applied,
+//! watched and retired as `template::plan` decides, and the generation each preview's
+//! database is cloned from. The one place a generation's Application is written.
+
+use anyhow::Context;
+
+use super::Reconciler;
+use crate::config::DatabaseMode;
+use crate::db::{self, PreviewRow, TemplateRow};
+use crate::naming::Names;
+use crate::plan::{Health, Observed};
+use crate::preview::{CloneSource, PreviewKey, RepoName};
+use crate::render::SealedSecret;
+use crate::render::template::{self as rendering, Generation};
+use crate::sink::Owner;
+use crate::template::{self, Gen, GenState, Wanted};
+
+impl Reconciler {
+    /// Every repository with a template, one after another; one repository's failure is
+    /// logged and retried on the next pass, never another's.
+    pub async fn templates(&self) -> anyhow::Result<()> {
+        let now = self.clock.now();
+        for repo in db::template_repos(&self.pool).await? {
+            if let Err(e) = self.template_of(&repo, now).await {
+                tracing::warn!(repo, error = %format!("{e:#}"), "template pass failed; retrying on the next pass");
+            }
+        }
+        Ok(())
+    }
+
+    async fn template_of(&self, repo: &str, now: i64) -> anyhow::Result<()> {
+        let name: RepoName = repo.parse()?;
+        let policy = self
+            .config
+            .repos
+            .iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.app.template);
+        let wanted = db::template_repo(&self.pool, repo).await?.map(|w| Wanted {
+            base_sha: w.base_sha,
+            refresh: w.refresh,
+            destroy: w.destroy,
+            last_used_at: w.last_used_at,
+        });
+        let rows = db::generations(&self.pool, repo).await?;
+        let mut gens = Vec::with_capacity(rows.len());
+        for row in &rows {
+            gens.push(Gen {
+                id: row.id,
+                generation: row.generation,
+                base_sha: row.base_sha.clone(),
+                state: GenState::parse(&row.state).context("unknown template state")?,
+                created_at: row.created_at,
+                clones_pending: db::clones_pending(&self.pool, repo, row.generation).await?,
+            });
+        }
+        let live = db::live_previews(&self.pool, repo).await?;
+        let plan = template::plan(policy, wanted.as_ref(), &gens, live, now);
+        if let Some(reason) = plan.destroy {
+            db::destroy_template(&self.pool, repo, reason, now).await?;
+            tracing::info!(repo, reason, "template database to be dropped");
+        }
+        if let Some((generation, base_sha)) = &plan.build {
+            self.start_generation(&name, *generation, base_sha, now)
+                .await?;
+        }
+        for row in db::generations(&self.pool, repo).await? {
+            if plan.retire.contains(&row.id) {
+                self.retire_generation(&name, &row, now).await?;
+            } else if row.state == GenState::Building.as_str() {
+                self.build_generation(&name, &row, now).await?;
+            }
+        }
+        db::forget_template_repo(&self.pool, repo).await?;
+        Ok(())
+    }
+
+    async fn start_generation(
+        &self,
+        repo: &RepoName,
+        generation: i64,
+        base_sha: &str,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        // One server holds every generation (`database.host`, or the CloudNativePG Cluster),
+        // reached from the first cluster's provisioner; previews on any cluster clone it.
+        let cluster = self
+            .config
+            .clusters
+            .first()
+            .context("no cluster is configured")?;
+        let domain = &self
+            .config
+            .policy_for(repo)
+            .unwrap_or(&self.config.defaults)
+            .domain;
+        let names = Names::template(repo, u32::try_from(generation)?, domain);
+        let row = TemplateRow {
+            id: 0,
+            repo: repo.to_string(),
+            generation,
+            base_sha: base_sha.to_owned(),
+            cluster: cluster.name.clone(),
+            names: names.to_json(),
+            state: GenState::Building.as_str().into(),
+            message: None,
+            applied_hash: None,
+            created_at: now,
+            ready_at: None,
+        };
+        db::start_generation(&self.pool, &row, now).await?;
+        tracing::info!(%repo, generation, base_sha, "building a template generation");
+        Ok(())
+    }
+
+    fn generation_of(row: &TemplateRow) -> anyhow::Result<(Generation, Names)> {
+        let names: Names = serde_json::from_str(&row.names).context("recorded template names")?;
+        let generation = Generation {
+            repo: row.repo.parse()?,
+            generation: u32::try_from(row.generation)?,
+            base_sha: row.base_sha.parse()?,
+            cluster: row.cluster.clone(),
+        };
+        Ok((generation, names))
+    }
+
+    async fn generation_owner(
+        &self,
+        generation: &Generation,
+        names: &Names,
+    ) -> anyhow::Result<Owner> {
+        Ok(Owner {
+            repo: Some(names.repo_label.clone()),
+            pr: Some(generation.pr_label()),
+            instance: self.instance().await?.to_owned(),
+        })
+    }
+
+    /// Applies a building generation and reads Argo CD's verdict on it: ready (previews clone
+    /// it from now on) or failed (the current generation stays, and says so).
+    async fn build_generation(
+        &self,
+        repo: &RepoName,
+        row: &TemplateRow,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let (generation, names) = Self::generation_of(row)?;
+        let owner = self.generation_owner(&generation, &names).await?;
+        let sealed = self.generation_secrets(row, &names, now).await?;
+        let rendered = rendering::template(
+            &generation,
+            &names,
+            &self.config,
+            &sealed,
+            self.instance().await?,
+        )?;
+        let observed = self.observe(&names.application, &owner).await?;
+        let verdict = match &observed {
+            Observed::Foreign { owner } => Some(Err(format!(
+                "Application {} belongs to {owner}",
+                names.application
+            ))),
+            Observed::Present { hash, health }
+                if hash.as_deref() == Some(&rendered.application.hash) =>
+            {
+                match health {
+                    // Nobody reports health (a directory): applied is all previewd can know.
+                    None | Some(Health::Ready) => Some(Ok(())),
+                    Some(Health::Failed(message)) => Some(Err(message.clone())),
+                    Some(Health::NeedsSync) => {
+                        self.request_sync(&names.application, &owner).await?;
+                        None
+                    }
+                    Some(Health::Progressing) => None,
+                }
+            }
+            Observed::Deleting => None,
+            Observed::Missing | Observed::Present { .. } => {
+                db::record_generation_applied(&self.pool, row.id, &rendered.entries, None, now)
+                    .await?;
+                let manifest = &rendered.application.manifest;
+                self.retry("apply", || {
+                    self.sink.apply(&names.application, manifest, &owner)
+                })
+                .await?;
+                db::record_generation_applied(
+                    &self.pool,
+                    row.id,
+                    &[],
+                    Some(&rendered.application.hash),
+                    now,
+                )
+                .await?;
+                tracing::info!(%repo, generation = row.generation, "template generation applied");
+                None
+            }
+        };
+        match verdict {
+            Some(Ok(())) => {
+                db::set_generation_state(&self.pool, row.id, "ready", None, now).await?;
+                tracing::info!(%repo, generation = row.generation, "template generation ready");
+            }
+            Some(Err(message)) => {
+                let message = format!("generation {} failed to build: {message}", row.generation);
+                tracing::warn!(%repo, error = %message, "template build failed; previews keep the current generation or seed");
+                db::set_generation_state(&self.pool, row.id, "failed", Some(&message), now).await?;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Deletes a generation's Application (its cascade and PostDelete hook drop the
+    /// database and its role), and forgets the generation once it is gone.
+    async fn retire_generation(
+        &self,
+        repo: &RepoName,
+        row: &TemplateRow,
+        now: i64,
+    ) -> anyhow::Result<()> {
+        let (generation, names) = Self::generation_of(row)?;
+        let owner = self.generation_owner(&generation, &names).await?;
+        if row.state != GenState::Retiring.as_str() {
+            db::set_generation_state(&self.pool, row.id, "retiring", row.message.as_deref(), now)
+                .await?;
+        }
+        match self.observe(&names.application, &owner).await? {
+            Observed::Present { .. } => {
+                self.retry("delete", || self.sink.delete(&names.application, &owner))
+                    .await?;
+                tracing::info!(%repo, generation = row.generation, "template generation retiring");
+            }
+            Observed::Deleting => {}
+            // Gone, or the name is another's: nothing of this generation is left to delete.
+            Observed::Missing | Observed::Foreign { .. } => {
+                db::forget_generation(&self.pool, row.id).await?;
+                tracing::info!(%repo, generation = row.generation, "template generation dropped");
+            }
+        }
+        Ok(())
+    }
+
+    /// The generation's database Secrets sealed for its cluster: stored once, reused.
+    async fn generation_secrets(
+        &self,
+        row: &TemplateRow,
+        names: &Names,
+        now: i64,
+    ) -> anyhow::Result<Vec<SealedSecret>> {
+        let stored = db::generation_secrets(&self.pool, row.id).await?;
+        if !stored.is_empty() {
+            return Ok(stored);
+        }
+        let cert = self
+            .certs
+            .get(&row.cluster)
+            .with_context(|| format!("no sealing certificate for cluster {}", row.cluster))?;
+        let specs = crate::secrets::database(&self.config, names, &mut rand::rngs::OsRng);
+        let sealed = specs
+            .iter()
+            .map(|spec| crate::seal::seal_secret(cert, spec))
+            .collect::<Result<Vec<_>, _>>()?;
+        db::store_generation_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
+        Ok(sealed)
+    }
+
+    /// Where the preview's database comes from. Decided once per seed generation (a new
+    /// preview, a reseed): the repository's current generation, or none (seeded) while none
+    /// is ready, which the history says.
+    pub(super) async fn clone_source(
+        &self,
+        row: &PreviewRow,
+        key: &PreviewKey,
+        now: i64,
+    ) -> anyhow::Result<Option<CloneSource>> {
+        if self.config.database.mode == DatabaseMode::Off {
+            return Ok(None);
+        }
+        let decision = db::clone_decision(&self.pool, row.id).await?;
+        let templated = self.config.app_for(&key.repo).template.is_some();
+        let generation = if decision.seed == Some(row.seed_generation) {
+            decision.generation
+        } else {
+            let rows = if templated {
+                db::template_used(&self.pool, key.repo.as_str(), now).await?;
+                db::generations(&self.pool, key.repo.as_str()).await?
+            } else {
+                Vec::new()
+            };
+            let current = rows
+                .iter()
+                .filter(|g| g.state == GenState::Ready.as_str())
+                .map(|g| g.generation)
+                .max();
+            if templated && current.is_none() {
+                let why = match rows.iter().find(|g| g.state == GenState::Building.as_str()) {
+                    Some(g) => format!(
+                        "seeded: template generation {} is still building",
+                        g.generation
+                    ),
+                    None => "seeded: no template generation is ready".into(),
+                };
+                db::add_history_now(&self.pool, &row.repo, row.number, "template", &why, now)
+                    .await?;
+            }
+            db::decide_clone(&self.pool, row.id, current, row.seed_generation).await?;
+            current
+        };
+        let Some(generation) = generation else {
+            return Ok(None);
+        };
+        // The generation's recorded names while it is recorded; its clone outlives it (the
+        // chart's create Job touches the template only to clone), so after, the same rule.
+        let rows = db::generations(&self.pool, key.repo.as_str()).await?;
+        let names = match rows.iter().find(|g| g.generation == generation) {
+            Some(row) => serde_json::from_str(&row.names).context("recorded template names")?,
+            None => Names::template(&key.repo, u32::try_from(generation)?, ""),
+        };
+        Ok(Some(CloneSource {
+            database: names.database.clone(),
+            role: names.database,
+        }))
+    }
+}

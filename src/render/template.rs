@@ -1,0 +1,159 @@
+//! Rendering a template generation (#16), pure: one helper Application per generation of a
+//! repository's template database, with the same chart, waves and hooks as a preview's, told
+//! to build a template (`database.build`): created, migrated with the default branch's image,
+//! seeded once, then sealed. No TLS, no DNS: nothing is served from it.
+
+use serde_json::json;
+
+use super::{LABEL_PR, RenderError, SealedSecret, Stamped, helper_application, stamped};
+use crate::config::Config;
+use crate::ledger;
+use crate::naming::Names;
+use crate::preview::{Preview, PreviewKey, RepoName, Sha};
+
+/// The label that tells a template generation's Application (and every object it makes)
+/// from a preview's; its value is the generation.
+pub const LABEL_TEMPLATE: &str = "previewd.dev/template";
+
+/// One generation of a repository's template database, as rendering needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generation {
+    pub repo: RepoName,
+    pub generation: u32,
+    /// The default branch's head it is built from: the image its migrations and seed run.
+    pub base_sha: Sha,
+    pub cluster: String,
+}
+
+impl Generation {
+    /// The `previewd.dev/pr` value of a generation's objects: never a PR number, so no
+    /// preview's owner check ever matches a template's Application, nor the other way.
+    pub fn pr_label(&self) -> String {
+        format!("template-{}", self.generation)
+    }
+}
+
+/// Everything previewd applies for one generation: its Application, and the ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedTemplate {
+    pub application: Stamped,
+    pub entries: Vec<ledger::Entry>,
+}
+
+/// The generation's helper Application. `names` are its recorded names
+/// (`Names::template`); `sealed`, its database Secrets sealed for `generation.cluster`.
+pub fn template(
+    generation: &Generation,
+    names: &Names,
+    config: &Config,
+    sealed: &[SealedSecret],
+    instance: &str,
+) -> Result<RenderedTemplate, RenderError> {
+    // The chart renders a generation as it renders a preview at the base branch's head,
+    // seed generation 1, with the changes below.
+    let build = Preview {
+        key: PreviewKey::new(generation.repo.clone(), 0),
+        head_sha: generation.base_sha.clone(),
+        author: "previewd".into(),
+        title: format!("template database, generation {}", generation.generation),
+        fork: false,
+        approved_sha: None,
+        cluster: generation.cluster.clone(),
+        seed_generation: 1,
+        redeploy_generation: 0,
+        image_ready: true,
+        template: None,
+    };
+    let mut app = helper_application(&build, names, config, sealed)?;
+    let pr = generation.pr_label();
+    let number = generation.generation.to_string();
+    for path in [
+        &["metadata", "labels"][..],
+        &["spec", "source", "helm", "valuesObject", "labels"][..],
+    ] {
+        let labels = path.iter().fold(&mut app, |value, key| &mut value[*key]);
+        labels[LABEL_PR] = json!(pr);
+        labels[LABEL_TEMPLATE] = json!(number);
+    }
+    let annotations = &mut app["metadata"]["annotations"];
+    if let Some(annotations) = annotations.as_object_mut() {
+        annotations.remove("link.argocd.argoproj.io/preview");
+        annotations.remove("previewd.dev/author");
+    }
+    annotations["previewd.dev/base-sha"] = json!(generation.base_sha.as_str());
+    let values = &mut app["spec"]["source"]["helm"]["valuesObject"];
+    values["database"]["build"] = json!(true);
+    values["tls"] = json!({"mode": "off"});
+    values["dns"] = json!({"enabled": false});
+    let entries = ledger::provisioned(names, config, false)
+        .into_iter()
+        .filter(|e| e.kind != "Certificate")
+        .collect();
+    Ok(RenderedTemplate {
+        application: stamped(app, instance),
+        entries,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn generation(n: u32) -> Generation {
+        Generation {
+            repo: "octo/app".parse().unwrap(),
+            generation: n,
+            base_sha: "1111111111111111111111111111111111111111".parse().unwrap(),
+            cluster: "in-cluster".into(),
+        }
+    }
+
+    fn config() -> Config {
+        Config::from_toml(
+            "[tls]\nmode = \"cert-manager\"\n[[repos]]\nname = \"octo/app\"\nimage = \"ghcr.io/octo/app\"\n\
+             migrate_command = [\"./migrate\"]\nseed = \"example\"\ndatabase_template = true\n",
+            Vec::new(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_generation_builds_its_database_with_the_base_branchs_image_and_serves_nothing() {
+        let config = config();
+        let g = generation(3);
+        let names = Names::template(&g.repo, 3, "preview.localhost");
+        let rendered = template(&g, &names, &config, &[], "inst").unwrap();
+        let app = &rendered.application.manifest;
+        assert_eq!(app["metadata"]["labels"][LABEL_PR], "template-3");
+        assert_eq!(app["metadata"]["labels"][LABEL_TEMPLATE], "3");
+        let values = &app["spec"]["source"]["helm"]["valuesObject"];
+        assert_eq!(values["database"]["build"], true);
+        assert_eq!(values["database"]["name"], names.database.as_str());
+        assert!(names.slug.contains("-tpl-3"), "{}", names.slug);
+        assert_eq!(
+            values["migrations"]["image"],
+            "ghcr.io/octo/app:1111111111111111111111111111111111111111"
+        );
+        assert_eq!(values["seed"]["enabled"], true);
+        assert_eq!(values["tls"]["mode"], "off");
+        assert_eq!(values["dns"]["enabled"], false);
+        assert_eq!(values["labels"][LABEL_TEMPLATE], "3");
+        assert!(rendered.entries.iter().all(|e| e.kind != "Certificate"));
+        assert!(rendered.entries.iter().any(|e| e.kind == "Namespace"));
+    }
+
+    #[test]
+    fn generations_of_one_repository_and_previews_never_share_a_name() {
+        let repo: RepoName = "octo/app".parse().unwrap();
+        let one = Names::template(&repo, 1, "d");
+        let two = Names::template(&repo, 2, "d");
+        let pr = Names::of(&PreviewKey::new(repo.clone(), 1), "d");
+        for (a, b) in [(&one, &two), (&one, &pr), (&two, &pr)] {
+            assert_ne!(a.slug, b.slug);
+            assert_ne!(a.database, b.database);
+            assert_ne!(a.application, b.application);
+        }
+        assert!(one.slug.len() <= crate::naming::MAX_SLUG);
+    }
+}
