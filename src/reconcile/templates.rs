@@ -224,18 +224,18 @@ impl Reconciler {
             db::set_generation_state(&self.pool, row.id, "retiring", row.message.as_deref(), now)
                 .await?;
         }
-        match self.observe(&names.application, &owner).await? {
-            Observed::Present { .. } => {
-                self.retry("delete", || self.sink.delete(&names.application, &owner))
-                    .await?;
-                tracing::info!(%repo, generation = row.generation, "template generation retiring");
-            }
-            Observed::Deleting => {}
-            // Gone, or the name is another's: nothing of this generation is left to delete.
-            Observed::Missing | Observed::Foreign { .. } => {
-                db::forget_generation(&self.pool, row.id).await?;
-                tracing::info!(%repo, generation = row.generation, "template generation dropped");
-            }
+        let mut observed = self.observe(&names.application, &owner).await?;
+        if matches!(observed, Observed::Present { .. }) {
+            self.retry("delete", || self.sink.delete(&names.application, &owner))
+                .await?;
+            tracing::info!(%repo, generation = row.generation, "template generation retiring");
+            // A sink without finalizers (a directory) is done at once.
+            observed = self.observe(&names.application, &owner).await?;
+        }
+        // Gone, or the name is another's: nothing of this generation is left to delete.
+        if matches!(observed, Observed::Missing | Observed::Foreign { .. }) {
+            db::forget_generation(&self.pool, row.id).await?;
+            tracing::info!(%repo, generation = row.generation, "template generation dropped");
         }
         Ok(())
     }

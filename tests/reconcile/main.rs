@@ -7,6 +7,7 @@ mod common;
 mod applying;
 mod config;
 mod teardown;
+mod templates;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,0 +1,187 @@
+//! Template databases (#16) through the reconciler and the directory sink: a repository's
+//! first preview starts generation 1 and is seeded (and says so); the next clones it; a
+//! reseed clones again; a push past `template_refresh` and a writer's refresh build the next
+//! generation, which retires the one before; teardown keeps the template; destroy and idle
+//! drop it.
+
+use super::*;
+use previewd::db;
+
+const TEMPLATED: &str = "[[repos]]\nname = \"codertocat/hello-world\"\nimage = \"ghcr.io/octo/hello\"\n\
+                         migrate_command = [\"./migrate\"]\nseed = \"example\"\ndatabase_template = true\n";
+const GEN: &str = "pv-codertocat-hello-worl-4d960c3af87af320-tpl-";
+
+fn generation_file(app: &TestApp, n: u32) -> Option<String> {
+    std::fs::read_to_string(rendered(app).join(format!("{GEN}{n}-helpers.yaml"))).ok()
+}
+
+async fn states(app: &TestApp) -> Vec<(i64, String)> {
+    sqlx::query_as("SELECT generation, state FROM templates ORDER BY generation")
+        .fetch_all(app.pool())
+        .await
+        .unwrap()
+}
+
+fn preview_file(app: &TestApp, number: u32) -> String {
+    std::fs::read_to_string(
+        rendered(app).join(APP.replace("-pr-2-", &format!("-pr-{number}-")) + ".yaml"),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_repositorys_previews_clone_its_template_once_it_is_built_and_reseed_clones_again() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+
+    // The first preview finds no generation ready: seeded, and its history says why.
+    let first = preview_file(&app, 2);
+    assert!(
+        first.contains("001-schema.sql"),
+        "the first preview is seeded"
+    );
+    assert!(!first.contains("template:"), "{first}");
+    let history = app.history(HELLO, 2).await;
+    assert!(
+        history.iter().any(|(what, _, reason)| what == "template"
+            && reason.contains("no template generation is ready")),
+        "{history:?}"
+    );
+    // Generation 1 is built from the PR's base commit, by its own Application.
+    let built = generation_file(&app, 1).expect("generation 1's Application is written");
+    assert!(built.contains("build: true"), "{built}");
+    assert!(
+        built.contains("previewd.dev/template: '1'")
+            || built.contains("previewd.dev/template: \"1\""),
+        "{built}"
+    );
+    assert!(
+        built.contains("ghcr.io/octo/hello:f95f852bd8fca8fcc58a9a2d6c842781e32a215e"),
+        "the base commit's image: {built}"
+    );
+    // The directory sink reports no health: applied is all previewd can know.
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+
+    // The next PR clones generation 1 and seeds nothing.
+    app.send(&Delivery::fixture("pull_request.opened").number(3))
+        .await;
+    reconciler.pass().await.unwrap();
+    let clone = preview_file(&app, 3);
+    let database = format!("{}1", GEN.replace('-', "_"));
+    assert!(clone.contains(&format!("name: {database}")), "{clone}");
+    assert!(clone.contains("clone: 1"), "{clone}");
+    assert!(
+        !clone.contains("001-schema.sql"),
+        "a clone is not seeded: {clone}"
+    );
+
+    // A reseed clones again (the clone generation follows the seed generation).
+    sqlx::query("UPDATE previews SET seed_generation = seed_generation + 1 WHERE number = 3")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(preview_file(&app, 3).contains("clone: 2"));
+    // The seeded preview's reseed clones too, now that a generation is ready.
+    sqlx::query("UPDATE previews SET seed_generation = seed_generation + 1 WHERE number = 2")
+        .execute(app.pool())
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    let reseeded = preview_file(&app, 2);
+    assert!(
+        reseeded.contains(&format!("name: {database}")) && reseeded.contains("clone: 2"),
+        "{reseeded}"
+    );
+
+    // Closing every PR keeps the template: it is the next preview's head start.
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    app.send(
+        &Delivery::fixture("pull_request.closed.unmerged")
+            .number(3)
+            .updated_at("2019-05-15T17:00:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0);
+    assert!(generation_file(&app, 1).is_some());
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+
+    // Until template_idle has passed with no preview: then it is dropped, with its ledger.
+    app.clock.advance(14 * 86_400);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(generation_file(&app, 1).is_none());
+    assert_eq!(app.count("templates").await, 0);
+    assert_eq!(app.count("template_ledger").await, 0);
+    assert_eq!(app.count("template_secrets").await, 0);
+}
+
+#[tokio::test]
+async fn a_push_to_the_default_branch_builds_the_next_generation_only_after_template_refresh() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+
+    // A push elsewhere is answered and ignored; one to the default branch is recorded.
+    let (status, body) = app
+        .send(&Delivery::fixture("push").edit(|j| j["ref"] = "refs/heads/feature".into()))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = app.send(&Delivery::fixture("push")).await;
+    assert_eq!(status, 202, "{body}");
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        states(&app).await,
+        [(1, "ready".into())],
+        "not before template_refresh"
+    );
+
+    app.clock.advance(24 * 3600);
+    reconciler.pass().await.unwrap();
+    let second = generation_file(&app, 2).expect("generation 2 is built from the push");
+    assert!(
+        second.contains("6113728f27ae82c7b1a177c8d03f9e96e0adf246"),
+        "{second}"
+    );
+    // Ready on the next look; then generation 1 (no clone pending) retires.
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        states(&app).await,
+        [(1, "ready".into()), (2, "ready".into())]
+    );
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(2, "ready".into())]);
+    assert!(generation_file(&app, 1).is_none());
+
+    // A writer's refresh builds at once, even at the same base; destroy-template drops all.
+    db::note_template_base(
+        app.pool(),
+        HELLO,
+        "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        2,
+        Some("octocat"),
+        0,
+    )
+    .await
+    .unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(generation_file(&app, 3).is_some());
+    assert!(
+        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+            .await
+            .unwrap()
+    );
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("templates").await, 0);
+    assert!(generation_file(&app, 2).is_none() && generation_file(&app, 3).is_none());
+}
