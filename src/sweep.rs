@@ -387,6 +387,17 @@ pub(crate) async fn owned_names(
         owned.insert(names.application);
         owned.insert(names.app_application);
     }
+    // Template generations' Applications (#16) are owned by their recorded rows.
+    for row in db::all_generations(pool).await? {
+        let names: Names = serde_json::from_str(&row.names).map_err(|e| {
+            anyhow::anyhow!(
+                "the recorded names of {}'s template generation {} are unreadable: {e}",
+                row.repo,
+                row.generation
+            )
+        })?;
+        owned.insert(names.application);
+    }
     Ok(owned)
 }
 

@@ -104,3 +104,24 @@ async fn recorded_orphans_are_left_alone_once_removal_is_turned_off() {
     assert!(path.exists(), "removal is off: the Application stays");
     assert_eq!(app.count("orphans").await, 0, "and the record is dropped");
 }
+
+/// A template generation's Application (#16) is no preview's, but its recorded row owns it:
+/// never an orphan.
+#[tokio::test]
+async fn a_template_generations_application_is_not_an_orphan() {
+    let app = TestApp::start_with(
+        "[sweep]\nremove_orphans = true\n[[repos]]\nname = \"codertocat/hello-world\"\ndatabase_template = true\n",
+    )
+    .await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    let generation = app
+        .dir
+        .path()
+        .join("rendered")
+        .join("pv-codertocat-hello-worl-4d960c3af87af320-tpl-1-helpers.yaml");
+    assert!(generation.exists(), "generation 1 is written");
+    let plan = sweeper(&app).plan(common::NOW, true).await.unwrap();
+    assert!(plan.orphans.is_empty(), "{:?}", plan.orphans);
+}
