@@ -3,7 +3,8 @@
 -- a DO block, hence the \gexec guards. Run as: psql -X -v role=R -v db=D -f create.sql
 -- with the admin connection in PG* variables and the role's SCRAM-SHA-256 verifier (never
 -- the password: previewd computes the verifier) in PREVIEW_VERIFIER, read with \getenv so
--- that it never appears on a command line.
+-- that it never appears on a command line. A preview cloned from the repository's template
+-- adds -v template=T -v template_role=O -v clone=N (template-clone.sql).
 \set ON_ERROR_STOP on
 -- Version floors, with a clear message: psql 15 (\getenv below) and PostgreSQL 13 (the
 -- drop's DROP DATABASE ... WITH (FORCE)).
@@ -61,38 +62,9 @@ END $$;
 -- are exempt), it stays closed to every role until its privileges are set, and a run that
 -- dies halfway leaves it closed; the limit is lifted last.
 \if :{?template}
--- A clone of the repository's template database (`-v template=T -v template_role=O`, made
--- by template-create.sql and template-seal.sql): the whole dataset in seconds instead of a
--- seed. FILE_COPY (PostgreSQL 15+) copies the files and writes almost no WAL, where the
--- default WAL_LOG logs every block of the template (dbcommands.c, CreateDatabaseUsingWalLog)
--- on every clone; it costs two checkpoints instead. Only a sealed generation is cloned,
--- and the preview's database is left as it is when the template is not one.
-SELECT set_config('previewd.template', :'template', false) AS template,
-       set_config('previewd.sealed', coalesce((SELECT datistemplate AND NOT datallowconn FROM pg_database
-                                               WHERE datname = :'template'), false)::text, false) AS sealed,
-       set_config('previewd.template_role_owns', coalesce((SELECT string_agg(datname, ', ') FROM pg_database
-                                                           WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = :'template_role')), ''), false) AS owns;
-DO $$ BEGIN
-  IF NOT current_setting('previewd.sealed')::boolean THEN
-    RAISE EXCEPTION 'template % does not exist or is not sealed: nothing was cloned or dropped', current_setting('previewd.template');
-  END IF;
-  -- REASSIGN OWNED also moves every database the role owns (pg_shdepend.c
-  -- shdepReassignOwned): a role owning one would hand it to this preview.
-  IF current_setting('previewd.template_role_owns') <> '' THEN
-    RAISE EXCEPTION 'the template role owns database(s) %: REASSIGN OWNED would give them to the preview', current_setting('previewd.template_role_owns');
-  END IF;
-END $$;
--- `reclone` (a reseed) drops the preview's database first, closing the sessions the app
--- holds; unmarked first, as the preview's role may have made it a template (which no DROP
--- takes).
-\if :{?reclone}
-SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
- WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
-SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
-\endif
-SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE %I CONNECTION LIMIT 0%s', :'db', :'role', :'template',
-              CASE WHEN current_setting('server_version_num')::int >= 150000 THEN ' STRATEGY FILE_COPY' END)
- WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+-- A clone of a sealed generation of the repository's template database
+-- (`-v template=T -v template_role=O -v clone=N`): template-clone.sql, beside this file.
+\ir template-clone.sql
 \else
 -- From template0: whatever an operator (or anyone able to write there) put in template1
 -- would otherwise be copied into every preview (docs: manage-ag-templatedbs.html).
@@ -102,20 +74,4 @@ SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE template0 CONNECTION LIMIT 0
 -- Other previews' roles must not connect to this database.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
 SELECT format('GRANT ALL ON DATABASE %I TO %I', :'db', :'role') \gexec
-\if :{?template}
--- CREATE DATABASE ... OWNER moves only the database: every object inside still belongs to
--- the template's object role, and REASSIGN OWNED works in the current database only, so it
--- runs connected to the clone. That database is the preview's (its code may have planted a
--- `public.format` or set a search_path on it): the statements are made here, in
--- `postgres`, and sent there as plain utility commands under a search_path of the catalog
--- only, so nothing the preview defined runs as the admin.
-SELECT format('REASSIGN OWNED BY %I TO %I', :'template_role', :'role') AS reassign,
-       format('REVOKE ALL ON SCHEMA public FROM %I', :'template_role') AS revoke_public \gset
-\setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp'
-\c :"db"
-:reassign;
-:revoke_public;
-\setenv PGOPTIONS
-\c postgres
-\endif
 SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

@@ -1,9 +1,12 @@
 -- Creates one generation of a repository's template database on the shared server, for its
 -- migrations and seed to fill, and the role that owns what they make. Idempotent; a
--- generation already sealed (template-seal.sql) is left as it is. Run as:
---   psql -X -v role=R -v db=D -f template-create.sql
+-- generation already sealed (template-seal.sql) is left as it is. Each generation has a role
+-- of its own (usually named as its database), dropped with it (template-drop.sql). Run as:
+--   psql -X -v role=R -v db=D [-v managed_role=1] -f template-create.sql
 -- with the admin connection in PG* variables and the role's SCRAM verifier in
--- PREVIEW_VERIFIER (as create.sql).
+-- PREVIEW_VERIFIER (as create.sql); with managed_role (cnpg mode, CloudNativePG's superuser)
+-- the role is CloudNativePG's, made from a DatabaseRole, and only checked for. The database
+-- may exist already (cnpg mode: a Database owned by the superuser), and is then kept.
 --
 -- The database belongs to the admin, never to the role: each preview's clone hands the
 -- role's objects to the preview's role with REASSIGN OWNED, which also moves every
@@ -14,6 +17,16 @@ SELECT coalesce((SELECT NOT datallowconn FROM pg_database WHERE datname = :'db')
 \echo template :db is sealed: nothing to do
 \quit
 \endif
+\if :{?managed_role}
+-- CloudNativePG's DatabaseRole makes the role (cnpg mode): it must exist, and only that.
+SELECT set_config('previewd.role', :'role', false) AS role,
+       set_config('previewd.exists', EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role')::text, false) AS exists;
+DO $$ BEGIN
+  IF NOT current_setting('previewd.exists')::boolean THEN
+    RAISE EXCEPTION 'role % does not exist: its DatabaseRole makes it', current_setting('previewd.role');
+  END IF;
+END $$;
+\else
 \getenv verifier PREVIEW_VERIFIER
 SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z0-9+/]+=*:[A-Za-z0-9+/]+=*$'
             THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
@@ -22,6 +35,7 @@ SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
 -- A role of that name made before (by hand, or by an older build) gets no more than this.
 SELECT format('ALTER ROLE %I NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS LOGIN PASSWORD %L',
               :'role', :'verifier') \gexec
+\endif
 -- Closed (CONNECTION LIMIT 0: superusers are exempt) until its privileges are set.
 SELECT format('CREATE DATABASE %I TEMPLATE template0 CONNECTION LIMIT 0', :'db')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec

@@ -1,11 +1,14 @@
--- Drops one generation of a template database (no preview needs it any more), and with
--- the last generation (`-v drop_role=1`) the role that owned its objects. A template cannot
--- be dropped, even WITH (FORCE): it is unmarked first (dbcommands.c dropdb). Idempotent.
--- Run as: psql -X -v role=R -v db=D [-v drop_role=1] -f template-drop.sql
+-- Drops one generation of a template database (no preview needs it any more) and its role:
+-- each generation has a role of its own, and a clone keeps nothing of it (template-clone.sql
+-- reassigns its objects and drops what it was granted, default privileges included), so the
+-- role can go with its database while clones live. A template cannot be dropped, even
+-- WITH (FORCE): it is unmarked first (dbcommands.c dropdb). Idempotent. Run as:
+--   psql -X -v role=R -v db=D -f template-drop.sql
 \set ON_ERROR_STOP on
+-- The role loses its login first: if it cannot be dropped, no working credential is left.
+SELECT format('ALTER ROLE %I NOLOGIN PASSWORD NULL', :'role')
+ WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
 SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
  WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
-\if :{?drop_role}
 SELECT format('DROP ROLE IF EXISTS %I', :'role') \gexec
-\endif

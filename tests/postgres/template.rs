@@ -1,15 +1,17 @@
-//! Template databases (#16) as the chart's SQL makes them, on the real server: a template
-//! built by its migrations and seed and then sealed, previews cloned from it and owned by
-//! their own roles, the PR's own migration applied on top of the history the clone brought,
-//! a reclone while the app holds a connection, generations side by side, and teardown.
+//! Template databases (#16) as the chart's SQL makes them, on the real server: a generation
+//! built by its migrations and seed as its own role and then sealed, previews cloned from it
+//! and owned by their own roles, the PR's own migration applied on top of the history the
+//! clone brought, the clone generation recorded so that the create Job's reruns leave the
+//! data alone and a reseed reclones (while the app holds a connection), generations side by
+//! side and dropped, role and all, while their clones live, and teardown.
 
 use super::*;
 use std::process::{Child, Stdio};
 
-const TEMPLATE_ROLE: &str = "pvt_octo_app_4d960c3af87af320";
-
+/// Generation `n`'s database, and its role: one role per generation, named as its database
+/// (as previewd names both `pv_<repo>_<hash>_tpl_<n>`).
 fn generation(n: u32) -> String {
-    format!("{TEMPLATE_ROLE}_g{n}")
+    format!("pv_octo_app_4d960c3af87af320_tpl_{n}")
 }
 
 /// A migration tool keeping its history in the database, as Rails, Flyway or sqlx do: each
@@ -65,35 +67,81 @@ impl Postgres {
 
     /// Generation `n` of the template: created, migrated and seeded as its role, sealed.
     fn build_template(&self, n: u32, rows: u32) {
+        self.build_template_with(n, rows, "");
+    }
+
+    /// As `build_template`, with `extra` SQL run by the migrations after theirs.
+    fn build_template_with(&self, n: u32, rows: u32, extra: &str) {
         let db = generation(n);
-        let vars = [("role", TEMPLATE_ROLE), ("db", db.as_str())];
+        let vars = [("role", db.as_str()), ("db", db.as_str())];
         ok(
             &self.chart_sql("template-create.sql", &vars),
             "template create",
         );
         ok(
-            &self.run_as(TEMPLATE_ROLE, &db, MIGRATE),
+            &self.run_as(&db, &db, &format!("{MIGRATE}{extra}")),
             "template migrations",
         );
         let seed = format!(
             "INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, {rows}) g ON CONFLICT DO NOTHING;"
         );
-        ok(&self.run_as(TEMPLATE_ROLE, &db, &seed), "template seed");
+        ok(&self.run_as(&db, &db, &seed), "template seed");
         ok(&self.chart_sql("template-seal.sql", &vars), "template seal");
     }
 
-    /// The preview's create Job in template mode: its role, and its database cloned from
-    /// generation `n`.
-    fn clone_preview(&self, name: &str, n: u32, extra: &[(&str, &str)]) -> Output {
+    /// The preview's create Job in template mode, as the chart runs it: its role, and its
+    /// database cloned from generation `n` unless it records clone generation `clone`.
+    fn clone_preview(&self, name: &str, n: u32, clone: u32) -> Output {
         let template = generation(n);
-        let mut vars = vec![
-            ("role", name),
-            ("db", name),
-            ("template", template.as_str()),
-            ("template_role", TEMPLATE_ROLE),
-        ];
-        vars.extend_from_slice(extra);
-        self.chart_sql("create.sql", &vars)
+        let clone = clone.to_string();
+        self.chart_sql(
+            "create.sql",
+            &[
+                ("role", name),
+                ("db", name),
+                ("template", &template),
+                ("template_role", &template),
+                ("clone", &clone),
+            ],
+        )
+    }
+
+    /// Generation `n` retired as the build release's teardown does: database and role.
+    fn drop_generation(&self, n: u32) -> Output {
+        let db = generation(n);
+        self.chart_sql("template-drop.sql", &[("role", &db), ("db", &db)])
+    }
+
+    /// The app's session in `db` as `role`, held open until killed; returns once connected.
+    fn hold_connection(&self, role: &str, db: &str) -> Child {
+        let app = self
+            .psql(role, db, &[])
+            .args(["-c", "SELECT pg_sleep(120)"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.query(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' AND usename = '{role}'"),
+        ) != "1"
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the app did not connect"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        app
+    }
+
+    /// The clone generation `db` records ("" for none).
+    fn recorded_clone(&self, db: &str) -> String {
+        self.query(
+            "postgres",
+            &format!("SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname = '{db}'"),
+        )
     }
 }
 
@@ -118,28 +166,26 @@ fn a_sealed_template_is_closed_to_every_role_and_marked_a_template() {
     );
     assert_eq!(pg.may_connect("octo_app_pr_3", &db), "f");
     assert_eq!(
-        pg.may_connect(TEMPLATE_ROLE, &db),
+        pg.may_connect(&db, &db),
         "f",
         "not even its own role, once sealed"
     );
     // Building again changes nothing.
     ok(
-        &pg.chart_sql(
-            "template-create.sql",
-            &[("role", TEMPLATE_ROLE), ("db", &db)],
-        ),
+        &pg.chart_sql("template-create.sql", &[("role", &db), ("db", &db)]),
         "create again",
     );
-    assert_eq!(pg.may_connect(TEMPLATE_ROLE, &db), "f");
+    assert_eq!(pg.may_connect(&db, &db), "f");
 }
 
 #[test]
 fn a_clone_is_owned_by_its_preview_and_runs_only_the_migration_the_pr_adds() {
     let pg = Postgres::start();
     pg.build_template(1, 1000);
-    ok(&pg.clone_preview("octo_app_pr_7", 1, &[]), "clone");
+    ok(&pg.clone_preview("octo_app_pr_7", 1, 1), "clone");
+    assert_eq!(pg.recorded_clone("octo_app_pr_7"), "previewd clone 1");
     ok(
-        &pg.clone_preview("octo_app_pr_7", 1, &[]),
+        &pg.clone_preview("octo_app_pr_7", 1, 1),
         "clone again is a no-op",
     );
     assert_eq!(
@@ -178,10 +224,10 @@ fn a_clone_is_owned_by_its_preview_and_runs_only_the_migration_the_pr_adds() {
         ),
         "1000"
     );
-    // Other previews' roles cannot reach it, nor the template's role.
+    // Other previews' roles cannot reach it, nor the generation's role.
     pg.create("octo_app_pr_8", "another preview");
     assert_eq!(pg.may_connect("octo_app_pr_8", "octo_app_pr_7"), "f");
-    assert_eq!(pg.may_connect(TEMPLATE_ROLE, "octo_app_pr_7"), "f");
+    assert_eq!(pg.may_connect(&generation(1), "octo_app_pr_7"), "f");
     // The template is untouched by what the clone did.
     assert_eq!(
         pg.query(
@@ -196,42 +242,119 @@ fn a_clone_is_owned_by_its_preview_and_runs_only_the_migration_the_pr_adds() {
 }
 
 #[test]
-fn a_reclone_restores_the_data_while_the_app_holds_a_connection() {
+fn a_previews_role_cannot_connect_to_the_template_it_was_cloned_from() {
     let pg = Postgres::start();
-    pg.build_template(1, 50);
-    ok(&pg.clone_preview("octo_app_pr_5", 1, &[]), "clone");
-    pg.query("octo_app_pr_5", "DELETE FROM items WHERE id > 10");
-    let mut app: Child = pg
-        .psql("octo_app_pr_5", "octo_app_pr_5", &[])
-        .args(["-c", "SELECT pg_sleep(120)"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while pg.query(
-        "postgres",
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'octo_app_pr_5'",
-    ) != "1"
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the app did not connect"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    pg.build_template(1, 10);
+    ok(&pg.clone_preview("octo_app_pr_9", 1, 1), "clone");
+    let g1 = generation(1);
+    assert_eq!(pg.may_connect("octo_app_pr_9", &g1), "f");
+    let refused = failed(&pg.run_as("octo_app_pr_9", &g1, "SELECT 1"));
+    assert!(
+        refused.contains("not currently accepting connections"),
+        "{refused}"
+    );
+    // Nor to a generation still being built, which its own role may reach.
+    let g2 = generation(2);
     ok(
-        &pg.clone_preview("octo_app_pr_5", 1, &[("reclone", "1")]),
-        "reclone",
+        &pg.chart_sql("template-create.sql", &[("role", &g2), ("db", &g2)]),
+        "a generation being built",
+    );
+    let refused = failed(&pg.run_as("octo_app_pr_9", &g2, "SELECT 1"));
+    assert!(refused.contains("permission denied"), "{refused}");
+    ok(&pg.run_as(&g2, &g2, "SELECT 1"), "its own role connects");
+}
+
+#[test]
+fn a_rerun_at_the_same_clone_generation_after_the_generation_was_dropped_leaves_the_data() {
+    let pg = Postgres::start();
+    pg.build_template(1, 30);
+    ok(&pg.clone_preview("octo_app_pr_6", 1, 1), "clone");
+    pg.query("octo_app_pr_6", "DELETE FROM items WHERE id > 3");
+    ok(&pg.drop_generation(1), "generation 1 retired");
+    assert_eq!(pg.databases_named(&generation(1)), "0");
+    // The create Job runs on every sync (a push), naming the generation it was cloned from.
+    let rerun = ok(
+        &pg.clone_preview("octo_app_pr_6", 1, 1),
+        "the create Job again",
+    );
+    assert!(
+        rerun.contains("already records clone generation 1"),
+        "{rerun}"
     );
     assert_eq!(
-        pg.query("octo_app_pr_5", "SELECT count(*) FROM items"),
-        "50"
+        pg.query("octo_app_pr_6", "SELECT count(*) FROM items"),
+        "3",
+        "what the preview did to its data stays"
     );
+    // A reseed from the missing generation fails, saying why, and leaves the data too.
+    let refused = failed(&pg.clone_preview("octo_app_pr_6", 1, 2));
+    assert!(
+        refused.contains("does not exist or is not sealed"),
+        "{refused}"
+    );
+    assert_eq!(pg.query("octo_app_pr_6", "SELECT count(*) FROM items"), "3");
+    assert_eq!(pg.recorded_clone("octo_app_pr_6"), "previewd clone 1");
+}
+
+#[test]
+fn a_bumped_clone_generation_reclones_while_the_app_holds_a_connection() {
+    let pg = Postgres::start();
+    pg.build_template(1, 50);
+    ok(&pg.clone_preview("octo_app_pr_5", 1, 1), "clone");
+    pg.query("octo_app_pr_5", "DELETE FROM items WHERE id > 10");
+    let mut app = pg.hold_connection("octo_app_pr_5", "octo_app_pr_5");
+    ok(&pg.clone_preview("octo_app_pr_5", 1, 1), "same generation");
+    assert_eq!(
+        pg.query("octo_app_pr_5", "SELECT count(*) FROM items"),
+        "10",
+        "the same clone generation leaves the data"
+    );
+    // A reseed bumps it: from the newest generation, with the app still connected.
+    pg.build_template(2, 70);
+    ok(&pg.clone_preview("octo_app_pr_5", 2, 2), "reclone");
+    assert_eq!(
+        pg.query("octo_app_pr_5", "SELECT count(*) FROM items"),
+        "70"
+    );
+    assert_eq!(pg.recorded_clone("octo_app_pr_5"), "previewd clone 2");
     assert!(
         !app.wait().unwrap().success(),
         "the app's session was closed"
     );
+    assert_eq!(pg.may_connect("octo_app_pr_5", "octo_app_pr_5"), "t");
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT datconnlimit FROM pg_database WHERE datname = 'octo_app_pr_5'"
+        ),
+        "-1",
+        "open again"
+    );
+}
+
+#[test]
+fn a_generation_whose_migrations_altered_default_privileges_is_dropped_while_its_clone_lives() {
+    let pg = Postgres::start();
+    // What Rails or Django migrations may do: grant future tables to a reporting role.
+    pg.query("postgres", "CREATE ROLE reporting NOLOGIN");
+    pg.build_template_with(
+        1,
+        10,
+        "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO reporting;\n\
+         ALTER DEFAULT PRIVILEGES GRANT USAGE ON SEQUENCES TO PUBLIC;\n",
+    );
+    ok(&pg.clone_preview("octo_app_pr_2", 1, 1), "clone");
+    ok(&pg.drop_generation(1), "generation 1 retired, its role too");
+    assert_eq!(pg.databases_named(&generation(1)), "0");
+    assert_eq!(pg.roles_named(&generation(1)), "0");
+    assert_eq!(
+        pg.query("octo_app_pr_2", "SELECT count(*) FROM items"),
+        "10",
+        "the clone lives on"
+    );
+    // The preview's own teardown still works.
+    ok(&pg.provision("drop", "octo_app_pr_2", PASSWORD), "teardown");
+    assert_eq!(pg.roles_named("octo_app_pr_2"), "0");
 }
 
 #[test]
@@ -239,12 +362,12 @@ fn a_new_generation_is_built_beside_the_old_while_its_clones_live() {
     let pg = Postgres::start();
     pg.build_template(1, 10);
     ok(
-        &pg.clone_preview("octo_app_pr_1", 1, &[]),
+        &pg.clone_preview("octo_app_pr_1", 1, 1),
         "clone of generation 1",
     );
     pg.build_template(2, 20);
     ok(
-        &pg.clone_preview("octo_app_pr_2", 2, &[]),
+        &pg.clone_preview("octo_app_pr_2", 2, 1),
         "clone of generation 2",
     );
     assert_eq!(
@@ -255,38 +378,31 @@ fn a_new_generation_is_built_beside_the_old_while_its_clones_live() {
         pg.query("octo_app_pr_2", "SELECT count(*) FROM items"),
         "20"
     );
-    // Generation 1 goes once no preview needs it; its clone lives on.
-    let g1 = generation(1);
-    ok(
-        &pg.chart_sql("template-drop.sql", &[("role", TEMPLATE_ROLE), ("db", &g1)]),
-        "drop generation 1",
-    );
-    assert_eq!(pg.databases_named(&g1), "0");
+    // Generation 1 goes, with its role, once no new preview needs it; its clone lives on.
+    ok(&pg.drop_generation(1), "drop generation 1");
+    ok(&pg.drop_generation(1), "dropping it again is a no-op");
+    assert_eq!(pg.databases_named(&generation(1)), "0");
+    assert_eq!(pg.roles_named(&generation(1)), "0");
     assert_eq!(
         pg.query("octo_app_pr_1", "SELECT count(*) FROM items"),
         "10"
     );
     assert_eq!(
-        pg.roles_named(TEMPLATE_ROLE),
+        pg.roles_named(&generation(2)),
         "1",
-        "generation 2 still needs its role"
+        "generation 2's own role"
     );
-    let g2 = generation(2);
     ok(
-        &pg.chart_sql(
-            "template-drop.sql",
-            &[("role", TEMPLATE_ROLE), ("db", &g2), ("drop_role", "1")],
-        ),
-        "drop the last generation",
+        &pg.clone_preview("octo_app_pr_3", 2, 1),
+        "generation 2 still clones",
     );
-    assert_eq!(pg.roles_named(TEMPLATE_ROLE), "0");
 }
 
 #[test]
 fn a_previews_teardown_drops_its_clone_and_not_the_template() {
     let pg = Postgres::start();
     pg.build_template(1, 10);
-    ok(&pg.clone_preview("octo_app_pr_4", 1, &[]), "clone");
+    ok(&pg.clone_preview("octo_app_pr_4", 1, 1), "clone");
     ok(&pg.provision("drop", "octo_app_pr_4", PASSWORD), "teardown");
     assert_eq!(pg.databases_named("octo_app_pr_4"), "0");
     assert_eq!(
@@ -295,8 +411,20 @@ fn a_previews_teardown_drops_its_clone_and_not_the_template() {
         "its role owned nothing else"
     );
     assert_eq!(pg.databases_named(&generation(1)), "1");
+    assert_eq!(pg.roles_named(&generation(1)), "1");
+    assert_eq!(
+        pg.query(
+            "postgres",
+            &format!(
+                "SELECT datistemplate, datallowconn FROM pg_database WHERE datname = '{}'",
+                generation(1)
+            )
+        ),
+        "t|f",
+        "still sealed"
+    );
     ok(
-        &pg.clone_preview("octo_app_pr_6", 1, &[]),
+        &pg.clone_preview("octo_app_pr_6", 1, 1),
         "the next preview still clones it",
     );
 }
@@ -319,19 +447,16 @@ CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE sql
 #[test]
 fn a_function_the_preview_or_the_template_planted_never_runs_as_the_admin() {
     let pg = Postgres::start();
-    // The template's role plants it in a generation still being built, which is built again.
+    // The generation's role plants it in a generation still being built, which is built again.
     let g1 = generation(1);
-    let vars = [("role", TEMPLATE_ROLE), ("db", g1.as_str())];
+    let vars = [("role", g1.as_str()), ("db", g1.as_str())];
     ok(
         &pg.chart_sql("template-create.sql", &vars),
         "template create",
     );
+    ok(&pg.run_as(&g1, &g1, MIGRATE), "template migrations");
     ok(
-        &pg.run_as(TEMPLATE_ROLE, &g1, MIGRATE),
-        "template migrations",
-    );
-    ok(
-        &pg.run_as(TEMPLATE_ROLE, &g1, HIJACK),
+        &pg.run_as(&g1, &g1, HIJACK),
         "the template's code plants it",
     );
     ok(
@@ -339,7 +464,7 @@ fn a_function_the_preview_or_the_template_planted_never_runs_as_the_admin() {
         "template create again",
     );
     ok(&pg.chart_sql("template-seal.sql", &vars), "template seal");
-    ok(&pg.clone_preview("octo_app_pr_2", 1, &[]), "clone");
+    ok(&pg.clone_preview("octo_app_pr_2", 1, 1), "clone");
     // The clone brought them along, now the preview's own; it puts them first for anyone.
     ok(
         &pg.run_as(
@@ -350,13 +475,11 @@ fn a_function_the_preview_or_the_template_planted_never_runs_as_the_admin() {
         "the preview's code puts them first",
     );
     ok(
-        &pg.clone_preview("octo_app_pr_2", 1, &[]),
+        &pg.clone_preview("octo_app_pr_2", 1, 1),
         "the create Job again",
     );
-    ok(
-        &pg.clone_preview("octo_app_pr_2", 1, &[("reclone", "1")]),
-        "a reclone",
-    );
+    ok(&pg.clone_preview("octo_app_pr_2", 1, 2), "a reclone");
+    ok(&pg.drop_generation(1), "the generation retired");
     assert_eq!(
         pg.query(
             "postgres",
@@ -371,23 +494,21 @@ fn a_function_the_preview_or_the_template_planted_never_runs_as_the_admin() {
 fn a_reclone_from_a_template_that_is_not_sealed_leaves_the_database_as_it_is() {
     let pg = Postgres::start();
     pg.build_template(1, 10);
-    ok(&pg.clone_preview("octo_app_pr_3", 1, &[]), "clone");
-    let refused = failed(&pg.clone_preview("octo_app_pr_3", 99, &[("reclone", "1")]));
+    ok(&pg.clone_preview("octo_app_pr_3", 1, 1), "clone");
+    let refused = failed(&pg.clone_preview("octo_app_pr_3", 99, 2));
     assert!(refused.contains("is not sealed"), "{refused}");
     assert_eq!(
         pg.query("octo_app_pr_3", "SELECT count(*) FROM items"),
         "10"
     );
+    assert_eq!(pg.recorded_clone("octo_app_pr_3"), "previewd clone 1");
     // Nor is a generation still being built cloned.
     let g2 = generation(2);
     ok(
-        &pg.chart_sql(
-            "template-create.sql",
-            &[("role", TEMPLATE_ROLE), ("db", &g2)],
-        ),
+        &pg.chart_sql("template-create.sql", &[("role", &g2), ("db", &g2)]),
         "a generation being built",
     );
-    let unsealed = failed(&pg.clone_preview("octo_app_pr_4", 2, &[]));
+    let unsealed = failed(&pg.clone_preview("octo_app_pr_4", 2, 1));
     assert!(unsealed.contains("is not sealed"), "{unsealed}");
     assert_eq!(pg.databases_named("octo_app_pr_4"), "0");
 }
@@ -396,7 +517,7 @@ fn a_reclone_from_a_template_that_is_not_sealed_leaves_the_database_as_it_is() {
 fn a_preview_that_made_its_database_a_template_is_still_recloned_and_torn_down() {
     let pg = Postgres::start();
     pg.build_template(1, 10);
-    ok(&pg.clone_preview("octo_app_pr_5", 1, &[]), "clone");
+    ok(&pg.clone_preview("octo_app_pr_5", 1, 1), "clone");
     ok(
         &pg.run_as(
             "octo_app_pr_5",
@@ -405,10 +526,7 @@ fn a_preview_that_made_its_database_a_template_is_still_recloned_and_torn_down()
         ),
         "the preview's code marks its database",
     );
-    ok(
-        &pg.clone_preview("octo_app_pr_5", 1, &[("reclone", "1")]),
-        "reclone",
-    );
+    ok(&pg.clone_preview("octo_app_pr_5", 1, 2), "reclone");
     ok(
         &pg.run_as(
             "octo_app_pr_5",
