@@ -456,3 +456,45 @@ fn the_schema_refuses_a_bad_template_and_a_build_that_is_not_one() {
         assert!(check(&[&chart(), file.to_str().unwrap()]).0, "unedited");
     }
 }
+
+/// What previewd itself renders (`render::template::template`, and a preview cloned from
+/// it) goes through the real chart and validates against the real schemas, in both modes.
+#[test]
+fn previewds_own_generation_and_clone_renderings_validate_in_both_modes() {
+    use previewd::render::template::{Generation, template};
+    for mode in ["shared", "cnpg"] {
+        let toml = format!(
+            "{}database_template = true\n[database]\nmode = \"{mode}\"\nnamespace = \"pg\"\ncnpg_cluster = \"shared\"\n",
+            super::FULL
+        );
+        let config = Config::from_toml(&toml, Vec::new()).unwrap();
+        let repo: previewd::preview::RepoName = "octo/app".parse().unwrap();
+        let names = previewd::naming::Names::template(&repo, 2, "preview.example.com");
+        let generation = Generation {
+            repo,
+            generation: 2,
+            base_sha: "1111111111111111111111111111111111111111".parse().unwrap(),
+            cluster: "eu-1".into(),
+        };
+        let rendered = template(&generation, &names, &config, &[], "inst").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let app = super::write(
+            dir.path(),
+            "app.yaml",
+            &previewd::yaml::to_string(&rendered.application.manifest),
+        );
+        let (ok, out) = super::check(&[&super::chart(), "--application", app.to_str().unwrap()]);
+        assert!(ok, "{mode} generation: {out}");
+        assert!(out.contains(", 0 failed"), "{mode} generation: {out}");
+
+        let preview = Preview::test().on("eu-1").cloned_from(&names.database);
+        let objects = super::assert_valid_objects(&toml, &preview);
+        assert!(
+            objects.iter().all(|o| !o["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with("-seed")),
+            "{mode}: a clone is not seeded"
+        );
+    }
+}
