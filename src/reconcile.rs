@@ -35,6 +35,9 @@ mod orphans;
 const PARALLEL: usize = 4;
 /// A pass runs at least this often, so a missed notification heals.
 pub const RESYNC: Duration = Duration::from_secs(30);
+/// Template generations (#16) are looked at this often: one small query when there are
+/// none, so a built generation is cloned seconds after Argo CD says so, not a resync later.
+const TEMPLATE_LOOK: Duration = Duration::from_secs(5);
 /// A preview waiting on Argo CD is looked at again this soon (then less and less often).
 const REQUEUE_FIRST: Duration = Duration::from_secs(2);
 /// Every sink call gets this long, and this many tries with doubling backoff.
@@ -105,9 +108,11 @@ impl Reconciler {
     /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
     pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
         let mut resync = tokio::time::interval(RESYNC);
+        let mut templates = tokio::time::interval(TEMPLATE_LOOK);
         loop {
             let result = tokio::select! {
                 _ = resync.tick() => self.pass().await,
+                _ = templates.tick() => self.templates().await.map(|()| 0),
                 due = self.later.due() => self.pass_ids(&due).await,
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
                 () = cancel.cancelled() => return,

@@ -19,6 +19,15 @@ look-ups and takes the reports):
   check succeeds -> the migration runs the image, the app deploys, ready
   pushed   -> waiting again: no migration at the new image until its check succeeds
 
+and, with `database_template = true` (template-shared, template-cnpg):
+
+  opened   -> seeded while generation 1 builds (create, migrate at the base commit's image,
+              seed, then seal); generation 1 ready
+  another PR -> cloned from generation 1, no seed
+  /preview refresh-template -> generation 2 ready, generation 1's Application gone and its
+              PostDelete drop run
+  closed   -> the template kept; `previewd destroy-template` -> nothing of it left
+
 Every Job's pod could start (no Secret or ConfigMap missing), and the sealed values opened
 with the cluster's key. Usage: faithful.py PREVIEWD PYTHON EMULATOR [MODE ...]
 Ends with "N passed, M failed"; non-zero exit on a failure.
@@ -326,6 +335,14 @@ def prepare(emu, pd, work, mode, toml):
                                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
                                 "data": admin})
         assert status == 201, body
+    if mode == "cnpg" and "database_template" in toml:
+        # The Cluster's superuser Secret (enableSuperuserAccess), which the template Jobs use.
+        superuser = {k: base64.b64encode(v.encode()).decode() for k, v in
+                     {"host": "shared-rw.pg.svc", "port": "5432", "username": "postgres", "password": "su"}.items()}
+        status, body = emu.req("POST", "/api/v1/namespaces/pg/secrets",
+                               {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "shared-superuser"},
+                                "type": "kubernetes.io/basic-auth", "data": superuser})
+        assert status == 201, body
     import yaml
     for project in yaml.safe_load_all(pd.run("render", "--projects")):
         status, body = emu.req("POST", "/apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects", project)
@@ -524,15 +541,128 @@ def wait_walk(binary, python, emulator):
     shutil.rmtree(work, ignore_errors=True)
 
 
+GEN = "pv-codertocat-hello-worl-4d960c3af87af320-tpl-%d"
+BASE_SHA = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"  # pull_request.opened's base.sha
+
+
+def template_walk(mode, binary, python, emulator):
+    """`database_template` (#16): the repository's first preview is seeded while generation 1
+    builds (create, migrate at the base commit's image, seed, then seal); the next PR is a
+    clone of it with no seed; a writer's refresh builds generation 2 and retires generation 1
+    (its PostDelete drop runs); closing every PR keeps the template; destroy-template drops it
+    and leaves nothing."""
+    work = tempfile.mkdtemp(prefix="previewd-faithful-template-%s-" % mode)
+    emu = Emulator(python, emulator, work)
+    pd = Previewd(binary, work)
+    db_ns = "previewd-system" if mode == "shared" else "pg"
+    clone_job = "-db-create" if mode == "shared" else "-db-clone"
+    slug3 = SLUG.replace("-pr-2", "-pr-3")
+
+    def generations():
+        db = sqlite3.connect(os.path.join(work, "previewd.db"))
+        try:
+            return db.execute("SELECT generation, state FROM templates ORDER BY generation").fetchall()
+        finally:
+            db.close()
+
+    def observed(number):
+        db = sqlite3.connect(os.path.join(work, "previewd.db"))
+        try:
+            row = db.execute("SELECT observed FROM previews WHERE number = ?1", (number,)).fetchone()
+        finally:
+            db.close()
+        return row[0] if row else None
+
+    def named(name):
+        return [j for j in emu.jobs() if j["name"] == name]
+
+    def hook_seq(name):
+        return [a["seq"] for a in emu.actions() if a["action"] == "create-hook" and a["name"] == name]
+
+    try:
+        prepare(emu, pd, work, mode, config(mode, ["bin/migrate"]) + "database_template = true\n")
+        pd.deliver("pull_request", fixture("pull_request.opened"))
+        wait("the first preview ready", lambda: ready_at(pd, emu, SHA_A), 180)
+        assert named(SLUG + "-seed"), "the first preview, with no generation ready, is seeded: %s" % emu.jobs()
+        assert any("no template generation is ready" in r for r in pd.history("template")), pd.history("template")
+        wait("generation 1 ready", lambda: generations() == [(1, "ready")], 180)
+        gen1 = GEN % 1
+        base_image = "%s:%s" % (IMAGE, BASE_SHA)
+        assert [j for j in named(gen1 + "-migrate") if j["image"] == base_image and j["result"] == "succeeded"], \
+            "generation 1 migrated with the base commit's image: %s" % emu.jobs()
+        assert named(gen1 + "-db-create") and named(gen1 + "-seed"), emu.jobs()
+        seal, seed = hook_seq(gen1 + "-db-seal"), hook_seq(gen1 + "-seed")
+        assert seal and seed and seal[0] > seed[0], "the seal runs after the seed: seal %s, seed %s" % (seal, seed)
+        st = emu.app(gen1 + "-helpers")["status"]
+        assert (st["sync"]["status"], st["health"]["status"], st["operationState"]["phase"]) == \
+            ("Synced", "Healthy", "Succeeded"), st
+        print("faithful[template-%s]: first PR seeded while generation 1 built (create, migrate at %s, seed, then seal)"
+              % (mode, BASE_SHA[:7]))
+
+        opened3 = fixture("pull_request.opened")
+        opened3["number"] = opened3["pull_request"]["number"] = 3
+        pd.deliver("pull_request", opened3)
+        wait("the second preview ready", lambda: observed(3) == "ready", 180)
+        assert not named(slug3 + "-seed"), "a clone is not seeded: %s" % emu.jobs()
+        job = next(o for o in emu.objects() if o["kind"] == "Job" and o["metadata"]["name"] == slug3 + clone_job)
+        args = json.dumps(job["spec"]["template"]["spec"]["containers"][0])
+        database = gen1.replace("-", "_")
+        assert "template=%s" % database in args and "clone=1" in args, args
+        print("faithful[template-%s]: the next PR cloned generation 1 (%s), no seed" % (mode, clone_job[1:]))
+
+        refresh = command("/preview refresh-template", 9000101)
+        refresh["issue"]["number"] = 3
+        pd.deliver("issue_comment", refresh)
+        wait("generation 2 ready and generation 1 retired", lambda: generations() == [(2, "ready")], 240)
+        wait("generation 1's Application gone", lambda: emu.app(gen1 + "-helpers") is None, 60)
+        assert named(gen1 + "-db-drop"), "generation 1's PostDelete drop ran: %s" % emu.jobs()
+        print("faithful[template-%s]: /preview refresh-template -> generation 2 ready, generation 1 dropped" % mode)
+
+        for number in (2, 3):
+            closed = fixture("pull_request.closed.unmerged")
+            closed["number"] = closed["pull_request"]["number"] = number
+            closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T19:00:00Z"
+            pd.deliver("pull_request", closed)
+        wait("both previews forgotten", lambda: observed(2) is None and observed(3) is None, 300)
+        assert generations() == [(2, "ready")] and emu.app(GEN % 2 + "-helpers"), "the template outlives its previews"
+        print(pd.run("destroy-template", "codertocat/hello-world").strip())
+        wait("every generation gone", lambda: not generations(), 120)
+
+        def leftovers():
+            return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in emu.objects()
+                    if "-tpl-" in o["metadata"]["name"] or "-tpl-" in o["metadata"].get("namespace", "")
+                    or (o["metadata"].get("namespace") == db_ns and o["kind"] in ("Job", "ConfigMap"))]
+        try:
+            wait("every template object to be gone", lambda: not leftovers(), 60)
+        except AssertionError:
+            raise AssertionError("left behind: %s" % leftovers())
+        assert named(GEN % 2 + "-db-drop"), "generation 2's PostDelete drop ran"
+        check_pods_started(emu)
+        print("faithful[template-%s]: PRs closed -> template kept; destroy-template -> nothing left" % mode)
+    except BaseException:
+        for name in ("serve.log", "emulator.log"):
+            path = os.path.join(work, name)
+            if os.path.exists(path):
+                with open(path) as f:
+                    sys.stderr.write("--- %s (tail)\n%s\n" % (name, "".join(f.readlines()[-40:])))
+        raise
+    finally:
+        pd.stop()
+        emu.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     binary, python, emulator = (os.path.abspath(a) if os.sep in a else shutil.which(a) for a in sys.argv[1:4])
-    modes = sys.argv[4:] or ["shared", "cnpg", "wait_for"]
+    modes = sys.argv[4:] or ["shared", "cnpg", "wait_for", "template-shared", "template-cnpg"]
     passed = failed = 0
     for mode in modes:
         started = time.time()
         try:
             if mode == "wait_for":
                 wait_walk(binary, python, emulator)
+            elif mode.startswith("template-"):
+                template_walk(mode.split("-", 1)[1], binary, python, emulator)
             else:
                 walk(mode, binary, python, emulator)
             passed += 1
