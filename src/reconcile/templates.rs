@@ -15,6 +15,9 @@ use crate::render::template::{self as rendering, Generation};
 use crate::sink::Owner;
 use crate::template::{self, Gen, GenState, Wanted};
 
+/// How stale `template_repos.last_used_at` may get while a preview lives (seconds).
+const USED_EVERY: i64 = 3600;
+
 impl Reconciler {
     /// Every repository with a template, one after another; one repository's failure is
     /// logged and retried on the next pass, never another's.
@@ -71,7 +74,18 @@ impl Reconciler {
                 self.build_generation(&name, &row, now).await?;
             }
         }
-        db::forget_template_repo(&self.pool, repo).await?;
+        if plan.destroy.is_some() || wanted.as_ref().is_some_and(|w| w.destroy.is_some()) {
+            db::forget_template_repo(&self.pool, repo).await?;
+        }
+        // `template_idle` counts from the last preview: while any lives, the template is in
+        // use (marked at most hourly: one write an hour per repository, not one a pass).
+        if live > 0
+            && wanted
+                .as_ref()
+                .is_some_and(|w| now - w.last_used_at >= USED_EVERY)
+        {
+            db::template_used(&self.pool, repo, now).await?;
+        }
         Ok(())
     }
 
@@ -113,7 +127,9 @@ impl Reconciler {
         Ok(())
     }
 
-    fn generation_of(row: &TemplateRow) -> anyhow::Result<(Generation, Names)> {
+    /// A recorded generation as rendering sees it, its names, and the owner its Application
+    /// carries (`previewd.dev/pr: template-N`, never a PR's).
+    async fn generation_of(&self, row: &TemplateRow) -> anyhow::Result<(Generation, Names, Owner)> {
         let names: Names = serde_json::from_str(&row.names).context("recorded template names")?;
         let generation = Generation {
             repo: row.repo.parse()?,
@@ -121,19 +137,12 @@ impl Reconciler {
             base_sha: row.base_sha.parse()?,
             cluster: row.cluster.clone(),
         };
-        Ok((generation, names))
-    }
-
-    async fn generation_owner(
-        &self,
-        generation: &Generation,
-        names: &Names,
-    ) -> anyhow::Result<Owner> {
-        Ok(Owner {
+        let owner = Owner {
             repo: Some(names.repo_label.clone()),
             pr: Some(generation.pr_label()),
             instance: self.instance().await?.to_owned(),
-        })
+        };
+        Ok((generation, names, owner))
     }
 
     /// Applies a building generation and reads Argo CD's verdict on it: ready (previews clone
@@ -144,8 +153,7 @@ impl Reconciler {
         row: &TemplateRow,
         now: i64,
     ) -> anyhow::Result<()> {
-        let (generation, names) = Self::generation_of(row)?;
-        let owner = self.generation_owner(&generation, &names).await?;
+        let (generation, names, owner) = self.generation_of(row).await?;
         let sealed = self.generation_secrets(row, &names, now).await?;
         let rendered = rendering::template(
             &generation,
@@ -218,8 +226,7 @@ impl Reconciler {
         row: &TemplateRow,
         now: i64,
     ) -> anyhow::Result<()> {
-        let (generation, names) = Self::generation_of(row)?;
-        let owner = self.generation_owner(&generation, &names).await?;
+        let (_, names, owner) = self.generation_of(row).await?;
         if row.state != GenState::Retiring.as_str() {
             db::set_generation_state(&self.pool, row.id, "retiring", row.message.as_deref(), now)
                 .await?;
@@ -277,31 +284,29 @@ impl Reconciler {
             return Ok(None);
         }
         let decision = db::clone_decision(&self.pool, row.id).await?;
-        let templated = self.config.app_for(&key.repo).template.is_some();
-        let generation = if decision.seed == Some(row.seed_generation) {
+        let templated = self.config.template_for(&key.repo).is_some();
+        let decided = decision.seed == Some(row.seed_generation);
+        if decided && decision.generation.is_none() {
+            return Ok(None);
+        }
+        let rows = db::generations(&self.pool, key.repo.as_str()).await?;
+        let generation = if decided {
             decision.generation
         } else {
-            let rows = if templated {
+            let current = current_of(&rows).filter(|_| templated);
+            if templated {
                 db::template_used(&self.pool, key.repo.as_str(), now).await?;
-                db::generations(&self.pool, key.repo.as_str()).await?
-            } else {
-                Vec::new()
-            };
-            let current = rows
-                .iter()
-                .filter(|g| g.state == GenState::Ready.as_str())
-                .map(|g| g.generation)
-                .max();
-            if templated && current.is_none() {
-                let why = match rows.iter().find(|g| g.state == GenState::Building.as_str()) {
-                    Some(g) => format!(
-                        "seeded: template generation {} is still building",
-                        g.generation
-                    ),
-                    None => "seeded: no template generation is ready".into(),
-                };
-                db::add_history_now(&self.pool, &row.repo, row.number, "template", &why, now)
-                    .await?;
+                if current.is_none() {
+                    let why = match rows.iter().find(|g| g.state == GenState::Building.as_str()) {
+                        Some(g) => format!(
+                            "seeded: template generation {} is still building",
+                            g.generation
+                        ),
+                        None => "seeded: no template generation is ready".into(),
+                    };
+                    db::add_history_now(&self.pool, &row.repo, row.number, "template", &why, now)
+                        .await?;
+                }
             }
             db::decide_clone(&self.pool, row.id, current, row.seed_generation).await?;
             current
@@ -311,7 +316,6 @@ impl Reconciler {
         };
         // The generation's recorded names while it is recorded; its clone outlives it (the
         // chart's create Job touches the template only to clone), so after, the same rule.
-        let rows = db::generations(&self.pool, key.repo.as_str()).await?;
         let names = match rows.iter().find(|g| g.generation == generation) {
             Some(row) => serde_json::from_str(&row.names).context("recorded template names")?,
             None => Names::template(&key.repo, u32::try_from(generation)?, ""),
@@ -321,4 +325,12 @@ impl Reconciler {
             role: names.database,
         }))
     }
+}
+
+/// The generation previews clone now: the newest ready one of the recorded rows.
+fn current_of(rows: &[TemplateRow]) -> Option<i64> {
+    rows.iter()
+        .filter(|g| g.state == GenState::Ready.as_str())
+        .map(|g| g.generation)
+        .max()
 }

@@ -97,6 +97,10 @@ async fn a_repositorys_previews_clone_its_template_once_it_is_built_and_reseed_c
         "{reseeded}"
     );
 
+    // Previews living long (longer than template_idle) keep it in use all along.
+    app.clock.advance(20 * 86_400);
+    reconciler.pass().await.unwrap();
+
     // Closing every PR keeps the template: it is the next preview's head start.
     app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
         .await;
