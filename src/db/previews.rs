@@ -255,19 +255,36 @@ pub async fn sealed_secrets(
     let secrets: Option<Vec<_>> = rows
         .into_iter()
         .map(|r| {
-            let stored: serde_json::Value = serde_json::from_str(&r.encrypted_data).ok()?;
-            let secret = crate::render::SealedSecret {
-                name: r.name,
-                namespace: r.namespace,
-                scope: crate::seal::Scope::parse(&r.scope)?.as_str(),
-                type_: stored["type"].as_str()?.to_owned(),
-                labels: serde_json::from_value(stored["labels"].clone()).ok()?,
-                encrypted_data: serde_json::from_value(stored["data"].clone()).ok()?,
-            };
+            let secret = stored_secret(r.name, r.namespace, &r.scope, &r.encrypted_data)?;
             Some((secret, r.cert_fingerprint))
         })
         .collect();
     Ok(secrets.unwrap_or_default())
+}
+
+/// A sealed secret as `sealed_secrets` and `template_secrets` store it; `None` when the row
+/// cannot be read (the caller then seals anew rather than render a Secret missing).
+pub(super) fn stored_secret(
+    name: String,
+    namespace: String,
+    scope: &str,
+    stored: &str,
+) -> Option<crate::render::SealedSecret> {
+    let stored: serde_json::Value = serde_json::from_str(stored).ok()?;
+    Some(crate::render::SealedSecret {
+        name,
+        namespace,
+        scope: crate::seal::Scope::parse(scope)?.as_str(),
+        type_: stored["type"].as_str()?.to_owned(),
+        labels: serde_json::from_value(stored["labels"].clone()).ok()?,
+        encrypted_data: serde_json::from_value(stored["data"].clone()).ok()?,
+    })
+}
+
+/// The stored form of a sealed secret's values (`stored_secret` reads it back).
+pub(super) fn secret_to_store(secret: &crate::render::SealedSecret) -> String {
+    serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data})
+        .to_string()
 }
 
 /// Replaces a preview's sealed values (only sealed values: plaintext never gets here).
@@ -283,7 +300,7 @@ pub async fn store_sealed_secrets(
         .execute(&mut *tx)
         .await?;
     for secret in secrets {
-        let stored = serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data}).to_string();
+        let stored = secret_to_store(secret);
         sqlx::query!(
             "INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

@@ -299,17 +299,7 @@ pub async fn generation_secrets(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<
     .await?;
     let secrets: Option<Vec<_>> = rows
         .into_iter()
-        .map(|r| {
-            let stored: serde_json::Value = serde_json::from_str(&r.encrypted_data).ok()?;
-            Some(SealedSecret {
-                name: r.name,
-                namespace: r.namespace,
-                scope: crate::seal::Scope::parse(&r.scope)?.as_str(),
-                type_: stored["type"].as_str()?.to_owned(),
-                labels: serde_json::from_value(stored["labels"].clone()).ok()?,
-                encrypted_data: serde_json::from_value(stored["data"].clone()).ok()?,
-            })
-        })
+        .map(|r| super::previews::stored_secret(r.name, r.namespace, &r.scope, &r.encrypted_data))
         .collect();
     Ok(secrets.unwrap_or_default())
 }
@@ -326,7 +316,7 @@ pub async fn store_generation_secrets(
         .execute(&mut *tx)
         .await?;
     for secret in secrets {
-        let stored = serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data}).to_string();
+        let stored = super::previews::secret_to_store(secret);
         sqlx::query!(
             "INSERT INTO template_secrets (template_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
