@@ -42,36 +42,13 @@ pub(crate) fn names_of(preview: &Preview, config: &Config) -> previewd::naming::
     previewd::naming::Names::of(&preview.key, &policy.domain)
 }
 
-/// Renders and validates the chart for `preview` under `config`, however many objects.
-pub(crate) fn assert_valid_objects(config_toml: &str, preview: &Preview) -> Vec<Value> {
-    let config = Config::from_toml(config_toml, Vec::new()).unwrap();
-    let application =
-        render::helper_application(preview, &names_of(preview, &config), &config, &[]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let app = write(
-        dir.path(),
-        "app.yaml",
-        &previewd::yaml::to_string(&application),
-    );
-    let dump = dir.path().join("objects.json");
-    let (ok, out) = check(&[
-        &chart(),
-        "--application",
-        app.to_str().unwrap(),
-        "--dump",
-        dump.to_str().unwrap(),
-    ]);
-    assert!(ok && out.contains(", 0 failed"), "{out}");
-    serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap()
-}
-
-/// Renders the Application for `preview` under `config`, then renders and validates the chart.
-pub(crate) fn assert_valid(
+/// Renders the Application for `preview` under `config`, then renders and validates the
+/// chart: the checker's output and the objects it rendered.
+fn render_and_check(
     config_toml: &str,
     preview: &Preview,
     sealed: &[SealedSecret],
-    objects: usize,
-) -> Vec<Value> {
+) -> (String, Vec<Value>) {
     let config = Config::from_toml(config_toml, Vec::new()).unwrap();
     let application =
         render::helper_application(preview, &names_of(preview, &config), &config, sealed).unwrap();
@@ -90,13 +67,32 @@ pub(crate) fn assert_valid(
         dump.to_str().unwrap(),
     ]);
     assert!(ok, "{out}");
+    let objects = serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap();
+    (out, objects)
+}
+
+/// Renders and validates the chart for `preview` under `config`, however many objects.
+pub(crate) fn assert_valid_objects(config_toml: &str, preview: &Preview) -> Vec<Value> {
+    let (out, objects) = render_and_check(config_toml, preview, &[]);
+    assert!(out.contains(", 0 failed"), "{out}");
+    objects
+}
+
+/// Renders the Application for `preview` under `config`, then renders and validates the chart.
+pub(crate) fn assert_valid(
+    config_toml: &str,
+    preview: &Preview,
+    sealed: &[SealedSecret],
+    objects: usize,
+) -> Vec<Value> {
+    let (out, rendered) = render_and_check(config_toml, preview, sealed);
     // The Application itself is validated too, hence one more than the chart's objects.
     assert!(
         out.trim_end()
             .ends_with(&format!("validated {} objects, 0 failed", objects + 1)),
         "{out}"
     );
-    serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap()
+    rendered
 }
 
 pub(crate) const FULL: &str = r#"
