@@ -4,7 +4,7 @@
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::view::{Destroyed, Detail, Preview, state_name};
+use crate::view::{Destroyed, Detail, Preview, Template, state_name};
 
 const STYLE: &str = "
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f8fa}
@@ -80,7 +80,12 @@ fn detail_link(repo: &str, number: i64) -> String {
 }
 
 /// The list of live previews, and the most recently destroyed ones.
-pub fn list_page(previews: &[Preview], destroyed: &[Destroyed], now: i64) -> String {
+pub fn list_page(
+    previews: &[Preview],
+    destroyed: &[Destroyed],
+    templates: &[Template],
+    now: i64,
+) -> String {
     let mut body = format!(
         "<h1>Preview environments</h1><p class=\"muted\">{} live</p>",
         previews.len()
@@ -127,6 +132,26 @@ pub fn list_page(previews: &[Preview], destroyed: &[Destroyed], now: i64) -> Str
         body += "<tr><td colspan=\"8\" class=\"muted\">No live previews.</td></tr>";
     }
     body += "</tbody></table>";
+    if !templates.is_empty() {
+        body += "<h2>Template databases</h2><table><thead><tr><th>Repository</th>\
+                 <th>Generation</th><th>State</th><th>Base</th><th>Age</th><th></th></tr></thead><tbody>";
+        for t in templates {
+            body += &format!(
+                "<tr><td data-label=\"Repository\">{}</td><td data-label=\"Generation\">{}</td>\
+                 <td data-label=\"State\"><span class=\"state {}\">{}</span></td>\
+                 <td data-label=\"Base\"><code>{}</code></td><td data-label=\"Age\">{}</td>\
+                 <td class=\"muted\">{}</td></tr>",
+                escape(&t.repo),
+                t.generation,
+                escape(&t.state),
+                escape(&t.state),
+                escape(t.base_sha.get(..7).unwrap_or(&t.base_sha)),
+                age(t.age_seconds),
+                escape(t.message.as_deref().unwrap_or("")),
+            );
+        }
+        body += "</tbody></table>";
+    }
     if !destroyed.is_empty() {
         body += "<h2>Recently destroyed</h2><table><tbody>";
         for d in destroyed {
@@ -236,6 +261,28 @@ mod tests {
     use crate::preview::{Desired, ObservedState};
 
     #[test]
+    fn a_template_builds_failure_message_shows_as_text() {
+        let t = Template {
+            repo: "o/r".into(),
+            generation: 2,
+            state: "failed".into(),
+            base_sha: "f95f852bd8fca8fcc58a9a2d6c842781e32a215e".into(),
+            cluster: "in-cluster".into(),
+            database: "pv_o_r_tpl_2".into(),
+            created_at: 0,
+            ready_at: None,
+            age_seconds: 7200,
+            message: Some("hook <script>alert(1)</script> failed".into()),
+        };
+        let html = list_page(&[], &[], &[t], 100);
+        assert!(html.contains("Template databases") && html.contains("<code>f95f852</code>"));
+        assert!(
+            html.contains("&lt;script&gt;") && !html.contains("<script>"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn a_title_with_a_script_tag_shows_as_text() {
         let p = Preview {
             repo: "o/r".into(),
@@ -258,7 +305,7 @@ mod tests {
             end_reason: None,
             waiting_since: None,
         };
-        let html = list_page(&[p], &[], 100);
+        let html = list_page(&[p], &[], &[], 100);
         assert!(!html.contains("<script>"));
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("href=\"#\""), "only http(s) links are links");

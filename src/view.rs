@@ -12,11 +12,13 @@ use crate::naming::Names;
 use crate::preview::{Desired, ObservedState, PreviewKey};
 
 pub mod read;
+mod templates;
 
 pub use read::{
     DEFAULT_LIMIT, Filters, MAX_LIMIT, Paging, PagingError, cursor_after, detail, list, page,
     page_limit, parse_cursor,
 };
+pub use templates::{Template, templates};
 
 /// One preview as the API, the dashboard and the CLI show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

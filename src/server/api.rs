@@ -63,30 +63,9 @@ pub async fn one_preview(State(app): State<Arc<App>>, path: PrPath) -> Result<Js
 
 /// `GET /api/templates`: every generation of every repository's template database (#16).
 pub async fn templates(State(app): State<Arc<App>>) -> Result<Json<Value>, Error> {
-    let now = app.clock.now();
-    let rows = db::all_generations(&app.pool)
+    let templates = view::templates(&app.pool, app.clock.now())
         .await
-        .map_err(|e| Error::State(e.into()))?;
-    let templates: Vec<Value> = rows
-        .into_iter()
-        .map(|row| {
-            let database = serde_json::from_str::<crate::naming::Names>(&row.names)
-                .map(|names| names.database)
-                .unwrap_or_default();
-            json!({
-                "repo": row.repo,
-                "generation": row.generation,
-                "state": row.state,
-                "base_sha": row.base_sha,
-                "cluster": row.cluster,
-                "database": database,
-                "created_at": row.created_at,
-                "ready_at": row.ready_at,
-                "age_seconds": now.saturating_sub(row.created_at).max(0),
-                "message": row.message,
-            })
-        })
-        .collect();
+        .map_err(Error::State)?;
     Ok(Json(json!({"templates": templates})))
 }
 

@@ -20,10 +20,11 @@ pub async fn index(State(app): State<Arc<App>>) -> Result<Response, Error> {
         let destroyed =
             crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
         let destroyed: Vec<Destroyed> = destroyed.into_iter().map(Destroyed::from).collect();
-        anyhow::Ok((previews, destroyed))
+        let templates = view::templates(&app.pool, now).await?;
+        anyhow::Ok((previews, destroyed, templates))
     };
-    let (previews, destroyed) = read.await.map_err(|e| Error::State(e).page())?;
-    let html = dashboard::list_page(&previews, &destroyed, now);
+    let (previews, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
+    let html = dashboard::list_page(&previews, &destroyed, &templates, now);
     Ok(dashboard::html_answer(StatusCode::OK, html))
 }
 

@@ -64,6 +64,24 @@ async fn a_repositorys_previews_clone_its_template_once_it_is_built_and_reseed_c
     // The directory sink reports no health: applied is all previewd can know.
     reconciler.pass().await.unwrap();
     assert_eq!(states(&app).await, [(1, "ready".into())]);
+    // Listed in the API and on the dashboard, with its base commit and database.
+    let (status, api) = app.get("/api/templates", None).await;
+    assert_eq!(status, 200, "{api}");
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let listed = &api["templates"][0];
+    assert_eq!(
+        (&listed["repo"], &listed["generation"], &listed["state"]),
+        (&HELLO.into(), &1.into(), &"ready".into())
+    );
+    assert_eq!(
+        listed["base_sha"],
+        "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
+    );
+    let (_, page) = app.get("/", None).await;
+    assert!(
+        page.contains("Template databases") && page.contains("<code>f95f852</code>"),
+        "{page}"
+    );
 
     // The next PR clones generation 1 and seeds nothing.
     app.send(&Delivery::fixture("pull_request.opened").number(3))
