@@ -207,3 +207,205 @@ async fn a_push_to_the_default_branch_builds_the_next_generation_only_after_temp
     assert_eq!(app.count("templates").await, 0);
     assert!(generation_file(&app, 2).is_none() && generation_file(&app, 3).is_none());
 }
+
+// ---- attack-16: reproductions ----
+
+async fn template_base(app: &TestApp) -> String {
+    app.scalar("SELECT base_sha FROM template_repos WHERE repo = 'codertocat/hello-world'")
+        .await
+}
+
+const OLD_HEAD: &str = "1111111111111111111111111111111111111111";
+const NEW_HEAD: &str = "2222222222222222222222222222222222222222";
+
+/// A push of the default branch from `before` to `after`, pushed at `pushed_at` (GitHub's
+/// `repository.pushed_at`, a Unix time in push payloads).
+fn default_branch_push(before: &str, after: &str, pushed_at: i64) -> Delivery {
+    let (before, after) = (before.to_owned(), after.to_owned());
+    Delivery::fixture("push").edit(move |j| {
+        j["before"] = before.into();
+        j["after"] = after.clone().into();
+        j["head_commit"]["id"] = after.into();
+        j["repository"]["pushed_at"] = pushed_at.into();
+    })
+}
+
+#[tokio::test]
+async fn an_older_push_delivered_after_a_newer_one_never_moves_the_template_back() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+
+    // main moved f95f852 -> 1111 -> 2222; GitHub delivered the second push first.
+    let (status, _) = app
+        .send(&default_branch_push(OLD_HEAD, NEW_HEAD, 1_700_000_200))
+        .await;
+    assert_eq!(status, 202);
+    let (status, _) = app
+        .send(&default_branch_push(
+            "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+            OLD_HEAD,
+            1_700_000_100,
+        ))
+        .await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        template_base(&app).await,
+        NEW_HEAD,
+        "the late, older push replaced the newest head of the default branch"
+    );
+}
+
+#[tokio::test]
+async fn an_older_push_delivered_late_never_builds_a_generation_at_the_older_commit() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    // The newer push arrives, is built (past template_refresh) and becomes current.
+    app.send(&default_branch_push(OLD_HEAD, NEW_HEAD, 1_700_000_200))
+        .await;
+    app.clock.advance(24 * 3600);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(2, "ready".into())]);
+    // Then the older one (a slow delivery, or a redelivery under a new id).
+    app.send(&default_branch_push(
+        "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+        OLD_HEAD,
+        1_700_000_100,
+    ))
+    .await;
+    app.clock.advance(24 * 3600);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let bases: Vec<(i64, String)> =
+        sqlx::query_as("SELECT generation, base_sha FROM templates ORDER BY generation")
+            .fetch_all(app.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        bases,
+        [(2, NEW_HEAD.to_owned())],
+        "previews would now clone a template built from an older default branch"
+    );
+}
+
+async fn preview_id(app: &TestApp, number: u32) -> i64 {
+    app.scalar(&format!("SELECT id FROM previews WHERE number = {number}"))
+        .await
+}
+
+#[tokio::test]
+async fn destroy_template_never_drops_the_generation_a_preview_is_still_cloning() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+
+    // PR 3's helper Application is applied, cloning generation 1; Argo CD has not run its
+    // create Job yet (the clone is decided, not confirmed).
+    app.send(&Delivery::fixture("pull_request.opened").number(3))
+        .await;
+    let pr3: std::collections::BTreeSet<_> = [previewd::preview::PreviewKey::new(
+        HELLO.parse().unwrap(),
+        3,
+    )]
+    .into();
+    reconciler.pass_for(&pr3).await.unwrap();
+    let database = format!("{}1", GEN.replace('-', "_"));
+    assert!(preview_file(&app, 3).contains(&format!("name: {database}")));
+    let (decided, confirmed): (Option<i64>, Option<i64>) = app
+        .row("SELECT template_generation, template_confirmed FROM previews WHERE number = 3")
+        .await;
+    assert_eq!(
+        (decided, confirmed),
+        (Some(1), None),
+        "the clone is pending"
+    );
+
+    // The operator runs `previewd destroy-template`; the template pass runs before PR 3's
+    // create Job does.
+    assert!(
+        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+            .await
+            .unwrap()
+    );
+    reconciler.templates().await.unwrap();
+
+    // Either the generation stays until PR 3's clone is done, or PR 3 stops naming it.
+    let kept = generation_file(&app, 1).is_some();
+    reconciler.pass_for(&pr3).await.unwrap();
+    let still_names_it = preview_file(&app, 3).contains(&format!("name: {database}"));
+    assert!(
+        kept || !still_names_it,
+        "generation 1 was dropped while PR 3's create Job still clones it: its create Job fails \
+         (\"template ... does not exist or is not sealed\") on every sync until a reseed"
+    );
+}
+
+#[tokio::test]
+async fn a_pr_into_another_branch_never_gives_the_template_its_base() {
+    const RELEASE_HEAD: &str = "3333333333333333333333333333333333333333";
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    // The repository's first PR targets an old release branch, not the default branch.
+    app.send(&Delivery::fixture("pull_request.opened").edit(|j| {
+        j["pull_request"]["base"]["ref"] = "release-0.9".into();
+        j["pull_request"]["base"]["sha"] = RELEASE_HEAD.into();
+    }))
+    .await;
+    reconciler.pass().await.unwrap();
+    let built: Vec<String> = app.scalars("SELECT base_sha FROM templates").await;
+    assert!(
+        !built.iter().any(|sha| sha == RELEASE_HEAD),
+        "the template every later preview (of PRs into master) clones was built from \
+         release-0.9's head: {built:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_writers_refresh_template_after_destroy_template_builds_a_generation_again() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+    // `previewd destroy-template`, carried out to the end.
+    assert!(
+        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+            .await
+            .unwrap()
+    );
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("templates").await, 0);
+
+    // A writer comments `/preview refresh-template` on PR 2: previewd answers "building the
+    // next generation ... from the default branch" with a rocket (obey.rs, comment.rs).
+    let mut conn = app.pool().acquire().await.unwrap();
+    let changed = db::command_effect(
+        &mut conn,
+        preview_id(&app, 2).await,
+        &db::Effect::RefreshTemplate { by: "octocat" },
+        common::NOW,
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(
+        changed && app.count("templates").await > 0,
+        "the command was answered as building, and nothing was built (changed a row: {changed})"
+    );
+}
