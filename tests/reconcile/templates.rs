@@ -409,3 +409,40 @@ async fn a_writers_refresh_template_after_destroy_template_builds_a_generation_a
         "the command was answered as building, and nothing was built (changed a row: {changed})"
     );
 }
+
+#[tokio::test]
+async fn a_preview_on_another_cluster_never_clones_a_generation_built_on_the_first_clusters_database()
+ {
+    // CloudNativePG: each Kubernetes cluster has its own Cluster (database.cnpg_cluster in
+    // database.namespace), so each has its own PostgreSQL server.
+    let toml = format!(
+        "[database]\nmode = \"cnpg\"\nnamespace = \"pg\"\ncnpg_cluster = \"shared\"\n\
+         [[clusters]]\nname = \"eu-1\"\nserver = \"https://eu-1.example.com\"\ncapacity = 1\n\
+         [[clusters]]\nname = \"us-1\"\nserver = \"https://us-1.example.com\"\n{TEMPLATED}"
+    );
+    let app = TestApp::start_with(&toml).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(states(&app).await, [(1, "ready".into())]);
+    let built_on: String = app.scalar("SELECT cluster FROM templates").await;
+    assert_eq!(built_on, "eu-1");
+
+    // eu-1 is full: PR 3 lands on us-1, and is told to clone generation 1.
+    app.send(&Delivery::fixture("pull_request.opened").number(3))
+        .await;
+    reconciler.pass().await.unwrap();
+    let placed: String = app
+        .scalar("SELECT cluster FROM previews WHERE number = 3")
+        .await;
+    assert_eq!(placed, "us-1");
+    let clone = preview_file(&app, 3);
+    let database = format!("{}1", GEN.replace('-', "_"));
+    assert!(
+        !clone.contains(&format!("name: {database}")),
+        "PR 3's clone Job runs against us-1's CloudNativePG Cluster, which has no database \
+         {database} (built on eu-1's): \"template ... does not exist or is not sealed\", a failed \
+         preview:\n{clone}"
+    );
+}
