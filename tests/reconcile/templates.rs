@@ -446,3 +446,57 @@ async fn a_preview_on_another_cluster_never_clones_a_generation_built_on_the_fir
          preview:\n{clone}"
     );
 }
+
+/// Argo CD's destination glob (`glob.Match`, gobwas/glob without separators): `*` is any run
+/// of characters, `-` included.
+fn glob_matches(glob: &str, text: &str) -> bool {
+    match glob.split_once('*') {
+        None => glob == text,
+        Some((head, rest)) => {
+            text.starts_with(head)
+                && (head.len()..=text.len()).any(|i| glob_matches(rest, &text[i..]))
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_repositorys_apps_project_reaches_another_repositorys_template_namespace() {
+    use previewd::naming::Names;
+    use previewd::preview::{PreviewKey, RepoName};
+    let shop: RepoName = "octo/shop".parse().unwrap();
+    // The 16 hex digits of octo/shop's hash, as its preview namespaces carry them.
+    let slug = Names::of(&PreviewKey::new(shop.clone(), 1), "d").slug;
+    let hash = slug
+        .rsplit("-pr-")
+        .nth(1)
+        .unwrap()
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .to_owned();
+    // A listed repository whose name holds that hash and `-pr` (a legal GitHub name).
+    let other = format!("a/{hash}-pr");
+    let config = previewd::config::Config::from_toml(
+        &format!(
+            "[[repos]]\nname = \"octo/shop\"\napp_chart = \"deploy/chart\"\n\
+             [[repos]]\nname = \"{other}\"\nimage = \"ghcr.io/a/x\"\nmigrate_command = [\"./m\"]\n\
+             seed = \"example\"\ndatabase_template = true\n"
+        ),
+        Vec::new(),
+    )
+    .unwrap();
+    let template_ns = Names::template(&other.parse().unwrap(), 1, "d").slug;
+    let apps = previewd::projects::apps(&config);
+    let reaching: Vec<String> = apps["spec"]["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["namespace"].as_str().unwrap().to_owned())
+        .filter(|glob| glob_matches(glob, &template_ns))
+        .collect();
+    assert!(
+        reaching.is_empty(),
+        "octo/shop's PR code (fork code included) may deploy into {other}'s template namespace \
+         {template_ns}, where its database Secret lives, through {reaching:?}"
+    );
+}
