@@ -500,3 +500,28 @@ async fn no_repositorys_apps_project_reaches_another_repositorys_template_namesp
          {template_ns}, where its database Secret lives, through {reaching:?}"
     );
 }
+
+#[tokio::test]
+async fn a_template_no_preview_used_for_template_idle_is_dropped_though_prs_without_previews_are_open()
+ {
+    // `trigger = "label"`: an open PR without the label is tracked (opted out), but has no
+    // preview and no database.
+    let app = TestApp::start_with(&format!("{TEMPLATED}trigger = \"label\"\n")).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let desired: String = app.scalar("SELECT desired FROM previews").await;
+    assert_eq!(desired, "opted_out");
+    // (Its base alone started generation 1, though nothing will clone it.)
+    let built = app.count("templates").await;
+
+    app.clock.advance(30 * 86_400);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        (built, app.count("templates").await),
+        (built, 0),
+        "30 days without a preview, template_idle 14d: the template should be gone"
+    );
+}
