@@ -136,3 +136,19 @@ fn a_repository_leaving_the_configuration_or_destroyed_loses_every_generation() 
     assert_eq!(destroyed.retire, [10, 20]);
     assert_eq!((destroyed.build, destroyed.destroy), (None, None));
 }
+
+#[test]
+fn a_writers_refresh_starts_over_a_generation_stuck_building_for_days() {
+    // Generation 2's Application never finishes (a Job waiting on a Secret that never
+    // unseals: Argo CD's sync has no deadline by default); generation 1 is current.
+    let gens = [
+        built(1, "a", GenState::Ready, 0),
+        built(2, "b", GenState::Building, DAY),
+    ];
+    let plan = plan(policy(), Some(&wanted("c", 2)), &gens, 1, 30 * DAY);
+    assert!(
+        plan.build.is_some() || plan.retire.contains(&20),
+        "a month on, /preview refresh-template (answered \"building the next generation\") \
+         builds nothing and nothing ever will: {plan:?}"
+    );
+}
