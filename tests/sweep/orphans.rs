@@ -125,3 +125,35 @@ async fn a_template_generations_application_is_not_an_orphan() {
     let plan = sweeper(&app).plan(common::NOW, true).await.unwrap();
     assert!(plan.orphans.is_empty(), "{:?}", plan.orphans);
 }
+
+/// Ownership is every recorded generation, however many: a display limit (the API's 1,000
+/// rows) must never make a live generation's Application look orphaned.
+#[tokio::test]
+async fn a_template_generations_application_is_not_an_orphan_however_many_generations_are_recorded()
+{
+    let app = TestApp::start_with(
+        "[sweep]\nremove_orphans = true\n[[repos]]\nname = \"codertocat/hello-world\"\ndatabase_template = true\n",
+    )
+    .await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    // 1,000 generations of repositories that sort before it (e.g. 500 repositories with a
+    // current generation and one a clone still needs).
+    app.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+         INSERT INTO templates (repo, generation, base_sha, cluster, names, state, created_at, updated_at)
+         SELECT 'aaa/r' || (i / 2), 1 + i % 2, 'x', 'in-cluster',
+                json_object('slug', 's' || i, 'application', 'pv-aaa-' || i || '-tpl-helpers',
+                            'app_application', 'a' || i, 'host', 'h', 'database', 'd' || i,
+                            'repo_label', 'aaa.r'),
+                'ready', 0, 0 FROM n",
+    )
+    .await;
+    let plan = sweeper(&app).plan(common::NOW, true).await.unwrap();
+    assert!(
+        plan.orphans.is_empty(),
+        "codertocat/hello-world's generation 1 (its row recorded) counted as an orphan: {:?}",
+        plan.orphans
+    );
+}
