@@ -525,3 +525,30 @@ async fn a_template_no_preview_used_for_template_idle_is_dropped_though_prs_with
         "30 days without a preview, template_idle 14d: the template should be gone"
     );
 }
+
+#[tokio::test]
+async fn a_repository_leaving_repos_keeps_its_cloned_previews_exactly_as_applied() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.opened").number(3))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let before = (preview_file(&app, 2), preview_file(&app, 3));
+    let unlisted = previewd::config::Config::from_toml(
+        &common::config("[[repos]]\nname = \"octo/other\"\n"),
+        vec![(
+            "PREVIEWD_STATE".into(),
+            app.dir.path().join("previewd.db").display().to_string(),
+        )],
+    )
+    .unwrap();
+    let frozen = super::reconciler(&app, unlisted);
+    frozen.pass().await.unwrap();
+    frozen.pass().await.unwrap();
+    assert_eq!((preview_file(&app, 2), preview_file(&app, 3)), before);
+    assert_eq!(app.count("templates").await, 0, "the template is dropped");
+}
