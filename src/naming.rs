@@ -51,7 +51,7 @@ impl Names {
         let suffix = format!("-{}-pr-{}", hash(key.repo.as_str()), key.number);
         let repo = format!("{}-{}", key.repo.owner(), key.repo.name());
         let room = MAX_SLUG - PREFIX.len() - suffix.len();
-        let slug = format!("{PREFIX}{}{suffix}", readable(&repo, room));
+        let slug = format!("{PREFIX}{}{suffix}", slug_part(&repo, room));
         Self::from_slug(slug, &key.repo, domain)
     }
 
@@ -63,7 +63,7 @@ impl Names {
         let suffix = format!("-{}-tpl-{generation}", hash(repo.as_str()));
         let readable_repo = format!("{}-{}", repo.owner(), repo.name());
         let room = MAX_SLUG - PREFIX.len() - suffix.len();
-        let slug = format!("{PREFIX}{}{suffix}", readable(&readable_repo, room));
+        let slug = format!("{PREFIX}{}{suffix}", slug_part(&readable_repo, room));
         Self::from_slug(slug, repo, domain)
     }
 
@@ -162,6 +162,23 @@ fn hashed(text: &str, max: usize, hash: &str) -> String {
 
 /// `text` lower-cased, other characters as `-`, cut to `max`: the readable part of a name
 /// whose uniqueness comes from a hash beside it.
+/// The readable part of a slug: `readable`, without the segments `pr` and `tpl` that begin
+/// a slug's suffix. A repository named `a/<16 hex>-pr` would otherwise put
+/// `-<16 hex>-pr-` inside its own namespaces, and the apps' AppProject glob of the
+/// repository with that hash (`namespaces_of`: `pv-*-<hash>-pr-*`) would reach them.
+fn slug_part(text: &str, max: usize) -> String {
+    let readable = readable(text, max);
+    let kept: Vec<&str> = readable
+        .split('-')
+        .filter(|segment| !matches!(*segment, "pr" | "tpl"))
+        .collect();
+    if kept.is_empty() {
+        "x".into()
+    } else {
+        kept.join("-")
+    }
+}
+
 fn readable(text: &str, max: usize) -> String {
     let mut clean = String::with_capacity(text.len());
     for c in text.chars().map(|c| c.to_ascii_lowercase()) {
