@@ -50,6 +50,9 @@ CREATE TABLE template_secrets (
 CREATE TABLE template_repos (
     repo          TEXT    PRIMARY KEY,
     base_sha      TEXT    NOT NULL,                   -- the newest default-branch head seen
+    -- when it was pushed (a push's repository.pushed_at; 0 for a PR's base): a push is
+    -- taken only if newer, so a late delivery never moves the template back
+    base_at       INTEGER NOT NULL DEFAULT 0,
     -- 0: nothing asked; 1: a push moved the base (at most every template_refresh);
     -- 2: a writer's /preview refresh-template (at once)
     refresh       INTEGER NOT NULL DEFAULT 0 CHECK (refresh IN (0, 1, 2)),

@@ -254,6 +254,8 @@ pub enum Outcome<'a> {
     RefreshingTemplate,
     /// `refresh-template` in a repository without `database_template`.
     NoTemplate,
+    /// `refresh-template` before any commit of the default branch is known.
+    NoTemplateBase,
     Kept {
         until: i64,
         now: i64,
@@ -296,6 +298,8 @@ impl Outcome<'_> {
                 | Self::ChangedSinceApproval
                 | Self::NoPreview
                 | Self::KeepNotAllowed
+                | Self::NoTemplate
+                | Self::NoTemplateBase
                 | Self::Refused { .. }
                 | Self::Invalid(_)
         )
@@ -331,6 +335,10 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
         ),
         Outcome::RefreshingTemplate => format!(
             "{}: building the next generation of this repository's template database from the default branch; new previews and reseeds clone it once it is ready.",
+            at(actor)
+        ),
+        Outcome::NoTemplateBase => format!(
+            "{}: no commit of the default branch is known yet; the next push to it, or the next PR into it, builds the template.",
             at(actor)
         ),
         Outcome::NoTemplate => format!(

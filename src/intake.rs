@@ -283,7 +283,10 @@ async fn apply(
                 };
                 return Ok((Outcome::Ignored, why.into()));
             };
-            if let Some(base) = &change.template_base {
+            // Only a PR that gets a preview (not one opted out, a draft, an unapproved fork)
+            // starts a template.
+            let deployed = now_wants == crate::preview::Desired::Deployed;
+            if let Some(base) = change.template_base.as_ref().filter(|_| deployed) {
                 db::first_template_base(
                     &mut *conn,
                     change.pr.key.repo.as_str(),
@@ -338,8 +341,13 @@ async fn apply(
             db::add_history(conn, &row).await?;
         }
         Change::Installation(change) => db::apply_installation(conn, change, now).await?,
-        Change::TemplateBase { repo, sha, by } => {
-            db::note_template_base(&mut *conn, repo.as_str(), sha.as_str(), 1, Some(by), now)
+        Change::TemplateBase {
+            repo,
+            sha,
+            pushed_at,
+            by,
+        } => {
+            db::note_template_base(&mut *conn, repo.as_str(), sha.as_str(), *pushed_at, by, now)
                 .await?;
         }
         // Matched by commit, never by the PR a payload may name (a status names none): a

@@ -64,6 +64,7 @@ pub enum Change {
     TemplateBase {
         repo: crate::preview::RepoName,
         sha: crate::preview::Sha,
+        pushed_at: i64,
         by: String,
     },
 }
@@ -186,6 +187,7 @@ pub fn decide(delivery: &Delivery, config: &Config, now: i64) -> Intent {
                 Change::TemplateBase {
                     repo: push.repo.clone(),
                     sha: sha.clone(),
+                    pushed_at: push.pushed_at,
                     by: push.sender.clone(),
                 },
             ),

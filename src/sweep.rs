@@ -387,16 +387,19 @@ pub(crate) async fn owned_names(
         owned.insert(names.application);
         owned.insert(names.app_application);
     }
-    // Template generations' Applications (#16) are owned by their recorded rows.
-    for row in db::all_generations(pool).await? {
-        let names: Names = serde_json::from_str(&row.names).map_err(|e| {
-            anyhow::anyhow!(
-                "the recorded names of {}'s template generation {} are unreadable: {e}",
-                row.repo,
-                row.generation
-            )
-        })?;
-        owned.insert(names.application);
+    // Template generations' Applications (#16) are owned by their recorded rows: every one,
+    // never the API's capped listing (a generation left out would look orphaned).
+    for repo in db::template_repos(pool).await? {
+        for row in db::generations(pool, &repo).await? {
+            let names: Names = serde_json::from_str(&row.names).map_err(|e| {
+                anyhow::anyhow!(
+                    "the recorded names of {}'s template generation {} are unreadable: {e}",
+                    row.repo,
+                    row.generation
+                )
+            })?;
+            owned.insert(names.application);
+        }
     }
     Ok(owned)
 }

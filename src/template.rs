@@ -66,7 +66,14 @@ pub struct Plan {
     pub retire: Vec<i64>,
     /// Mark the template destroyed, for this reason (idle, or the repository left).
     pub destroy: Option<&'static str>,
+    /// These generations (ids) have been building past `BUILD_DEADLINE`: failed.
+    pub time_out: Vec<i64>,
 }
+
+/// A generation still building after this long has failed: Argo CD's sync has no deadline
+/// of its own (a Job waiting on a Secret that never unseals waits for ever), and a building
+/// generation holds back the next one. Three of the chart's 30-minute Job deadlines.
+pub const BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3 * 3600);
 
 /// The generation previews clone now: the newest ready one.
 pub fn current(gens: &[Gen]) -> Option<&Gen> {
@@ -105,7 +112,17 @@ pub fn plan(
         return plan;
     }
     let newest = gens.iter().max_by_key(|g| g.generation);
-    let building = gens.iter().any(|g| g.state == GenState::Building);
+    let deadline = i64::try_from(BUILD_DEADLINE.as_secs()).unwrap_or(i64::MAX);
+    plan.time_out = gens
+        .iter()
+        .filter(|g| g.state == GenState::Building && now.saturating_sub(g.created_at) >= deadline)
+        .map(|g| g.id)
+        .collect();
+    // A writer's refresh starts over whatever is building; otherwise one build at a time.
+    let building = wanted.refresh != 2
+        && gens
+            .iter()
+            .any(|g| g.state == GenState::Building && !plan.time_out.contains(&g.id));
     let refresh_due = |newest: &Gen| {
         let age = now.saturating_sub(newest.created_at);
         wanted.refresh == 2
@@ -131,7 +148,10 @@ pub fn plan(
         let superseded = match g.state {
             GenState::Ready => g.generation < current,
             GenState::Failed => g.generation < newest,
-            GenState::Building | GenState::Retiring => false,
+            GenState::Building if plan.time_out.contains(&g.id) => g.generation < newest,
+            // A new build (a writer's refresh) replaces one still building.
+            GenState::Building => plan.build.is_some(),
+            GenState::Retiring => false,
         };
         superseded && g.clones_pending == 0
     });

@@ -89,8 +89,8 @@ pub struct PullRequestEvent {
     pub head_sha: Sha,
     pub head_ref: String,
     pub base_ref: String,
-    /// The base branch's commit (`pull_request.base.sha`): what a repository's first
-    /// template generation is built from (#16).
+    /// The base branch's commit (`pull_request.base.sha`) when the base is the repository's
+    /// default branch: what a repository's first template generation is built from (#16).
     pub base_sha: Option<Sha>,
     /// Head repository differs from the base, or is gone: untrusted code.
     pub fork: bool,

@@ -36,30 +36,33 @@ pub struct TemplateRepoRow {
     pub last_used_at: i64,
 }
 
-/// Notes `sha` as the newest head of `repo`'s default branch and, with `refresh` > 0, asks
-/// for a new generation (a command's 2 is never lowered by a push's 1). A destroyed
-/// repository's template comes back only when asked again (a new preview or a command).
+/// Notes a push of `repo`'s default branch to `sha` at `pushed_at` (GitHub's
+/// `repository.pushed_at`) and asks for a new generation from it. Only a push newer than the
+/// one known counts: GitHub does not promise delivery order, and a late, older push must not
+/// move the template back. A destroyed template stays destroyed (a preview or a writer's
+/// refresh brings it back).
 pub async fn note_template_base(
     conn: impl sqlx::SqliteExecutor<'_>,
     repo: &str,
     sha: &str,
-    refresh: i64,
-    by: Option<&str>,
+    pushed_at: i64,
+    by: &str,
     now: i64,
 ) -> sqlx::Result<()> {
     sqlx::query!(
-        "INSERT INTO template_repos (repo, base_sha, refresh, refresh_by, last_used_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+        "INSERT INTO template_repos (repo, base_sha, base_at, refresh, refresh_by, last_used_at, updated_at)
+         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)
          ON CONFLICT (repo) DO UPDATE SET
            base_sha = excluded.base_sha,
-           refresh = max(template_repos.refresh, excluded.refresh),
-           refresh_by = CASE WHEN excluded.refresh >= template_repos.refresh AND excluded.refresh > 0
-                             THEN excluded.refresh_by ELSE template_repos.refresh_by END,
-           destroy = CASE WHEN excluded.refresh = 2 THEN NULL ELSE template_repos.destroy END,
-           updated_at = excluded.updated_at",
+           base_at = excluded.base_at,
+           refresh = max(template_repos.refresh, 1),
+           refresh_by = CASE WHEN template_repos.refresh = 2 THEN template_repos.refresh_by
+                             ELSE excluded.refresh_by END,
+           updated_at = excluded.updated_at
+         WHERE excluded.base_at > template_repos.base_at",
         repo,
         sha,
-        refresh,
+        pushed_at,
         by,
         now,
     )
@@ -114,7 +117,8 @@ pub async fn template_repo(pool: &SqlitePool, repo: &str) -> sqlx::Result<Option
     .await
 }
 
-/// Every repository with a template record or a generation: what the template pass visits.
+/// Every repository with a template record or a generation: what the template pass visits
+/// (a destroyed template keeps its record: a writer's refresh builds it again from its base).
 pub async fn template_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!(
         r#"SELECT repo AS "repo!" FROM template_repos
@@ -277,18 +281,6 @@ pub async fn destroy_template(
     Ok(done.rows_affected() > 0)
 }
 
-/// The template record itself, once every generation is gone after a destroy.
-pub async fn forget_template_repo(pool: &SqlitePool, repo: &str) -> sqlx::Result<()> {
-    sqlx::query!(
-        "DELETE FROM template_repos WHERE repo = ?1 AND destroy IS NOT NULL
-            AND NOT EXISTS (SELECT 1 FROM templates WHERE repo = ?1)",
-        repo
-    )
-    .execute(pool)
-    .await
-    .map(drop)
-}
-
 /// The stored sealed values of a generation (as `sealed_secrets` for previews).
 pub async fn generation_secrets(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<SealedSecret>> {
     let rows = sqlx::query!(
@@ -403,12 +395,28 @@ pub async fn clones_pending(pool: &SqlitePool, repo: &str, generation: i64) -> s
     .await
 }
 
-/// `repo`'s previews that are not gone (the template is in use while there are any).
+/// `repo`'s deployed previews (the template is in use while there are any; a PR opted out,
+/// a draft or an unapproved fork has no database).
 pub async fn live_previews(pool: &SqlitePool, repo: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!: i64" FROM previews WHERE repo = ?1 AND desired <> 'absent'"#,
+        r#"SELECT count(*) AS "n!: i64" FROM previews WHERE repo = ?1 AND desired = 'deployed'"#,
         repo
     )
     .fetch_one(pool)
     .await
+}
+
+/// `repo`'s previews still waiting to clone `generation`, which is being dropped, are seeded
+/// instead (`template_generation` cleared at the same decision).
+pub async fn seed_instead(pool: &SqlitePool, repo: &str, generation: i64) -> sqlx::Result<u64> {
+    let done = sqlx::query!(
+        "UPDATE previews SET template_generation = NULL
+          WHERE repo = ?1 AND template_generation = ?2 AND desired <> 'absent'
+            AND template_confirmed IS NOT template_seed",
+        repo,
+        generation
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
 }

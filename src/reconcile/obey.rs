@@ -102,7 +102,14 @@ impl Feedback {
             }
             _ => None,
         };
-        let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now, status)?;
+        // `refresh-template` needs a commit of the default branch to build from.
+        let base_known = match (&row, parsed) {
+            (Some(row), Command::RefreshTemplate) => {
+                db::template_repo(&self.pool, &row.repo).await?.is_some()
+            }
+            _ => false,
+        };
+        let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now, status, base_known)?;
         let id = row.as_ref().map(|r| r.id);
         // Only what did something earns a rocket; the rest is answered, and confused.
         let status = if outcome.did_something() {
@@ -170,6 +177,7 @@ impl Feedback {
         cmd: &'a CommandRow,
         now: i64,
         status: Option<String>,
+        template_base_known: bool,
     ) -> anyhow::Result<(Vec<Effect<'a>>, Outcome<'a>)> {
         let actor = &cmd.actor;
         // When the approver looked: the comment's own time, the clock the push's is in.
@@ -239,6 +247,7 @@ impl Feedback {
             Command::RefreshTemplate if self.config.template_for(&repo).is_none() => {
                 (vec![], Outcome::NoTemplate)
             }
+            Command::RefreshTemplate if !template_base_known => (vec![], Outcome::NoTemplateBase),
             Command::RefreshTemplate => (
                 vec![Effect::RefreshTemplate { by: actor }],
                 Outcome::RefreshingTemplate,

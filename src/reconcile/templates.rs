@@ -63,6 +63,25 @@ impl Reconciler {
             db::destroy_template(&self.pool, repo, reason, now).await?;
             tracing::info!(repo, reason, "template database to be dropped");
         }
+        for id in &plan.time_out {
+            let message = format!(
+                "did not finish building within {}",
+                crate::duration::format(template::BUILD_DEADLINE)
+            );
+            tracing::warn!(repo, error = %message, "template build timed out");
+            db::set_generation_state(&self.pool, *id, "failed", Some(&message), now).await?;
+        }
+        // A template destroyed while a preview still waits to clone it: that preview is
+        // seeded instead (a clone that already ran stays; its seed record makes the seed a
+        // no-op), never left naming a database that is gone.
+        if wanted.as_ref().is_some_and(|w| w.destroy.is_some()) || plan.destroy.is_some() {
+            for pending in gens
+                .iter()
+                .filter(|g| g.clones_pending > 0 && plan.retire.contains(&g.id))
+            {
+                db::seed_instead(&self.pool, repo, pending.generation).await?;
+            }
+        }
         if let Some((generation, base_sha)) = &plan.build {
             self.start_generation(&name, *generation, base_sha, now)
                 .await?;
@@ -73,9 +92,6 @@ impl Reconciler {
             } else if row.state == GenState::Building.as_str() {
                 self.build_generation(&name, &row, now).await?;
             }
-        }
-        if plan.destroy.is_some() || wanted.as_ref().is_some_and(|w| w.destroy.is_some()) {
-            db::forget_template_repo(&self.pool, repo).await?;
         }
         // `template_idle` counts from the last preview: while any lives, the template is in
         // use (marked at most hourly: one write an hour per repository, not one a pass).
@@ -293,23 +309,36 @@ impl Reconciler {
         let generation = if decided {
             decision.generation
         } else {
-            let current = current_of(&rows).filter(|_| templated);
+            // In cnpg mode each cluster has its own PostgreSQL (its CloudNativePG Cluster): a
+            // generation is cloned only by previews on the cluster it was built on.
+            let reachable = |g: &&TemplateRow| {
+                self.config.database.mode != DatabaseMode::Cnpg
+                    || row.cluster.as_deref() == Some(g.cluster.as_str())
+            };
+            let current = current_of(&rows);
+            let cloned = current.filter(|g| templated && reachable(g));
             if templated {
                 db::template_used(&self.pool, key.repo.as_str(), now).await?;
-                if current.is_none() {
-                    let why = match rows.iter().find(|g| g.state == GenState::Building.as_str()) {
-                        Some(g) => format!(
+                if cloned.is_none() {
+                    let building = rows.iter().find(|g| g.state == GenState::Building.as_str());
+                    let why = match (current, building) {
+                        (Some(g), _) => format!(
+                            "seeded: template generation {} lives on cluster {}'s database server",
+                            g.generation, g.cluster
+                        ),
+                        (None, Some(g)) => format!(
                             "seeded: template generation {} is still building",
                             g.generation
                         ),
-                        None => "seeded: no template generation is ready".into(),
+                        (None, None) => "seeded: no template generation is ready".into(),
                     };
                     db::add_history_now(&self.pool, &row.repo, row.number, "template", &why, now)
                         .await?;
                 }
             }
-            db::decide_clone(&self.pool, row.id, current, row.seed_generation).await?;
-            current
+            let generation = cloned.map(|g| g.generation);
+            db::decide_clone(&self.pool, row.id, generation, row.seed_generation).await?;
+            generation
         };
         let Some(generation) = generation else {
             return Ok(None);
@@ -328,9 +357,8 @@ impl Reconciler {
 }
 
 /// The generation previews clone now: the newest ready one of the recorded rows.
-fn current_of(rows: &[TemplateRow]) -> Option<i64> {
+fn current_of(rows: &[TemplateRow]) -> Option<&TemplateRow> {
     rows.iter()
         .filter(|g| g.state == GenState::Ready.as_str())
-        .map(|g| g.generation)
-        .max()
+        .max_by_key(|g| g.generation)
 }

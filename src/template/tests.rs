@@ -59,14 +59,36 @@ fn a_writers_refresh_builds_at_once_even_at_the_same_base() {
 }
 
 #[test]
-fn nothing_new_is_built_while_a_generation_is_building() {
+fn no_push_builds_while_a_generation_is_building_nor_times_it_out_early() {
+    // A push waits for the build in progress (a writer's refresh starts over instead:
+    // a_writers_refresh_starts_over_a_generation_stuck_building_for_days).
     let gens = [
         built(1, "a", GenState::Ready, 0),
         built(2, "b", GenState::Building, DAY),
     ];
-    let plan = plan(policy(), Some(&wanted("c", 2)), &gens, 1, 3 * DAY);
+    let plan = plan(policy(), Some(&wanted("c", 1)), &gens, 1, DAY + 2 * HOUR);
     assert_eq!(plan.build, None);
     assert!(plan.retire.is_empty(), "{plan:?}");
+    assert!(plan.time_out.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn a_build_past_its_deadline_fails_and_the_next_push_builds_again() {
+    let gens = [
+        built(1, "a", GenState::Ready, 0),
+        built(2, "b", GenState::Building, DAY),
+    ];
+    let plan = plan(policy(), Some(&wanted("c", 1)), &gens, 1, 2 * DAY);
+    assert_eq!(plan.time_out, [20]);
+    assert_eq!(plan.build, Some((3, "c".into())));
+    // Failed now; it goes once the newer one exists (the next pass).
+    let next = [
+        built(1, "a", GenState::Ready, 0),
+        built(2, "b", GenState::Failed, DAY),
+        built(3, "c", GenState::Building, 2 * DAY),
+    ];
+    let after = super::plan(policy(), Some(&wanted("c", 0)), &next, 1, 2 * DAY);
+    assert_eq!(after.retire, [20]);
 }
 
 #[test]

@@ -67,7 +67,13 @@ pub(super) fn convert(event: WebhookEvent) -> Result<Event, String> {
                     .map_err(|e| format!("pull_request.head.sha: {e}"))?,
                 head_ref: pr.head.ref_field.clone(),
                 base_ref: pr.base.ref_field.clone(),
-                base_sha: pr.base.sha.parse().ok(),
+                // Only a PR into the default branch names its head: a PR into an old release
+                // branch must not give the template (which every later preview clones) its base.
+                base_sha: base_repo
+                    .default_branch
+                    .as_deref()
+                    .filter(|branch| *branch == pr.base.ref_field)
+                    .and_then(|_| pr.base.sha.parse().ok()),
                 fork: head_repo_id != Some(base_repo.id.0),
                 draft: pr.draft.unwrap_or(false),
                 labels: labels_after(

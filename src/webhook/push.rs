@@ -15,6 +15,9 @@ pub struct PushEvent {
     pub sha: Option<Sha>,
     /// The push moved the repository's default branch.
     pub default_branch: bool,
+    /// `repository.pushed_at` (Unix seconds in push payloads): orders pushes, whose
+    /// deliveries GitHub does not promise in order.
+    pub pushed_at: i64,
     pub sender: String,
 }
 
@@ -38,6 +41,8 @@ struct Repository<'a> {
     full_name: Cow<'a, str>,
     #[serde(borrow)]
     default_branch: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pushed_at: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -63,10 +68,22 @@ pub fn parse(body: &[u8]) -> Result<PushEvent, String> {
     } else {
         Some(p.after.parse().map_err(|e| format!("after: {e}"))?)
     };
+    // A number in push payloads (other events spell it as a timestamp string).
+    let pushed_at = match &p.repository.pushed_at {
+        Some(serde_json::Value::Number(n)) => n.as_i64(),
+        Some(serde_json::Value::String(text)) => {
+            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .ok()
+                .map(time::OffsetDateTime::unix_timestamp)
+        }
+        _ => None,
+    }
+    .ok_or("repository.pushed_at is missing")?;
     Ok(PushEvent {
         repo,
         sha,
         default_branch,
+        pushed_at,
         sender: p.sender.map(|s| s.login.into_owned()).unwrap_or_default(),
     })
 }
@@ -87,6 +104,7 @@ mod tests {
             "6113728f27ae82c7b1a177c8d03f9e96e0adf246"
         );
         assert_eq!(push.sender, "Codertocat");
+        assert_eq!(push.pushed_at, 1_557_933_657);
     }
 
     #[test]

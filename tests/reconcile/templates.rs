@@ -185,16 +185,15 @@ async fn a_push_to_the_default_branch_builds_the_next_generation_only_after_temp
     assert!(generation_file(&app, 1).is_none());
 
     // A writer's refresh builds at once, even at the same base; destroy-template drops all.
-    db::note_template_base(
-        app.pool(),
-        HELLO,
-        "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
-        2,
-        Some("octocat"),
-        0,
-    )
-    .await
-    .unwrap();
+    let pr2: i64 = app.scalar("SELECT id FROM previews WHERE number = 2").await;
+    let mut conn = app.pool().acquire().await.unwrap();
+    let refresh = db::Effect::RefreshTemplate { by: "octocat" };
+    assert!(
+        db::command_effect(&mut conn, pr2, &refresh, 0)
+            .await
+            .unwrap()
+    );
+    drop(conn);
     reconciler.pass().await.unwrap();
     assert!(generation_file(&app, 3).is_some());
     assert!(
