@@ -134,18 +134,20 @@ pub fn list_page(
     body += "</tbody></table>";
     if !templates.is_empty() {
         body += "<h2>Template databases</h2><table><thead><tr><th>Repository</th>\
-                 <th>Generation</th><th>State</th><th>Base</th><th>Age</th><th></th></tr></thead><tbody>";
+                 <th>Generation</th><th>State</th><th>Base</th><th>Size</th><th>Age</th><th></th></tr></thead><tbody>";
         for t in templates {
             body += &format!(
                 "<tr><td data-label=\"Repository\">{}</td><td data-label=\"Generation\">{}</td>\
                  <td data-label=\"State\"><span class=\"state {}\">{}</span></td>\
-                 <td data-label=\"Base\"><code>{}</code></td><td data-label=\"Age\">{}</td>\
-                 <td class=\"muted\">{}</td></tr>",
+                 <td data-label=\"Base\"><code>{}</code></td><td data-label=\"Size\">{}</td>\
+                 <td data-label=\"Age\">{}</td><td class=\"muted\">{}</td></tr>",
                 escape(&t.repo),
                 t.generation,
                 escape(&t.state),
                 escape(&t.state),
                 escape(t.base_sha.get(..7).unwrap_or(&t.base_sha)),
+                t.size_bytes
+                    .map_or_else(|| "—".to_owned(), crate::view::size),
                 age(t.age_seconds),
                 escape(t.message.as_deref().unwrap_or("")),
             );
@@ -272,10 +274,20 @@ mod tests {
             created_at: 0,
             ready_at: None,
             age_seconds: 7200,
+            size_bytes: None,
             message: Some("hook <script>alert(1)</script> failed".into()),
         };
-        let html = list_page(&[], &[], &[t], 100);
+        let sized = Template {
+            generation: 3,
+            size_bytes: Some(262_144_000),
+            ..t.clone()
+        };
+        let html = list_page(&[], &[], &[t, sized], 100);
         assert!(html.contains("Template databases") && html.contains("<code>f95f852</code>"));
+        assert!(
+            html.contains("data-label=\"Size\">250 MB<") && html.contains("data-label=\"Size\">—<"),
+            "a reported size, and none yet: {html}"
+        );
         assert!(
             html.contains("&lt;script&gt;") && !html.contains("<script>"),
             "{html}"

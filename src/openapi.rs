@@ -92,7 +92,7 @@ pub fn document() -> Value {
                 "Template": {
                     "type": "object",
                     "additionalProperties": false,
-                    "required": ["repo", "generation", "state", "base_sha", "cluster", "database", "created_at", "ready_at", "age_seconds", "message"],
+                    "required": ["repo", "generation", "state", "base_sha", "cluster", "database", "created_at", "ready_at", "age_seconds", "size_bytes", "message"],
                     "properties": {
                         "repo": text,
                         "generation": {"type": "integer", "minimum": 1},
@@ -103,6 +103,8 @@ pub fn document() -> Value {
                         "created_at": time,
                         "ready_at": {"type": ["integer", "null"]},
                         "age_seconds": {"type": "integer", "minimum": 0},
+                        "size_bytes": {"type": ["integer", "null"], "minimum": 0,
+                            "description": "the database's size on its server, as the generation's size Job reported it; null until then (or without public_url)"},
                         "message": nullable_text,
                     },
                 },
@@ -158,6 +160,34 @@ pub fn document() -> Value {
                             "properties": {"templates": {"type": "array", "items": {"$ref": "#/components/schemas/Template"}}},
                         }}}},
                     })),
+                },
+            },
+            "/api/templates/{owner}/{repo}/{generation}/size": {
+                "post": {
+                    "summary": "A template generation's size Job reports the size it measured (needs the generation's own report token, not api.token)",
+                    "security": [],
+                    "parameters": [
+                        {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}},
+                        {"name": "generation", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 1, "maximum": u32::MAX}},
+                    ],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                        "type": "object", "additionalProperties": false, "required": ["token", "bytes"],
+                        "properties": {
+                            "token": {"type": "string", "description": "the TOKEN of the generation's report Secret"},
+                            "bytes": {"type": "integer", "minimum": 0, "maximum": i64::MAX},
+                        },
+                    }}}},
+                    "responses": {
+                        "204": {"description": "recorded"},
+                        "400": error("a generation that is no number, or a body that is not a size report"),
+                        "401": error("the token is not this generation's, or previewd builds no such generation"),
+                        "408": error("the body did not arrive within 30 s"),
+                        "413": error("a body over 1,024 bytes"),
+                        "503": {"description": "the state could not be written (retry after the Retry-After seconds)",
+                            "headers": {"Retry-After": {"required": false, "schema": {"type": "integer"}}},
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                    },
                 },
             },
             "/api/previews/{owner}/{repo}/{number}/destroy": {

@@ -191,19 +191,21 @@ pub async fn templates(config: &Config) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{:<40} {:>4} {:<9} {:<8} {:<10} message",
-        "repository", "gen", "state", "base", "age"
+        "{:<40} {:>4} {:<9} {:<8} {:<8} {:<10} message",
+        "repository", "gen", "state", "base", "size", "age"
     );
     for row in rows {
         let age = crate::duration::format(std::time::Duration::from_secs(
             u64::try_from(now.saturating_sub(row.created_at)).unwrap_or(0),
         ));
         println!(
-            "{:<40} {:>4} {:<9} {:<8} {:<10} {}",
+            "{:<40} {:>4} {:<9} {:<8} {:<8} {:<10} {}",
             row.repo,
             row.generation,
             row.state,
             row.base_sha.get(..7).unwrap_or(&row.base_sha),
+            row.size_bytes
+                .map_or_else(|| "-".to_owned(), crate::view::size),
             age,
             row.message.unwrap_or_default()
         );

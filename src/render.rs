@@ -56,6 +56,9 @@ pub struct SecretNames {
     pub database_role: String,
     /// In the preview namespace: the `kubernetes.io/tls` Secret.
     pub tls: String,
+    /// A template generation's (#16), beside its database Jobs: the TOKEN its size Job
+    /// reports with.
+    pub report: String,
 }
 
 impl SecretNames {
@@ -65,6 +68,7 @@ impl SecretNames {
             database_password: format!("{}-db-password", names.slug),
             database_role: format!("{}-db-role", names.slug),
             tls: format!("{}-tls", names.slug),
+            report: format!("{}-db-report", names.slug),
         }
     }
 }

@@ -119,6 +119,41 @@ pub fn database(
     vec![connection, credentials]
 }
 
+/// A template generation's report token (#16): 256 random bits, URL-safe base64, sealed for
+/// the generation's cluster into the namespace its database Jobs run in, where the size Job
+/// reads it. previewd keeps only `report_digest` of it.
+pub fn template_report(
+    config: &Config,
+    names: &Names,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> (SecretSpec, [u8; 32]) {
+    use base64::Engine;
+    let mut token = [0u8; 32];
+    rng.fill_bytes(&mut token);
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token);
+    let digest = report_digest(&token);
+    let spec = spec(
+        &SecretNames::of(names).report,
+        &config.database.namespace,
+        "Opaque",
+        [("TOKEN", token)],
+    );
+    (spec, digest)
+}
+
+/// What previewd stores of a report token: its SHA-256 (the token has 256 bits of entropy,
+/// so no salt or stretching adds anything).
+pub fn report_digest(token: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Whether `token` is the one whose digest is `digest`, in constant time.
+pub fn report_token_matches(token: &str, digest: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    bool::from(report_digest(token).as_slice().ct_eq(digest))
+}
+
 /// Every Secret a preview gets: its database credentials and, with a preview CA, its TLS
 /// certificate (valid through `valid_until` plus the CA's margin).
 pub fn for_preview(
@@ -264,5 +299,31 @@ mod tests {
     fn no_database_no_secrets() {
         let config = Config::from_toml("[database]\nmode = \"off\"\n", Vec::new()).unwrap();
         assert!(database(&config, &names(), &mut rand::thread_rng()).is_empty());
+    }
+
+    #[test]
+    fn a_report_token_matches_only_its_own_digest() {
+        let config = Config::from_toml("[database]\nmode = \"shared\"\n", Vec::new()).unwrap();
+        let (spec, digest) = template_report(&config, &names(), &mut rand::thread_rng());
+        let token = std::str::from_utf8(&spec.data["TOKEN"]).unwrap().to_owned();
+        assert_eq!(token.len(), 43, "256 bits, unpadded base64");
+        assert!(
+            token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        );
+        assert_eq!(spec.namespace, config.database.namespace);
+        assert!(spec.name.ends_with("-db-report"), "{}", spec.name);
+        assert!(report_token_matches(&token, &digest));
+        let (other, _) = template_report(&config, &names(), &mut rand::thread_rng());
+        assert!(!report_token_matches(
+            std::str::from_utf8(&other.data["TOKEN"]).unwrap(),
+            &digest
+        ));
+        assert!(!report_token_matches("", &digest));
+        assert!(
+            !report_token_matches(&token, &digest[..31]),
+            "a truncated digest never matches"
+        );
     }
 }

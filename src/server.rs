@@ -1,7 +1,7 @@
 //! The HTTP edge: routes, the webhook handler (decide, record, answer), health probes and
 //! the metrics. The API's handlers are `api`, the dashboard's `pages`, a delivery's checks
-//! `delivery`, every failure's status code `error`; the state handlers share is
-//! `app::App`; starting everything and shutting it down is `serve`.
+//! `delivery`, a template's size report `report`, every failure's status code `error`; the
+//! state handlers share is `app::App`; starting everything and shutting it down is `serve`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +24,7 @@ pub mod delivery;
 pub mod edge;
 pub mod error;
 mod pages;
+pub mod report;
 
 use delivery::Verified;
 pub use error::Error;
@@ -74,9 +75,14 @@ pub fn router(app: Arc<App>) -> Router {
             app.clone(),
             only_local_hosts,
         ));
-    // The webhook is signed, and tunnels to a laptop (smee, ngrok) keep their own Host.
+    // The webhook is signed, and tunnels to a laptop (smee, ngrok) keep their own Host; a
+    // template's size report carries its generation's token and comes from a cluster.
     Router::new()
         .route("/webhooks/github", post(github_webhook))
+        .route(
+            "/api/templates/{owner}/{repo}/{generation}/size",
+            post(report::template_size),
+        )
         .merge(local)
         .with_state(app)
 }

@@ -18,7 +18,7 @@ pub use read::{
     DEFAULT_LIMIT, Filters, MAX_LIMIT, Paging, PagingError, cursor_after, detail, list, page,
     page_limit, parse_cursor,
 };
-pub use templates::{Template, templates};
+pub use templates::{Template, size, templates};
 
 /// One preview as the API, the dashboard and the CLI show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

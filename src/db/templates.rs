@@ -21,6 +21,8 @@ pub struct TemplateRow {
     pub applied_hash: Option<String>,
     pub created_at: i64,
     pub ready_at: Option<i64>,
+    /// The database's size on its server, as its size Job reported it (bytes).
+    pub size_bytes: Option<i64>,
 }
 
 /// What a repository's next generation is built from, and whether one is wanted.
@@ -133,7 +135,7 @@ pub async fn generations(pool: &SqlitePool, repo: &str) -> sqlx::Result<Vec<Temp
     sqlx::query_as!(
         TemplateRow,
         r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state, message,
-                  applied_hash, created_at, ready_at
+                  applied_hash, created_at, ready_at, size_bytes
              FROM templates WHERE repo = ?1 ORDER BY generation DESC"#,
         repo
     )
@@ -146,7 +148,7 @@ pub async fn all_generations(pool: &SqlitePool) -> sqlx::Result<Vec<TemplateRow>
     sqlx::query_as!(
         TemplateRow,
         r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state, message,
-                  applied_hash, created_at, ready_at
+                  applied_hash, created_at, ready_at, size_bytes
              FROM templates ORDER BY repo, generation DESC LIMIT 1000"#
     )
     .fetch_all(pool)
@@ -296,10 +298,13 @@ pub async fn generation_secrets(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<
     Ok(secrets.unwrap_or_default())
 }
 
+/// Stores a generation's sealed Secrets and the digest of its report token (the token is
+/// among the sealed values, never stored in the clear), in one transaction.
 pub async fn store_generation_secrets(
     pool: &SqlitePool,
     id: i64,
     secrets: &[SealedSecret],
+    report_digest: Option<&[u8]>,
     fingerprint: &str,
     now: i64,
 ) -> sqlx::Result<()> {
@@ -307,6 +312,13 @@ pub async fn store_generation_secrets(
     sqlx::query!("DELETE FROM template_secrets WHERE template_id = ?1", id)
         .execute(&mut *tx)
         .await?;
+    sqlx::query!(
+        "UPDATE templates SET report_digest = ?2 WHERE id = ?1",
+        id,
+        report_digest
+    )
+    .execute(&mut *tx)
+    .await?;
     for secret in secrets {
         let stored = super::previews::secret_to_store(secret);
         sqlx::query!(
@@ -324,6 +336,44 @@ pub async fn store_generation_secrets(
         .await?;
     }
     tx.commit().await
+}
+
+/// The report-token digest of `repo`'s generation `generation`, while it is building or
+/// ready (a retiring or failed generation takes no report).
+pub async fn report_digest(
+    pool: &SqlitePool,
+    repo: &str,
+    generation: i64,
+) -> sqlx::Result<Option<Vec<u8>>> {
+    let digest = sqlx::query_scalar!(
+        "SELECT report_digest FROM templates
+          WHERE repo = ?1 AND generation = ?2 AND state IN ('building', 'ready')",
+        repo,
+        generation
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(digest.flatten())
+}
+
+/// Records the size a generation's size Job measured.
+pub async fn record_template_size(
+    pool: &SqlitePool,
+    repo: &str,
+    generation: i64,
+    bytes: i64,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE templates SET size_bytes = ?3, size_at = ?4 WHERE repo = ?1 AND generation = ?2",
+        repo,
+        generation,
+        bytes,
+        now
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 /// Which generation a preview's database comes from: (generation, decided at seed

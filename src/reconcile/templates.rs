@@ -137,6 +137,7 @@ impl Reconciler {
             applied_hash: None,
             created_at: now,
             ready_at: None,
+            size_bytes: None,
         };
         db::start_generation(&self.pool, &row, now).await?;
         tracing::info!(%repo, generation, base_sha, "building a template generation");
@@ -278,12 +279,29 @@ impl Reconciler {
             .certs
             .get(&row.cluster)
             .with_context(|| format!("no sealing certificate for cluster {}", row.cluster))?;
-        let specs = crate::secrets::database(&self.config, names, &mut rand::rngs::OsRng);
+        let mut specs = crate::secrets::database(&self.config, names, &mut rand::rngs::OsRng);
+        // With somewhere to report to, the size Job gets a token of its own (only its digest
+        // is kept): it tells previewd the generation's size once it is sealed.
+        let mut digest = None;
+        if self.config.public_url.is_some() && !specs.is_empty() {
+            let (spec, token_digest) =
+                crate::secrets::template_report(&self.config, names, &mut rand::rngs::OsRng);
+            specs.push(spec);
+            digest = Some(token_digest);
+        }
         let sealed = specs
             .iter()
             .map(|spec| crate::seal::seal_secret(cert, spec))
             .collect::<Result<Vec<_>, _>>()?;
-        db::store_generation_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
+        db::store_generation_secrets(
+            &self.pool,
+            row.id,
+            &sealed,
+            digest.as_ref().map(|d| d.as_slice()),
+            &cert.fingerprint,
+            now,
+        )
+        .await?;
         Ok(sealed)
     }
 

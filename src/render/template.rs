@@ -85,6 +85,18 @@ pub fn template(
     values["database"]["build"] = json!(true);
     values["tls"] = json!({"mode": "off"});
     values["dns"] = json!({"enabled": false});
+    // Sealed with a report token: once sealed, the size Job measures the database and posts
+    // its size here (the token's Secret is among `sealed` only when there is a public_url).
+    let report = super::SecretNames::of(names).report;
+    if let (Some(url), true) = (
+        config.public_url.as_deref(),
+        sealed.iter().any(|s| s.name == report),
+    ) {
+        values["database"]["report"] = json!({
+            "url": report_url(url, generation),
+            "tokenSecret": report,
+        });
+    }
     let entries = ledger::provisioned(names, config, false)
         .into_iter()
         .filter(|e| e.kind != "Certificate")
@@ -93,6 +105,17 @@ pub fn template(
         application: stamped(app, instance),
         entries,
     })
+}
+
+/// Where a generation's size Job posts its size: `POST /api/templates/{owner}/{repo}/
+/// {generation}/size` under `public_url` (repository names are URL-safe as GitHub allows them).
+pub fn report_url(public_url: &str, generation: &Generation) -> String {
+    format!(
+        "{}/api/templates/{}/{}/size",
+        public_url.trim_end_matches('/'),
+        generation.repo,
+        generation.generation
+    )
 }
 
 #[cfg(test)]
@@ -155,5 +178,41 @@ mod tests {
             assert_ne!(a.application, b.application);
         }
         assert!(one.slug.len() <= crate::naming::MAX_SLUG);
+    }
+
+    #[test]
+    fn a_generation_sealed_with_a_report_token_tells_its_size_job_where_to_report() {
+        let config = Config::from_toml(
+            "public_url = \"https://previewd.example.com/\"\n[[repos]]\nname = \"octo/app\"\n\
+             image = \"ghcr.io/octo/app\"\nseed = \"example\"\ndatabase_template = true\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let g = generation(3);
+        let names = Names::template(&g.repo, 3, "preview.localhost");
+        let report = crate::render::SecretNames::of(&names).report;
+        let sealed = SealedSecret {
+            name: report.clone(),
+            namespace: config.database.namespace.clone(),
+            scope: "strict",
+            type_: "Opaque".into(),
+            labels: Default::default(),
+            encrypted_data: [("TOKEN".to_owned(), "AgB".to_owned())].into(),
+        };
+        let values = |sealed: &[SealedSecret]| {
+            let rendered = template(&g, &names, &config, sealed, "inst").unwrap();
+            rendered.application.manifest["spec"]["source"]["helm"]["valuesObject"]["database"]
+                ["report"]
+                .clone()
+        };
+        assert_eq!(
+            values(std::slice::from_ref(&sealed)),
+            json!({
+                "url": "https://previewd.example.com/api/templates/octo/app/3/size",
+                "tokenSecret": report,
+            })
+        );
+        // Sealed before previewd had a token to give (or with no public_url): no report.
+        assert_eq!(values(&[]), serde_json::Value::Null);
     }
 }

@@ -40,6 +40,11 @@ pub enum Error {
     Unreadable(String),
     #[error("a bearer token (api.token) is required")]
     Unauthorized,
+    /// A template size report whose token is not its generation's (#16).
+    #[error("the report token is not this template generation's")]
+    ReportRefused,
+    #[error("a size report is at most {} bytes", super::report::MAX_REPORT)]
+    ReportTooLarge,
     #[error("destroy through the API needs api.token to be set")]
     DestroyNeedsToken,
     /// No preview (or no record at all) of the pull request asked for; the text says which.
@@ -69,11 +74,12 @@ impl Error {
         match self {
             Self::Rejected(Rejection::NoSecret | Rejection::BadSignature(_))
             | Self::Rejected(Rejection::MissingHeader("X-Hub-Signature-256"))
-            | Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            | Self::Unauthorized
+            | Self::ReportRefused => StatusCode::UNAUTHORIZED,
             Self::Rejected(_) | Self::BadBody(_) | Self::Paging(_) | Self::Unreadable(_) => {
                 StatusCode::BAD_REQUEST
             }
-            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TooLarge | Self::ReportTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::SlowBody => StatusCode::REQUEST_TIMEOUT,
             Self::DestroyNeedsToken => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,

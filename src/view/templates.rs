@@ -1,5 +1,5 @@
 //! The template databases (#16) as the API and the dashboard show them: every generation of
-//! every repository, with its base commit, state and age.
+//! every repository, with its base commit, state, size and age.
 
 use serde::Serialize;
 use sqlx::SqlitePool;
@@ -18,6 +18,9 @@ pub struct Template {
     pub created_at: i64,
     pub ready_at: Option<i64>,
     pub age_seconds: i64,
+    /// As the generation's size Job reported it; none until then (or with no `public_url`
+    /// to report to).
+    pub size_bytes: Option<i64>,
     pub message: Option<String>,
 }
 
@@ -43,8 +46,37 @@ pub async fn templates(pool: &SqlitePool, now: i64) -> anyhow::Result<Vec<Templa
                 cluster: row.cluster,
                 created_at: row.created_at,
                 ready_at: row.ready_at,
+                size_bytes: row.size_bytes,
                 message: row.message,
             })
         })
         .collect()
+}
+
+/// A size as people read it, in powers of 1,024 as PostgreSQL's `pg_size_pretty` does.
+pub fn size(bytes: i64) -> String {
+    let mut value = bytes as f64;
+    for unit in ["bytes", "kB", "MB", "GB"] {
+        if value < 1024.0 {
+            return if unit == "bytes" {
+                format!("{bytes} bytes")
+            } else {
+                format!("{value:.0} {unit}")
+            };
+        }
+        value /= 1024.0;
+    }
+    format!("{value:.0} TB")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_as_pg_size_pretty_writes_them() {
+        assert_eq!(super::size(0), "0 bytes");
+        assert_eq!(super::size(1023), "1023 bytes");
+        assert_eq!(super::size(8 * 1024), "8 kB");
+        assert_eq!(super::size(262_144_000), "250 MB");
+        assert_eq!(super::size(3 << 40), "3 TB");
+    }
 }

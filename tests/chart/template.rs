@@ -397,7 +397,10 @@ fn every_template_file_that_renders_a_hook_is_in_the_renderings_checksum() {
             );
         }
     }
-    assert_eq!(hooks, 4, "database-shared, database-cnpg, migrations, seed");
+    assert_eq!(
+        hooks, 5,
+        "database-shared, database-cnpg, migrations, seed, template-size"
+    );
 }
 
 #[test]
@@ -497,4 +500,86 @@ fn previewds_own_generation_and_clone_renderings_validate_in_both_modes() {
             "{mode}: a clone is not seeded"
         );
     }
+}
+
+/// A generation sealed with a report token: `build(mode)` with `database.report` and the
+/// report Secret, as previewd sends them when it has a `public_url`.
+fn build_reporting(mode: &str) -> Value {
+    let mut values = build(mode);
+    let namespace = if mode == "shared" {
+        "previewd-system"
+    } else {
+        "pg-shared"
+    };
+    values["database"]["report"] = json!({
+        "url": "https://previewd.example.com/api/templates/octo/app/3/size",
+        "tokenSecret": format!("{BUILD}-db-report"),
+    });
+    values["sealedSecrets"]
+        .as_array_mut()
+        .unwrap()
+        .push(sealed_json(
+            format!("{BUILD}-db-report"),
+            namespace,
+            "TOKEN",
+        ));
+    values
+}
+
+#[test]
+fn a_sealed_generation_reports_its_size_after_the_seal_with_its_token_off_the_command_line() {
+    // Each mode's build (13 and 16 objects) with the report SealedSecret and the size Job.
+    for (mode, objects, namespace) in [("shared", 15, "previewd-system"), ("cnpg", 18, "pg-shared")]
+    {
+        let objects = rendered(&build_reporting(mode), BUILD, objects);
+        let job = |suffix: &str| named(&objects, "Job", &format!("{BUILD}{suffix}"));
+        let (seal, size) = (job("-db-seal"), job("-db-size"));
+        assert_eq!(
+            annotation(size, "argocd.argoproj.io/hook"),
+            Some("PostSync")
+        );
+        assert!(order(size) > order(seal), "{mode}: measured once sealed");
+        assert_eq!(size["metadata"]["namespace"], namespace);
+        assert_eq!(command(size), "sh /sql/template-size.sh");
+        let env = container(size)["env"].as_array().unwrap();
+        let var = |name: &str| env.iter().find(|e| e["name"] == name).unwrap();
+        assert_eq!(
+            var("URL")["value"],
+            "https://previewd.example.com/api/templates/octo/app/3/size"
+        );
+        assert_eq!(var("DB")["value"], GENERATION);
+        let token = &var("TOKEN")["valueFrom"]["secretKeyRef"];
+        assert_eq!(
+            (&token["name"], &token["key"], &token["optional"]),
+            (
+                &json!(format!("{BUILD}-db-report")),
+                &json!("TOKEN"),
+                &json!(true)
+            ),
+            "{mode}: a missing token never holds the build"
+        );
+        let sealed = named(&objects, "SealedSecret", &format!("{BUILD}-db-report"));
+        assert_eq!(sealed["metadata"]["namespace"], namespace);
+        let sql = named(&objects, "ConfigMap", &format!("{BUILD}-db-sql"));
+        assert!(
+            sql["data"]["template-size.sh"]
+                .as_str()
+                .unwrap()
+                .contains("pg_database_size"),
+            "{mode}"
+        );
+    }
+    // No report asked (no public_url): no size Job, no script.
+    let objects = rendered(&build("shared"), BUILD, 13);
+    assert!(!has(&objects, "Job", &format!("{BUILD}-db-size")));
+}
+
+#[test]
+fn a_report_url_that_could_break_out_of_its_value_is_refused_by_the_schema() {
+    let mut values = build_reporting("shared");
+    values["database"]["report"]["url"] = json!("https://x\" -O /etc/passwd");
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "values.json", &values.to_string());
+    let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--release", BUILD]);
+    assert!(!ok && out.contains("report"), "{out}");
 }

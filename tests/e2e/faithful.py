@@ -22,7 +22,8 @@ look-ups and takes the reports):
 and, with `database_template = true` (template-shared, template-cnpg):
 
   opened   -> seeded while generation 1 builds (create, migrate at the base commit's image,
-              seed, then seal); generation 1 ready
+              seed, then seal); generation 1 ready; its size Job ran after the seal, and a
+              report with the token the cluster opened from its SealedSecret is listed
   another PR -> cloned from generation 1, no seed
   /preview refresh-template -> generation 2 ready, generation 1's Application gone and its
               PostDelete drop run
@@ -598,6 +599,26 @@ def template_walk(mode, binary, python, emulator):
             ("Synced", "Healthy", "Succeeded"), st
         print("faithful[template-%s]: first PR seeded while generation 1 built (create, migrate at %s, seed, then seal)"
               % (mode, BASE_SHA[:7]))
+
+        # The size Job ran after the seal, with the token the cluster's controller opened
+        # from the generation's report SealedSecret. The emulator runs no container, so this
+        # walk plays its script's part (the real script is tests/postgres'): it posts a size
+        # to the URL the Job was given, with that token, and the API lists it.
+        size = hook_seq(gen1 + "-db-size")
+        assert size and size[0] > seal[0], "the size Job runs after the seal: size %s, seal %s" % (size, seal)
+        job = next(o for o in emu.objects() if o["kind"] == "Job" and o["metadata"]["name"] == gen1 + "-db-size")
+        env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        ref = env["TOKEN"]["valueFrom"]["secretKeyRef"]
+        secret = next(o for o in emu.objects() if o["kind"] == "Secret" and o["metadata"]["name"] == ref["name"]
+                      and o["metadata"]["namespace"] == job["metadata"]["namespace"])
+        token = base64.b64decode(secret["data"][ref["key"]]).decode()
+        report = urllib.request.Request(env["URL"]["value"], method="POST", headers={"Content-Type": "application/json"},
+                                        data=json.dumps({"token": token, "bytes": 262144000}).encode())
+        with urllib.request.urlopen(report, timeout=10) as answer:
+            assert answer.status == 204, answer.status
+        listed = json.loads(pd.get("/api/templates")[1])["templates"]
+        assert [(t["generation"], t["size_bytes"]) for t in listed] == [(1, 262144000)], listed
+        print("faithful[template-%s]: the size Job's report, with the token sealed for the cluster, lists 250 MB" % mode)
 
         opened3 = fixture("pull_request.opened")
         opened3["number"] = opened3["pull_request"]["number"] = 3

@@ -539,3 +539,154 @@ fn a_preview_that_made_its_database_a_template_is_still_recloned_and_torn_down()
     assert_eq!(pg.databases_named("octo_app_pr_5"), "0");
     assert_eq!(pg.roles_named("octo_app_pr_5"), "0");
 }
+
+/// A stand-in for previewd's report endpoint on loopback: answers `status` to one request
+/// and hands back the request as received (headers and body).
+fn one_request(status: &'static str) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let served = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let (mut head, mut length) = (String::new(), 0);
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = n.trim().parse().unwrap();
+            }
+            head += &line;
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut stream = stream;
+        write!(
+            stream,
+            "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        head + &String::from_utf8(body).unwrap()
+    });
+    (url, served)
+}
+
+impl Postgres {
+    /// The chart's size Job script (files/template-size.sh) as the provisioner `user`, with
+    /// busybox's wget (as in postgres:*-alpine) behind a wrapper that logs its arguments.
+    fn report_size(
+        &self,
+        user: &str,
+        db: &str,
+        url: &str,
+        token: Option<&str>,
+    ) -> (Output, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let wrapper = dir.path().join("wget");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" >> {}/argv\nexec busybox wget \"$@\"\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut command = Command::new("sh");
+        command
+            .arg(chart_file("template-size.sh"))
+            .env_clear()
+            .envs(self.env(user, "postgres"))
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}:/usr/bin:/bin",
+                    dir.path().display(),
+                    self.bin.display()
+                ),
+            )
+            .env("TMPDIR", dir.path())
+            .env("DB", db)
+            .env("URL", url);
+        if let Some(token) = token {
+            command.env("TOKEN", token);
+        }
+        let output = command.output().unwrap();
+        let argv = std::fs::read_to_string(dir.path().join("argv")).unwrap_or_default();
+        (output, argv)
+    }
+}
+
+#[test]
+fn a_sealed_generations_size_is_measured_by_its_owner_and_posted_with_the_token_off_the_command_line()
+ {
+    let pg = Postgres::start();
+    pg.build_template(3, 5000);
+    let db = generation(3);
+    // A provisioner as least privilege leaves it (CREATEDB, CREATEROLE, no superuser) owns the
+    // generation, which takes no connection: pg_database_size needs none (dbsize.c
+    // calculate_database_size checks CONNECT privilege, which the owner holds).
+    ok(
+        &pg.run_as(
+            "postgres",
+            "postgres",
+            &format!("CREATE ROLE provisioner LOGIN CREATEDB CREATEROLE; ALTER DATABASE {db} OWNER TO provisioner;"),
+        ),
+        "provisioner",
+    );
+    let expected = pg.query("postgres", &format!("SELECT pg_database_size('{db}')"));
+    let token = "hJ0_tNbXv3kq-8ZsY1n0a7c2d9e4f5g6h7i8j9k0l1m";
+    let (url, served) = one_request("204 No Content");
+    let url = format!("{url}/api/templates/octo/app/3/size");
+    let (output, argv) = pg.report_size("provisioner", &db, &url, Some(token));
+    assert!(output.status.success(), "{output:?}");
+    let request = served.join().unwrap();
+    assert!(
+        request.starts_with("POST /api/templates/octo/app/3/size HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{request}"
+    );
+    let body: serde_json::Value =
+        serde_json::from_str(request.rsplit("\r\n\r\n").next().unwrap()).unwrap();
+    assert_eq!(body["token"], token);
+    assert_eq!(body["bytes"].to_string(), expected, "{request}");
+    assert!(expected.parse::<i64>().unwrap() > 1_000_000, "{expected}");
+    assert!(argv.contains(&url), "the wrapper saw the call: {argv}");
+    assert!(
+        !argv.contains(token),
+        "the token was on wget's command line: {argv}"
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(&format!("{expected} bytes")),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn a_size_that_cannot_be_measured_or_has_no_token_never_fails_the_build() {
+    let pg = Postgres::start();
+    let (url, _never) = one_request("204 No Content");
+    // No token (an older generation's Secret): said, exit 0, nothing sent.
+    let (output, argv) = pg.report_size("postgres", "postgres", &url, None);
+    assert!(output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no TOKEN"));
+    assert!(argv.is_empty(), "{argv}");
+    // A database that is gone: said, exit 0, nothing sent.
+    let (output, argv) = pg.report_size("postgres", "no_such_database", &url, Some("t"));
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("could not measure database no_such_database"),
+        "{output:?}"
+    );
+    assert!(argv.is_empty(), "{argv}");
+}

@@ -551,3 +551,131 @@ async fn a_repository_leaving_repos_keeps_its_cloned_previews_exactly_as_applied
     assert_eq!((preview_file(&app, 2), preview_file(&app, 3)), before);
     assert_eq!(app.count("templates").await, 0, "the template is dropped");
 }
+
+/// The report token sealed into generation `n`, opened with the cluster's key as the
+/// sealed-secrets controller would open it for the size Job.
+async fn report_token(app: &TestApp, n: i64) -> String {
+    let id: i64 = app
+        .scalar(&format!("SELECT id FROM templates WHERE generation = {n}"))
+        .await;
+    let sealed = db::generation_secrets(app.pool(), id).await.unwrap();
+    let report = sealed
+        .iter()
+        .find(|s| s.name.ends_with("-db-report"))
+        .expect("a generation is sealed with a report token when previewd has a public_url");
+    let key = previewd::seal::private_key_from_pem(
+        &std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap(),
+    )
+    .unwrap();
+    let token = previewd::seal::unseal_value(
+        &[key],
+        previewd::seal::Scope::Strict,
+        &report.namespace,
+        &report.name,
+        &report.encrypted_data["TOKEN"],
+    )
+    .unwrap();
+    String::from_utf8(token).unwrap()
+}
+
+async fn report(app: &TestApp, path: &str, body: &str) -> (u16, String) {
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_owned()))
+        .unwrap();
+    let (status, _, body) = app.answer(request).await;
+    (status.as_u16(), String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn a_generations_size_job_reports_its_size_with_the_token_sealed_for_it_and_no_other() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    // The Application tells the size Job where to report, and which Secret holds its token.
+    let built = generation_file(&app, 1).unwrap();
+    assert!(
+        built.contains("/api/templates/codertocat/hello-world/1/size")
+            && built.contains(&format!("tokenSecret: {GEN}1-db-report")),
+        "{built}"
+    );
+    let token = report_token(&app, 1).await;
+    // previewd keeps the token's digest, never the token.
+    let stored: Vec<u8> = app
+        .scalar("SELECT report_digest FROM templates WHERE generation = 1")
+        .await;
+    assert_eq!(stored, previewd::secrets::report_digest(&token));
+    assert_eq!(
+        app.scalar::<i64>(&format!(
+            "SELECT count(*) FROM template_secrets WHERE instr(encrypted_data, '{token}') > 0"
+        ))
+        .await,
+        0
+    );
+    let size = "/api/templates/codertocat/hello-world/1/size";
+
+    // Strangers: no token, a wrong one, the right one for a generation that does not exist,
+    // a body too large or unreadable. Nothing is recorded.
+    for (path, body, status) in [
+        (size, r#"{"bytes": 1}"#.to_owned(), 400),
+        (size, r#"{"token": "x", "bytes": 1}"#.to_owned(), 401),
+        (
+            "/api/templates/codertocat/hello-world/2/size",
+            format!(r#"{{"token": "{token}", "bytes": 1}}"#),
+            401,
+        ),
+        (
+            "/api/templates/octocat/hello-world/1/size",
+            format!(r#"{{"token": "{token}", "bytes": 1}}"#),
+            401,
+        ),
+        (size, format!(r#"{{"token": "{token}", "bytes": -1}}"#), 400),
+        (
+            size,
+            format!(
+                r#"{{"token": "{token}", "bytes": 1, "pad": "{}"}}"#,
+                "x".repeat(2000)
+            ),
+            413,
+        ),
+        (
+            "/api/templates/codertocat/hello-world/x/size",
+            "{}".into(),
+            400,
+        ),
+    ] {
+        let (got, answer) = report(&app, path, &body).await;
+        assert_eq!(got, status, "{path} {body:.60}: {answer}");
+    }
+    let (_, api) = app.get("/api/templates", None).await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["templates"][0]["size_bytes"], serde_json::Value::Null);
+
+    // The size Job, with its own token: recorded, listed in the API and on the dashboard.
+    let (got, answer) = report(
+        &app,
+        size,
+        &format!(r#"{{"token":"{token}","bytes":262144000}}"#),
+    )
+    .await;
+    assert_eq!(got, 204, "{answer}");
+    let (_, api) = app.get("/api/templates", None).await;
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["templates"][0]["size_bytes"], 262_144_000);
+    let (_, page) = app.get("/", None).await;
+    assert!(page.contains(">250 MB<"), "{page}");
+
+    // A retired generation takes no report, even with its own token.
+    app.execute("UPDATE templates SET state = 'retiring' WHERE generation = 1")
+        .await;
+    let (got, _) = report(&app, size, &format!(r#"{{"token":"{token}","bytes":1}}"#)).await;
+    assert_eq!(got, 401);
+    assert_eq!(
+        app.scalar::<i64>("SELECT size_bytes FROM templates WHERE generation = 1")
+            .await,
+        262_144_000
+    );
+}
