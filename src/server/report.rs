@@ -23,7 +23,20 @@ pub const MAX_REPORT: usize = 1024;
 #[serde(deny_unknown_fields)]
 struct SizeReport {
     token: String,
-    bytes: u64,
+    /// A JSON number: `271.0` is the integer 271 to JSON Schema, and so here.
+    bytes: serde_json::Number,
+}
+
+/// The size in bytes, when `number` is a whole, non-negative one.
+fn whole_bytes(number: &serde_json::Number) -> Option<i64> {
+    if let Some(n) = number.as_u64() {
+        return i64::try_from(n).ok();
+    }
+    // Integral floats up to 2^53 are exact.
+    number
+        .as_f64()
+        .filter(|f| f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(f))
+        .map(|f| f as i64)
 }
 
 pub async fn template_size(
@@ -40,8 +53,8 @@ pub async fn template_size(
     let report: SizeReport = serde_json::from_slice(&body).map_err(|e| {
         Error::BadBody(format!("not a size report ({{\"token\", \"bytes\"}}): {e}"))
     })?;
-    let bytes = i64::try_from(report.bytes)
-        .map_err(|_| Error::BadBody("bytes is larger than any database".into()))?;
+    let bytes = whole_bytes(&report.bytes)
+        .ok_or_else(|| Error::BadBody("bytes is not a whole number of bytes".into()))?;
     let repo = format!("{owner}/{name}");
     let digest = db::report_digest(&app.pool, &repo, generation.into())
         .await
@@ -61,4 +74,21 @@ pub async fn template_size(
         "template generation's size reported"
     );
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_bytes;
+
+    #[test]
+    fn a_size_is_a_whole_non_negative_number_however_json_spells_it() {
+        let of = |text: &str| whole_bytes(&serde_json::from_str(text).unwrap());
+        assert_eq!(of("271"), Some(271));
+        assert_eq!(of("271.0"), Some(271));
+        assert_eq!(of("2.71e2"), Some(271));
+        assert_eq!(of("271.5"), None);
+        assert_eq!(of("-1"), None);
+        assert_eq!(of("1e300"), None);
+        assert_eq!(of("18446744073709551615"), None, "past i64");
+    }
 }
