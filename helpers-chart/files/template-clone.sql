@@ -56,12 +56,42 @@ END $$;
 SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
  WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
+-- A spare clone the generation's pool keeper made ahead of time (template-spares.sql), when
+-- there is one: renamed to the preview's database, it is the copy CREATE DATABASE would make
+-- now, without copying a file. Two previews claiming at once never get the same spare: the
+-- second rename waits for the first one's lock, then finds the name gone (dbcommands.c
+-- get_db_info looks again after locking) and tries the next spare. Any spare that cannot be
+-- taken is left for the keeper; with none left, the copy below is made as before.
+SELECT set_config('previewd.spares', 'pvs_' || substr(encode(sha256(convert_to(:'template', 'UTF8')), 'hex'), 1, 16) || '_', false) AS spares,
+       set_config('previewd.role', :'role', false) AS role;
+DO $$
+DECLARE
+  spare name;
+BEGIN
+  FOR spare IN SELECT datname FROM pg_database
+                WHERE starts_with(datname, current_setting('previewd.spares')) ORDER BY datname LOOP
+    BEGIN
+      EXECUTE format('ALTER DATABASE %I RENAME TO %I', spare, current_setting('previewd.db'));
+      EXECUTE format('ALTER DATABASE %I OWNER TO %I', current_setting('previewd.db'), current_setting('previewd.role'));
+      -- Opened as a new database is below (closed to every role, CONNECTION LIMIT 0), all
+      -- in this one transaction: never open to every role, not for a moment.
+      EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_setting('previewd.db'));
+      EXECUTE format('ALTER DATABASE %I WITH CONNECTION LIMIT 0 ALLOW_CONNECTIONS true', current_setting('previewd.db'));
+      RAISE NOTICE 'claimed spare clone %', spare;
+      RETURN;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE NOTICE 'spare clone % not taken: %', spare, SQLERRM;
+    END;
+  END LOOP;
+END $$;
 -- FILE_COPY (PostgreSQL 15+) copies the files and writes almost no WAL, where the default
 -- WAL_LOG logs every block of the template (dbcommands.c, CreateDatabaseUsingWalLog) on every
 -- clone; it costs two checkpoints instead. CONNECTION LIMIT 0 (superusers are exempt) keeps it
--- closed until its privileges are set; a run that dies halfway leaves it closed.
+-- closed until its privileges are set (a spare is made closed); a run that dies halfway
+-- leaves it closed.
 SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE %I CONNECTION LIMIT 0%s', :'db', :'role', :'template',
-              CASE WHEN current_setting('server_version_num')::int >= 150000 THEN ' STRATEGY FILE_COPY' END) \gexec
+              CASE WHEN current_setting('server_version_num')::int >= 150000 THEN ' STRATEGY FILE_COPY' END)
+ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 -- Other previews' roles must not connect to it, nor the template's role.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
 SELECT format('GRANT ALL ON DATABASE %I TO %I', :'db', :'role') \gexec

@@ -7,6 +7,7 @@ mod cnpg;
 mod isolation;
 mod provisioning;
 mod seeding;
+mod spares;
 mod template;
 
 use std::path::{Path, PathBuf};

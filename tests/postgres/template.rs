@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 
 /// Generation `n`'s database, and its role: one role per generation, named as its database
 /// (as previewd names both `pv_<repo>_<hash>_tpl_<n>`).
-fn generation(n: u32) -> String {
+pub(crate) fn generation(n: u32) -> String {
     format!("pv_octo_app_4d960c3af87af320_tpl_{n}")
 }
 
@@ -36,7 +36,7 @@ INSERT INTO schema_migrations VALUES (2);
 
 impl Postgres {
     /// `sql` (psql script) run as `role` in `db`.
-    fn run_as(&self, role: &str, db: &str, sql: &str) -> Output {
+    pub(crate) fn run_as(&self, role: &str, db: &str, sql: &str) -> Output {
         let mut child = self
             .psql(role, db, &[])
             .args(["-v", "ON_ERROR_STOP=1", "-f", "-"])
@@ -56,7 +56,7 @@ impl Postgres {
     }
 
     /// A chart file run as the admin with `vars`, the role's verifier in the environment.
-    fn chart_sql(&self, file: &str, vars: &[(&str, &str)]) -> Output {
+    pub(crate) fn chart_sql(&self, file: &str, vars: &[(&str, &str)]) -> Output {
         let verifier = previewd::secrets::scram_verifier(PASSWORD, b"0123456789abcdef");
         let mut command = self.psql("postgres", "postgres", &[("PREVIEW_VERIFIER", &verifier)]);
         for (name, value) in vars {
@@ -66,7 +66,7 @@ impl Postgres {
     }
 
     /// Generation `n` of the template: created, migrated and seeded as its role, sealed.
-    fn build_template(&self, n: u32, rows: u32) {
+    pub(crate) fn build_template(&self, n: u32, rows: u32) {
         self.build_template_with(n, rows, "");
     }
 
@@ -91,7 +91,7 @@ impl Postgres {
 
     /// The preview's create Job in template mode, as the chart runs it: its role, and its
     /// database cloned from generation `n` unless it records clone generation `clone`.
-    fn clone_preview(&self, name: &str, n: u32, clone: u32) -> Output {
+    pub(crate) fn clone_preview(&self, name: &str, n: u32, clone: u32) -> Output {
         let template = generation(n);
         let clone = clone.to_string();
         self.chart_sql(
@@ -107,7 +107,7 @@ impl Postgres {
     }
 
     /// Generation `n` retired as the build release's teardown does: database and role.
-    fn drop_generation(&self, n: u32) -> Output {
+    pub(crate) fn drop_generation(&self, n: u32) -> Output {
         let db = generation(n);
         self.chart_sql("template-drop.sql", &[("role", &db), ("db", &db)])
     }
@@ -137,7 +137,7 @@ impl Postgres {
     }
 
     /// The clone generation `db` records ("" for none).
-    fn recorded_clone(&self, db: &str) -> String {
+    pub(crate) fn recorded_clone(&self, db: &str) -> String {
         self.query(
             "postgres",
             &format!("SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname = '{db}'"),

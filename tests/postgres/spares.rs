@@ -1,0 +1,198 @@
+//! Spare clones of a template generation (#16), as the chart's SQL makes and claims them on
+//! the real server: the pool keeper tops a sealed generation's pool up (never before the
+//! seal, never past the count), a preview's clone claims a spare by renaming it (no file
+//! copied) and owns everything in it, two previews claiming at once get two databases, an
+//! empty pool falls back to the copy, and dropping the generation drops its spares first.
+
+use super::template::generation;
+use super::*;
+
+impl Postgres {
+    /// One pass of generation `n`'s pool keeper, asking for `spares`.
+    fn top_up(&self, n: u32, spares: u32) -> Output {
+        self.chart_sql(
+            "template-spares.sql",
+            &[
+                ("template", &generation(n)),
+                ("spares", &spares.to_string()),
+            ],
+        )
+    }
+
+    /// Generation `n`'s spares, by name.
+    fn spares(&self, n: u32) -> Vec<String> {
+        let prefix = self.query(
+            "postgres",
+            &format!(
+                "SELECT 'pvs_' || substr(encode(sha256(convert_to('{}', 'UTF8')), 'hex'), 1, 16) || '_'",
+                generation(n)
+            ),
+        );
+        let listed = self.query(
+            "postgres",
+            &format!("SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database WHERE starts_with(datname, '{prefix}')"),
+        );
+        listed
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[test]
+fn a_generations_pool_is_topped_up_only_once_it_is_sealed_and_never_past_the_count() {
+    let pg = Postgres::start();
+    let db = generation(1);
+    let vars = [("role", db.as_str()), ("db", db.as_str())];
+    ok(&pg.chart_sql("template-create.sql", &vars), "create");
+    ok(&pg.top_up(1, 2), "top up while building");
+    assert!(
+        pg.spares(1).is_empty(),
+        "no spare of a generation still being built"
+    );
+    ok(&pg.chart_sql("template-seal.sql", &vars), "seal");
+    ok(&pg.top_up(1, 2), "top up");
+    let spares = pg.spares(1);
+    assert_eq!(spares.len(), 2, "{spares:?}");
+    ok(&pg.top_up(1, 2), "top up again");
+    assert_eq!(pg.spares(1), spares, "a full pool is left as it is");
+    // Closed to every preview role, as the template is.
+    pg.create("octo_app_pr_3", "a preview");
+    let refused = failed(&pg.run_as("octo_app_pr_3", &spares[0], "SELECT 1"));
+    assert!(
+        refused.contains("not currently accepting connections"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_preview_claims_a_spare_instead_of_copying_and_owns_everything_in_it() {
+    let pg = Postgres::start();
+    pg.build_template(1, 1000);
+    ok(&pg.top_up(1, 2), "top up");
+    let before = pg.spares(1);
+    let cloned = ok(&pg.clone_preview("octo_app_pr_7", 1, 1), "clone");
+    assert!(
+        cloned.contains(&format!("claimed spare clone {}", before[0])),
+        "{cloned}"
+    );
+    assert_eq!(pg.spares(1), before[1..], "one spare taken");
+    assert_eq!(pg.recorded_clone("octo_app_pr_7"), "previewd clone 1");
+    assert_eq!(
+        pg.query("octo_app_pr_7", "SELECT count(*) FROM items"),
+        "1000"
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT pg_get_userbyid(datdba), datconnlimit FROM pg_database WHERE datname = 'octo_app_pr_7'"
+        ),
+        "octo_app_pr_7|-1",
+        "the preview's, and open to it"
+    );
+    assert_eq!(
+        pg.query(
+            "octo_app_pr_7",
+            "SELECT string_agg(DISTINCT pg_get_userbyid(relowner), ',') FROM pg_class WHERE relname IN ('items', 'schema_migrations')"
+        ),
+        "octo_app_pr_7"
+    );
+    pg.create("octo_app_pr_8", "another preview");
+    assert_eq!(pg.may_connect("octo_app_pr_8", "octo_app_pr_7"), "f");
+    // A reseed claims the next spare; with the pool empty, the next one copies.
+    let reseeded = ok(&pg.clone_preview("octo_app_pr_7", 1, 2), "reseed");
+    assert!(reseeded.contains("claimed spare clone"), "{reseeded}");
+    assert!(pg.spares(1).is_empty());
+    let copied = ok(
+        &pg.clone_preview("octo_app_pr_9", 1, 1),
+        "clone, pool empty",
+    );
+    assert!(!copied.contains("claimed"), "{copied}");
+    assert_eq!(
+        pg.query("octo_app_pr_9", "SELECT count(*) FROM items"),
+        "1000"
+    );
+}
+
+#[test]
+fn two_previews_claiming_the_last_spare_at_once_both_get_their_own_database() {
+    let pg = Postgres::start();
+    pg.build_template(1, 1000);
+    ok(&pg.top_up(1, 1), "top up");
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| pg.clone_preview("octo_app_pr_1", 1, 1));
+        let b = s.spawn(|| pg.clone_preview("octo_app_pr_2", 1, 1));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (a, b) = (ok(&a, "first"), ok(&b, "second"));
+    assert_eq!(
+        [&a, &b]
+            .iter()
+            .filter(|o| o.contains("claimed spare clone"))
+            .count(),
+        1,
+        "{a}\n{b}"
+    );
+    for db in ["octo_app_pr_1", "octo_app_pr_2"] {
+        assert_eq!(pg.query(db, "SELECT count(*) FROM items"), "1000", "{db}");
+        assert_eq!(pg.recorded_clone(db), "previewd clone 1");
+    }
+    assert!(pg.spares(1).is_empty());
+}
+
+#[test]
+fn dropping_a_generation_drops_its_spares_and_then_its_role() {
+    let pg = Postgres::start();
+    pg.build_template(1, 100);
+    ok(&pg.top_up(1, 2), "top up");
+    ok(&pg.clone_preview("octo_app_pr_7", 1, 1), "a clone lives on");
+    assert_eq!(pg.spares(1).len(), 1);
+    ok(&pg.drop_generation(1), "drop");
+    assert!(pg.spares(1).is_empty());
+    assert_eq!(
+        pg.query(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM pg_roles WHERE rolname = '{}'",
+                generation(1)
+            )
+        ),
+        "0"
+    );
+    assert_eq!(
+        pg.query("octo_app_pr_7", "SELECT count(*) FROM items"),
+        "100"
+    );
+}
+
+#[test]
+fn the_pool_keeper_fills_the_pool_after_the_seal_and_refills_what_a_preview_takes() {
+    let pg = Postgres::start();
+    pg.build_template(1, 100);
+    let mut keeper = Command::new("sh")
+        .arg(chart_file("template-spares.sh"))
+        .env_clear()
+        .envs(pg.env("postgres", "postgres"))
+        .env("PATH", format!("{}:/usr/bin:/bin", pg.bin.display()))
+        .env("TEMPLATE", generation(1))
+        .env("SPARES", "2")
+        .env("INTERVAL", "0.2")
+        .env("SQL_DIR", chart_file(""))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let wait_for = |count: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while pg.spares(1).len() != count {
+            assert!(std::time::Instant::now() < deadline, "{:?}", pg.spares(1));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    wait_for(2);
+    ok(&pg.clone_preview("octo_app_pr_7", 1, 1), "claim");
+    wait_for(2);
+    keeper.kill().unwrap();
+    keeper.wait().unwrap();
+}
