@@ -255,6 +255,9 @@ pub struct TemplatePolicy {
     pub refresh: std::time::Duration,
     /// A template no preview has used for this long is dropped.
     pub idle: std::time::Duration,
+    /// Spare clones each ready generation keeps made ahead of time: a preview claims one
+    /// (a rename) instead of waiting for a copy.
+    pub spares: u32,
 }
 
 /// Where the app's chart lives; previews deploy it at the PR's head SHA.

@@ -20,6 +20,8 @@ use crate::naming;
 /// What the helper Applications may create (group, kind): exactly what the chart renders.
 const HELPER_KINDS: &[(&str, &str)] = &[
     ("", "ConfigMap"),
+    // A template generation's pool keeper (helpers-chart templates/template-spares.yaml).
+    ("apps", "Deployment"),
     ("batch", "Job"),
     ("bitnami.com", "SealedSecret"),
     ("cert-manager.io", "Certificate"),

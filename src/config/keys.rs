@@ -147,11 +147,13 @@ const TABLES: &[(&str, &str, &str)] = &[
     ("`[[repos]]` `wait_for`", "none",
         "check runs, commit-status contexts or workflow names that must succeed on the head \
          SHA before migrations, seed commands or the app run; the rest is applied at once"),
-    ("`[[repos]]` `database_template`, `template_refresh`, `template_idle`", "`false`, `24h`, `14d`",
+    ("`[[repos]]` `database_template`, `template_refresh`, `template_idle`, `template_spares`", "`false`, `24h`, `14d`, `2`",
         "previews' databases are cloned from a per-repository template database, built (migrated \
          and seeded once) from the default branch's head; a push there rebuilds it at most every \
          `template_refresh` (a writer's `/preview refresh-template` at once); a template with no \
-         preview for `template_idle` is dropped. Needs `database.mode` `shared` or `cnpg`"),
+         preview for `template_idle` is dropped; each ready generation keeps `template_spares` \
+         (0 to 10) whole copies made ahead, which a new preview or a reseed claims with a rename. \
+         Needs `database.mode` `shared` or `cnpg`"),
     ("`[[repos]]` `app_chart`, `app_repo_url`", "none; `https://github.com/<owner>/<repo>.git`",
         "the app's own chart (path in the repository): its Application follows the helpers' \
          health gate"),

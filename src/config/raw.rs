@@ -71,6 +71,7 @@ pub(super) struct RawRepo {
     pub(super) database_template: Option<bool>,
     pub(super) template_refresh: Option<String>,
     pub(super) template_idle: Option<String>,
+    pub(super) template_spares: Option<i64>,
     /// Every other entry: the keys of `[defaults]` (anything else is refused).
     #[serde(flatten)]
     rest: toml::Table,

@@ -10,6 +10,10 @@ use crate::duration;
 /// `[[repos]] template_refresh` and `template_idle` when not set.
 const TEMPLATE_REFRESH: &str = "24h";
 const TEMPLATE_IDLE: &str = "14d";
+/// `[[repos]] template_spares` when not set: two previews opened at once both get a spare.
+const TEMPLATE_SPARES: u32 = 2;
+/// Each spare is a whole copy of the template on the database server.
+const MAX_TEMPLATE_SPARES: i64 = 10;
 
 impl Validator {
     pub(super) fn app(&self, i: usize, r: &RawRepo) -> Result<AppConfig, ConfigError> {
@@ -122,6 +126,7 @@ impl Validator {
             for (field, set) in [
                 ("template_refresh", r.template_refresh.is_some()),
                 ("template_idle", r.template_idle.is_some()),
+                ("template_spares", r.template_spares.is_some()),
             ] {
                 if set {
                     return Err(self.invalid(
@@ -143,7 +148,26 @@ impl Validator {
             r.template_idle.as_deref(),
             TEMPLATE_IDLE,
         )?;
-        Ok(Some(TemplatePolicy { refresh, idle }))
+        let spares = match r.template_spares {
+            None => TEMPLATE_SPARES,
+            Some(n) => u32::try_from(n)
+                .ok()
+                .filter(|n| i64::from(*n) <= MAX_TEMPLATE_SPARES)
+                .ok_or_else(|| {
+                    self.invalid(
+                        &key("template_spares"),
+                        format!(
+                            "{n} is not a number of spare clones from 0 to {MAX_TEMPLATE_SPARES}"
+                        ),
+                        "0 (every preview copies the template) to 10; each spare is a whole copy",
+                    )
+                })?,
+        };
+        Ok(Some(TemplatePolicy {
+            refresh,
+            idle,
+            spares,
+        }))
     }
 
     /// `base` is the `[defaults]` policy a `[[repos]]` entry inherits from.

@@ -492,4 +492,22 @@ fn a_database_template_is_kept_with_its_timings_and_refused_without_a_database()
         &[],
     );
     assert!(bad.contains("repos[0].template_refresh"), "{bad}");
+    assert_eq!(template.spares, 2);
+    let none = Config::from_toml(
+        "[[repos]]\nname = \"o/r\"\ndatabase_template = true\ntemplate_spares = 0\n",
+        Vec::new(),
+    )
+    .unwrap();
+    assert_eq!(none.repos[0].app.template.unwrap().spares, 0);
+    for many in ["11", "-1"] {
+        let refused = error_of(
+            &format!(
+                "[[repos]]\nname = \"o/r\"\ndatabase_template = true\ntemplate_spares = {many}\n"
+            ),
+            &[],
+        );
+        assert!(refused.contains("repos[0].template_spares"), "{refused}");
+    }
+    let stray = error_of("[[repos]]\nname = \"o/r\"\ntemplate_spares = 1\n", &[]);
+    assert!(stray.contains("repos[0].template_spares"), "{stray}");
 }

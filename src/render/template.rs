@@ -85,6 +85,13 @@ pub fn template(
     values["database"]["build"] = json!(true);
     values["tls"] = json!({"mode": "off"});
     values["dns"] = json!({"enabled": false});
+    // Spare clones made ahead of time by the generation's pool keeper, for previews to claim.
+    let spares = config
+        .template_for(&generation.repo)
+        .map_or(0, |t| t.spares);
+    if spares > 0 {
+        values["database"]["spares"] = json!(spares);
+    }
     // Sealed with a report token: once sealed, the size Job measures the database and posts
     // its size here (the token's Secret is among `sealed` only when there is a public_url).
     let report = super::SecretNames::of(names).report;
@@ -162,6 +169,7 @@ mod tests {
         assert_eq!(values["tls"]["mode"], "off");
         assert_eq!(values["dns"]["enabled"], false);
         assert_eq!(values["labels"][LABEL_TEMPLATE], "3");
+        assert_eq!(values["database"]["spares"], 2, "the default pool");
         assert!(rendered.entries.iter().all(|e| e.kind != "Certificate"));
         assert!(rendered.entries.iter().any(|e| e.kind == "Namespace"));
     }

@@ -9,6 +9,7 @@ fn policy() -> Option<TemplatePolicy> {
     Some(TemplatePolicy {
         refresh: Duration::from_secs(24 * 3600),
         idle: Duration::from_secs(14 * 24 * 3600),
+        spares: 2,
     })
 }
 

@@ -583,3 +583,45 @@ fn a_report_url_that_could_break_out_of_its_value_is_refused_by_the_schema() {
     let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--release", BUILD]);
     assert!(!ok && out.contains("report"), "{out}");
 }
+
+#[test]
+fn a_generation_with_spares_runs_one_pool_keeper_beside_its_database_jobs() {
+    for (mode, objects, namespace) in [("shared", 14, "previewd-system"), ("cnpg", 17, "pg-shared")]
+    {
+        let mut values = build(mode);
+        values["database"]["spares"] = json!(2);
+        let objects = rendered(&values, BUILD, objects);
+        let keeper = named(&objects, "Deployment", &format!("{BUILD}-db-spares"));
+        assert_eq!(keeper["metadata"]["namespace"], namespace, "{mode}");
+        assert_eq!(
+            annotation(keeper, "argocd.argoproj.io/hook"),
+            None,
+            "an ordinary object: it lives and dies with the generation's Application"
+        );
+        assert_eq!(keeper["spec"]["replicas"], 1);
+        assert_eq!(keeper["spec"]["strategy"]["type"], "Recreate");
+        let pod = &keeper["spec"]["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        assert_eq!(command(keeper), "sh /sql/template-spares.sh");
+        let env = container(keeper)["env"].as_array().unwrap();
+        let var = |name: &str| env.iter().find(|e| e["name"] == name).unwrap()["value"].clone();
+        assert_eq!(var("TEMPLATE"), GENERATION);
+        assert_eq!(var("SPARES"), "2");
+        assert_eq!(var("PGDATABASE"), "postgres", "never the template");
+        let sql = named(&objects, "ConfigMap", &format!("{BUILD}-db-sql"));
+        for file in ["template-spares.sh", "template-spares.sql"] {
+            assert!(sql["data"][file].is_string(), "{mode}: {file}");
+        }
+    }
+    // No spares asked (template_spares = 0): no keeper.
+    let mut values = build("shared");
+    values["database"]["spares"] = json!(0);
+    let objects = rendered(&values, BUILD, 13);
+    assert!(!has(&objects, "Deployment", &format!("{BUILD}-db-spares")));
+    // More than the configuration allows is refused.
+    values["database"]["spares"] = json!(11);
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "values.json", &values.to_string());
+    let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--release", BUILD]);
+    assert!(!ok && out.contains("spares"), "{out}");
+}

@@ -23,10 +23,11 @@ and, with `database_template = true` (template-shared, template-cnpg):
 
   opened   -> seeded while generation 1 builds (create, migrate at the base commit's image,
               seed, then seal); generation 1 ready; its size Job ran after the seal, and a
-              report with the token the cluster opened from its SealedSecret is listed
+              report with the token the cluster opened from its SealedSecret is listed; its
+              pool keeper (a Deployment) is Healthy
   another PR -> cloned from generation 1, no seed
   /preview refresh-template -> generation 2 ready, generation 1's Application gone and its
-              PostDelete drop run
+              PostDelete drop run, its pool keeper gone
   closed   -> the template kept; `previewd destroy-template` -> nothing of it left
 
 Every Job's pod could start (no Secret or ConfigMap missing), and the sealed values opened
@@ -619,6 +620,11 @@ def template_walk(mode, binary, python, emulator):
         listed = json.loads(pd.get("/api/templates")[1])["templates"]
         assert [(t["generation"], t["size_bytes"]) for t in listed] == [(1, 262144000)], listed
         print("faithful[template-%s]: the size Job's report, with the token sealed for the cluster, lists 250 MB" % mode)
+        # The pool keeper, an ordinary Deployment of the generation's Application, admitted
+        # by the helpers' AppProject and healthy in Argo CD's eyes.
+        keeper = [r for r in st.get("resources", []) if r["kind"] == "Deployment" and r["name"] == gen1 + "-db-spares"]
+        assert keeper and keeper[0].get("health", {}).get("status") == "Healthy", st.get("resources")
+        assert any(o["kind"] == "Deployment" and o["metadata"]["name"] == gen1 + "-db-spares" for o in emu.objects())
 
         opened3 = fixture("pull_request.opened")
         opened3["number"] = opened3["pull_request"]["number"] = 3
@@ -637,6 +643,8 @@ def template_walk(mode, binary, python, emulator):
         wait("generation 2 ready and generation 1 retired", lambda: generations() == [(2, "ready")], 240)
         wait("generation 1's Application gone", lambda: emu.app(gen1 + "-helpers") is None, 60)
         assert named(gen1 + "-db-drop"), "generation 1's PostDelete drop ran: %s" % emu.jobs()
+        assert not any(o["kind"] == "Deployment" and o["metadata"]["name"] == gen1 + "-db-spares" for o in emu.objects()), \
+            "generation 1's pool keeper went with its Application"
         print("faithful[template-%s]: /preview refresh-template -> generation 2 ready, generation 1 dropped" % mode)
 
         for number in (2, 3):
