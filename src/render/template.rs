@@ -104,10 +104,17 @@ pub fn template(
             "tokenSecret": report,
         });
     }
-    let entries = ledger::provisioned(names, config, false)
+    let mut entries: Vec<ledger::Entry> = ledger::provisioned(names, config, false)
         .into_iter()
         .filter(|e| e.kind != "Certificate")
         .collect();
+    if spares > 0 {
+        entries.push(ledger::Entry {
+            kind: "Deployment".into(),
+            namespace: config.database.namespace.clone(),
+            name: format!("{}-db-spares", names.slug),
+        });
+    }
     Ok(RenderedTemplate {
         application: stamped(app, instance),
         entries,
@@ -172,6 +179,14 @@ mod tests {
         assert_eq!(values["database"]["spares"], 2, "the default pool");
         assert!(rendered.entries.iter().all(|e| e.kind != "Certificate"));
         assert!(rendered.entries.iter().any(|e| e.kind == "Namespace"));
+        assert!(
+            rendered
+                .entries
+                .iter()
+                .any(|e| e.kind == "Deployment" && e.name == format!("{}-db-spares", names.slug)),
+            "the pool keeper is in the generation's ledger: {:?}",
+            rendered.entries
+        );
     }
 
     #[test]
