@@ -502,6 +502,48 @@ fn previewds_own_generation_and_clone_renderings_validate_in_both_modes() {
     }
 }
 
+/// previewd accepts any http(s) `public_url` (and guesses `http://[::1]:8080` on a loopback
+/// IPv6 `listen`); a generation it seals a report token for must still render, or no
+/// generation of any repository ever builds.
+#[test]
+fn a_generation_reporting_to_an_ipv6_public_url_still_renders_and_validates() {
+    use previewd::render::template::{Generation, template};
+    for public in [
+        "public_url = \"http://[fd00::10]:8080\"\n",
+        "listen = \"[::1]:8080\"\n",
+    ] {
+        let toml = format!(
+            "{public}{}database_template = true\n[database]\nmode = \"shared\"\nnamespace = \"pg\"\n",
+            super::FULL
+        );
+        let config = Config::from_toml(&toml, Vec::new()).unwrap();
+        let repo: previewd::preview::RepoName = "octo/app".parse().unwrap();
+        let names = previewd::naming::Names::template(&repo, 2, "preview.example.com");
+        let generation = Generation {
+            repo,
+            generation: 2,
+            base_sha: "1111111111111111111111111111111111111111".parse().unwrap(),
+            cluster: "eu-1".into(),
+        };
+        let report = previewd::render::SecretNames::of(&names).report;
+        let sealed = [super::sealed(&report, "pg", "strict", "TOKEN")];
+        let rendered = template(&generation, &names, &config, &sealed, "inst").unwrap();
+        let values = &rendered.application.manifest["spec"]["source"]["helm"]["valuesObject"];
+        assert!(
+            values["database"]["report"]["url"].is_string(),
+            "{public}: a report is asked for: {values}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let app = super::write(
+            dir.path(),
+            "app.yaml",
+            &previewd::yaml::to_string(&rendered.application.manifest),
+        );
+        let (ok, out) = super::check(&[&super::chart(), "--application", app.to_str().unwrap()]);
+        assert!(ok && out.contains(", 0 failed"), "{public}: {out}");
+    }
+}
+
 /// A generation sealed with a report token: `build(mode)` with `database.report` and the
 /// report Secret, as previewd sends them when it has a `public_url`.
 fn build_reporting(mode: &str) -> Value {
