@@ -196,3 +196,82 @@ fn the_pool_keeper_fills_the_pool_after_the_seal_and_refills_what_a_preview_take
     keeper.kill().unwrap();
     keeper.wait().unwrap();
 }
+
+impl Postgres {
+    /// Waits (up to 30 s) until a statement starting with `start` waits for a lock.
+    fn waits_for_a_lock(&self, start: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.query(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '{start}%'"
+            ),
+        ) == "0"
+        {
+            assert!(std::time::Instant::now() < deadline, "{start} never waited");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// The pool keeper's copy runs in the server, not in the keeper's pod: a pod stopped with
+/// its Application (terminationGracePeriodSeconds 5) leaves its CREATE DATABASE running to
+/// the end (a big template takes minutes), and the PostDelete drop meets it. The drop must
+/// still drop that spare and the role, in one run: not list the spares before the copy
+/// commits, drop the template after it and then fail on DROP ROLE (the spare's objects
+/// belong to the role), leaving the spare of a template that is gone.
+#[test]
+fn dropping_a_generation_while_the_keepers_copy_is_still_running_drops_that_spare_and_the_role() {
+    let pg = Postgres::start();
+    pg.build_template(1, 100);
+    // Something holds the template for a moment (any lock CREATE DATABASE waits behind),
+    // so that the keeper's copy is in flight when the drop starts.
+    let mut holder = pg
+        .psql("postgres", "postgres", &[])
+        .args(["-v", "ON_ERROR_STOP=1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "BEGIN; COMMENT ON DATABASE {} IS 'held';",
+        generation(1)
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let held = std::time::Instant::now();
+    while pg.query(
+        "postgres",
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'object' AND mode = 'ShareUpdateExclusiveLock' AND granted",
+    ) == "0"
+    {
+        assert!(held.elapsed() < std::time::Duration::from_secs(30));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (top_up, dropped) = std::thread::scope(|s| {
+        let keeper = s.spawn(|| pg.top_up(1, 1));
+        pg.waits_for_a_lock("CREATE DATABASE");
+        let teardown = s.spawn(|| pg.drop_generation(1));
+        pg.waits_for_a_lock("DROP DATABASE");
+        writeln!(stdin, "ROLLBACK;").unwrap();
+        drop(stdin);
+        (keeper.join().unwrap(), teardown.join().unwrap())
+    });
+    holder.wait().unwrap();
+    ok(&top_up, "the keeper's last copy");
+    ok(&dropped, "the drop, in one run");
+    assert!(pg.spares(1).is_empty(), "{:?}", pg.spares(1));
+    assert_eq!(
+        pg.query(
+            "postgres",
+            &format!(
+                "SELECT count(*) FROM pg_roles WHERE rolname = '{}'",
+                generation(1)
+            )
+        ),
+        "0"
+    );
+}
