@@ -275,3 +275,45 @@ fn dropping_a_generation_while_the_keepers_copy_is_still_running_drops_that_spar
         "0"
     );
 }
+
+/// Two previews' create Jobs at once (what `two_previews_claiming_the_last_spare_at_once_...`
+/// runs, and fails about one run in six): both begin with the same REVOKE on `postgres`,
+/// which rewrites that database's catalog row. Held for a moment by the other Job (here,
+/// deterministically), the second REVOKE waits and then fails "tuple concurrently updated":
+/// the preview's create Job fails instead of claiming its spare.
+#[test]
+fn a_preview_created_while_another_previews_create_job_closes_postgres_still_gets_its_database() {
+    let pg = Postgres::start();
+    pg.build_template(1, 100);
+    ok(&pg.top_up(1, 2), "top up");
+    let mut other = pg
+        .psql("postgres", "postgres", &[])
+        .args(["-v", "ON_ERROR_STOP=1"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let mut stdin = other.stdin.take().unwrap();
+    // The other Job's first statement, its transaction not yet committed.
+    writeln!(
+        stdin,
+        "BEGIN; REVOKE CONNECT, TEMPORARY ON DATABASE postgres FROM PUBLIC;"
+    )
+    .unwrap();
+    stdin.flush().unwrap();
+    let cloned = std::thread::scope(|s| {
+        let clone = s.spawn(|| pg.clone_preview("octo_app_pr_7", 1, 1));
+        pg.waits_for_a_lock("REVOKE CONNECT");
+        writeln!(stdin, "COMMIT;").unwrap();
+        drop(stdin);
+        clone.join().unwrap()
+    });
+    other.wait().unwrap();
+    let cloned = ok(&cloned, "the clone beside another preview's create Job");
+    assert!(cloned.contains("claimed spare clone"), "{cloned}");
+    assert_eq!(
+        pg.query("octo_app_pr_7", "SELECT count(*) FROM items"),
+        "100"
+    );
+}
