@@ -679,3 +679,24 @@ async fn a_generations_size_job_reports_its_size_with_the_token_sealed_for_it_an
         262_144_000
     );
 }
+
+/// With no `public_url`, previewd on its default loopback `listen` guesses
+/// `http://127.0.0.1:8080` for people on the same host. A generation's size Job runs in a
+/// cluster, where 127.0.0.1 is its own pod: told to report there, it never reaches previewd,
+/// retries for half a minute in every build's PostSync and no size is ever recorded. No
+/// address a cluster can reach: no report token, no size Job.
+#[tokio::test]
+async fn a_generation_is_never_told_to_report_to_a_loopback_address_no_cluster_reaches() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    assert_eq!(
+        app.app.config.public_url.as_deref(),
+        Some("http://127.0.0.1:8080"),
+        "the guess for a loopback listen"
+    );
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let built = generation_file(&app, 1).unwrap();
+    assert!(!built.contains("http://127.0.0.1"), "{built}");
+    assert!(!built.contains("-db-report"), "{built}");
+}
