@@ -700,3 +700,40 @@ async fn a_generation_is_never_told_to_report_to_a_loopback_address_no_cluster_r
     assert!(!built.contains("http://127.0.0.1"), "{built}");
     assert!(!built.contains("-db-report"), "{built}");
 }
+
+/// The API document caps `bytes` at 2^53 (`maximum`, the largest integer a float spells
+/// exactly), and a float spelling past it is refused; the same number spelled as an
+/// integer must be refused too, not recorded.
+#[tokio::test]
+async fn a_size_past_the_documented_maximum_is_refused_however_it_is_spelled() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let token = report_token(&app, 1).await;
+    let size = "/api/templates/codertocat/hello-world/1/size";
+    let document = previewd::openapi::document();
+    let maximum =
+        document["paths"]["/api/templates/{owner}/{repo}/{generation}/size"]["post"]["requestBody"]
+            ["content"]["application/json"]["schema"]["properties"]["bytes"]["maximum"]
+            .as_i64()
+            .unwrap();
+    for bytes in [
+        "1e16".to_owned(),
+        (maximum + 1).to_string(),
+        i64::MAX.to_string(),
+    ] {
+        let (got, answer) = report(
+            &app,
+            size,
+            &format!(r#"{{"token":"{token}","bytes":{bytes}}}"#),
+        )
+        .await;
+        assert_eq!(got, 400, "bytes {bytes}: {answer}");
+    }
+    assert_eq!(
+        app.scalar::<Option<i64>>("SELECT size_bytes FROM templates WHERE generation = 1")
+            .await,
+        None
+    );
+}
