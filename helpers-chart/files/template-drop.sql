@@ -8,10 +8,13 @@
 -- The role loses its login first: if it cannot be dropped, no working credential is left.
 SELECT format('ALTER ROLE %I NOLOGIN PASSWORD NULL', :'role')
  WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
--- Its spare clones (template-spares.sql) first: their objects belong to the role.
-SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_database
- WHERE starts_with(datname, 'pvs_' || substr(encode(sha256(convert_to(:'db', 'UTF8')), 'hex'), 1, 16) || '_') \gexec
 SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
  WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+-- The template before its spares: DROP DATABASE waits for every copy still being made from
+-- it (dbcommands.c createdb locks its template, get_db_info(dbtemplate, ShareLock), until it
+-- commits), so once it is gone no spare can appear, and the list below is complete.
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
+-- Its spare clones (template-spares.sql): their objects belong to the role.
+SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_database
+ WHERE starts_with(datname, 'pvs_' || substr(encode(sha256(convert_to(:'db', 'UTF8')), 'hex'), 1, 16) || '_') \gexec
 SELECT format('DROP ROLE IF EXISTS %I', :'role') \gexec
