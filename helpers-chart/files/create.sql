@@ -23,8 +23,25 @@ END $$;
 -- `postgres`, `template1` and any database nobody closed. Closing the two that every
 -- server has is a cluster-wide change, idempotent, and needs their owner or a superuser;
 -- owners and superusers keep their access (other roles that need them: GRANT CONNECT).
-REVOKE CONNECT, TEMPORARY ON DATABASE postgres FROM PUBLIC;
-REVOKE CONNECT, TEMPORARY ON DATABASE template1 FROM PUBLIC;
+-- Only while still granted, and retried: two create Jobs at once would otherwise both rewrite
+-- the same pg_database row, and the second fails "tuple concurrently updated" (an internal
+-- error, XX000) once the first commits; looking again, it finds the work done.
+DO $$ BEGIN
+  FOR attempt IN 1..10 LOOP
+    BEGIN
+      IF has_database_privilege('public', 'postgres', 'CONNECT') OR has_database_privilege('public', 'postgres', 'TEMPORARY') THEN
+        REVOKE CONNECT, TEMPORARY ON DATABASE postgres FROM PUBLIC;
+      END IF;
+      IF has_database_privilege('public', 'template1', 'CONNECT') OR has_database_privilege('public', 'template1', 'TEMPORARY') THEN
+        REVOKE CONNECT, TEMPORARY ON DATABASE template1 FROM PUBLIC;
+      END IF;
+      RETURN;
+    EXCEPTION WHEN internal_error THEN
+      PERFORM pg_sleep(0.05 * attempt);
+    END;
+  END LOOP;
+  RAISE EXCEPTION 'could not close databases postgres and template1 to PUBLIC: another session kept rewriting them';
+END $$;
 -- A REVOKE without the right only warns, and other databases may be open too: refuse to
 -- provision until no database but this preview's own is open to every role.
 SELECT set_config('previewd.db', :'db', false) AS db,

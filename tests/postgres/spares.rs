@@ -198,13 +198,13 @@ fn the_pool_keeper_fills_the_pool_after_the_seal_and_refills_what_a_preview_take
 }
 
 impl Postgres {
-    /// Waits (up to 30 s) until a statement starting with `start` waits for a lock.
+    /// Waits (up to 30 s) until a statement containing `start` waits for a lock.
     fn waits_for_a_lock(&self, start: &str) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while self.query(
             "postgres",
             &format!(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '{start}%'"
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%{start}%'"
             ),
         ) == "0"
         {
@@ -316,4 +316,35 @@ fn a_preview_created_while_another_previews_create_job_closes_postgres_still_get
         pg.query("octo_app_pr_7", "SELECT count(*) FROM items"),
         "100"
     );
+}
+
+#[test]
+fn a_pool_keeper_that_cannot_reach_the_server_backs_off_instead_of_retrying_every_few_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut keeper = Command::new("sh")
+        .arg(chart_file("template-spares.sh"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("PGHOST", dir.path())
+        .env("TEMPLATE", generation(1))
+        .env("SPARES", "2")
+        .env("INTERVAL", "0.1")
+        .env("SQL_DIR", chart_file(""))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(keeper.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("trying again in") {
+        let mut line = String::new();
+        assert!(
+            std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0,
+            "{said}"
+        );
+        said += &line;
+    }
+    keeper.kill().unwrap();
+    keeper.wait().unwrap();
+    assert!(said.contains("trying again in 10 s"), "{said}");
 }
