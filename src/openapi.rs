@@ -175,7 +175,7 @@ pub fn document() -> Value {
                         "type": "object", "additionalProperties": false, "required": ["token", "bytes"],
                         "properties": {
                             "token": {"type": "string", "description": "the TOKEN of the generation's report Secret"},
-                            "bytes": {"type": "integer", "minimum": 0, "maximum": 9_007_199_254_740_992_i64},
+                            "bytes": {"type": "integer", "minimum": 0, "maximum": 1_i64 << 53},
                         },
                     }}}},
                     "responses": {

@@ -29,13 +29,15 @@ struct SizeReport {
 
 /// The size in bytes, when `number` is a whole, non-negative one.
 fn whole_bytes(number: &serde_json::Number) -> Option<i64> {
+    // Up to 2^53, as the API document says: the largest a float spells exactly, and 8 PiB,
+    // past any database.
+    const MAX: i64 = 1 << 53;
     if let Some(n) = number.as_u64() {
-        return i64::try_from(n).ok();
+        return i64::try_from(n).ok().filter(|n| *n <= MAX);
     }
-    // Integral floats up to 2^53 are exact.
     number
         .as_f64()
-        .filter(|f| f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(f))
+        .filter(|f| f.fract() == 0.0 && (0.0..=MAX as f64).contains(f))
         .map(|f| f as i64)
 }
 
@@ -89,6 +91,8 @@ mod tests {
         assert_eq!(of("271.5"), None);
         assert_eq!(of("-1"), None);
         assert_eq!(of("1e300"), None);
+        assert_eq!(of("9007199254740992"), Some(1 << 53));
+        assert_eq!(of("9007199254740993"), None, "past the document's maximum");
         assert_eq!(of("18446744073709551615"), None, "past i64");
     }
 }

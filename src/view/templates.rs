@@ -53,7 +53,8 @@ pub async fn templates(pool: &SqlitePool, now: i64) -> anyhow::Result<Vec<Templa
         .collect()
 }
 
-/// A size as people read it, in powers of 1,024 as PostgreSQL's `pg_size_pretty` does.
+/// A size as people read it: whole bytes, kB, MB, GB or TB, in powers of 1,024 (PostgreSQL's
+/// units, though `pg_size_pretty` switches units later).
 pub fn size(bytes: i64) -> String {
     let mut value = bytes as f64;
     for unit in ["bytes", "kB", "MB", "GB"] {
