@@ -21,6 +21,9 @@ pub struct Config {
     /// Where people reach previewd's dashboard (`https://previewd.example.com`): the
     /// Deployment statuses link a preview's page there. `None`: no link.
     pub public_url: Option<String>,
+    /// `public_url` as configured, never guessed: where a cluster's Jobs can reach previewd
+    /// (a template generation's size report). The loopback guess is this host's own.
+    pub reachable_url: Option<String>,
     pub github: GithubConfig,
     pub sink: SinkConfig,
     pub defaults: Policy,

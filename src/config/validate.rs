@@ -156,6 +156,7 @@ impl Validator {
                 "a level such as info or debug, or a filter like previewd=debug,info",
             ));
         }
+        let configured_url = raw.values.text("public_url").is_some();
         let public_url = match raw.values.text("public_url") {
             Some(url) => {
                 let url = url.trim_end_matches('/').to_owned();
@@ -188,6 +189,7 @@ impl Validator {
             listen,
             state: raw.values.text_or_default("state").into(),
             log,
+            reachable_url: public_url.clone().filter(|_| configured_url),
             public_url,
             github,
             sink: self.sink(&raw)?,

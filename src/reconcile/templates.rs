@@ -283,7 +283,7 @@ impl Reconciler {
         // With somewhere to report to, the size Job gets a token of its own (only its digest
         // is kept): it tells previewd the generation's size once it is sealed.
         let mut digest = None;
-        if self.config.public_url.is_some() && !specs.is_empty() {
+        if self.config.reachable_url.is_some() && !specs.is_empty() {
             let (spec, token_digest) =
                 crate::secrets::template_report(&self.config, names, &mut rand::rngs::OsRng);
             specs.push(spec);

@@ -93,10 +93,11 @@ pub fn template(
         values["database"]["spares"] = json!(spares);
     }
     // Sealed with a report token: once sealed, the size Job measures the database and posts
-    // its size here (the token's Secret is among `sealed` only when there is a public_url).
+    // its size here (the token's Secret is among `sealed` only with a configured public_url:
+    // the loopback guess is this host's, never a cluster's way back).
     let report = super::SecretNames::of(names).report;
     if let (Some(url), true) = (
-        config.public_url.as_deref(),
+        config.reachable_url.as_deref(),
         sealed.iter().any(|s| s.name == report),
     ) {
         values["database"]["report"] = json!({

@@ -582,7 +582,10 @@ def template_walk(mode, binary, python, emulator):
         return [a["seq"] for a in emu.actions() if a["action"] == "create-hook" and a["name"] == name]
 
     try:
-        prepare(emu, pd, work, mode, config(mode, ["bin/migrate"]) + "database_template = true\n")
+        # The address the cluster's size Job reports to: configured, as an operator does (the
+        # loopback guess is never given to a cluster); here the emulated cluster is this host.
+        prepare(emu, pd, work, mode, 'public_url = "http://127.0.0.1:%d"\n' % pd.port
+                + config(mode, ["bin/migrate"]) + "database_template = true\n")
         pd.deliver("pull_request", fixture("pull_request.opened"))
         wait("the first preview ready", lambda: ready_at(pd, emu, SHA_A), 180)
         assert named(SLUG + "-seed"), "the first preview, with no generation ready, is seeded: %s" % emu.jobs()

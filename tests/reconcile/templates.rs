@@ -552,6 +552,16 @@ async fn a_repository_leaving_repos_keeps_its_cloned_previews_exactly_as_applied
     assert_eq!(app.count("templates").await, 0, "the template is dropped");
 }
 
+/// A previewd with `TEMPLATED` and a configured public_url: one a cluster reaches it at, so its
+/// generations are sealed with a report token (the loopback guess never is).
+async fn reporting() -> TestApp {
+    TestApp::with_config(&format!(
+        "public_url = \"https://previewd.example.com\"\n{}",
+        common::config(TEMPLATED)
+    ))
+    .await
+}
+
 /// The report token sealed into generation `n`, opened with the cluster's key as the
 /// sealed-secrets controller would open it for the size Job.
 async fn report_token(app: &TestApp, n: i64) -> String {
@@ -591,14 +601,14 @@ async fn report(app: &TestApp, path: &str, body: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn a_generations_size_job_reports_its_size_with_the_token_sealed_for_it_and_no_other() {
-    let app = TestApp::start_with(TEMPLATED).await;
+    let app = reporting().await;
     let reconciler = reconciler(&app, app.app.config.clone());
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     // The Application tells the size Job where to report, and which Secret holds its token.
     let built = generation_file(&app, 1).unwrap();
     assert!(
-        built.contains("/api/templates/codertocat/hello-world/1/size")
+        built.contains("https://previewd.example.com/api/templates/codertocat/hello-world/1/size")
             && built.contains(&format!("tokenSecret: {GEN}1-db-report")),
         "{built}"
     );
@@ -706,7 +716,7 @@ async fn a_generation_is_never_told_to_report_to_a_loopback_address_no_cluster_r
 /// integer must be refused too, not recorded.
 #[tokio::test]
 async fn a_size_past_the_documented_maximum_is_refused_however_it_is_spelled() {
-    let app = TestApp::start_with(TEMPLATED).await;
+    let app = reporting().await;
     let reconciler = reconciler(&app, app.app.config.clone());
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
