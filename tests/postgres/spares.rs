@@ -197,7 +197,39 @@ fn the_pool_keeper_fills_the_pool_after_the_seal_and_refills_what_a_preview_take
     keeper.wait().unwrap();
 }
 
+/// A session holding `sql`'s locks in an open transaction, until `end`.
+struct Held {
+    session: std::process::Child,
+    stdin: std::process::ChildStdin,
+}
+
+impl Held {
+    /// Ends the transaction (`COMMIT` or `ROLLBACK`) and the session.
+    fn end(mut self, how: &str) {
+        use std::io::Write;
+        writeln!(self.stdin, "{how};").unwrap();
+        drop(self.stdin);
+        self.session.wait().unwrap();
+    }
+}
+
 impl Postgres {
+    /// `sql` run as the admin in a transaction left open.
+    fn hold(&self, sql: &str) -> Held {
+        use std::io::Write;
+        let mut session = self
+            .psql("postgres", "postgres", &[])
+            .args(["-v", "ON_ERROR_STOP=1"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = session.stdin.take().unwrap();
+        writeln!(stdin, "BEGIN; {sql}").unwrap();
+        stdin.flush().unwrap();
+        Held { session, stdin }
+    }
+
     /// Waits (up to 30 s) until a statement containing `start` waits for a lock.
     fn waits_for_a_lock(&self, start: &str) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -226,22 +258,7 @@ fn dropping_a_generation_while_the_keepers_copy_is_still_running_drops_that_spar
     pg.build_template(1, 100);
     // Something holds the template for a moment (any lock CREATE DATABASE waits behind),
     // so that the keeper's copy is in flight when the drop starts.
-    let mut holder = pg
-        .psql("postgres", "postgres", &[])
-        .args(["-v", "ON_ERROR_STOP=1"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    let mut stdin = holder.stdin.take().unwrap();
-    writeln!(
-        stdin,
-        "BEGIN; COMMENT ON DATABASE {} IS 'held';",
-        generation(1)
-    )
-    .unwrap();
-    stdin.flush().unwrap();
+    let holder = pg.hold(&format!("COMMENT ON DATABASE {} IS 'held';", generation(1)));
     let held = std::time::Instant::now();
     while pg.query(
         "postgres",
@@ -256,11 +273,9 @@ fn dropping_a_generation_while_the_keepers_copy_is_still_running_drops_that_spar
         pg.waits_for_a_lock("CREATE DATABASE");
         let teardown = s.spawn(|| pg.drop_generation(1));
         pg.waits_for_a_lock("DROP DATABASE");
-        writeln!(stdin, "ROLLBACK;").unwrap();
-        drop(stdin);
+        holder.end("ROLLBACK");
         (keeper.join().unwrap(), teardown.join().unwrap())
     });
-    holder.wait().unwrap();
     ok(&top_up, "the keeper's last copy");
     ok(&dropped, "the drop, in one run");
     assert!(pg.spares(1).is_empty(), "{:?}", pg.spares(1));
@@ -286,30 +301,14 @@ fn a_preview_created_while_another_previews_create_job_closes_postgres_still_get
     let pg = Postgres::start();
     pg.build_template(1, 100);
     ok(&pg.top_up(1, 2), "top up");
-    let mut other = pg
-        .psql("postgres", "postgres", &[])
-        .args(["-v", "ON_ERROR_STOP=1"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    let mut stdin = other.stdin.take().unwrap();
     // The other Job's first statement, its transaction not yet committed.
-    writeln!(
-        stdin,
-        "BEGIN; REVOKE CONNECT, TEMPORARY ON DATABASE postgres FROM PUBLIC;"
-    )
-    .unwrap();
-    stdin.flush().unwrap();
+    let other = pg.hold("REVOKE CONNECT, TEMPORARY ON DATABASE postgres FROM PUBLIC;");
     let cloned = std::thread::scope(|s| {
         let clone = s.spawn(|| pg.clone_preview("octo_app_pr_7", 1, 1));
         pg.waits_for_a_lock("REVOKE CONNECT");
-        writeln!(stdin, "COMMIT;").unwrap();
-        drop(stdin);
+        other.end("COMMIT");
         clone.join().unwrap()
     });
-    other.wait().unwrap();
     let cloned = ok(&cloned, "the clone beside another preview's create Job");
     assert!(cloned.contains("claimed spare clone"), "{cloned}");
     assert_eq!(
