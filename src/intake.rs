@@ -22,8 +22,13 @@ const QUEUE: usize = 1024;
 /// What became of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recorded {
-    /// Written now, with the outcome and its detail.
-    New { outcome: Outcome, detail: String },
+    /// Written now, with the outcome and its detail; `moved`: whether what it wrote is news
+    /// to the reconciler (false when only the event's times moved: a redelivered state).
+    New {
+        outcome: Outcome,
+        detail: String,
+        moved: bool,
+    },
     /// Seen before and already handled: nothing was written.
     Duplicate { outcome: Outcome },
 }
@@ -109,6 +114,7 @@ async fn write_batches(
             if let (
                 Ok(Recorded::New {
                     outcome: Outcome::Accepted,
+                    moved: true,
                     ..
                 }),
                 Change::PullRequest(change),
@@ -237,19 +243,26 @@ async fn record_one(
             outcome: outcome.unwrap_or(intent.outcome),
         });
     }
-    let (outcome, detail) = apply(conn, delivery, intent, now).await?;
+    let mut moved = true;
+    let (outcome, detail) = apply(conn, delivery, intent, now, &mut moved).await?;
     if (outcome, detail.as_str()) != (intent.outcome, intent.detail.as_str()) {
         db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now)).await?;
     }
-    Ok(Recorded::New { outcome, detail })
+    Ok(Recorded::New {
+        outcome,
+        detail,
+        moved,
+    })
 }
 
 /// Writes the intent; the outcome can drop to `Ignored` when the state already knows better.
+/// `moved` is cleared when a PR change moved only its times (nothing for the reconciler).
 async fn apply(
     conn: &mut SqliteConnection,
     delivery: &Delivery,
     intent: &Intent,
     now: i64,
+    moved: &mut bool,
 ) -> sqlx::Result<(Outcome, String)> {
     let history = |repo, number, what, actor, reason, head_sha| HistoryRow {
         repo,
@@ -275,7 +288,7 @@ async fn apply(
             db::add_history(conn, &row).await?;
         }
         Change::PullRequest(change) => {
-            let Some(now_wants) = db::apply_pr_change(conn, change, now).await? else {
+            let Some(applied) = db::apply_pr_change(conn, change, now).await? else {
                 let why = if change.create {
                     "a newer event for this PR is already recorded"
                 } else {
@@ -283,6 +296,8 @@ async fn apply(
                 };
                 return Ok((Outcome::Ignored, why.into()));
             };
+            *moved = applied.moved;
+            let now_wants = applied.desired;
             // Only a PR that gets a preview (not one opted out, a draft, an unapproved fork)
             // starts a template.
             let deployed = now_wants == crate::preview::Desired::Deployed;

@@ -167,7 +167,9 @@ async fn github_webhook(
         Error::from(e)
     })?;
     let (status, body) = match recorded {
-        Recorded::New { outcome, detail } => {
+        Recorded::New {
+            outcome, detail, ..
+        } => {
             app.metrics.delivery(
                 Some(&event),
                 DeliveryOutcome::Recorded(outcome),

@@ -6,15 +6,24 @@ use sqlx::SqliteConnection;
 use crate::intent::{Ended, PrChange, StoredPr};
 use crate::preview::Desired;
 
+/// A PR change that applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// What the PR now wants.
+    pub desired: Desired,
+    /// Whether the reconciler has anything new to see (`StoredPr::moves_preview`).
+    pub moved: bool,
+}
+
 /// Writes a PR's new state unless the row already holds a newer event (or the PR's end
 /// forbids it): reads the row, merges the change into it (`intent::merge`, pure) and writes
 /// the result, all in the caller's transaction (the single writer's). Returns what the PR
-/// now wants, if the change applied.
+/// now wants and whether that moved the preview, if the change applied.
 pub async fn apply_pr_change(
     conn: &mut SqliteConnection,
     change: &PrChange,
     now: i64,
-) -> sqlx::Result<Option<Desired>> {
+) -> sqlx::Result<Option<Applied>> {
     let pr = &change.pr;
     let repo = pr.key.repo.as_str();
     let row = sqlx::query!(
@@ -90,7 +99,10 @@ pub async fn apply_pr_change(
         .execute(&mut *conn)
         .await?;
     }
-    Ok(merged.map(|m| m.desired))
+    Ok(merged.map(|m| Applied {
+        desired: m.desired,
+        moved: m.moves_preview(stored.as_ref()),
+    }))
 }
 
 /// Writes a merged PR preview: a new row, or every column a PR change owns of row `id`.

@@ -40,6 +40,23 @@ pub struct StoredPr {
 }
 
 impl StoredPr {
+    /// Whether this merged state is news to the reconciler after `before`: anything but the
+    /// event's time, the row's write time and a restarted clock. A redelivery, or GitHub's
+    /// `synchronize` of a head already known, changes only those, and costs the reconciler
+    /// nothing; the new expiry reaches it at its next full pass (`reconcile::RESYNC`).
+    pub fn moves_preview(&self, before: Option<&StoredPr>) -> bool {
+        let Some(before) = before else {
+            return true;
+        };
+        let unmoved = StoredPr {
+            pr_updated_at: self.pr_updated_at,
+            updated_at: self.updated_at,
+            expires_at: self.expires_at,
+            ..before.clone()
+        };
+        unmoved != *self
+    }
+
     /// Whether the PR has a preview, running or paused (a draft, a fork's unapproved push),
     /// as opposed to none yet or one ending.
     fn has_preview(&self) -> bool {

@@ -143,3 +143,39 @@ async fn drafts_wait_until_ready_for_review() {
     .await;
     assert_eq!(app.preview(HELLO, 2).await.unwrap().desired, "deployed");
 }
+
+/// GitHub's `synchronize` of a head previewd already has (or any PR event that moves only
+/// times) restarts the clock and wakes no reconcile: nothing the preview shows changed, and
+/// the new expiry reaches the reconciler at its next full pass. A new head wakes it at once.
+/// How many previews the reconciler was told of within `wait` ms (`None`: none).
+async fn woken(pending: &mut previewd::work::Pending, wait: u64) -> Option<usize> {
+    let next = pending.next();
+    tokio::time::timeout(std::time::Duration::from_millis(wait), next)
+        .await
+        .ok()
+        .flatten()
+        .map(|keys| keys.len())
+}
+
+#[tokio::test]
+async fn a_pull_request_event_that_moves_only_times_wakes_no_reconcile() {
+    let app = TestApp::start().await;
+    let mut pending = app.pending.lock().unwrap().take().unwrap();
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    assert_eq!(woken(&mut pending, 2000).await, Some(1), "a new preview");
+    app.clock.advance(60);
+    let again = Delivery::push(HEAD, "2019-05-15T16:00:00Z");
+    assert_eq!(app.send(&again).await.0, StatusCode::ACCEPTED);
+    assert_eq!(
+        app.preview(HELLO, 2).await.unwrap().expires_at,
+        NOW + 60 + 72 * 3600,
+        "its clock restarted all the same"
+    );
+    assert_eq!(woken(&mut pending, 300).await, None, "nothing to reconcile");
+    let pushed = Delivery::push(
+        "1111111111111111111111111111111111111111",
+        "2019-05-15T16:01:00Z",
+    );
+    assert_eq!(app.send(&pushed).await.0, StatusCode::ACCEPTED);
+    assert_eq!(woken(&mut pending, 2000).await, Some(1), "a new head");
+}
