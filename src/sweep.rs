@@ -391,14 +391,7 @@ pub(crate) async fn owned_names(
     // never the API's capped listing (a generation left out would look orphaned).
     for repo in db::template_repos(pool).await? {
         for row in db::generations(pool, &repo).await? {
-            let names: Names = serde_json::from_str(&row.names).map_err(|e| {
-                anyhow::anyhow!(
-                    "the recorded names of {}'s template generation {} are unreadable: {e}",
-                    row.repo,
-                    row.generation
-                )
-            })?;
-            owned.insert(names.application);
+            owned.insert(row.names()?.application);
         }
     }
     Ok(owned)

@@ -25,6 +25,19 @@ pub struct TemplateRow {
     pub size_bytes: Option<i64>,
 }
 
+impl TemplateRow {
+    /// The generation's recorded names (never recomputed: `Names::template` may change).
+    pub fn names(&self) -> anyhow::Result<crate::naming::Names> {
+        serde_json::from_str(&self.names).map_err(|e| {
+            anyhow::anyhow!(
+                "the recorded names of {}'s template generation {} are unreadable: {e}",
+                self.repo,
+                self.generation
+            )
+        })
+    }
+}
+
 /// What a repository's next generation is built from, and whether one is wanted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TemplateRepoRow {

@@ -147,7 +147,7 @@ impl Reconciler {
     /// A recorded generation as rendering sees it, its names, and the owner its Application
     /// carries (`previewd.dev/pr: template-N`, never a PR's).
     async fn generation_of(&self, row: &TemplateRow) -> anyhow::Result<(Generation, Names, Owner)> {
-        let names: Names = serde_json::from_str(&row.names).context("recorded template names")?;
+        let names = row.names()?;
         let generation = Generation {
             repo: row.repo.parse()?,
             generation: u32::try_from(row.generation)?,
@@ -364,7 +364,7 @@ impl Reconciler {
         // The generation's recorded names while it is recorded; its clone outlives it (the
         // chart's create Job touches the template only to clone), so after, the same rule.
         let names = match rows.iter().find(|g| g.generation == generation) {
-            Some(row) => serde_json::from_str(&row.names).context("recorded template names")?,
+            Some(row) => row.names()?,
             None => Names::template(&key.repo, u32::try_from(generation)?, ""),
         };
         Ok(Some(CloneSource {

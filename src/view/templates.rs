@@ -5,7 +5,6 @@ use serde::Serialize;
 use sqlx::SqlitePool;
 
 use crate::db;
-use crate::naming::Names;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Template {
@@ -29,13 +28,7 @@ pub async fn templates(pool: &SqlitePool, now: i64) -> anyhow::Result<Vec<Templa
         .await?
         .into_iter()
         .map(|row| {
-            let names: Names = serde_json::from_str(&row.names).map_err(|e| {
-                anyhow::anyhow!(
-                    "the recorded names of {}'s template generation {} are unreadable: {e}",
-                    row.repo,
-                    row.generation
-                )
-            })?;
+            let names = row.names()?;
             Ok(Template {
                 age_seconds: now.saturating_sub(row.created_at).max(0),
                 database: names.database,
