@@ -341,8 +341,11 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
         let check = ci::convert(event, body).map_err(malformed)?;
         return Ok((action, Event::Check(check)));
     }
-    if event == "push" {
-        return Ok((action, Event::Push(push::parse(body).map_err(malformed)?)));
+    match event {
+        "push" => return Ok((action, Event::Push(push::parse(body).map_err(malformed)?))),
+        "pull_request" => return Ok((action, pull::pull_request(body).map_err(malformed)?)),
+        "issue_comment" => return Ok((action, pull::issue_comment(body).map_err(malformed)?)),
+        _ => {}
     }
     let parsed = WebhookEvent::try_from_header_and_body(event, body)
         .map_err(|e| malformed(e.to_string()))?;
@@ -352,6 +355,7 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
 
 mod ci;
 mod convert;
+mod pull;
 pub mod push;
 use convert::convert;
 

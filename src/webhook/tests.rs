@@ -359,3 +359,158 @@ fn receive_checks_headers_before_the_body() {
         Err(Rejection::InvalidJson(_))
     ));
 }
+
+/// The minimal types (`pull.rs`) against octocrab's full models, which intake used before
+/// issue #17: the same answers on every recorded `pull_request` and `issue_comment` payload.
+#[test]
+fn minimal_types_read_what_octocrabs_models_read() {
+    use octocrab::models::webhook_events::WebhookEventPayload as P;
+    let dir = format!("{}/tests/fixtures/github", env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let file = entry.unwrap().file_name().into_string().unwrap();
+        let Some(name) = file.strip_suffix(".json") else {
+            continue;
+        };
+        let header = name.split('.').next().unwrap();
+        if !matches!(header, "pull_request" | "issue_comment") {
+            continue;
+        }
+        let body = fixture(name);
+        let full = WebhookEvent::try_from_header_and_body(header, &body).unwrap();
+        let sender = full.sender.as_ref().map(|s| s.login.clone());
+        let installation = full.installation.as_ref().map(|i| i.id().0);
+        let full_name = full.repository.as_ref().and_then(|r| r.full_name.clone());
+        match (full.specific, event_of(name)) {
+            (P::PullRequest(p), Event::PullRequest(ours)) => {
+                let pr = &p.pull_request;
+                let base_repo = pr.base.repo.as_ref().unwrap();
+                assert_eq!(
+                    ours.key.to_string(),
+                    format!("{}#{}", full_name.unwrap(), p.number).to_lowercase(),
+                    "{name}"
+                );
+                assert_eq!(ours.repo_id, base_repo.id.0, "{name}");
+                assert_eq!(ours.installation_id, installation, "{name}");
+                assert_eq!(Some(ours.title), pr.title.clone(), "{name}");
+                assert_eq!(
+                    Some(ours.author),
+                    pr.user.as_ref().map(|u| u.login.clone()),
+                    "{name}"
+                );
+                assert_eq!(ours.head_sha.as_str(), pr.head.sha, "{name}");
+                assert_eq!(
+                    (ours.head_ref, ours.base_ref),
+                    (pr.head.ref_field.clone(), pr.base.ref_field.clone()),
+                    "{name}"
+                );
+                let default =
+                    base_repo.default_branch.as_deref() == Some(pr.base.ref_field.as_str());
+                assert_eq!(
+                    ours.base_sha.map(|s| s.to_string()),
+                    default.then(|| pr.base.sha.clone()),
+                    "{name}"
+                );
+                assert_eq!(
+                    ours.fork,
+                    pr.head.repo.as_ref().map(|r| r.id) != Some(base_repo.id),
+                    "{name}"
+                );
+                assert_eq!(ours.draft, pr.draft.unwrap_or(false), "{name}");
+                let labels: Vec<String> =
+                    pr.labels.iter().flatten().map(|l| l.name.clone()).collect();
+                let label = p.label.as_ref().map(|l| l.name.clone());
+                assert_eq!(
+                    ours.labels,
+                    labels_after(labels, ours.action, label.as_deref()),
+                    "{name}"
+                );
+                assert_eq!(ours.label, label, "{name}");
+                let closed = matches!(pr.state, Some(octocrab::models::IssueState::Closed));
+                assert_eq!(ours.open, !closed, "{name}");
+                assert_eq!(
+                    ours.updated_at,
+                    pr.updated_at.map(|t| t.timestamp()),
+                    "{name}"
+                );
+                assert_eq!(Some(ours.sender), sender, "{name}");
+                if let PrAction::Closed { merged } = ours.action {
+                    assert_eq!(merged, pr.merged.unwrap_or(false), "{name}");
+                }
+            }
+            (P::IssueComment(c), ours) => {
+                // The recorded comments hold no command; give each one to compare them all.
+                let mut json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                json["comment"]["body"] = "/preview extend 2d".into();
+                json["action"] = "created".into();
+                let (_, ours_command) = parse(header, json.to_string().as_bytes()).unwrap();
+                match (
+                    c.issue.pull_request.is_some(),
+                    c.comment.user.r#type == "Bot",
+                    ours_command,
+                ) {
+                    (false, _, Event::Ignored(why)) => {
+                        assert!(why.contains("not a pull request"), "{name}")
+                    }
+                    (true, true, Event::Ignored(why)) => assert!(why.contains("bot"), "{name}"),
+                    (true, false, Event::Command(command)) => {
+                        assert_eq!(
+                            command.key.to_string(),
+                            format!("{}#{}", full_name.unwrap(), c.issue.number).to_lowercase(),
+                            "{name}"
+                        );
+                        assert_eq!(command.installation_id, installation, "{name}");
+                        assert_eq!(command.comment_id, c.comment.id.0, "{name}");
+                        assert_eq!(
+                            command.commented_at,
+                            Some(c.comment.created_at.timestamp()),
+                            "{name}"
+                        );
+                        assert_eq!(command.actor, c.comment.user.login, "{name}");
+                        let word =
+                            serde_json::to_value(c.comment.author_association.unwrap()).unwrap();
+                        assert_eq!(command.association, word.as_str().unwrap(), "{name}");
+                    }
+                    (_, _, other) => panic!("{name}: {other:?}"),
+                }
+                assert!(matches!(ours, Event::Ignored(_)), "{name}");
+            }
+            (specific, ours) => panic!("{name}: {specific:?} against {ours:?}"),
+        }
+        seen += 1;
+    }
+    assert!(seen >= 20, "only {seen} recorded payloads compared");
+}
+
+#[test]
+fn escaped_text_is_read_and_unknown_associations_trust_nothing() {
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("pull_request.opened")).unwrap();
+    json["pull_request"]["title"] = "Fix \"quotes\" and caf\u{e9}\n".into();
+    json["pull_request"]["labels"] = serde_json::json!([{"name": "pre\\view"}]);
+    let Event::PullRequest(pr) = parse("pull_request", json.to_string().as_bytes())
+        .unwrap()
+        .1
+    else {
+        panic!()
+    };
+    assert_eq!(pr.title, "Fix \"quotes\" and caf\u{e9}\n");
+    assert_eq!(pr.labels, ["pre\\view"]);
+
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fixture("issue_comment.created.pull_request")).unwrap();
+    json["comment"]["body"] = "/preview destroy".into();
+    json["comment"]["author_association"] = "SUPREME_LEADER".into();
+    let Event::Command(command) = parse("issue_comment", json.to_string().as_bytes())
+        .unwrap()
+        .1
+    else {
+        panic!()
+    };
+    assert_eq!(command.association, "NONE");
+    json["comment"]["created_at"] = "yesterday".into();
+    assert!(matches!(
+        parse("issue_comment", json.to_string().as_bytes()),
+        Err(Rejection::Malformed { .. })
+    ));
+}
