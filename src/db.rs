@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 
 use crate::intent::Outcome;
-use crate::webhook::{CommandComment, InstallationChange};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 
@@ -64,13 +63,6 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     Ok(pool)
 }
 
-/// A dedicated connection for the single writer (see `intake`).
-pub async fn writer_connection(path: &Path) -> anyhow::Result<SqliteConnection> {
-    SqliteConnection::connect_with(&options(path))
-        .await
-        .with_context(|| format!("opening state {} for writing", path.display()))
-}
-
 /// Starts a transaction that writes, holding the write lock from its first statement.
 ///
 /// A plain (deferred) `BEGIN` takes a read snapshot at its first read and must upgrade it at
@@ -81,13 +73,6 @@ pub async fn writer_connection(path: &Path) -> anyhow::Result<SqliteConnection> 
 /// `BEGIN IMMEDIATE` takes the write lock up front, so it waits the busy timeout instead.
 pub async fn begin_write(pool: &SqlitePool) -> sqlx::Result<sqlx::Transaction<'static, Sqlite>> {
     pool.begin_with("BEGIN IMMEDIATE").await
-}
-
-/// [`begin_write`] on a connection of its own (the intake writer's, a test's).
-pub async fn begin_write_on(
-    conn: &mut SqliteConnection,
-) -> sqlx::Result<sqlx::Transaction<'_, Sqlite>> {
-    conn.begin_with("BEGIN IMMEDIATE").await
 }
 
 /// The database was busy past the busy timeout (SQLITE_BUSY, SQLITE_LOCKED and their
@@ -146,56 +131,6 @@ pub struct DeliveryRow<'a> {
     pub received_at: i64,
 }
 
-/// Records a delivery seen for the first time (or last seen failing); returns false, and
-/// writes nothing, when it was already handled: the dedup check and the insert in one step.
-pub async fn claim_delivery(
-    conn: &mut SqliteConnection,
-    row: &DeliveryRow<'_>,
-) -> sqlx::Result<bool> {
-    let outcome = row.outcome.as_str();
-    let done = sqlx::query!(
-        "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (hook_id, guid) DO UPDATE SET
-             outcome = excluded.outcome, detail = excluded.detail, received_at = excluded.received_at
-         WHERE deliveries.outcome = 'failed'",
-        row.hook_id,
-        row.guid,
-        row.event,
-        row.action,
-        outcome,
-        row.detail,
-        row.received_at,
-    )
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() > 0)
-}
-
-/// Records (or overwrites) a delivery's outcome.
-pub async fn record_delivery(
-    conn: &mut SqliteConnection,
-    row: &DeliveryRow<'_>,
-) -> sqlx::Result<()> {
-    let outcome = row.outcome.as_str();
-    sqlx::query!(
-        "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (hook_id, guid) DO UPDATE SET
-             outcome = excluded.outcome, detail = excluded.detail, received_at = excluded.received_at",
-        row.hook_id,
-        row.guid,
-        row.event,
-        row.action,
-        outcome,
-        row.detail,
-        row.received_at,
-    )
-    .execute(conn)
-    .await
-    .map(drop)
-}
-
 // ---- history ----
 
 pub struct HistoryRow<'a> {
@@ -227,115 +162,19 @@ pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> s
     .map(drop)
 }
 
-// ---- previews ----
-
-// ---- commands ----
-
-/// Queues a command once per comment id; returns false for a comment already queued.
-pub async fn queue_command(
-    conn: &mut SqliteConnection,
-    command: &CommandComment,
-    now: i64,
-) -> sqlx::Result<bool> {
-    let repo = command.key.repo.as_str();
-    let comment_id = command.comment_id as i64;
-    let installation = command.installation_id.map(|id| id as i64);
-    let done = sqlx::query!(
-        "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at, installation_id, commented_at)
-         VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (comment_id) DO NOTHING",
-        repo,
-        command.key.number,
-        comment_id,
-        command.actor,
-        command.association,
-        command.line,
-        now,
-        installation,
-        command.commented_at,
-    )
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() > 0)
-}
-
-// ---- installations ----
-
-pub async fn apply_installation(
-    conn: &mut SqliteConnection,
-    change: &InstallationChange,
-    now: i64,
-) -> sqlx::Result<()> {
-    let (id, account, added, removed): (u64, Option<&str>, &[_], &[_]) = match change {
-        InstallationChange::Present { id, account, repos } => {
-            let id_i = *id as i64;
-            // The event lists every repository the installation now serves.
-            sqlx::query!(
-                "DELETE FROM installation_repositories WHERE installation_id = ?1",
-                id_i
-            )
-            .execute(&mut *conn)
-            .await?;
-            (*id, Some(account), repos, &[])
-        }
-        InstallationChange::Gone { id } => {
-            let id_i = *id as i64;
-            sqlx::query!("DELETE FROM installations WHERE id = ?1", id_i)
-                .execute(&mut *conn)
-                .await?;
-            return Ok(());
-        }
-        InstallationChange::ReposAdded { id, account, repos } => (*id, Some(account), repos, &[]),
-        InstallationChange::ReposRemoved { id, repos } => (*id, None, &[], repos),
-    };
-    let id = id as i64;
-    sqlx::query!(
-        "INSERT INTO installations (id, account, updated_at) VALUES (?1, COALESCE(?2, ''), ?3)
-         ON CONFLICT (id) DO UPDATE SET account = COALESCE(?2, installations.account), updated_at = ?3",
-        id,
-        account,
-        now,
-    )
-    .execute(&mut *conn)
-    .await?;
-    for repo in added {
-        let repo = repo.as_str();
-        sqlx::query!(
-            "INSERT INTO installation_repositories (installation_id, repo) VALUES (?1, ?2)
-             ON CONFLICT DO NOTHING",
-            id,
-            repo
-        )
-        .execute(&mut *conn)
-        .await?;
-    }
-    for repo in removed {
-        let repo = repo.as_str();
-        sqlx::query!(
-            "DELETE FROM installation_repositories WHERE installation_id = ?1 AND repo = ?2",
-            id,
-            repo
-        )
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(())
-}
-
 mod file;
 mod gates;
 mod github;
 mod ledger;
-mod pr_change;
 mod previews;
 mod sweep;
 mod templates;
 mod views;
+pub mod write;
 pub use file::*;
 pub use gates::*;
 pub use github::*;
 pub use ledger::*;
-pub use pr_change::*;
 pub use previews::*;
 pub use sweep::*;
 pub use templates::*;
@@ -343,7 +182,7 @@ pub use views::*;
 
 #[cfg(test)]
 mod tests {
-    use sqlx::Executor;
+    use sqlx::{Connection, Executor};
 
     use super::*;
 
@@ -354,9 +193,15 @@ mod tests {
         let pool = open(&path).await.unwrap();
         let mut holder = begin_write(&pool).await.unwrap();
         holder.execute("DELETE FROM leases").await.unwrap();
-        let mut other = writer_connection(&path).await.unwrap();
-        other.execute("PRAGMA busy_timeout = 0").await.unwrap();
-        let busy = begin_write_on(&mut other).await.map(drop).unwrap_err();
+        let mut other =
+            SqliteConnection::connect_with(&options(&path).busy_timeout(Duration::ZERO))
+                .await
+                .unwrap();
+        let busy = other
+            .execute("BEGIN IMMEDIATE")
+            .await
+            .map(drop)
+            .unwrap_err();
         assert!(is_busy(&busy), "{busy:?}");
         let wrapped = anyhow::Error::from(busy).context("recording a teardown");
         assert!(is_busy_error(&wrapped));

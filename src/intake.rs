@@ -1,15 +1,17 @@
 //! Durable intake: a single writer records each delivery together with its intent in one
 //! transaction, committing whatever has queued up at once (group commit), so every
 //! delivery is on disk before GitHub hears back, at one fsync per batch, not per request.
+//! The writer owns its connection on a thread of its own and runs each batch there
+//! synchronously (`db::write`): one thread hop per batch, none per statement.
 
 use std::sync::Arc;
 
-use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
-use crate::db::{self, DeliveryRow, HistoryRow};
+use crate::db::write::{self as db, WriterConnection};
+use crate::db::{DeliveryRow, HistoryRow};
 use crate::intent::{Change, Intent, Outcome};
 use crate::webhook::Delivery;
 use crate::work::Work;
@@ -54,16 +56,16 @@ pub struct Intake {
 }
 
 impl Intake {
-    /// Starts the writer on its own connection. It stops once every `Intake` is dropped,
-    /// after writing what was queued.
+    /// Starts the writer on its own connection (`db::write::open`) and thread. It stops once
+    /// every `Intake` is dropped, after writing what was queued.
     /// `work` is told of each preview whose intent a commit changed.
     pub fn start(
-        conn: SqliteConnection,
+        conn: WriterConnection,
         clock: Arc<dyn Clock>,
         work: Work,
     ) -> (Self, JoinHandle<()>) {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(write_batches(conn, queue, clock, work));
+        let writer = tokio::task::spawn_blocking(move || write_batches(conn, queue, clock, work));
         (Self { jobs }, writer)
     }
 
@@ -91,16 +93,25 @@ impl Intake {
     }
 }
 
-async fn write_batches(
-    mut conn: SqliteConnection,
+/// The writer's thread: waits for a delivery, takes every one queued behind it (up to
+/// [`MAX_BATCH`]), commits them together, answers each.
+fn write_batches(
+    mut conn: WriterConnection,
     mut queue: mpsc::Receiver<Job>,
     clock: Arc<dyn Clock>,
     work: Work,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    while let Some(first) = queue.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
         let now = clock.now();
-        let results = match commit(&mut conn, &batch, now).await {
+        let results = match commit(&mut conn, &batch, now) {
             Ok(results) => results,
             Err(e) => {
                 tracing::error!(error = %e, deliveries = batch.len(), "commit failed; deliveries answered 503");
@@ -131,7 +142,7 @@ async fn write_batches(
                 Change::Check(check),
             ) = (result, &job.intent.change)
             {
-                match db::previews_at(&mut conn, check.repo.as_str(), check.sha.as_str()).await {
+                match db::previews_at(&conn, check.repo.as_str(), check.sha.as_str()) {
                     Ok(keys) => keys.into_iter().for_each(|key| work.notify(key)),
                     Err(e) => {
                         tracing::warn!(error = %e, "finding the previews a check report moves failed")
@@ -157,55 +168,55 @@ async fn write_batches(
 /// One transaction for the whole batch. A delivery whose write fails is rare, so the batch
 /// first runs without per-delivery savepoints; only when one fails is it run again with
 /// them, so that one bad delivery fails alone (recorded as failed) while the rest commit.
-async fn commit(
-    conn: &mut SqliteConnection,
+///
+/// `BEGIN IMMEDIATE` takes the write lock up front, so a busy state waits the busy timeout
+/// rather than failing at the first write (see `db::begin_write`).
+fn commit(
+    conn: &mut WriterConnection,
     batch: &[Job],
     now: i64,
-) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
-    let mut tx = db::begin_write_on(conn).await?;
+) -> db::Result<Vec<Result<Recorded, IntakeError>>> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        match record_one(&mut tx, &job.delivery, &job.intent, now).await {
+        match record_one(&tx, &job.delivery, &job.intent, now) {
             Ok(recorded) => results.push(Ok(recorded)),
             Err(_) => {
-                tx.rollback().await?;
-                return commit_isolated(conn, batch, now).await;
+                tx.rollback()?;
+                return commit_isolated(conn, batch, now);
             }
         }
     }
-    tx.commit().await?;
+    tx.commit()?;
     Ok(results)
 }
 
-async fn commit_isolated(
-    conn: &mut SqliteConnection,
+fn commit_isolated(
+    conn: &mut WriterConnection,
     batch: &[Job],
     now: i64,
-) -> sqlx::Result<Vec<Result<Recorded, IntakeError>>> {
-    let mut tx = db::begin_write_on(conn).await?;
+) -> db::Result<Vec<Result<Recorded, IntakeError>>> {
+    let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        let mut savepoint = tx.begin().await?;
-        match record_one(&mut savepoint, &job.delivery, &job.intent, now).await {
+        let mut savepoint = tx.savepoint()?;
+        match record_one(&savepoint, &job.delivery, &job.intent, now) {
             Ok(recorded) => {
-                savepoint.commit().await?;
+                savepoint.commit()?;
                 results.push(Ok(recorded));
             }
             Err(e) => {
-                savepoint.rollback().await?;
+                savepoint.rollback()?;
+                drop(savepoint);
                 let d = &job.delivery;
                 tracing::error!(delivery = %d.guid, event = %d.event, error = %e, "delivery not recorded");
                 // Stored as failed so that GitHub's redelivery is processed again.
-                db::record_delivery(
-                    &mut tx,
-                    &delivery_row(d, Outcome::Failed, &e.to_string(), now),
-                )
-                .await?;
+                db::record_delivery(&tx, &delivery_row(d, Outcome::Failed, &e.to_string(), now))?;
                 results.push(Err(IntakeError::Write(e.to_string())));
             }
         }
     }
-    tx.commit().await?;
+    tx.commit()?;
     Ok(results)
 }
 
@@ -226,27 +237,25 @@ fn delivery_row<'a>(
     }
 }
 
-async fn record_one(
-    conn: &mut SqliteConnection,
+fn record_one(
+    conn: &WriterConnection,
     delivery: &Delivery,
     intent: &Intent,
     now: i64,
-) -> sqlx::Result<Recorded> {
+) -> db::Result<Recorded> {
     if !db::claim_delivery(
         conn,
         &delivery_row(delivery, intent.outcome, &intent.detail, now),
-    )
-    .await?
-    {
-        let outcome = db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid).await?;
+    )? {
+        let outcome = db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid)?;
         return Ok(Recorded::Duplicate {
             outcome: outcome.unwrap_or(intent.outcome),
         });
     }
     let mut moved = true;
-    let (outcome, detail) = apply(conn, delivery, intent, now, &mut moved).await?;
+    let (outcome, detail) = apply(conn, delivery, intent, now, &mut moved)?;
     if (outcome, detail.as_str()) != (intent.outcome, intent.detail.as_str()) {
-        db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now)).await?;
+        db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now))?;
     }
     Ok(Recorded::New {
         outcome,
@@ -257,13 +266,13 @@ async fn record_one(
 
 /// Writes the intent; the outcome can drop to `Ignored` when the state already knows better.
 /// `moved` is cleared when a PR change moved only its times (nothing for the reconciler).
-async fn apply(
-    conn: &mut SqliteConnection,
+fn apply(
+    conn: &WriterConnection,
     delivery: &Delivery,
     intent: &Intent,
     now: i64,
     moved: &mut bool,
-) -> sqlx::Result<(Outcome, String)> {
+) -> db::Result<(Outcome, String)> {
     let history = |repo, number, what, actor, reason, head_sha| HistoryRow {
         repo,
         number,
@@ -285,10 +294,10 @@ async fn apply(
                 &intent.detail,
                 None,
             );
-            db::add_history(conn, &row).await?;
+            db::add_history(conn, &row)?;
         }
         Change::PullRequest(change) => {
-            let Some(applied) = db::apply_pr_change(conn, change, now).await? else {
+            let Some(applied) = db::apply_pr_change(conn, change, now)? else {
                 let why = if change.create {
                     "a newer event for this PR is already recorded"
                 } else {
@@ -302,13 +311,7 @@ async fn apply(
             // starts a template.
             let deployed = now_wants == crate::preview::Desired::Deployed;
             if let Some(base) = change.template_base.as_ref().filter(|_| deployed) {
-                db::first_template_base(
-                    &mut *conn,
-                    change.pr.key.repo.as_str(),
-                    base.as_str(),
-                    now,
-                )
-                .await?;
+                db::first_template_base(conn, change.pr.key.repo.as_str(), base.as_str(), now)?;
             }
             if change.desired.is_some() {
                 let reason = crate::intent::history_reason(change, now_wants);
@@ -321,13 +324,11 @@ async fn apply(
                     &reason,
                     Some(pr.head_sha.as_str()),
                 );
-                db::add_history(conn, &row).await?;
+                db::add_history(conn, &row)?;
             }
         }
         Change::FrozenCommand(command)
-            if db::preview_id(&mut *conn, command.key.repo.as_str(), command.key.number)
-                .await?
-                .is_none() =>
+            if !db::has_preview(conn, command.key.repo.as_str(), command.key.number)? =>
         {
             let detail = format!("{} is not in the [[repos]] allow-list", command.key.repo);
             let row = history(
@@ -338,11 +339,11 @@ async fn apply(
                 &detail,
                 None,
             );
-            db::add_history(conn, &row).await?;
+            db::add_history(conn, &row)?;
             return Ok((Outcome::Refused, detail));
         }
         Change::Command(command) | Change::FrozenCommand(command) => {
-            if !db::queue_command(conn, command, now).await? {
+            if !db::queue_command(conn, command, now)? {
                 return Ok((Outcome::Ignored, "command already queued".into()));
             }
             let row = history(
@@ -353,28 +354,27 @@ async fn apply(
                 &command.line,
                 None,
             );
-            db::add_history(conn, &row).await?;
+            db::add_history(conn, &row)?;
         }
-        Change::Installation(change) => db::apply_installation(conn, change, now).await?,
+        Change::Installation(change) => db::apply_installation(conn, change, now)?,
         Change::TemplateBase {
             repo,
             sha,
             pushed_at,
             by,
         } => {
-            db::note_template_base(&mut *conn, repo.as_str(), sha.as_str(), *pushed_at, by, now)
-                .await?;
+            db::note_template_base(conn, repo.as_str(), sha.as_str(), *pushed_at, by, now)?;
         }
         // Matched by commit, never by the PR a payload may name (a status names none): a
         // report counts only for the previews at that very head.
         Change::Check(check) => {
             let (repo, sha) = (check.repo.as_str(), check.sha.as_str());
-            if db::previews_at(conn, repo, sha).await?.is_empty() {
+            if db::previews_at(conn, repo, sha)?.is_empty() {
                 return Ok((Outcome::Ignored, "no preview waits on this commit".into()));
             }
             match &check.report {
                 Some(report) => {
-                    if db::record_check(conn, repo, sha, report).await?.is_empty() {
+                    if db::record_check(conn, repo, sha, report)?.is_empty() {
                         return Ok((
                             Outcome::Ignored,
                             "a report as new is already recorded".into(),
@@ -382,7 +382,7 @@ async fn apply(
                     }
                 }
                 // A suite names no check: the previews at its head look theirs up.
-                None => db::look_again_at(conn, repo, sha).await?,
+                None => db::look_again_at(conn, repo, sha)?,
             }
         }
     }

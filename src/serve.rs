@@ -32,11 +32,8 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
     }
     let pool = db::open(&config.state).await?;
     let (work, pending) = crate::work::channel();
-    let (intake, writer) = Intake::start(
-        db::writer_connection(&config.state).await?,
-        clock.clone(),
-        work.clone(),
-    );
+    let (intake, writer) =
+        Intake::start(db::write::open(&config.state)?, clock.clone(), work.clone());
     let app = Arc::new(App {
         config,
         pool,

@@ -14,7 +14,9 @@ use sqlx::{Connection, Executor, SqliteConnection};
 /// runs `sql` in it; the lock is held until the connection commits or rolls back.
 async fn hold_the_write_lock(app: &TestApp, sql: &str) -> SqliteConnection {
     let state = app.dir.path().join("previewd.db");
-    let mut other = previewd::db::writer_connection(&state).await.unwrap();
+    let mut other = SqliteConnection::connect(&format!("sqlite://{}", state.display()))
+        .await
+        .unwrap();
     other.execute("BEGIN IMMEDIATE").await.unwrap();
     other.execute(sql).await.unwrap();
     other

@@ -247,20 +247,6 @@ pub async fn look_again_at_checks(pool: &SqlitePool) -> sqlx::Result<u64> {
     Ok(done.rows_affected())
 }
 
-/// Marks the previews waiting at `sha` for a look-up (a check suite completed: it names no
-/// check). One that passed has nothing to learn from it.
-pub async fn look_again_at(conn: &mut SqliteConnection, repo: &str, sha: &str) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE previews SET checks_sha = NULL
-         WHERE repo = ?1 AND head_sha = ?2 AND observed IN ('waiting_for_ci', 'ci_failed')",
-        repo,
-        sha,
-    )
-    .execute(conn)
-    .await
-    .map(drop)
-}
-
 /// What listing a PR's files found, for [`record_paths`].
 #[derive(Debug, Clone, Copy)]
 pub struct PathsFound<'a> {

@@ -51,61 +51,6 @@ pub struct TemplateRepoRow {
     pub last_used_at: i64,
 }
 
-/// Notes a push of `repo`'s default branch to `sha` at `pushed_at` (GitHub's
-/// `repository.pushed_at`) and asks for a new generation from it. Only a push newer than the
-/// one known counts: GitHub does not promise delivery order, and a late, older push must not
-/// move the template back. A destroyed template stays destroyed (a preview or a writer's
-/// refresh brings it back).
-pub async fn note_template_base(
-    conn: impl sqlx::SqliteExecutor<'_>,
-    repo: &str,
-    sha: &str,
-    pushed_at: i64,
-    by: &str,
-    now: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO template_repos (repo, base_sha, base_at, refresh, refresh_by, last_used_at, updated_at)
-         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)
-         ON CONFLICT (repo) DO UPDATE SET
-           base_sha = excluded.base_sha,
-           base_at = excluded.base_at,
-           refresh = max(template_repos.refresh, 1),
-           refresh_by = CASE WHEN template_repos.refresh = 2 THEN template_repos.refresh_by
-                             ELSE excluded.refresh_by END,
-           updated_at = excluded.updated_at
-         WHERE excluded.base_at > template_repos.base_at",
-        repo,
-        sha,
-        pushed_at,
-        by,
-        now,
-    )
-    .execute(conn)
-    .await
-    .map(drop)
-}
-
-/// A PR's base commit, for a repository whose template has no base yet: its first
-/// generation is built from it. A known base (a push's, newer) is never replaced by a PR's.
-pub async fn first_template_base(
-    conn: impl sqlx::SqliteExecutor<'_>,
-    repo: &str,
-    sha: &str,
-    now: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO template_repos (repo, base_sha, last_used_at, updated_at)
-         VALUES (?1, ?2, ?3, ?3) ON CONFLICT (repo) DO NOTHING",
-        repo,
-        sha,
-        now
-    )
-    .execute(conn)
-    .await
-    .map(drop)
-}
-
 /// A preview of `repo` was created (or lived): the template is in use, and is wanted back
 /// if it was dropped for being idle.
 pub async fn template_used(pool: &SqlitePool, repo: &str, now: i64) -> sqlx::Result<()> {

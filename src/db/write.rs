@@ -1,0 +1,474 @@
+//! The intake writer's statements, run synchronously (rusqlite) on the writer's own thread.
+//!
+//! sqlx-sqlite hands every statement to a connection thread and back: two context switches
+//! a statement, half the intake's CPU in issue #17's profile. The writer instead owns its
+//! connection on one thread and runs a whole batch there: one hop a batch. The statements
+//! are the ones the async functions beside them ran; tests/intake covers each.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{DeliveryRow, HistoryRow};
+use crate::checks::CheckReport;
+use crate::intent::{Ended, Outcome, PrChange, StoredPr};
+use crate::preview::{Desired, PreviewKey};
+use crate::webhook::{CommandComment, InstallationChange};
+
+pub use rusqlite::{Connection as WriterConnection, Error, Result};
+
+/// The writer's connection, with the pool's settings (`db::options`): WAL, `synchronous =
+/// FULL` so an acknowledged delivery survives power loss, foreign keys, a busy timeout. The
+/// state must already be migrated (`db::open`).
+pub fn open(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open(path)
+        .with_context(|| format!("opening state {} for writing", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", true)?;
+    // Every statement the writer runs, prepared once.
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+fn text_enum<T: serde::de::DeserializeOwned>(column: usize, text: &str) -> Result<T> {
+    use serde::de::IntoDeserializer;
+    T::deserialize(text.into_deserializer()).map_err(|e: serde::de::value::Error| {
+        Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn word<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+// ---- deliveries ----
+
+pub fn delivery_outcome(conn: &Connection, hook_id: &str, guid: &str) -> Result<Option<Outcome>> {
+    let outcome: Option<String> = conn
+        .prepare_cached("SELECT outcome FROM deliveries WHERE hook_id = ?1 AND guid = ?2")?
+        .query_row(params![hook_id, guid], |r| r.get(0))
+        .optional()?;
+    Ok(outcome.as_deref().and_then(Outcome::parse))
+}
+
+/// Records a delivery seen for the first time (or last seen failing); returns false, and
+/// writes nothing, when it was already handled: the dedup check and the insert in one step.
+pub fn claim_delivery(conn: &Connection, row: &DeliveryRow<'_>) -> Result<bool> {
+    let done = conn
+        .prepare_cached(
+            "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (hook_id, guid) DO UPDATE SET
+                 outcome = excluded.outcome, detail = excluded.detail, received_at = excluded.received_at
+             WHERE deliveries.outcome = 'failed'",
+        )?
+        .execute(params![
+            row.hook_id,
+            row.guid,
+            row.event,
+            row.action,
+            row.outcome.as_str(),
+            row.detail,
+            row.received_at
+        ])?;
+    Ok(done > 0)
+}
+
+/// Records (or overwrites) a delivery's outcome.
+pub fn record_delivery(conn: &Connection, row: &DeliveryRow<'_>) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO deliveries (hook_id, guid, event, action, outcome, detail, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (hook_id, guid) DO UPDATE SET
+             outcome = excluded.outcome, detail = excluded.detail, received_at = excluded.received_at",
+    )?
+    .execute(params![
+        row.hook_id,
+        row.guid,
+        row.event,
+        row.action,
+        row.outcome.as_str(),
+        row.detail,
+        row.received_at
+    ])
+    .map(drop)
+}
+
+pub fn add_history(conn: &Connection, row: &HistoryRow<'_>) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO history (repo, number, what, actor, reason, head_sha, delivery, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        row.repo,
+        row.number,
+        row.what,
+        row.actor,
+        row.reason,
+        row.head_sha,
+        row.delivery,
+        row.at
+    ])
+    .map(drop)
+}
+
+// ---- pull requests ----
+
+/// A PR change that applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// What the PR now wants.
+    pub desired: Desired,
+    /// Whether the reconciler has anything new to see (`StoredPr::moves_preview`).
+    pub moved: bool,
+}
+
+/// Writes a PR's new state unless the row already holds a newer event (or the PR's end
+/// forbids it): reads the row and the PR's end in one statement, merges the change into it
+/// (`intent::merge`, pure) and writes the result, in the writer's transaction. Returns what
+/// the PR now wants and whether that moved the preview, if the change applied.
+pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result<Option<Applied>> {
+    let pr = &change.pr;
+    let repo = pr.key.repo.as_str();
+    let number = pr.key.number;
+    // A PR has a row, an end, both or neither: one query answers for both.
+    let found = conn
+        .prepare_cached(
+            "SELECT p.id, p.repo_id, p.installation_id, p.title, p.author, p.head_sha, p.head_ref,
+                    p.base_ref, p.fork, p.draft, p.desired, p.end_reason, p.approved_sha,
+                    p.pr_updated_at, p.created_at, p.updated_at, p.expires_at, p.head_changed_at,
+                    p.names, p.labeled, p.deploy_by, p.paths_file, c.pr_updated_at, c.ended_at
+             FROM (SELECT ?1 AS repo, ?2 AS number) k
+             LEFT JOIN previews p ON p.repo = k.repo AND p.number = k.number
+             LEFT JOIN closed_prs c ON c.repo = k.repo AND c.number = k.number",
+        )?
+        .query_row(params![repo, number], |r| {
+            let id: Option<i64> = r.get(0)?;
+            let stored = match id {
+                None => None,
+                Some(_) => Some(StoredPr {
+                    repo_id: r.get(1)?,
+                    installation_id: r.get(2)?,
+                    title: r.get(3)?,
+                    author: r.get(4)?,
+                    head_sha: r.get(5)?,
+                    head_ref: r.get(6)?,
+                    base_ref: r.get(7)?,
+                    fork: r.get(8)?,
+                    draft: r.get(9)?,
+                    desired: text_enum(10, r.get_ref(10)?.as_str()?)?,
+                    end_reason: r.get(11)?,
+                    approved_sha: r.get(12)?,
+                    pr_updated_at: r.get(13)?,
+                    created_at: r.get(14)?,
+                    updated_at: r.get(15)?,
+                    expires_at: r.get(16)?,
+                    head_changed_at: r.get(17)?,
+                    names: r.get(18)?,
+                    labeled: r.get(19)?,
+                    deploy_by: r.get(20)?,
+                    paths_file: r.get(21)?,
+                }),
+            };
+            let ended = match r.get::<_, Option<i64>>(22)? {
+                None => None,
+                Some(closed_at) => Some(Ended {
+                    closed_at,
+                    ended_at: r.get(23)?,
+                }),
+            };
+            Ok((id, stored, ended))
+        })?;
+    let (id, stored, ended) = found;
+    let merged = crate::intent::merge(stored.as_ref(), ended.as_ref(), change, now);
+    if let Some(new) = &merged {
+        write_pr(conn, id, repo, number, new)?;
+    }
+    // A close, or a label taken away (`trigger = "label"`): only a newer event brings the
+    // preview back.
+    if change.desired == Some(Desired::Absent)
+        || merged
+            .as_ref()
+            .is_some_and(|m| m.desired == Desired::Absent)
+    {
+        conn.prepare_cached(
+            "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at),
+                 ended_sha = NULL",
+        )?
+        .execute(params![repo, number, change.pr_updated_at])?;
+    }
+    Ok(merged.map(|m| Applied {
+        desired: m.desired,
+        moved: m.moves_preview(stored.as_ref()),
+    }))
+}
+
+/// Writes a merged PR preview: a new row, or every column a PR change owns of row `id`.
+fn write_pr(
+    conn: &Connection,
+    id: Option<i64>,
+    repo: &str,
+    number: u32,
+    new: &StoredPr,
+) -> Result<()> {
+    let Some(id) = id else {
+        return conn
+            .prepare_cached(
+                "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
+                     head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
+                     updated_at, expires_at, head_changed_at, names, labeled)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+            )?
+            .execute(params![
+                repo,
+                number,
+                new.repo_id,
+                new.installation_id,
+                new.title,
+                new.author,
+                new.head_sha,
+                new.head_ref,
+                new.base_ref,
+                new.fork,
+                new.draft,
+                new.desired.as_str(),
+                new.end_reason,
+                new.pr_updated_at,
+                new.created_at,
+                new.updated_at,
+                new.expires_at,
+                new.head_changed_at,
+                new.names,
+                new.labeled,
+            ])
+            .map(drop);
+    };
+    conn.prepare_cached(
+        "UPDATE previews SET repo_id = ?2, installation_id = ?3, title = ?4, author = ?5,
+             head_sha = ?6, head_ref = ?7, base_ref = ?8, fork = ?9, draft = ?10, desired = ?11,
+             end_reason = ?12, pr_updated_at = ?13, updated_at = ?14, expires_at = ?15,
+             head_changed_at = ?16, labeled = ?17, created_at = ?18
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        new.repo_id,
+        new.installation_id,
+        new.title,
+        new.author,
+        new.head_sha,
+        new.head_ref,
+        new.base_ref,
+        new.fork,
+        new.draft,
+        new.desired.as_str(),
+        new.end_reason,
+        new.pr_updated_at,
+        new.updated_at,
+        new.expires_at,
+        new.head_changed_at,
+        new.labeled,
+        new.created_at,
+    ])
+    .map(drop)
+}
+
+pub fn has_preview(conn: &Connection, repo: &str, number: u32) -> Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM previews WHERE repo = ?1 AND number = ?2")?
+        .exists(params![repo, number])
+}
+
+// ---- commands ----
+
+/// Queues a command once per comment id; returns false for a comment already queued.
+pub fn queue_command(conn: &Connection, command: &CommandComment, now: i64) -> Result<bool> {
+    let done = conn
+        .prepare_cached(
+            "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at, installation_id, commented_at)
+             VALUES ((SELECT id FROM previews WHERE repo = ?1 AND number = ?2), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (comment_id) DO NOTHING",
+        )?
+        .execute(params![
+            command.key.repo.as_str(),
+            command.key.number,
+            command.comment_id as i64,
+            command.actor,
+            command.association,
+            command.line,
+            now,
+            command.installation_id.map(|id| id as i64),
+            command.commented_at,
+        ])?;
+    Ok(done > 0)
+}
+
+// ---- installations ----
+
+pub fn apply_installation(conn: &Connection, change: &InstallationChange, now: i64) -> Result<()> {
+    let (id, account, added, removed): (u64, Option<&str>, &[_], &[_]) = match change {
+        InstallationChange::Present { id, account, repos } => {
+            // The event lists every repository the installation now serves.
+            conn.prepare_cached(
+                "DELETE FROM installation_repositories WHERE installation_id = ?1",
+            )?
+            .execute([*id as i64])?;
+            (*id, Some(account), repos, &[])
+        }
+        InstallationChange::Gone { id } => {
+            conn.prepare_cached("DELETE FROM installations WHERE id = ?1")?
+                .execute([*id as i64])?;
+            return Ok(());
+        }
+        InstallationChange::ReposAdded { id, account, repos } => (*id, Some(account), repos, &[]),
+        InstallationChange::ReposRemoved { id, repos } => (*id, None, &[], repos),
+    };
+    let id = id as i64;
+    conn.prepare_cached(
+        "INSERT INTO installations (id, account, updated_at) VALUES (?1, COALESCE(?2, ''), ?3)
+         ON CONFLICT (id) DO UPDATE SET account = COALESCE(?2, installations.account), updated_at = ?3",
+    )?
+    .execute(params![id, account, now])?;
+    for repo in added {
+        conn.prepare_cached(
+            "INSERT INTO installation_repositories (installation_id, repo) VALUES (?1, ?2)
+             ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![id, repo.as_str()])?;
+    }
+    for repo in removed {
+        conn.prepare_cached(
+            "DELETE FROM installation_repositories WHERE installation_id = ?1 AND repo = ?2",
+        )?
+        .execute(params![id, repo.as_str()])?;
+    }
+    Ok(())
+}
+
+// ---- templates (#16) ----
+
+/// `db::note_template_base`, on the writer's connection.
+pub fn note_template_base(
+    conn: &Connection,
+    repo: &str,
+    sha: &str,
+    pushed_at: i64,
+    by: &str,
+    now: i64,
+) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO template_repos (repo, base_sha, base_at, refresh, refresh_by, last_used_at, updated_at)
+         VALUES (?1, ?2, ?3, 1, ?4, ?5, ?5)
+         ON CONFLICT (repo) DO UPDATE SET
+           base_sha = excluded.base_sha,
+           base_at = excluded.base_at,
+           refresh = max(template_repos.refresh, 1),
+           refresh_by = CASE WHEN template_repos.refresh = 2 THEN template_repos.refresh_by
+                             ELSE excluded.refresh_by END,
+           updated_at = excluded.updated_at
+         WHERE excluded.base_at > template_repos.base_at",
+    )?
+    .execute(params![repo, sha, pushed_at, by, now])
+    .map(drop)
+}
+
+/// A PR's base commit, for a repository whose template has no base yet: its first
+/// generation is built from it. A known base (a push's, newer) is never replaced by a PR's.
+pub fn first_template_base(conn: &Connection, repo: &str, sha: &str, now: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO template_repos (repo, base_sha, last_used_at, updated_at)
+         VALUES (?1, ?2, ?3, ?3) ON CONFLICT (repo) DO NOTHING",
+    )?
+    .execute(params![repo, sha, now])
+    .map(drop)
+}
+
+// ---- checks (#15) ----
+
+/// The live previews of `repo` whose head is `sha`.
+pub fn previews_at(conn: &Connection, repo: &str, sha: &str) -> Result<Vec<PreviewKey>> {
+    let Ok(name) = repo.parse::<crate::preview::RepoName>() else {
+        return Ok(Vec::new());
+    };
+    let mut statement = conn.prepare_cached(
+        "SELECT number FROM previews INDEXED BY previews_by_head
+         WHERE repo = ?1 AND head_sha = ?2 AND desired != 'absent'",
+    )?;
+    let numbers = statement.query_map(params![repo, sha], |r| r.get::<_, i64>(0))?;
+    let mut keys = Vec::new();
+    for number in numbers {
+        if let Ok(number) = u32::try_from(number?) {
+            keys.push(PreviewKey::new(name.clone(), number));
+        }
+    }
+    Ok(keys)
+}
+
+/// `db::record_check`, on the writer's connection: records `report` if a live preview is at
+/// `sha` and the report is newer than the one kept; returns the previews at that head.
+pub fn record_check(
+    conn: &Connection,
+    repo: &str,
+    sha: &str,
+    report: &CheckReport,
+) -> Result<Vec<PreviewKey>> {
+    let at_head = previews_at(conn, repo, sha)?;
+    if at_head.is_empty() {
+        return Ok(at_head);
+    }
+    let kept = conn
+        .prepare_cached(
+            "SELECT source, state, conclusion, url, at FROM checks
+             WHERE repo = ?1 AND sha = ?2 AND name = ?3",
+        )?
+        .query_row(params![repo, sha, report.name], |r| {
+            Ok(CheckReport {
+                source: text_enum(0, r.get_ref(0)?.as_str()?)?,
+                name: report.name.clone(),
+                state: text_enum(1, r.get_ref(1)?.as_str()?)?,
+                conclusion: r.get(2)?,
+                url: r.get(3)?,
+                at: r.get(4)?,
+            })
+        })
+        .optional()?;
+    if kept.is_some_and(|old| !report.supersedes(&old)) {
+        return Ok(Vec::new());
+    }
+    conn.prepare_cached(
+        "INSERT INTO checks (repo, sha, name, source, state, conclusion, url, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (repo, sha, name) DO UPDATE SET source = excluded.source,
+             state = excluded.state, conclusion = excluded.conclusion, url = excluded.url,
+             at = excluded.at",
+    )?
+    .execute(params![
+        repo,
+        sha,
+        report.name,
+        word(&report.source),
+        word(&report.state),
+        report.conclusion,
+        report.url,
+        report.at
+    ])?;
+    Ok(at_head)
+}
+
+/// Marks the previews waiting at `sha` for a look-up (a check suite completed: it names no
+/// check). One that passed has nothing to learn from it.
+pub fn look_again_at(conn: &Connection, repo: &str, sha: &str) -> Result<()> {
+    conn.prepare_cached(
+        "UPDATE previews SET checks_sha = NULL
+         WHERE repo = ?1 AND head_sha = ?2 AND observed IN ('waiting_for_ci', 'ci_failed')",
+    )?
+    .execute(params![repo, sha])
+    .map(drop)
+}
