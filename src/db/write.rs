@@ -188,8 +188,27 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
         })?;
     let (id, stored, ended) = found;
     let merged = crate::intent::merge(stored.as_ref(), ended.as_ref(), change, now);
-    if let Some(new) = &merged {
-        write_pr(conn, id, repo, number, new)?;
+    let moved = merged
+        .as_ref()
+        .is_some_and(|m| m.moves_preview(stored.as_ref()));
+    match (&merged, id) {
+        // Only the times moved (a redelivery, a `synchronize` of a known head): writing just
+        // them leaves the row's other indexes (desired, author, head...) untouched, pages
+        // the commit's fsync would otherwise write again (issue #17's profile).
+        (Some(new), Some(id)) if !moved => {
+            conn.prepare_cached(
+                "UPDATE previews SET pr_updated_at = ?2, updated_at = ?3, expires_at = ?4
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                new.pr_updated_at,
+                new.updated_at,
+                new.expires_at
+            ])?;
+        }
+        (Some(new), id) => write_pr(conn, id, repo, number, new)?,
+        (None, _) => {}
     }
     // A close, or a label taken away (`trigger = "label"`): only a newer event brings the
     // preview back.
@@ -207,7 +226,7 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
     }
     Ok(merged.map(|m| Applied {
         desired: m.desired,
-        moved: m.moves_preview(stored.as_ref()),
+        moved,
     }))
 }
 
