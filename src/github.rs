@@ -137,6 +137,11 @@ pub struct GitHub {
     permissions: Mutex<HashMap<(String, String), (std::time::Instant, Permission)>>,
     /// Installations held by a rate limit or an outage.
     holds: Holds,
+    /// The last answer to each page of each open-PR listing, by URL, with its `ETag`: the
+    /// resync asks again with `If-None-Match`, and an unchanged page (a 304) costs no rate
+    /// limit (issue #17: 100 repositories' listings every 10 minutes were 600 calls an hour).
+    /// At most [`endpoints::LISTINGS`] pages; when full it starts again empty.
+    listings: Mutex<HashMap<String, (String, Vec<PullInfo>)>>,
     /// Where GitHub's rate limit is reported (the process's registry, from `with_metrics`).
     metrics: Arc<crate::metrics::Metrics>,
 }
@@ -185,6 +190,7 @@ impl GitHub {
             permissions: Mutex::new(HashMap::new()),
             metrics: Arc::default(),
             holds: Holds::default(),
+            listings: Mutex::new(HashMap::new()),
         })
     }
 

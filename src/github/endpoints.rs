@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use http::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::transport::{Fetched, MAX_PAGES, PAGE};
 use super::wire::{CollaboratorPermission, Comment, Id, Pull, encode, read, shape};
 use super::{CommentInfo, GitHub, GitHubError, Permission, PullInfo};
 use crate::preview::RepoName;
@@ -14,6 +15,9 @@ use crate::preview::RepoName;
 const PERMISSION_TTL: Duration = Duration::from_secs(60);
 /// At most this many answers are kept (the oldest go first).
 const PERMISSION_CACHE: usize = 1024;
+/// At most this many listing pages are kept with their `ETag`s (100 repositories of up to
+/// 100 open PRs are 100 pages).
+pub(super) const LISTINGS: usize = 1024;
 
 impl GitHub {
     pub async fn pull(
@@ -29,7 +33,8 @@ impl GitHub {
     }
 
     /// Every open PR; any failed page fails the whole listing (a partial one must not be
-    /// mistaken for "these are all").
+    /// mistaken for "these are all"). Each page is asked for with the `ETag` of its last
+    /// answer: a page GitHub says is unchanged (304) is the one kept, at no rate-limit cost.
     pub async fn open_pulls(
         &self,
         repo: &RepoName,
@@ -37,11 +42,47 @@ impl GitHub {
     ) -> Result<Vec<PullInfo>, GitHubError> {
         let client = self.client_for(repo, installation).await?;
         let path = format!("/repos/{repo}/pulls?state=open");
-        let pulls = self.all_pages(&client, &path).await?;
-        pulls
-            .into_iter()
-            .map(|p| Ok(read::<Pull>(&path, p)?.into()))
-            .collect()
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let url = format!("{path}&per_page={PAGE}&page={page}");
+            let kept = self.kept_listing(&url);
+            let etag = kept.as_ref().map(|(etag, _)| etag.as_str());
+            let found = match self.get_conditional(&client, &url, etag).await? {
+                Fetched::NotModified => kept.map(|(_, pulls)| pulls).unwrap_or_default(),
+                Fetched::Fresh { value, etag } => {
+                    let Value::Array(items) = value else {
+                        return Err(shape(&path, "not a list"));
+                    };
+                    let pulls = items
+                        .into_iter()
+                        .map(|p| Ok(read::<Pull>(&path, p)?.into()))
+                        .collect::<Result<Vec<PullInfo>, GitHubError>>()?;
+                    if let Some(etag) = etag {
+                        self.keep_listing(url, etag, pulls.clone());
+                    }
+                    pulls
+                }
+            };
+            let last = found.len() < PAGE;
+            all.extend(found);
+            if last {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    fn kept_listing(&self, url: &str) -> Option<(String, Vec<PullInfo>)> {
+        self.listings.lock().ok()?.get(url).cloned()
+    }
+
+    fn keep_listing(&self, url: String, etag: String, pulls: Vec<PullInfo>) {
+        if let Ok(mut listings) = self.listings.lock() {
+            if listings.len() >= LISTINGS && !listings.contains_key(&url) {
+                listings.clear();
+            }
+            listings.insert(url, (etag, pulls));
+        }
     }
 
     pub async fn comments(

@@ -15,7 +15,25 @@ use super::{Caller, GitHub, GitHubError, TIMEOUT};
 const ATTEMPTS: u32 = 3;
 /// Items asked for per page: GitHub's most (`per_page` is at most 100).
 pub(super) const PAGE: usize = 100;
-const MAX_PAGES: usize = 50;
+pub(super) const MAX_PAGES: usize = 50;
+
+/// An answer: GitHub's JSON and its `ETag`, or, for a GET sent with `If-None-Match`, word
+/// that nothing changed since that tag (a 304, which GitHub does not count against the
+/// rate limit: docs "Use conditional requests if appropriate").
+#[derive(Debug)]
+pub(super) enum Fetched {
+    Fresh { value: Value, etag: Option<String> },
+    NotModified,
+}
+
+impl Fetched {
+    fn into_value(self) -> Value {
+        match self {
+            Self::Fresh { value, .. } => value,
+            Self::NotModified => Value::Null,
+        }
+    }
+}
 
 /// Where a listing's items are on each of its pages.
 #[derive(Clone, Copy, Debug)]
@@ -93,7 +111,19 @@ impl GitHub {
         body: Option<&Value>,
     ) -> Result<Value, GitHubError> {
         let retry_safe = matches!(method, Method::GET | Method::PATCH);
-        self.send(client, method, path, body, retry_safe).await
+        self.send(client, method, path, body, retry_safe, None)
+            .await
+            .map(Fetched::into_value)
+    }
+
+    /// A GET sent with `If-None-Match: etag` when there is one.
+    pub(super) async fn get_conditional(
+        &self,
+        client: &Caller,
+        path: &str,
+        etag: Option<&str>,
+    ) -> Result<Fetched, GitHubError> {
+        self.send(client, Method::GET, path, None, true, etag).await
     }
 
     pub(super) async fn call_idempotent(
@@ -103,7 +133,9 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, GitHubError> {
-        self.send(client, method, path, body, true).await
+        self.send(client, method, path, body, true, None)
+            .await
+            .map(Fetched::into_value)
     }
 
     /// One call under its installation's hold: refused at once while held; a rate limit
@@ -116,10 +148,11 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
         retry_safe: bool,
-    ) -> Result<Value, GitHubError> {
+        etag: Option<&str>,
+    ) -> Result<Fetched, GitHubError> {
         let Some(key) = &caller.hold else {
             return self
-                .exchange(&caller.client, method, path, body, retry_safe)
+                .exchange(&caller.client, method, path, body, retry_safe, etag)
                 .await;
         };
         if let Some(wait) = self.holds.left(key) {
@@ -130,7 +163,7 @@ impl GitHub {
             });
         }
         let result = self
-            .exchange(&caller.client, method, path, body, retry_safe)
+            .exchange(&caller.client, method, path, body, retry_safe, etag)
             .await;
         match &result {
             Err(GitHubError::RateLimited { wait, .. }) => self.holds.hold(key, Some(*wait)),
@@ -150,13 +183,19 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
         retry_safe: bool,
-    ) -> Result<Value, GitHubError> {
+        etag: Option<&str>,
+    ) -> Result<Fetched, GitHubError> {
+        let conditional = etag.and_then(|tag| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(http::header::IF_NONE_MATCH, tag.parse().ok()?);
+            Some(headers)
+        });
         let mut backoff = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
             let sent = tokio::time::timeout(TIMEOUT, async {
                 match method {
-                    Method::GET => client._get(path).await,
+                    Method::GET => client._get_with_headers(path, conditional.clone()).await,
                     Method::POST => client._post(path, body).await,
                     Method::PATCH => client._patch(path, body).await,
                     _ => client._delete(path, body).await,
@@ -173,13 +212,21 @@ impl GitHub {
                         self.rate_remaining.store(left, Ordering::Relaxed);
                         self.metrics.github_rate_remaining(left);
                     }
+                    if status == 304 && conditional.is_some() {
+                        return Ok(Fetched::NotModified);
+                    }
                     let text = client.body_to_string(response).await.unwrap_or_default();
                     if (200..300).contains(&status) {
-                        return if text.trim().is_empty() {
-                            Ok(Value::Null)
+                        let etag = headers
+                            .get(http::header::ETAG)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned);
+                        let value = if text.trim().is_empty() {
+                            Value::Null
                         } else {
-                            serde_json::from_str(&text).map_err(|e| shape(path, &e.to_string()))
+                            serde_json::from_str(&text).map_err(|e| shape(path, &e.to_string()))?
                         };
+                        return Ok(Fetched::Fresh { value, etag });
                     }
                     // Waiting here would hold up whatever else this task has to do: the
                     // caller's installation is held instead, and its work goes on later.

@@ -107,6 +107,9 @@ pub struct Hub {
     pub log: Vec<String>,
     /// The `Authorization` header of each request, in the same order.
     pub auth: Vec<String>,
+    /// The requests answered 304 Not Modified (GitHub does not count them against the rate
+    /// limit), as `METHOD path`.
+    pub not_modified: Vec<String>,
 }
 
 pub type Shared = Arc<Mutex<Hub>>;
@@ -468,15 +471,40 @@ async fn create_status(
     (StatusCode::CREATED, axum::Json(status))
 }
 
-async fn list_pulls(State(hub): State<Shared>, Query(params): Params) -> axum::Json<Value> {
-    let hub = hub.lock().unwrap();
+/// Like GitHub, the listing carries an `ETag` and answers 304 to an `If-None-Match` that
+/// still matches. GitHub's tags depend on the token that asked as well as on the content
+/// (github/docs#34689), so this one hashes both.
+async fn list_pulls(
+    State(hub): State<Shared>,
+    Query(params): Params,
+    headers: HeaderMap,
+) -> Response {
+    use sha2::Digest;
+    let mut hub = hub.lock().unwrap();
     let open = hub
         .pulls
         .iter()
         .filter(|p| p["state"] == "open")
         .cloned()
         .collect();
-    axum::Json(Value::Array(page(open, &params)))
+    let body = Value::Array(page(open, &params));
+    let auth = headers
+        .get("authorization")
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    let mut hash = sha2::Sha256::new();
+    hash.update(auth);
+    hash.update(body.to_string().as_bytes());
+    let etag = format!("W/\"{}\"", hex::encode(hash.finalize()));
+    if headers
+        .get("if-none-match")
+        .is_some_and(|v| v.as_bytes() == etag.as_bytes())
+    {
+        let page = params.get("page").cloned().unwrap_or_default();
+        hub.not_modified.push(format!("GET pulls page={page}"));
+        return (StatusCode::NOT_MODIFIED, [("etag", etag)]).into_response();
+    }
+    ([("etag", etag)], axum::Json(body)).into_response()
 }
 
 async fn one_pull(

@@ -129,3 +129,37 @@ async fn resync_does_not_bring_back_a_destroyed_preview_after_retention() {
         "destroyed at this head: nobody pushed, so it stays gone"
     );
 }
+
+/// Issue #17's budget: once a listing is known, an hour at steady state of resync (six
+/// passes) and reporting (120 passes) costs no counted call: each listing is a 304, which
+/// GitHub does not count, and nothing is reported again. A changed listing is read afresh.
+#[tokio::test]
+async fn an_hour_at_steady_state_costs_no_counted_call() {
+    let (app, github, previewd) = setup().await;
+    previewd.open(&app).await;
+    github.hub().pulls.push(listed_pull(2, "open", HEAD));
+    assert_eq!(previewd.resync.pass().await.unwrap(), 0);
+    previewd.pass().await;
+    let before = github.hub().log.len();
+    for _ in 0..6 {
+        assert_eq!(previewd.resync.pass().await.unwrap(), 0);
+        for _ in 0..20 {
+            previewd.feedback.report().await;
+        }
+    }
+    let (sent, unchanged) = {
+        let hub = github.hub();
+        (hub.log[before..].to_vec(), hub.not_modified.len())
+    };
+    assert_eq!(sent.len(), 6, "only the six listings: {sent:?}");
+    assert!(
+        sent.iter()
+            .all(|l| l.starts_with("GET") && l.contains("/pulls?state=open"))
+    );
+    assert_eq!(unchanged, 6, "every listing after the first answered 304");
+
+    // A new push changes the listing: it is read afresh (a counted 200) and acted on.
+    github.hub().pulls[0] = listed_pull(2, "open", "7777777777777777777777777777777777777777");
+    assert_eq!(previewd.resync.pass().await.unwrap(), 1);
+    assert_eq!(github.hub().not_modified.len(), 6);
+}
