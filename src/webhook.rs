@@ -285,6 +285,14 @@ struct Envelope<'a> {
 /// Parses a verified body. Events and actions previewd does not act on are `Ignored`
 /// without a full parse, so a new action string from GitHub never breaks intake.
 pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Rejection> {
+    // Most deliveries are pull requests: their minimal type reads `action` too, so a
+    // well-formed one is read once. Anything else (a new action, a malformed payload) takes
+    // the general path below, which decides between `Ignored` and a rejection.
+    if event == "pull_request" {
+        if let Ok((action, payload)) = pull::pull_request(body) {
+            return Ok((Some(action), payload));
+        }
+    }
     let envelope: Envelope<'_> =
         serde_json::from_slice(body).map_err(|e| Rejection::InvalidJson(e.to_string()))?;
     let action = envelope.action.map(|a| a.into_owned());
@@ -343,7 +351,10 @@ pub fn parse(event: &str, body: &[u8]) -> Result<(Option<String>, Event), Reject
     }
     match event {
         "push" => return Ok((action, Event::Push(push::parse(body).map_err(malformed)?))),
-        "pull_request" => return Ok((action, pull::pull_request(body).map_err(malformed)?)),
+        "pull_request" => {
+            let (_, payload) = pull::pull_request(body).map_err(malformed)?;
+            return Ok((action, payload));
+        }
         "issue_comment" => return Ok((action, pull::issue_comment(body).map_err(malformed)?)),
         _ => {}
     }

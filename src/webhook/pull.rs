@@ -95,8 +95,9 @@ struct Label<'a> {
     name: Cow<'a, str>,
 }
 
-/// Converts a `pull_request` delivery whose action [`super::parse`] routed here.
-pub(super) fn pull_request(body: &[u8]) -> Result<Event, String> {
+/// Converts a `pull_request` delivery; also its action, as sent. An action previewd does not
+/// act on is an error here ([`super::parse`] then answers `Ignored`).
+pub(super) fn pull_request(body: &[u8]) -> Result<(String, Event), String> {
     let p: PullRequestPayload<'_> = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let pr = &p.pull_request;
     let action = match p.action.as_ref() {
@@ -131,7 +132,7 @@ pub(super) fn pull_request(body: &[u8]) -> Result<Event, String> {
         .map(|t| unix_seconds("pull_request.updated_at", t))
         .transpose()?;
     let label = p.label.as_ref().map(|l| l.name.as_ref());
-    Ok(Event::PullRequest(PullRequestEvent {
+    let event = Event::PullRequest(PullRequestEvent {
         action,
         key: PreviewKey::new(
             full_name.parse().map_err(|e| format!("{e}"))?,
@@ -175,7 +176,8 @@ pub(super) fn pull_request(body: &[u8]) -> Result<Event, String> {
         open: pr.state.as_deref() != Some("closed"),
         updated_at,
         sender: p.sender.map(|s| s.login.into_owned()).unwrap_or_default(),
-    }))
+    });
+    Ok((p.action.into_owned(), event))
 }
 
 #[derive(Deserialize)]
