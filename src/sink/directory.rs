@@ -17,7 +17,7 @@ use crate::plan::Observed;
 /// At most this many files' heads are kept; past it the cache starts again empty.
 const HEADS: usize = 100_000;
 
-/// What previewd reads of a file: its labels (whose it is) and its applied hash.
+/// What previewd reads of a file: its owner labels (whose it is) and its applied hash.
 #[derive(Debug)]
 struct Head {
     labels: Value,
@@ -102,10 +102,21 @@ impl DirectorySink {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        let mut manifest: Value = serde_yaml_ng::from_str(&text)
+        let manifest: Value = serde_yaml_ng::from_str(&text)
             .with_context(|| format!("{} is not YAML", path.display()))?;
+        // Only the labels that say whose a file is (`Owner::mismatch`): thousands are kept.
+        let labels = &manifest["metadata"]["labels"];
+        let owner_labels = [
+            crate::render::MANAGED_BY.0,
+            crate::render::LABEL_REPO,
+            crate::render::LABEL_PR,
+            crate::render::LABEL_INSTANCE,
+        ]
+        .into_iter()
+        .filter_map(|key| Some((key.to_owned(), labels.get(key)?.clone())))
+        .collect();
         let head = Arc::new(Head {
-            labels: manifest["metadata"]["labels"].take(),
+            labels: Value::Object(owner_labels),
             hash: manifest["metadata"]["annotations"][APPLIED_HASH]
                 .as_str()
                 .map(str::to_owned),

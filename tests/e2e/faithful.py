@@ -77,7 +77,9 @@ def fixture(name):
 
 
 class Emulator:
-    def __init__(self, python, emulator, work):
+    def __init__(self, python, emulator, work, seconds="0.3", extra=()):
+        """`seconds`: how long a Job runs and a Deployment or Certificate takes to be ready;
+        `extra`: more emulator arguments (latency.py sets every Argo CD delay to zero)."""
         self.log = open(os.path.join(work, "emulator.log"), "w")
         self.proc = subprocess.Popen(
             [python, emulator, "--port", "0", "--kubeconfig", os.path.join(work, "kubeconfig"),
@@ -85,7 +87,7 @@ class Emulator:
              "--repo", "https://github.com/previewd/previewd.git=" + ROOT,
              "--repo", "https://github.com/codertocat/hello-world.git=" + os.path.join(ROOT, "tests", "e2e"),
              "--sealing-key", os.path.join(FIXTURES, "sealed", "test-key.pem"), "--cert-http01",
-             "--job-seconds", "0.3", "--ready-seconds", "0.3"],
+             "--job-seconds", seconds, "--ready-seconds", seconds, *extra],
             stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()
         if not line.strip().isdigit():
@@ -192,11 +194,16 @@ class Previewd:
 
 class GitHub:
     """Just enough of GitHub's REST API for previewd to report and look up checks: every
-    listing empty (no check is known but what webhooks tell), every write accepted."""
+    listing empty (no check is known but what webhooks tell), every write accepted (each
+    given a new id) and kept in `writes` as (time received, method, path, JSON body, id)."""
 
     def __init__(self):
         import http.server
+        import itertools
         import threading
+
+        self.writes = []
+        writes, ids = self.writes, itertools.count(1)
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -226,8 +233,14 @@ class GitHub:
 
             def write(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                self.rfile.read(length)
-                self.answer({"id": 1, "node_id": "x", "state": "success"}, 201)
+                body = self.rfile.read(length)
+                try:
+                    body = json.loads(body or b"null")
+                except ValueError:
+                    pass
+                given = next(ids)
+                writes.append((time.time(), self.command, self.path, body, given))
+                self.answer({"id": given, "node_id": "x", "state": "success"}, 201)
 
             do_POST = do_PATCH = write
 
