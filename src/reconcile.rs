@@ -41,7 +41,7 @@ const TEMPLATE_LOOK: Duration = Duration::from_secs(5);
 /// A preview waiting on Argo CD is looked at again this soon (then less and less often):
 /// a look is one GET of an Application. At 2 s, a preview whose Argo CD was done in 0.15 s
 /// waited 5.9 s for previewd (`tests/e2e/latency.py`, issue #17).
-const REQUEUE_FIRST: Duration = Duration::from_millis(250);
+const REQUEUE_FIRST: Duration = Duration::from_millis(50);
 /// Every sink call gets this long, and this many tries with doubling backoff.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 3;
