@@ -109,6 +109,7 @@ impl Reconciler {
     /// Runs until `cancel`: the previews `pending` says have work as they come, and
     /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
     pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
+        tokio::spawn(self.clone().follow_argocd(cancel.clone()));
         let mut resync = tokio::time::interval(RESYNC);
         let mut templates = tokio::time::interval(TEMPLATE_LOOK);
         loop {
@@ -122,6 +123,42 @@ impl Reconciler {
             if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
             }
+        }
+    }
+
+    /// Follows Argo CD's changes to previewd's Applications (`Sink::watch`): a preview
+    /// waiting on one is looked at as soon as it changes, not at its next poll, which alone
+    /// made previewd the slowest part of a preview (`tests/e2e/latency.py`, issue #17). A
+    /// failed watch is renewed after a backoff; the polling in `later` covers the gap.
+    async fn follow_argocd(self: Arc<Self>, cancel: CancellationToken) {
+        if !self.sink.reports_health() {
+            return;
+        }
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let started = std::time::Instant::now();
+            let watched = async {
+                let instance = self.instance().await?;
+                self.sink
+                    .watch(instance, |name| {
+                        self.later.hurry(name);
+                    })
+                    .await
+            };
+            tokio::select! {
+                result = watched => if let Err(e) = result {
+                    tracing::warn!(error = %format!("{e:#}"), "watching Argo CD's Applications failed; polling until it is renewed");
+                },
+                () = cancel.cancelled() => return,
+            }
+            if started.elapsed() > RESYNC {
+                backoff = Duration::from_secs(1);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = cancel.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(RESYNC);
         }
     }
 
@@ -154,6 +191,13 @@ impl Reconciler {
     /// waiting, so a preview reports ready (or gone) seconds after Argo CD, not a resync later.
     fn requeue(&self, id: i64) {
         self.later.again(id);
+    }
+
+    /// `requeue`, and sooner if Argo CD is seen to change either of the preview's Applications.
+    fn requeue_following(&self, id: i64, names: &Names) {
+        self.later.again(id);
+        self.later
+            .follow(id, &[&names.application, &names.app_application]);
     }
 
     /// `id` converged: no early look needed.
@@ -359,7 +403,7 @@ impl Reconciler {
             if applied || row.observed != state {
                 self.settled(id);
             }
-            self.requeue(id);
+            self.requeue_following(id, &names);
         } else {
             self.settled(id);
         }

@@ -146,6 +146,16 @@ impl Sink {
         }
     }
 
+    /// Calls `changed` with the name of each of `instance`'s Applications as someone (Argo
+    /// CD) changes it (`KubeSink::watch`). Returns only on an error. A directory's files
+    /// change only by previewd's hand: nothing to follow, it never returns.
+    pub async fn watch(&self, instance: &str, changed: impl Fn(&str)) -> anyhow::Result<()> {
+        match self {
+            Self::Directory(_) => std::future::pending().await,
+            Self::Kubernetes(sink) => sink.watch(instance, changed).await,
+        }
+    }
+
     /// `directory` or `kubernetes`, for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -104,7 +104,9 @@ impl Pending {
 }
 
 /// Previews to look at again, each once its own delay has passed: `first` at first, doubled
-/// each time it is asked for again (up to `most`), forgotten once settled.
+/// each time it is asked for again (up to `most`), forgotten once settled. A preview waiting
+/// on Applications (`follow`) is due at once when one of them is seen to change (`hurry`):
+/// polling alone saw Argo CD's progress up to a delay late, twice a preview.
 pub struct Later {
     first: Duration,
     most: Duration,
@@ -114,9 +116,21 @@ pub struct Later {
 #[derive(Default)]
 struct Queue {
     due: DelayQueue<i64>,
-    /// Each preview's delay, and its key in `due` while it waits: kept after it came due, so
-    /// that asking again doubles the delay.
-    delays: HashMap<i64, (Option<delay_queue::Key>, Duration)>,
+    /// Each waiting preview: kept after it came due, so that asking again doubles the delay.
+    waiting: HashMap<i64, Waiting>,
+    /// Which waiting preview each followed Application is for (bounded by `waiting`).
+    followed: HashMap<String, i64>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    /// Its key in `due` while it waits there.
+    key: Option<delay_queue::Key>,
+    delay: Duration,
+    /// The Applications it waits on.
+    names: Vec<String>,
+    /// One of them changed while it was being looked at: the next `again` is due at once.
+    hurried: bool,
 }
 
 impl Later {
@@ -128,27 +142,96 @@ impl Later {
         }
     }
 
-    /// Looks at `id` again after its next delay (from now).
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        // Nothing that can panic runs under this lock; a poisoned queue is still a queue.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Looks at `id` again after its next delay (from now), or at once if an Application it
+    /// follows changed since it was last due.
     pub fn again(&self, id: i64) {
-        let mut queue = self.queue.lock().expect("requeue");
-        let Queue { due, delays } = &mut *queue;
-        let (key, delay) = delays.entry(id).or_insert((None, Duration::ZERO));
-        *delay = if delay.is_zero() {
+        let mut queue = self.queue();
+        let Queue { due, waiting, .. } = &mut *queue;
+        let entry = waiting.entry(id).or_default();
+        entry.delay = if entry.delay.is_zero() {
             self.first
         } else {
-            (*delay * 2).min(self.most)
+            (entry.delay * 2).min(self.most)
         };
-        match key {
-            Some(key) => due.reset(key, *delay),
-            None => *key = Some(due.insert(id, *delay)),
+        let wait = if std::mem::take(&mut entry.hurried) {
+            Duration::ZERO
+        } else {
+            entry.delay
+        };
+        match &entry.key {
+            Some(key) => due.reset(key, wait),
+            None => entry.key = Some(due.insert(id, wait)),
         }
     }
 
-    /// `id` converged: no early look, and the next `again` starts from `first`.
+    /// While `id` waits (until `settled`), a change seen on any of `names` makes it due at
+    /// once. Only a waiting preview is followed.
+    pub fn follow(&self, id: i64, names: &[&str]) {
+        let mut queue = self.queue();
+        let Queue {
+            waiting, followed, ..
+        } = &mut *queue;
+        let Some(entry) = waiting.get_mut(&id) else {
+            return;
+        };
+        if entry
+            .names
+            .iter()
+            .map(String::as_str)
+            .eq(names.iter().copied())
+        {
+            return;
+        }
+        for name in entry.names.drain(..) {
+            if followed.get(&name) == Some(&id) {
+                followed.remove(&name);
+            }
+        }
+        for name in names {
+            followed.insert((*name).to_owned(), id);
+            entry.names.push((*name).to_owned());
+        }
+    }
+
+    /// The Application `name` changed: the preview waiting on it is due now. False when no
+    /// waiting preview follows it.
+    pub fn hurry(&self, name: &str) -> bool {
+        let mut queue = self.queue();
+        let Queue {
+            due,
+            waiting,
+            followed,
+        } = &mut *queue;
+        let Some(entry) = followed.get(name).and_then(|id| waiting.get_mut(id)) else {
+            return false;
+        };
+        match &entry.key {
+            Some(key) => due.reset(key, Duration::ZERO),
+            // Being looked at right now, perhaps already past its read of `name`.
+            None => entry.hurried = true,
+        }
+        true
+    }
+
+    /// `id` converged: no early look, no Application followed, and the next `again` starts
+    /// from `first`.
     pub fn settled(&self, id: i64) {
-        let mut queue = self.queue.lock().expect("requeue");
-        if let Some((Some(key), _)) = queue.delays.remove(&id) {
+        let mut queue = self.queue();
+        let Some(entry) = queue.waiting.remove(&id) else {
+            return;
+        };
+        if let Some(key) = entry.key {
             queue.due.remove(&key);
+        }
+        for name in entry.names {
+            if queue.followed.get(&name) == Some(&id) {
+                queue.followed.remove(&name);
+            }
         }
     }
 
@@ -156,13 +239,13 @@ impl Later {
     /// returns, it has taken nothing.
     pub async fn due(&self) -> Vec<i64> {
         std::future::poll_fn(|cx| {
-            let mut queue = self.queue.lock().expect("requeue");
+            let mut queue = self.queue();
             let mut ready = Vec::new();
             // An empty queue answers `None` but keeps the waker: an `again` wakes this.
             while let Poll::Ready(Some(expired)) = queue.due.poll_expired(cx) {
                 let id = expired.into_inner();
-                if let Some((key, _)) = queue.delays.get_mut(&id) {
-                    *key = None;
+                if let Some(entry) = queue.waiting.get_mut(&id) {
+                    entry.key = None;
                 }
                 ready.push(id);
             }
@@ -177,8 +260,12 @@ impl Later {
 
     #[cfg(test)]
     fn delay_of(&self, id: i64) -> Option<Duration> {
-        let queue = self.queue.lock().expect("requeue");
-        queue.delays.get(&id).map(|(_, delay)| *delay)
+        self.queue().waiting.get(&id).map(|entry| entry.delay)
+    }
+
+    #[cfg(test)]
+    fn followed(&self) -> usize {
+        self.queue().followed.len()
     }
 }
 
@@ -276,5 +363,56 @@ mod tests {
         assert_eq!(later.due().await, vec![8]);
         let nothing = tokio::time::timeout(50 * MS, later.due()).await;
         assert!(nothing.is_err(), "7 was settled: {nothing:?}");
+    }
+
+    #[tokio::test]
+    async fn a_change_to_a_followed_application_makes_its_preview_due_at_once() {
+        let later = Later::new(10_000 * MS, 30_000 * MS);
+        later.again(7);
+        later.follow(7, &["pv-a-1-helpers", "pv-a-1-app"]);
+        assert!(later.hurry("pv-a-1-app"));
+        let due = tokio::time::timeout(1000 * MS, later.due()).await;
+        assert_eq!(due.ok(), Some(vec![7]), "due now, not after 10 s");
+        assert!(!later.hurry("pv-b-2-app"), "nobody follows that one");
+    }
+
+    /// The change can land while the preview is being looked at, after its read: the look
+    /// ends with `again`, which must not then wait out the delay.
+    #[tokio::test]
+    async fn a_change_seen_during_a_look_makes_the_next_look_immediate() {
+        let later = Later::new(2000 * MS, 30_000 * MS);
+        later.again(7);
+        later.follow(7, &["pv-a-1-helpers"]);
+        later.hurry("pv-a-1-helpers");
+        assert_eq!(later.due().await, vec![7]);
+        assert!(
+            later.hurry("pv-a-1-helpers"),
+            "still followed while looked at"
+        );
+        later.again(7);
+        let due = tokio::time::timeout(1000 * MS, later.due()).await;
+        assert_eq!(
+            due.ok(),
+            Some(vec![7]),
+            "at once, not after the doubled 4 s"
+        );
+        later.again(7);
+        assert_eq!(later.delay_of(7), Some(8000 * MS), "the hurry was used up");
+    }
+
+    #[tokio::test]
+    async fn settling_stops_following_and_only_waiting_previews_are_followed() {
+        let later = Later::new(10 * MS, 30 * MS);
+        later.follow(9, &["pv-c-3-helpers"]);
+        assert_eq!(later.followed(), 0, "9 is not waiting");
+        later.again(7);
+        later.follow(7, &["pv-a-1-helpers", "pv-a-1-app"]);
+        later.follow(7, &["pv-a-1-helpers", "pv-a-1-app"]);
+        assert_eq!(later.followed(), 2);
+        later.settled(7);
+        assert_eq!(later.followed(), 0);
+        assert!(!later.hurry("pv-a-1-app"));
+        let nothing = tokio::time::timeout(50 * MS, later.due()).await;
+        assert!(nothing.is_err(), "settled: {nothing:?}");
     }
 }

@@ -86,7 +86,7 @@ impl Reconciler {
                     let waiting = format!(
                         "for Argo CD to delete Application {deleting} (finalizers still running)"
                     );
-                    self.requeue(row.id);
+                    self.requeue_following(row.id, names);
                     return self.report_if_stuck(row, &waiting, now).await;
                 }
                 Teardown::Confirm => return self.confirm_and_forget(row, now).await,

@@ -248,12 +248,7 @@ impl KubeSink {
 
     /// The Applications this previewd state wrote (by its instance label).
     pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
-        let selector = format!(
-            "{}={},{}={instance}",
-            crate::render::MANAGED_BY.0,
-            crate::render::MANAGED_BY.1,
-            crate::render::LABEL_INSTANCE
-        );
+        let selector = instance_selector(instance);
         let listed = self
             .api
             .list_metadata(&kube::api::ListParams::default().labels(&selector))
@@ -264,6 +259,62 @@ impl KubeSink {
             .into_iter()
             .filter_map(|a| a.metadata.name)
             .collect())
+    }
+
+    /// Calls `changed` with the name of each of this state's Applications that Argo CD (or
+    /// anyone) changes, as it happens: a watch of their metadata, from a list's
+    /// resourceVersion, renewed when the server ends it (`timeoutSeconds`) and listed afresh
+    /// when its version has expired (410 Gone: apiserver storage/cacher, "too old resource
+    /// version"). Returns only on an error; the caller retries.
+    pub async fn watch(&self, instance: &str, changed: impl Fn(&str)) -> anyhow::Result<()> {
+        use futures_util::TryStreamExt;
+        use kube::api::{ListParams, WatchEvent, WatchParams};
+        let selector = instance_selector(instance);
+        let mut version = String::new();
+        loop {
+            if version.is_empty() {
+                // Only the version is wanted: the changes since, not the objects.
+                let listed = self
+                    .api
+                    .list_metadata(&ListParams::default().labels(&selector).limit(1))
+                    .await
+                    .context("listing previewd's Applications to watch them")?;
+                version = listed.metadata.resource_version.unwrap_or_default();
+            }
+            let params = WatchParams::default().labels(&selector).timeout(290);
+            let events = self
+                .api
+                .watch_metadata(&params, &version)
+                .await
+                .context("watching previewd's Applications")?;
+            let mut events = std::pin::pin!(events);
+            while let Some(event) = events
+                .try_next()
+                .await
+                .context("watching previewd's Applications")?
+            {
+                let object = match event {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => o,
+                    WatchEvent::Bookmark(mark) => {
+                        version = mark.metadata.resource_version;
+                        continue;
+                    }
+                    WatchEvent::Error(status) if status.code == 410 => {
+                        version.clear();
+                        break;
+                    }
+                    WatchEvent::Error(status) => {
+                        anyhow::bail!("watching previewd's Applications: {}", status.message)
+                    }
+                };
+                if let Some(v) = object.metadata.resource_version {
+                    version = v;
+                }
+                if let Some(name) = &object.metadata.name {
+                    changed(name);
+                }
+            }
+        }
     }
 
     /// Looks an object up by kind; a 404 is "gone", a 403 is "not allowed to look" (`None`:
@@ -321,4 +372,14 @@ fn fresh_uid() -> String {
 /// An Application's labels as JSON, for `Owner::mismatch`.
 fn labels_of(app: &Application) -> Value {
     serde_json::to_value(&app.metadata.labels).unwrap_or_default()
+}
+
+/// The label selector of every Application this previewd state wrote.
+fn instance_selector(instance: &str) -> String {
+    format!(
+        "{}={},{}={instance}",
+        crate::render::MANAGED_BY.0,
+        crate::render::MANAGED_BY.1,
+        crate::render::LABEL_INSTANCE
+    )
 }

@@ -8,6 +8,7 @@ mod common;
 mod apply;
 mod ownership;
 mod teardown;
+mod watch;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

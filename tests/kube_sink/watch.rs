@@ -1,0 +1,136 @@
+//! Following Argo CD's changes: the sink's watch of previewd's Applications, as the API
+//! server speaks it (a list for the version, then a chunked stream of events), including the
+//! expiry of that version (410 Gone, apiserver storage/cacher "too old resource version"),
+//! after which it lists again and goes on from the new version. kube-fake-client has no
+//! watch, so this API server is a script.
+
+use std::time::Duration;
+
+use super::*;
+
+/// Answers a list of previewd's Applications with `versions[i]` on the i-th list, and the
+/// i-th watch with `watches[i]` (newline-separated events, then the end of the stream); a
+/// watch beyond them never answers. Records each request's path and query.
+fn scripted(
+    versions: Vec<&'static str>,
+    watches: Vec<String>,
+) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let requests = seen.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (versions, watches, requests) = (versions.clone(), watches.clone(), requests.clone());
+        async move {
+            let uri = request.uri().to_string();
+            let (lists, watched) = {
+                let mut requests = requests.lock().unwrap();
+                requests.push(uri.clone());
+                let watched = requests.iter().filter(|r| r.contains("watch=true")).count();
+                (requests.len() - watched, watched)
+            };
+            let body = if uri.contains("watch=true") {
+                match watches.get(watched - 1) {
+                    Some(events) => events.clone(),
+                    None => std::future::pending().await,
+                }
+            } else {
+                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                       "metadata": {"resourceVersion": versions[lists - 1]}, "items": []})
+                .to_string()
+            };
+            Ok::<_, kube::Error>(
+                http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.into_bytes()))
+                    .unwrap(),
+            )
+        }
+    });
+    (kube::Client::new(service, "default"), seen)
+}
+
+fn event(kind: &str, name: &str, version: &str) -> String {
+    json!({"type": kind, "object": {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+           "metadata": {"name": name, "namespace": "argocd", "resourceVersion": version}}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn every_change_argo_cd_makes_is_seen_by_name_across_an_expired_watch() {
+    let expired = json!({"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status",
+        "status": "Failure", "reason": "Expired", "code": 410,
+        "message": "too old resource version: 5 (9)"}})
+    .to_string();
+    let (client, requests) = scripted(
+        vec!["5", "9"],
+        vec![
+            [event("MODIFIED", "pv-a-1-helpers", "6"), expired].join("\n"),
+            [
+                event("MODIFIED", "pv-a-1-app", "10"),
+                event("DELETED", "pv-b-2-helpers", "11"),
+            ]
+            .join("\n"),
+            // The server ends a watch at its timeout; the next one goes on from version 11.
+            event("ADDED", "pv-c-3-helpers", "12"),
+        ],
+    );
+    let sink = KubeSink::new(client, "argocd");
+    let changed = Arc::new(Mutex::new(Vec::new()));
+    let names = changed.clone();
+    let watching = sink.watch("inst-1", move |name| {
+        names.lock().unwrap().push(name.to_owned())
+    });
+    let result = tokio::time::timeout(Duration::from_millis(500), watching).await;
+    assert!(
+        result.is_err(),
+        "a watch only returns on an error: {result:?}"
+    );
+
+    assert_eq!(
+        *changed.lock().unwrap(),
+        [
+            "pv-a-1-helpers",
+            "pv-a-1-app",
+            "pv-b-2-helpers",
+            "pv-c-3-helpers"
+        ]
+    );
+    let requests = requests.lock().unwrap();
+    let version = |r: &String| {
+        let watch = if r.contains("watch=true") {
+            "watch"
+        } else {
+            "list"
+        };
+        let from = r
+            .split("resourceVersion=")
+            .nth(1)
+            .map(|v| v.split('&').next().unwrap_or(""));
+        format!("{watch} {}", from.unwrap_or("-"))
+    };
+    assert_eq!(
+        requests.iter().map(version).collect::<Vec<_>>(),
+        [
+            "list -", "watch 5", "list -", "watch 9", "watch 11", "watch 12"
+        ],
+        "a 410 lists again; an ended watch goes on from the last version seen: {requests:?}"
+    );
+    let selector = "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dpreviewd%2Cpreviewd.dev%2Finstance%3Dinst-1";
+    assert!(
+        requests.iter().all(|r| r.contains(selector)),
+        "only this state's Applications: {requests:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_the_server_refuses_is_an_error_for_the_caller_to_retry() {
+    let refused = json!({"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status",
+        "status": "Failure", "reason": "Forbidden", "code": 403,
+        "message": "applications.argoproj.io is forbidden: cannot watch"}})
+    .to_string();
+    let (client, _) = scripted(vec!["5"], vec![refused]);
+    let sink = KubeSink::new(client, "argocd");
+    let result = tokio::time::timeout(Duration::from_secs(5), sink.watch("inst-1", |_| {})).await;
+    let error = result.expect("returns").expect_err("an error");
+    assert!(format!("{error:#}").contains("cannot watch"), "{error:#}");
+}
