@@ -80,15 +80,32 @@ fn detail_link(repo: &str, number: i64) -> String {
 }
 
 /// The list of live previews, and the most recently destroyed ones.
+/// One page of the live previews, and where the list goes on.
+pub struct Listed<'a> {
+    pub previews: &'a [Preview],
+    /// Every live preview, on this page or another.
+    pub live: i64,
+    /// The first page (no cursor).
+    pub first: bool,
+    /// The cursor of the next page, if there is one.
+    pub next: Option<&'a str>,
+}
+
 pub fn list_page(
-    previews: &[Preview],
+    listed: &Listed<'_>,
     destroyed: &[Destroyed],
     templates: &[Template],
     now: i64,
 ) -> String {
+    let previews = listed.previews;
+    let shown = if previews.len() as i64 == listed.live {
+        String::new()
+    } else {
+        format!(", {} on this page", previews.len())
+    };
     let mut body = format!(
-        "<h1>Preview environments</h1><p class=\"muted\">{} live</p>",
-        previews.len()
+        "<h1>Preview environments</h1><p class=\"muted\">{} live{shown}</p>",
+        listed.live
     );
     body += "<table><thead><tr><th>Repository</th><th>PR</th><th>Author</th><th>State</th>\
              <th>URL</th><th>Cluster</th><th>Age</th><th>Time left</th></tr></thead><tbody>";
@@ -132,6 +149,17 @@ pub fn list_page(
         body += "<tr><td colspan=\"8\" class=\"muted\">No live previews.</td></tr>";
     }
     body += "</tbody></table>";
+    if listed.next.is_some() || !listed.first {
+        body += "<p>";
+        if !listed.first {
+            body += "<a href=\"/\">First page</a> ";
+        }
+        if let Some(next) = listed.next {
+            // A cursor is URL-safe base64 (`view::cursor_after`); escaped all the same.
+            body += &format!("<a href=\"/?cursor={}\">Next page</a>", escape(next));
+        }
+        body += "</p>";
+    }
     if !templates.is_empty() {
         body += "<h2>Template databases</h2><table><thead><tr><th>Repository</th>\
                  <th>Generation</th><th>State</th><th>Base</th><th>Size</th><th>Age</th><th></th></tr></thead><tbody>";
@@ -262,6 +290,16 @@ mod tests {
     use crate::comment::Shown;
     use crate::preview::{Desired, ObservedState};
 
+    /// Every live preview, on one page.
+    fn whole(previews: &[Preview]) -> Listed<'_> {
+        Listed {
+            previews,
+            live: previews.len() as i64,
+            first: true,
+            next: None,
+        }
+    }
+
     #[test]
     fn a_template_builds_failure_message_shows_as_text() {
         let t = Template {
@@ -282,7 +320,7 @@ mod tests {
             size_bytes: Some(262_144_000),
             ..t.clone()
         };
-        let html = list_page(&[], &[], &[t, sized], 100);
+        let html = list_page(&whole(&[]), &[], &[t, sized], 100);
         assert!(html.contains("Template databases") && html.contains("<code>f95f852</code>"));
         assert!(
             html.contains("data-label=\"Size\">250 MB<") && html.contains("data-label=\"Size\">—<"),
@@ -317,7 +355,7 @@ mod tests {
             end_reason: None,
             waiting_since: None,
         };
-        let html = list_page(&[p], &[], &[], 100);
+        let html = list_page(&whole(std::slice::from_ref(&p)), &[], &[], 100);
         assert!(!html.contains("<script>"));
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("href=\"#\""), "only http(s) links are links");

@@ -220,6 +220,49 @@ async fn insert_preview(app: &TestApp, repo: &str, number: i64, author: &str) {
     .unwrap();
 }
 
+/// Before, the dashboard listed every preview on one page: 140 ms at 5,200 previews
+/// (`cargo bench --bench scale`), against issue #17's 100 ms for its first page.
+#[tokio::test]
+async fn the_dashboard_shows_a_page_of_previews_and_links_the_next() {
+    let app = TestApp::start().await;
+    for number in 1..=250 {
+        insert_preview(&app, "acme/api", number, "dev").await;
+    }
+    let rows = |page: &str| page.matches("data-label=\"Repository\"").count();
+    let next = |page: &str| {
+        let at = page.find("/?cursor=").expect("a link to the next page");
+        page[at..].split('"').next().unwrap().to_owned()
+    };
+
+    let (status, first) = app.get("/", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(rows(&first), 100, "the first page");
+    assert!(first.contains("250 live, 100 on this page"), "{first}");
+    assert!(!first.contains("First page"));
+    let (_, second) = app.get(&next(&first), None).await;
+    assert_eq!(rows(&second), 100);
+    assert!(
+        second.contains(">#101<") && !second.contains(">#100<"),
+        "continues after 100"
+    );
+    assert!(second.contains("<a href=\"/\">First page</a>"));
+    let (_, third) = app.get(&next(&second), None).await;
+    assert_eq!(rows(&third), 50);
+    assert!(
+        third.contains(">#250<") && !third.contains("/?cursor="),
+        "the last page"
+    );
+
+    let (status, page) = app.get("/?limit=20", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(rows(&page), 20, "a smaller page, as in the API");
+    for bad in ["/?cursor=not-one-of-ours", "/?limit=501", "/?limit=many"] {
+        let (status, page) = app.get(bad, None).await;
+        assert_eq!(status, 400, "{bad}: {page}");
+        assert!(page.contains("<html"), "{bad}: answered as a page: {page}");
+    }
+}
+
 #[tokio::test]
 async fn pagination_walks_every_preview_exactly_once_across_pages() {
     let app = TestApp::start().await;

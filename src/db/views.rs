@@ -52,6 +52,13 @@ pub struct PreviewFilter<'a> {
     pub after: Option<(&'a str, i64)>,
 }
 
+/// How many previews there are (the dashboard's "N live", above a page of them).
+pub async fn count_previews(pool: &SqlitePool) -> sqlx::Result<i64> {
+    sqlx::query_scalar!(r#"SELECT count(*) AS "count!: i64" FROM previews"#)
+        .fetch_one(pool)
+        .await
+}
+
 /// The query of one page: only the conditions asked for, so each can use its index
 /// (`(?1 IS NULL OR repo = ?1)` would make SQLite scan), in the (repo, number) order of the
 /// unique index, so a page reads `limit` rows from where the last one ended (keyset), never

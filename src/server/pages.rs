@@ -3,28 +3,51 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::app::App;
 use crate::dashboard;
-use crate::view::{self, Destroyed};
+use crate::view::{self, Destroyed, Paging};
 
 use super::error::Error;
 
-pub async fn index(State(app): State<Arc<App>>) -> Result<Response, Error> {
+/// The dashboard: a page of previews (`limit`, default 100, and `cursor`, as in the API)
+/// with a link to the next, so 5,000 live previews cost a page's rendering, not 5,000 rows.
+pub async fn index(
+    State(app): State<Arc<App>>,
+    paging: Result<Query<Paging>, QueryRejection>,
+) -> Result<Response, Error> {
+    let Query(paging) = paging.map_err(|e| Error::from(e).page())?;
+    let limit = view::page_limit(&paging).map_err(|e| Error::from(e).page())?;
+    let after = paging
+        .cursor
+        .as_deref()
+        .map(view::parse_cursor)
+        .transpose()
+        .map_err(|e| Error::from(e).page())?;
+    let after = after.as_ref().map(|(repo, n)| (repo.as_str(), *n));
     let now = app.clock.now();
     let read = async {
-        let previews = view::list(&app.pool, &app.config, now, &Default::default()).await?;
+        let filters = Default::default();
+        let page = view::page(&app.pool, &app.config, now, &filters, limit, after).await?;
+        let live = crate::db::count_previews(&app.pool).await?;
         let destroyed =
             crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
         let destroyed: Vec<Destroyed> = destroyed.into_iter().map(Destroyed::from).collect();
         let templates = view::templates(&app.pool, now).await?;
-        anyhow::Ok((previews, destroyed, templates))
+        anyhow::Ok((page, live, destroyed, templates))
     };
-    let (previews, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
-    let html = dashboard::list_page(&previews, &destroyed, &templates, now);
+    let (page, live, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
+    let listed = dashboard::Listed {
+        previews: &page.previews,
+        live,
+        first: after.is_none(),
+        next: page.next.as_deref(),
+    };
+    let html = dashboard::list_page(&listed, &destroyed, &templates, now);
     Ok(dashboard::html_answer(StatusCode::OK, html))
 }
 
