@@ -23,8 +23,8 @@ use crate::ledger;
 use crate::metrics::Metrics;
 use crate::naming::Names;
 use crate::plan::{self, Action, Observed};
-use crate::preview::{Desired, ObservedState, Preview, PreviewKey};
-use crate::render::{self, Rendered, SealedSecret};
+use crate::preview::{Desired, ObservedState, PreviewKey};
+use crate::render;
 use crate::seal::SealingCert;
 use crate::sink::{Owner, Sink};
 use crate::work::{Later, Pending};
@@ -33,6 +33,8 @@ mod orphans;
 
 /// Previews reconciled at the same time.
 const PARALLEL: usize = 4;
+/// Preview rows a full pass reads at a time.
+const PAGE: i64 = 500;
 /// A pass runs at least this often, so a missed notification heals.
 pub const RESYNC: Duration = Duration::from_secs(30);
 /// Template generations (#16) are looked at this often: one small query when there are
@@ -63,6 +65,14 @@ pub struct Reconciler {
     later: Later,
     /// Where reconciles and teardowns are counted (the process's registry, `with_metrics`).
     metrics: Arc<Metrics>,
+    /// Each preview's last rendering, by its inputs and hashes (`rendering::Memo`).
+    memo: rendering::Memo,
+}
+
+/// A preview to look at: by id (its row read then), or with its row already read.
+enum Look {
+    Id(i64),
+    Row(Box<PreviewRow>),
 }
 
 impl Reconciler {
@@ -85,6 +95,7 @@ impl Reconciler {
             later: Later::new(REQUEUE_FIRST, RESYNC),
             instance: tokio::sync::OnceCell::new(),
             metrics: Arc::default(),
+            memo: rendering::Memo::default(),
         }
     }
 
@@ -207,13 +218,24 @@ impl Reconciler {
 
     /// One pass over every preview: placement first, one preview at a time in arrival
     /// order (so the queue is first come, first served); then each preview at most once,
-    /// `PARALLEL` at a time; then the orphans the sweeper recorded for removal.
+    /// `PARALLEL` at a time, its row read with a page of others (a row may be a pass old by
+    /// its turn: every change to one is followed by word of it, and so by another look);
+    /// then the orphans the sweeper recorded for removal.
     pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
         self.place_waiting().await.context("placing previews")?;
-        let ids = db::preview_ids(&self.pool)
-            .await
-            .context("listing previews")?;
-        self.reconcile_all(&ids).await;
+        let mut ids = Vec::new();
+        loop {
+            let after = ids.last().copied().unwrap_or(0);
+            let rows = db::preview_rows(&self.pool, after, PAGE)
+                .await
+                .context("listing previews")?;
+            if rows.is_empty() {
+                break;
+            }
+            ids.extend(rows.iter().map(|row| row.id));
+            self.reconcile_each(rows.into_iter().map(|row| Look::Row(Box::new(row))))
+                .await;
+        }
         self.tell_feedback(&ids, &[]);
         // Template databases (#16): built, watched and retired beside the previews.
         self.templates().await.context("template databases")?;
@@ -224,9 +246,14 @@ impl Reconciler {
 
     /// Each of `ids` once, `PARALLEL` at a time.
     async fn reconcile_all(self: &Arc<Self>, ids: &[i64]) {
+        self.reconcile_each(ids.iter().copied().map(Look::Id)).await;
+    }
+
+    /// Each look once, `PARALLEL` at a time.
+    async fn reconcile_each(self: &Arc<Self>, looks: impl IntoIterator<Item = Look>) {
         let permits = Arc::new(Semaphore::new(PARALLEL));
         let mut running = JoinSet::new();
-        for id in ids.iter().copied() {
+        for look in looks {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
@@ -234,7 +261,10 @@ impl Reconciler {
             running.spawn(async move {
                 let _permit = permit;
                 let started = std::time::Instant::now();
-                let result = me.reconcile(id).await;
+                let (id, result) = match look {
+                    Look::Id(id) => (id, me.reconcile(id).await),
+                    Look::Row(row) => (row.id, me.reconcile_row(*row).await),
+                };
                 me.metrics
                     .reconciled(me.sink.kind(), started.elapsed(), result.is_err());
                 if let Err(e) = result {
@@ -279,14 +309,22 @@ impl Reconciler {
     pub async fn reconcile(&self, id: i64) -> anyhow::Result<()> {
         let Some(row) = db::preview_row(&self.pool, id).await? else {
             self.settled(id);
+            self.memo.forget(id);
             return Ok(());
         };
+        self.reconcile_row(row).await
+    }
+
+    /// The next step for the preview of `row`.
+    async fn reconcile_row(&self, row: PreviewRow) -> anyhow::Result<()> {
+        let id = row.id;
         let desired = row.desired;
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
         let names = self.names_of(&row, &key).await?;
         let owner = Owner::preview(&names, key.number, self.instance().await?);
         let now = self.clock.now();
         if desired == Desired::Absent {
+            self.memo.forget(id);
             return self.tear_down(&row, &names, &owner, now).await;
         }
         if row.teardown_started_at.is_some() {
@@ -297,20 +335,19 @@ impl Reconciler {
         }
         let wait = self.wait_of(&row, &key).await?;
         let image_ready = wait == Wait::Passed;
-        let rendered = match desired {
-            Desired::Deployed => match self
-                .desired_manifests(&row, &key, &names, now, image_ready)
-                .await?
-            {
-                Some(rendered) => Some(rendered),
-                None => return Ok(()), // queued: no cluster has room
-            },
+        let rendering = match desired {
+            Desired::Deployed => {
+                match self.rendering(&row, &key, &names, now, image_ready).await? {
+                    Some(rendering) => Some(rendering),
+                    None => return Ok(()), // queued: no cluster has room
+                }
+            }
             _ => None,
         };
-        let hash = rendered.as_ref().map(|r| r.helper.hash.as_str());
-        let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
+        let hash = rendering.as_ref().map(|r| r.helper_hash.as_str());
+        let app_hash = rendering.as_ref().and_then(|r| r.app_hash.as_deref());
         let helper = self.observe(&names.application, &owner).await?;
-        let app = match app_rendering {
+        let app = match app_hash {
             Some(_) => Some(self.observe(&names.app_application, &owner).await?),
             None => None,
         };
@@ -318,10 +355,18 @@ impl Reconciler {
             desired,
             hash,
             &helper,
-            app_rendering.map(|r| r.hash.as_str()).zip(app.as_ref()),
+            app_hash.zip(app.as_ref()),
             self.sink.reports_health(),
             &wait,
         );
+        // The manifests themselves only when something is to be written.
+        let writes = matches!(step.helper.action, Action::Apply)
+            || matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
+        let rendered = match rendering {
+            Some(rendering) if writes => Some(self.whole(&row, &names, rendering, now).await?),
+            _ => None,
+        };
+        let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
         let sha = &row.head_sha[..7];
         let mut applied = false;
         match step.helper.action {
@@ -349,7 +394,7 @@ impl Reconciler {
         if step.helper.sync {
             self.request_sync(&names.application, &owner).await?;
         }
-        if let (Some(act), Some(rendering), Some(app)) = (&step.app, app_rendering, &app) {
+        if let (Some(act), Some(app)) = (&step.app, &app) {
             match act.action {
                 Action::Conflict => {
                     return self
@@ -357,6 +402,7 @@ impl Reconciler {
                         .await;
                 }
                 Action::Apply => {
+                    let rendering = app_rendering.context("nothing to apply")?;
                     let entry = ledger::app_entry(&names, &self.config);
                     db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
                     self.retry("apply", || {
@@ -427,84 +473,6 @@ impl Reconciler {
         Ok(checks::verdict(wait_for, &reports))
     }
 
-    /// The Applications to apply and the ledger they make; `None` while the preview waits
-    /// for a cluster. `image_ready`: CI built the PR's image (else only what needs none).
-    async fn desired_manifests(
-        &self,
-        row: &PreviewRow,
-        key: &PreviewKey,
-        names: &Names,
-        now: i64,
-        image_ready: bool,
-    ) -> anyhow::Result<Option<Rendered>> {
-        let Some(cluster) = row.cluster.clone() else {
-            return Ok(None);
-        };
-        let preview = Preview {
-            key: key.clone(),
-            head_sha: row.head_sha.parse()?,
-            author: row.author.clone(),
-            title: row.title.clone(),
-            fork: row.fork,
-            approved_sha: row.approved_sha.as_deref().map(str::parse).transpose()?,
-            cluster: cluster.clone(),
-            seed_generation: u32::try_from(row.seed_generation)?,
-            redeploy_generation: u32::try_from(row.redeploy_generation)?,
-            image_ready,
-            template: self.clone_source(row, key, now).await?,
-        };
-        let sealed = self.sealed_secrets(row, names, &cluster, now).await?;
-        let instance = self.instance().await?;
-        Ok(Some(render::preview(
-            &preview,
-            names,
-            &self.config,
-            &sealed,
-            instance,
-        )?))
-    }
-
-    /// The preview's secrets sealed for its cluster: the stored ones, whichever of the
-    /// cluster's certificates sealed them (the controller keeps its old keys, and the running
-    /// pods have the passwords inside); new ones, generated and stored, only the first time.
-    async fn sealed_secrets(
-        &self,
-        row: &PreviewRow,
-        names: &Names,
-        cluster: &str,
-        now: i64,
-    ) -> anyhow::Result<Vec<SealedSecret>> {
-        let cert = self
-            .certs
-            .get(cluster)
-            .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
-        let stored = db::sealed_secrets(&self.pool, row.id).await?;
-        if !stored.is_empty() {
-            return Ok(stored.into_iter().map(|(secret, _)| secret).collect());
-        }
-        // A certificate that outlives any extension: no preview may run past max_lifetime.
-        let repo = row.repo.parse()?;
-        let policy = self
-            .config
-            .policy_for(&repo)
-            .unwrap_or(&self.config.defaults);
-        let valid_until = now.saturating_add(i64::try_from(policy.max_lifetime.as_secs())?);
-        let specs = crate::secrets::for_preview(
-            &self.config,
-            names,
-            self.ca.as_ref(),
-            now,
-            valid_until,
-            &mut rand::rngs::OsRng,
-        )?;
-        let sealed = specs
-            .iter()
-            .map(|spec| crate::seal::seal_secret(cert, spec))
-            .collect::<Result<Vec<_>, _>>()?;
-        db::store_sealed_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
-        Ok(sealed)
-    }
-
     /// Asks Argo CD for the sync of `name`'s current rendering (the step found that its
     /// verdict needs one: `Health::NeedsSync`).
     async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
@@ -554,6 +522,7 @@ mod look;
 mod obey;
 mod owned;
 mod place;
+mod rendering;
 mod report;
 mod teardown;
 mod templates;

@@ -44,6 +44,10 @@ pub struct PreviewRow {
     pub paths_sha: Option<String>,
     /// The head a writer's `/preview deploy` let past `wait_for`.
     pub wait_override_sha: Option<String>,
+    /// The template generation its database is cloned from (`None`: seeded), decided at seed
+    /// generation `template_seed` (#16).
+    pub template_generation: Option<i64>,
+    pub template_seed: Option<i64>,
 }
 
 /// The head a PR's preview was last ended on purpose at (destroyed, expired, evicted), unless
@@ -92,13 +96,36 @@ pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
         .await
 }
 
+/// Up to `limit` previews after id `after`, in id order: a full reconcile pass reads its
+/// rows a page at a time, not one query per preview.
+pub async fn preview_rows(
+    pool: &SqlitePool,
+    after: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<PreviewRow>> {
+    sqlx::query_as!(
+        PreviewRow,
+        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
+                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
+                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
+                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha,
+                  template_generation, template_seed
+           FROM previews WHERE id > ?1 ORDER BY id LIMIT ?2"#,
+        after,
+        limit
+    )
+    .fetch_all(pool)
+    .await
+}
+
 pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<PreviewRow>> {
     sqlx::query_as!(
         PreviewRow,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
                   installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
-                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha
+                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha,
+                  template_generation, template_seed
            FROM previews WHERE id = ?1"#,
         id
     )
@@ -113,7 +140,8 @@ pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
                   end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
                   installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
-                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha
+                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha,
+                  template_generation, template_seed
            FROM previews INDEXED BY previews_unplaced
            WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
     )

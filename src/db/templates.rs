@@ -334,29 +334,6 @@ pub async fn record_template_size(
     Ok(())
 }
 
-/// Which generation a preview's database comes from: (generation, decided at seed
-/// generation, clone seen done at seed generation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CloneDecision {
-    pub generation: Option<i64>,
-    pub seed: Option<i64>,
-    pub confirmed: Option<i64>,
-}
-
-pub async fn clone_decision(pool: &SqlitePool, id: i64) -> sqlx::Result<CloneDecision> {
-    let row = sqlx::query!(
-        "SELECT template_generation, template_seed, template_confirmed FROM previews WHERE id = ?1",
-        id
-    )
-    .fetch_optional(pool)
-    .await?;
-    Ok(row.map_or_else(CloneDecision::default, |r| CloneDecision {
-        generation: r.template_generation,
-        seed: r.template_seed,
-        confirmed: r.template_confirmed,
-    }))
-}
-
 /// Records that the preview's database comes from `generation` (`None`: seeded), decided at
 /// seed generation `seed`.
 pub async fn decide_clone(

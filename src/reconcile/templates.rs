@@ -317,15 +317,14 @@ impl Reconciler {
         if self.config.database.mode == DatabaseMode::Off {
             return Ok(None);
         }
-        let decision = db::clone_decision(&self.pool, row.id).await?;
         let templated = self.config.template_for(&key.repo).is_some();
-        let decided = decision.seed == Some(row.seed_generation);
-        if decided && decision.generation.is_none() {
+        let decided = row.template_seed == Some(row.seed_generation);
+        if decided && row.template_generation.is_none() {
             return Ok(None);
         }
         let rows = db::generations(&self.pool, key.repo.as_str()).await?;
         let generation = if decided {
-            decision.generation
+            row.template_generation
         } else {
             // In cnpg mode each cluster has its own PostgreSQL (its CloudNativePG Cluster): a
             // generation is cloned only by previews on the cluster it was built on.

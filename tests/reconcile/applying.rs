@@ -82,6 +82,31 @@ async fn unchanged_input_makes_no_write() {
     );
 }
 
+/// Rendering was a fifth of a full pass over 5,000 previews with nothing to do (issue #17):
+/// a preview whose inputs did not change is not rendered again, one whose inputs changed
+/// is, and one whose file went missing is written whole though it was remembered.
+#[tokio::test]
+async fn a_pass_renders_only_the_previews_whose_inputs_changed() {
+    let (app, reconciler) = opened_and_reconciled().await;
+    assert_eq!(reconciler.renders(), 1);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(reconciler.renders(), 1, "nothing changed");
+
+    let new_head = "1111111111111111111111111111111111111111";
+    app.send(&Delivery::push(new_head, "2019-05-15T16:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(reconciler.renders(), 2, "a new head");
+    assert!(file(&app).unwrap().contains(new_head));
+
+    std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();
+    reconciler.pass().await.unwrap();
+    let again = file(&app).expect("written again");
+    assert!(again.contains(new_head), "{again}");
+    assert_eq!(reconciler.renders(), 3, "rendered whole to be written");
+}
+
 #[tokio::test]
 async fn fork_prs_awaiting_approval_get_nothing_applied() {
     let app = TestApp::start().await;
