@@ -210,11 +210,12 @@ impl Later {
         let Some(entry) = followed.get(name).and_then(|id| waiting.get_mut(id)) else {
             return false;
         };
-        match &entry.key {
-            Some(key) => due.reset(key, Duration::ZERO),
-            // Being looked at right now, perhaps already past its read of `name`.
-            None => entry.hurried = true,
+        if let Some(key) = &entry.key {
+            due.reset(key, Duration::ZERO);
         }
+        // It may be being looked at right now (taken from here, or by a pass or a word),
+        // already past its read of `name`: the `again` that ends that look is due at once.
+        entry.hurried = true;
         true
     }
 
@@ -245,7 +246,9 @@ impl Later {
             while let Poll::Ready(Some(expired)) = queue.due.poll_expired(cx) {
                 let id = expired.into_inner();
                 if let Some(entry) = queue.waiting.get_mut(&id) {
+                    // The look it is taken for starts now, after the change.
                     entry.key = None;
+                    entry.hurried = false;
                 }
                 ready.push(id);
             }
@@ -398,6 +401,28 @@ mod tests {
         );
         later.again(7);
         assert_eq!(later.delay_of(7), Some(8000 * MS), "the hurry was used up");
+    }
+
+    /// A preview waiting in the queue can be looked at by a full pass or a word; a change
+    /// seen during that look reset its timer, and the `again` ending the look must not set
+    /// it back to the doubled delay (a ready preview reported up to 30 s late).
+    #[tokio::test]
+    async fn a_change_seen_during_a_look_not_taken_from_the_queue_is_not_lost() {
+        let later = Later::new(2000 * MS, 30_000 * MS);
+        later.again(7);
+        later.follow(7, &["pv-a-1-helpers"]);
+        // A full pass looks at 7 (not through `due`); Argo CD changes it meanwhile.
+        assert!(later.hurry("pv-a-1-helpers"));
+        later.again(7);
+        let due = tokio::time::timeout(1000 * MS, later.due()).await;
+        assert_eq!(
+            due.ok(),
+            Some(vec![7]),
+            "at once, not after the doubled 4 s"
+        );
+        later.again(7);
+        let nothing = tokio::time::timeout(200 * MS, later.due()).await;
+        assert!(nothing.is_err(), "taken after the change: no hurry left");
     }
 
     #[tokio::test]

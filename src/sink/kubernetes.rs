@@ -15,6 +15,8 @@ use crate::plan::Observed;
 use crate::render::APPLIED_HASH;
 
 pub const FIELD_MANAGER: &str = "previewd";
+/// A watch that ends with no event sooner than this is an error, not a renewal.
+const WATCH_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Applications in Argo CD's namespace on the cluster of the ambient kubeconfig (or the
 /// in-cluster service account).
@@ -288,6 +290,7 @@ impl KubeSink {
                 .await
                 .context("watching previewd's Applications")?;
             let mut events = std::pin::pin!(events);
+            let (opened, mut seen) = (std::time::Instant::now(), 0usize);
             while let Some(event) = events
                 .try_next()
                 .await
@@ -310,9 +313,15 @@ impl KubeSink {
                 if let Some(v) = object.metadata.resource_version {
                     version = v;
                 }
+                seen += 1;
                 if let Some(name) = &object.metadata.name {
                     changed(name);
                 }
+            }
+            // A watch the server (or a proxy) ends at once with nothing in it would be opened
+            // again at once, forever: an error, so that the caller backs off.
+            if seen == 0 && opened.elapsed() < WATCH_AT_LEAST {
+                anyhow::bail!("the API server ended the watch of previewd's Applications at once");
             }
         }
     }

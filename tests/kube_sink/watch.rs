@@ -134,3 +134,18 @@ async fn a_watch_the_server_refuses_is_an_error_for_the_caller_to_retry() {
     let error = result.expect("returns").expect_err("an error");
     assert!(format!("{error:#}").contains("cannot watch"), "{error:#}");
 }
+
+/// Before, a server that ended every watch at once (an empty body, a proxy's error page)
+/// had the watch opened again at once, forever, with no backoff.
+#[tokio::test]
+async fn a_watch_the_server_ends_at_once_is_an_error_not_a_hot_loop() {
+    let (client, requests) = scripted(vec!["5"], vec![String::new(); 1000]);
+    let sink = KubeSink::new(client, "argocd");
+    let result = tokio::time::timeout(Duration::from_secs(5), sink.watch("inst-1", |_| {})).await;
+    let error = result.expect("returns").expect_err("an error");
+    assert!(
+        format!("{error:#}").contains("ended the watch"),
+        "{error:#}"
+    );
+    assert_eq!(requests.lock().unwrap().len(), 2, "one list, one watch");
+}
