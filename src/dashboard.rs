@@ -89,6 +89,8 @@ pub struct Listed<'a> {
     pub first: bool,
     /// The cursor of the next page, if there is one.
     pub next: Option<&'a str>,
+    /// The page size asked for, kept by the links (`None`: the default).
+    pub limit: Option<u32>,
 }
 
 pub fn list_page(
@@ -151,12 +153,17 @@ pub fn list_page(
     body += "</tbody></table>";
     if listed.next.is_some() || !listed.first {
         body += "<p>";
+        let limit = listed.limit.map(|n| format!("limit={n}"));
         if !listed.first {
-            body += "<a href=\"/\">First page</a> ";
+            let query = limit.as_ref().map_or(String::new(), |l| format!("?{l}"));
+            body += &format!("<a href=\"/{query}\">First page</a> ");
         }
         if let Some(next) = listed.next {
             // A cursor is URL-safe base64 (`view::cursor_after`); escaped all the same.
-            body += &format!("<a href=\"/?cursor={}\">Next page</a>", escape(next));
+            let limit = limit
+                .as_ref()
+                .map_or(String::new(), |l| format!("&amp;{l}"));
+            body += &format!("<a href=\"/?cursor={}{limit}\">Next page</a>", escape(next));
         }
         body += "</p>";
     }
@@ -297,6 +304,7 @@ mod tests {
             live: previews.len() as i64,
             first: true,
             next: None,
+            limit: None,
         }
     }
 

@@ -231,7 +231,7 @@ async fn the_dashboard_shows_a_page_of_previews_and_links_the_next() {
     let rows = |page: &str| page.matches("data-label=\"Repository\"").count();
     let next = |page: &str| {
         let at = page.find("/?cursor=").expect("a link to the next page");
-        page[at..].split('"').next().unwrap().to_owned()
+        page[at..].split('"').next().unwrap().replace("&amp;", "&")
     };
 
     let (status, first) = app.get("/", None).await;
@@ -256,6 +256,19 @@ async fn the_dashboard_shows_a_page_of_previews_and_links_the_next() {
     let (status, page) = app.get("/?limit=20", None).await;
     assert_eq!(status, 200);
     assert_eq!(rows(&page), 20, "a smaller page, as in the API");
+    let (_, second) = app.get(&next(&page), None).await;
+    assert_eq!(rows(&second), 20, "the links keep the page size");
+    assert!(second.contains(">#21<") && second.contains("<a href=\"/?limit=20\">First page</a>"));
+    // 250 in pages of 50: the fifth is the last, with no link to an empty sixth.
+    let mut page = app.get("/?limit=50", None).await.1;
+    for _ in 0..4 {
+        page = app.get(&next(&page), None).await.1;
+    }
+    assert_eq!(rows(&page), 50);
+    assert!(
+        page.contains(">#250<") && !page.contains("/?cursor="),
+        "{page}"
+    );
     for bad in ["/?cursor=not-one-of-ours", "/?limit=501", "/?limit=many"] {
         let (status, page) = app.get(bad, None).await;
         assert_eq!(status, 400, "{bad}: {page}");

@@ -32,7 +32,8 @@ pub async fn index(
     let now = app.clock.now();
     let read = async {
         let filters = Default::default();
-        let page = view::page(&app.pool, &app.config, now, &filters, limit, after).await?;
+        // One more than shown: a full last page links to no empty one after it.
+        let page = view::page(&app.pool, &app.config, now, &filters, limit + 1, after).await?;
         let live = crate::db::count_previews(&app.pool).await?;
         let destroyed =
             crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
@@ -40,12 +41,19 @@ pub async fn index(
         let templates = view::templates(&app.pool, now).await?;
         anyhow::Ok((page, live, destroyed, templates))
     };
-    let (page, live, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
+    let (mut page, live, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
+    let more = page.previews.len() > limit as usize;
+    page.previews.truncate(limit as usize);
+    let next = match page.previews.last() {
+        Some(last) if more => Some(view::cursor_after(&last.repo, last.number)),
+        _ => None,
+    };
     let listed = dashboard::Listed {
         previews: &page.previews,
         live,
         first: after.is_none(),
-        next: page.next.as_deref(),
+        next: next.as_deref(),
+        limit: paging.limit,
     };
     let html = dashboard::list_page(&listed, &destroyed, &templates, now);
     Ok(dashboard::html_answer(StatusCode::OK, html))
