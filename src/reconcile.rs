@@ -75,6 +75,13 @@ enum Look {
     Row(Box<PreviewRow>),
 }
 
+/// When a preview's row was read: just now, or earlier (with a pass's page).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Now,
+    Earlier,
+}
+
 impl Reconciler {
     pub fn new(
         pool: SqlitePool,
@@ -263,7 +270,7 @@ impl Reconciler {
                 let started = std::time::Instant::now();
                 let (id, result) = match look {
                     Look::Id(id) => (id, me.reconcile(id).await),
-                    Look::Row(row) => (row.id, me.reconcile_row(*row).await),
+                    Look::Row(row) => (row.id, me.reconcile_read_earlier(*row).await),
                 };
                 me.metrics
                     .reconciled(me.sink.kind(), started.elapsed(), result.is_err());
@@ -312,11 +319,22 @@ impl Reconciler {
             self.memo.forget(id);
             return Ok(());
         };
-        self.reconcile_row(row).await
+        self.reconcile_row(row, Read::Now).await
+    }
+
+    /// The next step for a preview whose row was read earlier (with a pass's page): as
+    /// read, while it shows a deployed preview with no teardown (a look that finds nothing
+    /// to write); read again before anything is written, and for a preview going away. A
+    /// PR closed and reopened while the page waited must not be torn down on the old word.
+    pub async fn reconcile_read_earlier(&self, row: PreviewRow) -> anyhow::Result<()> {
+        if row.desired != Desired::Deployed || row.teardown_started_at.is_some() {
+            return self.reconcile(row.id).await;
+        }
+        self.reconcile_row(row, Read::Earlier).await
     }
 
     /// The next step for the preview of `row`.
-    async fn reconcile_row(&self, row: PreviewRow) -> anyhow::Result<()> {
+    async fn reconcile_row(&self, row: PreviewRow, read: Read) -> anyhow::Result<()> {
         let id = row.id;
         let desired = row.desired;
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
@@ -362,6 +380,13 @@ impl Reconciler {
         // The manifests themselves only when something is to be written.
         let writes = matches!(step.helper.action, Action::Apply)
             || matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
+        if writes && read == Read::Earlier {
+            let now_row = db::preview_row(&self.pool, id).await?;
+            if !now_row.is_some_and(|now_row| row.unchanged_in(&now_row)) {
+                // Changed since the page was read: decided again on what it is now.
+                return Box::pin(self.reconcile(id)).await;
+            }
+        }
         let rendered = match rendering {
             Some(rendering) if writes => Some(self.whole(&row, &names, rendering, now).await?),
             _ => None,

@@ -5,7 +5,7 @@ use sqlx::SqlitePool;
 
 use crate::preview::{Desired, ObservedState};
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PreviewRow {
     pub id: i64,
     pub repo: String,
@@ -48,6 +48,21 @@ pub struct PreviewRow {
     /// generation `template_seed` (#16).
     pub template_generation: Option<i64>,
     pub template_seed: Option<i64>,
+}
+
+impl PreviewRow {
+    /// Whether `now` (read again) says what this row said, but for what a look records
+    /// itself (the names, the clone decision, the observed state): nobody else changed it.
+    pub fn unchanged_in(&self, now: &PreviewRow) -> bool {
+        let mut now = now.clone();
+        now.names.clone_from(&self.names);
+        now.template_generation = self.template_generation;
+        now.template_seed = self.template_seed;
+        now.observed = self.observed;
+        now.last_error.clone_from(&self.last_error);
+        now.applied_hash.clone_from(&self.applied_hash);
+        now == *self
+    }
 }
 
 /// The head a PR's preview was last ended on purpose at (destroyed, expired, evicted), unless

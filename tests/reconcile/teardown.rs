@@ -141,3 +141,48 @@ async fn a_replayed_opened_with_a_fresh_guid_does_not_bring_back_a_destroyed_pre
     reconciler.pass().await.unwrap();
     assert!(file(&app).is_some(), "a newer push deploys again");
 }
+
+/// A full pass reads its rows a page at a time. A PR closed, then reopened while its page
+/// waited its turn, was torn down on the row read before the reopen (its Applications
+/// deleted, its database with them) and rebuilt on the next look.
+#[tokio::test]
+async fn a_row_read_before_a_reopen_does_not_tear_the_preview_down() {
+    let (app, reconciler) = opened_and_reconciled().await;
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    let id: i64 = app.scalar("SELECT id FROM previews").await;
+    let read_then = previewd::db::preview_row(app.pool(), id)
+        .await
+        .unwrap()
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
+        .await;
+    reconciler.reconcile_read_earlier(read_then).await.unwrap();
+    assert!(
+        file(&app).is_some(),
+        "the reopened preview keeps its Application"
+    );
+    assert!(
+        !whats(&app).await.contains(&"teardown_started".to_string()),
+        "{:?}",
+        whats(&app).await
+    );
+}
+
+/// The other way round: a row read while the preview was deployed, then the PR closed and
+/// the Application file lost: the look that would write it again decides on the row as it
+/// is now, and writes nothing for a closed PR.
+#[tokio::test]
+async fn a_row_read_before_a_close_writes_nothing_for_the_closed_pr() {
+    let (app, reconciler) = opened_and_reconciled().await;
+    let id: i64 = app.scalar("SELECT id FROM previews").await;
+    let read_then = previewd::db::preview_row(app.pool(), id)
+        .await
+        .unwrap()
+        .unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged"))
+        .await;
+    std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();
+    reconciler.reconcile_read_earlier(read_then).await.unwrap();
+    assert!(file(&app).is_none(), "not written again for a closed PR");
+}
