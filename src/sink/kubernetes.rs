@@ -266,8 +266,11 @@ impl KubeSink {
     /// Calls `changed` with the name of each of this state's Applications that Argo CD (or
     /// anyone) changes, as it happens: a watch of their metadata, from a list's
     /// resourceVersion, renewed when the server ends it (`timeoutSeconds`) and listed afresh
-    /// when its version has expired (410 Gone: apiserver storage/cacher, "too old resource
-    /// version"). Returns only on an error; the caller retries.
+    /// when its version has expired: the API server's watch cache answers a version older
+    /// than it holds with `NewResourceExpired` (410, "too old resource version";
+    /// k8s.io/apiserver pkg/storage/cacher/watch_cache.go), on which client-go's reflector
+    /// lists again too. Returns only on an error (a 410 answering the watch request itself is
+    /// one: the caller backs off and lists afresh); the caller retries.
     pub async fn watch(&self, instance: &str, changed: impl Fn(&str)) -> anyhow::Result<()> {
         use futures_util::TryStreamExt;
         use kube::api::{ListParams, WatchEvent, WatchParams};
