@@ -327,7 +327,7 @@ impl Sweeper {
             }
         }
         let since = now - CAP_LOOKBACK.max(2 * secs(self.config.sweep_interval));
-        for (repo, number) in db::recently_written(&self.pool, since, BATCH).await? {
+        for (repo, number) in db::over_cap(&self.pool, since, HISTORY_CAP, BATCH).await? {
             for _ in 0..BATCHES_PER_PASS {
                 let n = db::cap_history(&self.pool, &repo, number, HISTORY_CAP, BATCH).await?;
                 report.forgotten += n;

@@ -163,3 +163,40 @@ async fn a_busy_previews_history_is_capped_to_its_newest_rows_in_batches() {
         .await;
     assert_eq!(oldest, "push 701", "the oldest go");
 }
+
+/// Before, the pass looked at the first 500 PRs written in the last hour, oldest first, each
+/// in a write transaction: after a busy hour the PR over the cap was never reached.
+#[tokio::test]
+async fn a_busy_previews_history_is_capped_after_hundreds_of_other_prs_were_written() {
+    let app = app_with("ttl = \"72h\"").await;
+    let now = app.clock.now();
+    app.send(&opened(2, "alice")).await;
+    let mut tx = app.pool().begin().await.unwrap();
+    for pr in 1_000..1_600 {
+        sqlx::query("INSERT INTO history (repo, number, what, actor, reason, at) VALUES ('codertocat/hello-world', ?1, 'opened', 'bob', 'opened', ?2)")
+            .bind(pr)
+            .bind(now - 3_000)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    for i in 0..1_200 {
+        sqlx::query("INSERT INTO history (repo, number, what, actor, reason, at) VALUES ('codertocat/hello-world', 2, 'pushed', 'alice', ?1, ?2)")
+            .bind(format!("push {i}"))
+            .bind(now - 1_200 + i)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+
+    sweeper(&app).pass(false).await.unwrap().unwrap();
+    let kept: i64 = app
+        .scalar("SELECT count(*) FROM history WHERE number = 2")
+        .await;
+    assert_eq!(kept, previewd::sweep::HISTORY_CAP);
+    let others: i64 = app
+        .scalar("SELECT count(*) FROM history WHERE number >= 1000")
+        .await;
+    assert_eq!(others, 600, "the PRs under the cap keep theirs");
+}

@@ -107,16 +107,24 @@ pub async fn forget_batch(
     Ok(done.rows_affected())
 }
 
-/// PRs with history since `since` (only they can have grown past the cap), at most `limit`.
-pub async fn recently_written(
+/// PRs with history since `since` (only they can have grown past the cap) and more than
+/// `cap` rows of it, at most `limit`: read in one query, so that a sweep after a busy hour
+/// (thousands of PRs written, none near the cap) opens no write transaction for them.
+pub async fn over_cap(
     pool: &SqlitePool,
     since: i64,
+    cap: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64)>> {
     sqlx::query_as(
-        "SELECT DISTINCT repo, number FROM history INDEXED BY history_by_age WHERE at >= ?1 LIMIT ?2",
+        "SELECT recent.repo, recent.number
+         FROM (SELECT DISTINCT repo, number FROM history INDEXED BY history_by_age WHERE at >= ?1) AS recent
+         WHERE EXISTS (SELECT 1 FROM history AS h INDEXED BY history_by_preview
+                       WHERE h.repo = recent.repo AND h.number = recent.number LIMIT 1 OFFSET ?2)
+         LIMIT ?3",
     )
     .bind(since)
+    .bind(cap)
     .bind(limit)
     .fetch_all(pool)
     .await
