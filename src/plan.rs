@@ -142,6 +142,19 @@ pub struct Step {
     pub requeue: bool,
 }
 
+impl Step {
+    /// Nothing to write, nothing to ask of Argo CD, nothing to look at soon, and the preview
+    /// already recorded as `state` with `message` (what it was last seen as).
+    pub fn changes_nothing(&self, state: ObservedState, message: Option<&str>) -> bool {
+        let idle = |act: &Act| act.action == Action::Nothing && !act.sync;
+        idle(&self.helper)
+            && self.app.as_ref().is_none_or(idle)
+            && !self.requeue
+            && self.state == state
+            && self.message.as_deref() == message
+    }
+}
+
 /// What to do with one Application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Act {

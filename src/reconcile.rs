@@ -364,19 +364,27 @@ impl Reconciler {
         };
         let hash = rendering.as_ref().map(|r| r.helper_hash.as_str());
         let app_hash = rendering.as_ref().and_then(|r| r.app_hash.as_deref());
+        let decide = |helper: &Observed, app: Option<&Observed>| {
+            let health = self.sink.reports_health();
+            plan::step(desired, hash, helper, app_hash.zip(app), health, &wait)
+        };
+        // A pass's look takes what the sink's watch saw, while that finds nothing to do:
+        // an idle pass over thousands of previews asks the API server nothing. Anything
+        // else is decided on the Applications read afresh.
+        if read == Read::Earlier
+            && let Some((helper, app)) = self.seen_by_watch(&names, &owner, app_hash.is_some())
+            && decide(&helper, app.as_ref())
+                .changes_nothing(row.observed, row.last_error.as_deref())
+        {
+            self.settled(id);
+            return Ok(());
+        }
         let helper = self.observe(&names.application, &owner).await?;
         let app = match app_hash {
             Some(_) => Some(self.observe(&names.app_application, &owner).await?),
             None => None,
         };
-        let step = plan::step(
-            desired,
-            hash,
-            &helper,
-            app_hash.zip(app.as_ref()),
-            self.sink.reports_health(),
-            &wait,
-        );
+        let step = decide(&helper, app.as_ref());
         // The manifests themselves only when something is to be written.
         let writes = matches!(step.helper.action, Action::Apply)
             || matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
@@ -508,6 +516,21 @@ impl Reconciler {
             tracing::debug!(application = name, "asked Argo CD to sync this rendering");
         }
         Ok(())
+    }
+
+    /// The preview's Applications as the sink's watch last saw them (`Sink::observe_watched`).
+    fn seen_by_watch(
+        &self,
+        names: &Names,
+        owner: &Owner,
+        with_app: bool,
+    ) -> Option<(Observed, Option<Observed>)> {
+        let helper = self.sink.observe_watched(&names.application, owner)?;
+        let app = match with_app {
+            true => Some(self.sink.observe_watched(&names.app_application, owner)?),
+            false => None,
+        };
+        Some((helper, app))
     }
 
     async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {

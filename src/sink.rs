@@ -9,6 +9,7 @@ use crate::plan::Observed;
 
 mod directory;
 pub mod kubernetes;
+mod watched;
 
 pub use directory::DirectorySink;
 
@@ -108,6 +109,16 @@ impl Sink {
         match self {
             Self::Directory(sink) => sink.observe(name, owner).await,
             Self::Kubernetes(sink) => sink.observe(name, owner).await,
+        }
+    }
+
+    /// What the sink's watch last saw under `name`, without asking anyone: None when it
+    /// keeps nothing (a directory, whose reads are a file's metadata) or its watch is not
+    /// live. A hint for a pass to find nothing to do by, never to act on.
+    pub fn observe_watched(&self, name: &str, owner: &Owner) -> Option<Observed> {
+        match self {
+            Self::Directory(_) => None,
+            Self::Kubernetes(sink) => sink.observe_watched(name, owner),
         }
     }
 

@@ -354,3 +354,44 @@ fn an_application_name_held_by_another_is_a_conflict_in_the_step() {
     );
     assert_eq!(app.app.map(|a| a.action), Some(Action::Conflict));
 }
+
+#[test]
+fn only_a_ready_preview_already_recorded_ready_changes_nothing() {
+    let on_kube = |helper: &Observed, app: &Observed| {
+        step(
+            Desired::Deployed,
+            Some("h"),
+            helper,
+            Some(("a", app)),
+            true,
+            &Wait::Passed,
+        )
+    };
+    let settled = on_kube(&ready("h", Some(true)), &ready("a", Some(true)));
+    assert!(settled.changes_nothing(ObservedState::Ready, None));
+    assert!(
+        !settled.changes_nothing(ObservedState::Syncing, None),
+        "ready is news to record"
+    );
+    let cases = [
+        (ready("h", Some(false)), ready("a", Some(true)), "syncing"),
+        (
+            ready("h0", Some(true)),
+            ready("a", Some(true)),
+            "a new rendering",
+        ),
+        (
+            ready("h", Some(true)),
+            Observed::Missing,
+            "the app to apply",
+        ),
+        (needs_sync("h"), ready("a", Some(true)), "a sync to ask for"),
+    ];
+    for (helper, app, what) in cases {
+        let step = on_kube(&helper, &app);
+        assert!(
+            !step.changes_nothing(ObservedState::Ready, None),
+            "{what}: {step:?}"
+        );
+    }
+}

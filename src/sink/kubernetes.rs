@@ -8,6 +8,7 @@ use anyhow::Context;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+use super::watched::Watched;
 use super::{Conflict, Owner};
 use crate::argocd::{Application, sync_request, verdict};
 use crate::ledger::{ApiRef, Entry};
@@ -17,12 +18,17 @@ use crate::render::APPLIED_HASH;
 pub const FIELD_MANAGER: &str = "previewd";
 /// A watch that ends with no event sooner than this is an error, not a renewal.
 const WATCH_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
+/// Applications a list for the watch reads at a time (the API server pages by `limit`), so
+/// that a relist of thousands never holds them all at once.
+const LIST_PAGE: u32 = 50;
 
 /// Applications in Argo CD's namespace on the cluster of the ambient kubeconfig (or the
 /// in-cluster service account).
 #[derive(Clone)]
 pub struct KubeSink {
     api: Api<Application>,
+    /// What the watch (`watch`) has seen, while it is live.
+    watched: std::sync::Arc<Watched>,
 }
 
 impl KubeSink {
@@ -39,6 +45,7 @@ impl KubeSink {
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
+            watched: std::sync::Arc::default(),
         }
     }
 
@@ -81,6 +88,11 @@ impl KubeSink {
             .get_opt(name)
             .await
             .with_context(|| format!("reading Application {name}"))
+    }
+
+    /// What the watch last saw under `name` (`Watched::observe`): None while it is not live.
+    pub fn observe_watched(&self, name: &str, owner: &Owner) -> Option<Observed> {
+        self.watched.observe(name, owner)
     }
 
     pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
@@ -248,8 +260,12 @@ impl KubeSink {
         Ok((served, projects))
     }
 
-    /// The Applications this previewd state wrote (by its instance label).
+    /// The Applications this previewd state wrote (by its instance label): as the watch
+    /// keeps them while it is live, else listed.
     pub async fn list(&self, instance: &str) -> anyhow::Result<Vec<String>> {
+        if let Some(names) = self.watched.names(instance) {
+            return Ok(names);
+        }
         let selector = instance_selector(instance);
         let listed = self
             .api
@@ -264,32 +280,56 @@ impl KubeSink {
     }
 
     /// Calls `changed` with the name of each of this state's Applications that Argo CD (or
-    /// anyone) changes, as it happens: a watch of their metadata, from a list's
+    /// anyone) changes, as it happens, and keeps what it sees (`Watched`, for an idle pass
+    /// to read instead of the API server): a list, paged, then a watch from its
     /// resourceVersion, renewed when the server ends it (`timeoutSeconds`) and listed afresh
     /// when its version has expired: the API server's watch cache answers a version older
     /// than it holds with `NewResourceExpired` (410, "too old resource version";
     /// k8s.io/apiserver pkg/storage/cacher/watch_cache.go), on which client-go's reflector
     /// lists again too. Returns only on an error (a 410 answering the watch request itself is
-    /// one: the caller backs off and lists afresh); the caller retries.
+    /// one: the caller backs off and lists afresh); the caller retries. What was seen is
+    /// forgotten when it returns.
     pub async fn watch(&self, instance: &str, changed: impl Fn(&str)) -> anyhow::Result<()> {
         use futures_util::TryStreamExt;
         use kube::api::{ListParams, WatchEvent, WatchParams};
+        struct Forget<'a>(&'a Watched);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0.lost();
+            }
+        }
+        let _forget = Forget(&self.watched);
         let selector = instance_selector(instance);
         let mut version = String::new();
         loop {
             if version.is_empty() {
-                // Only the version is wanted: the changes since, not the objects.
-                let listed = self
-                    .api
-                    .list_metadata(&ListParams::default().labels(&selector).limit(1))
-                    .await
-                    .context("listing previewd's Applications to watch them")?;
-                version = listed.metadata.resource_version.unwrap_or_default();
+                self.watched.listing(instance);
+                let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
+                loop {
+                    let page = self
+                        .api
+                        .list(&params)
+                        .await
+                        .context("listing previewd's Applications to watch them")?;
+                    for app in &page.items {
+                        self.watched.saw(app);
+                        // A change the expired watch did not deliver is not lost.
+                        if let Some(name) = &app.metadata.name {
+                            changed(name);
+                        }
+                    }
+                    version = page.metadata.resource_version.unwrap_or_default();
+                    match page.metadata.continue_ {
+                        Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                        _ => break,
+                    }
+                }
+                self.watched.listed();
             }
             let params = WatchParams::default().labels(&selector).timeout(290);
             let events = self
                 .api
-                .watch_metadata(&params, &version)
+                .watch(&params, &version)
                 .await
                 .context("watching previewd's Applications")?;
             let mut events = std::pin::pin!(events);
@@ -300,7 +340,16 @@ impl KubeSink {
                 .context("watching previewd's Applications")?
             {
                 let object = match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => o,
+                    WatchEvent::Added(app) | WatchEvent::Modified(app) => {
+                        self.watched.saw(&app);
+                        app.metadata
+                    }
+                    WatchEvent::Deleted(app) => {
+                        if let Some(name) = &app.metadata.name {
+                            self.watched.gone(name);
+                        }
+                        app.metadata
+                    }
                     WatchEvent::Bookmark(mark) => {
                         version = mark.metadata.resource_version;
                         continue;
@@ -313,11 +362,11 @@ impl KubeSink {
                         anyhow::bail!("watching previewd's Applications: {}", status.message)
                     }
                 };
-                if let Some(v) = object.metadata.resource_version {
+                if let Some(v) = object.resource_version {
                     version = v;
                 }
                 seen += 1;
-                if let Some(name) = &object.metadata.name {
+                if let Some(name) = &object.name {
                     changed(name);
                 }
             }
@@ -382,7 +431,7 @@ fn fresh_uid() -> String {
 }
 
 /// An Application's labels as JSON, for `Owner::mismatch`.
-fn labels_of(app: &Application) -> Value {
+pub(super) fn labels_of(app: &Application) -> Value {
     serde_json::to_value(&app.metadata.labels).unwrap_or_default()
 }
 

@@ -117,7 +117,7 @@ async fn an_api_server_that_fails_and_recovers_is_recorded_then_converges() {
 }
 
 /// What Argo CD writes once its sync of `app` succeeded and it found it healthy.
-async fn report_ready(applications: &Api<Application>, name: &str) {
+pub(crate) async fn report_ready(applications: &Api<Application>, name: &str) {
     let app = applications.get(name).await.unwrap();
     let source = &app.rest["spec"]["source"];
     let revision = &source["targetRevision"];

@@ -158,13 +158,18 @@ pub(crate) async fn on_a_cluster(
 }
 
 pub(crate) fn reconciler(app: &TestApp, client: kube::Client) -> Arc<Reconciler> {
+    reconciler_with(app, KubeSink::new(client, "argocd"))
+}
+
+/// `app`'s reconciler applying through `sink` (a clone of which may watch for the test).
+pub(crate) fn reconciler_with(app: &TestApp, sink: KubeSink) -> Arc<Reconciler> {
     let cert = SealingCert::from_pem(
         &std::fs::read_to_string(format!("{FIXTURES}/test-cert.pem")).unwrap(),
         common::NOW,
     )
     .unwrap();
     let certs = [("in-cluster".to_string(), cert)].into();
-    let sink = Sink::Kubernetes(KubeSink::new(client, "argocd"));
+    let sink = Sink::Kubernetes(sink);
     Arc::new(Reconciler::new(
         app.pool().clone(),
         app.app.config.clone(),

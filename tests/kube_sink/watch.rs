@@ -2,11 +2,14 @@
 //! server speaks it (a list for the version, then a chunked stream of events), including the
 //! expiry of that version (410 Gone, apiserver storage/cacher "too old resource version"),
 //! after which it lists again and goes on from the new version. kube-fake-client has no
-//! watch, so this API server is a script.
+//! watch, so this API server is a script. And what the watch keeps: a pass over a preview it
+//! saw settled reads nothing, one it saw anything else of reads afresh.
 
 use std::time::Duration;
 
 use super::*;
+use common::Delivery;
+use previewd::sink::Owner;
 
 /// Answers a list of previewd's Applications with `versions[i]` on the i-th list, and the
 /// i-th watch with `watches[i]` (newline-separated events, then the end of the stream); a
@@ -148,4 +151,151 @@ async fn a_watch_the_server_ends_at_once_is_an_error_not_a_hot_loop() {
         "{error:#}"
     );
     assert_eq!(requests.lock().unwrap().len(), 2, "one list, one watch");
+}
+
+/// The fake API server behind a count of the GETs of single Applications, with every watch
+/// held open and empty (what the watch keeps is then its list's).
+fn counting_gets(client: kube::Client) -> (kube::Client, Arc<AtomicUsize>) {
+    let gets = Arc::new(AtomicUsize::new(0));
+    let counted = gets.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (client, counted) = (client.clone(), counted.clone());
+        async move {
+            let uri = request.uri().to_string();
+            if uri.contains("watch=true") {
+                std::future::pending::<()>().await;
+            }
+            if request.method() == http::Method::GET && uri.contains("/applications/") {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+            client.send(request).await
+        }
+    });
+    (kube::Client::new(service, "default"), gets)
+}
+
+/// The watch of `sink` for `instance`, running until it has listed.
+async fn watching(sink: &KubeSink, instance: &str) -> tokio::task::JoinHandle<()> {
+    let (sink, instance) = (sink.clone(), instance.to_owned());
+    let task = tokio::spawn({
+        let (sink, instance) = (sink.clone(), instance.clone());
+        async move {
+            let _ = sink.watch(&instance, |_| {}).await;
+        }
+    });
+    let listed = common::eventually(Duration::from_secs(5), || {
+        sink.observe_watched(APP, &Owner::instance(&instance))
+            .is_some()
+    })
+    .await;
+    assert!(listed, "the watch lists");
+    task
+}
+
+#[tokio::test]
+async fn a_pass_over_a_settled_preview_takes_what_the_watch_saw_and_reads_nothing() {
+    let app = TestApp::start().await;
+    let (client, gets) = counting_gets(cluster(Arc::new(ArgoCd::default())).await);
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let sink = KubeSink::new(client, "argocd");
+    let reconciler = reconciler_with(&app, sink.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let labels = applications.get(APP).await.unwrap().metadata.labels;
+    let instance = labels.unwrap()["previewd.dev/instance"].clone();
+
+    // The watch saw the helpers syncing; Argo CD finished since, unseen by it.
+    let watch = watching(&sink, &instance).await;
+    apply::report_ready(&applications, APP).await;
+    let before = gets.load(Ordering::SeqCst);
+    reconciler.pass().await.unwrap();
+    assert!(
+        gets.load(Ordering::SeqCst) > before,
+        "what the watch saw leaves work to do: the Application is read afresh"
+    );
+    assert_eq!(observed(&app).await, "ready");
+
+    // Seen ready by the watch (listed again), it takes no request at all.
+    watch.abort();
+    let _ = watch.await;
+    let _watch = watching(&sink, &instance).await;
+    let before = gets.load(Ordering::SeqCst);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        before,
+        "an idle pass reads no Application"
+    );
+    assert_eq!(observed(&app).await, "ready");
+}
+
+#[tokio::test]
+async fn the_watch_lists_page_by_page_and_keeps_every_page() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let requests = seen.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let requests = requests.clone();
+        async move {
+            let uri = request.uri().to_string();
+            requests.lock().unwrap().push(uri.clone());
+            if uri.contains("watch=true") {
+                std::future::pending::<()>().await;
+            }
+            let app = |name: &str| {
+                json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                       "metadata": {"name": name, "namespace": "argocd", "labels": {
+                           "app.kubernetes.io/managed-by": "previewd", "previewd.dev/instance": "inst-1"}}})
+            };
+            let body = if uri.contains("continue=") {
+                json!({"kind": "ApplicationList", "apiVersion": "argoproj.io/v1alpha1",
+                       "metadata": {"resourceVersion": "7"}, "items": [app("pv-b-2-helpers")]})
+            } else {
+                json!({"kind": "ApplicationList", "apiVersion": "argoproj.io/v1alpha1",
+                       "metadata": {"resourceVersion": "7", "continue": "page-2"},
+                       "items": [app("pv-a-1-helpers")]})
+            };
+            Ok::<_, kube::Error>(
+                http::Response::builder()
+                    .status(200)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.to_string().into_bytes()))
+                    .unwrap(),
+            )
+        }
+    });
+    let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
+    let watching = tokio::spawn({
+        let sink = sink.clone();
+        async move { sink.watch("inst-1", |_| {}).await }
+    });
+    let anyone = Owner::instance("inst-1");
+    let listed = common::eventually(Duration::from_secs(5), || {
+        sink.observe_watched("pv-a-1-helpers", &anyone).is_some()
+    })
+    .await;
+    assert!(listed);
+    for name in ["pv-a-1-helpers", "pv-b-2-helpers"] {
+        assert!(
+            matches!(
+                sink.observe_watched(name, &anyone),
+                Some(previewd::plan::Observed::Present { .. })
+            ),
+            "{name} kept"
+        );
+    }
+    let requests = seen.lock().unwrap().clone();
+    assert!(requests[0].contains("limit=50"), "{requests:?}");
+    assert!(requests[1].contains("continue=page-2"), "{requests:?}");
+    assert!(
+        requests[2].contains("watch=true") && requests[2].contains("resourceVersion=7"),
+        "{requests:?}"
+    );
+    watching.abort();
+    let _ = watching.await;
+    assert_eq!(
+        sink.observe_watched("pv-a-1-helpers", &anyone),
+        None,
+        "a watch that ended keeps nothing"
+    );
 }
