@@ -9,6 +9,7 @@ use crate::plan::Observed;
 
 mod directory;
 pub mod kubernetes;
+mod watch;
 mod watched;
 
 pub use directory::DirectorySink;

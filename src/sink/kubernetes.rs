@@ -8,7 +8,7 @@ use anyhow::Context;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
-use super::watched::Watched;
+use super::watched::{Watched, labels_of};
 use super::{Conflict, Owner};
 use crate::argocd::{Application, sync_request, verdict};
 use crate::ledger::{ApiRef, Entry};
@@ -16,19 +16,16 @@ use crate::plan::Observed;
 use crate::render::APPLIED_HASH;
 
 pub const FIELD_MANAGER: &str = "previewd";
-/// A watch that ends with no event sooner than this is an error, not a renewal.
-const WATCH_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
-/// Applications a list for the watch reads at a time (the API server pages by `limit`), so
-/// that a relist of thousands never holds them all at once.
-const LIST_PAGE: u32 = 50;
+/// Applications' metadata listed at a time (about 1 KB each).
+const METADATA_PAGE: u32 = 500;
 
 /// Applications in Argo CD's namespace on the cluster of the ambient kubeconfig (or the
 /// in-cluster service account).
 #[derive(Clone)]
 pub struct KubeSink {
-    api: Api<Application>,
-    /// What the watch (`watch`) has seen, while it is live.
-    watched: std::sync::Arc<Watched>,
+    pub(super) api: Api<Application>,
+    /// What the watch (`KubeSink::watch`) has seen, while it is live.
+    pub(super) watched: std::sync::Arc<Watched>,
 }
 
 impl KubeSink {
@@ -267,113 +264,20 @@ impl KubeSink {
             return Ok(names);
         }
         let selector = instance_selector(instance);
-        let listed = self
-            .api
-            .list_metadata(&kube::api::ListParams::default().labels(&selector))
-            .await
-            .context("listing previewd's Applications")?;
-        Ok(listed
-            .items
-            .into_iter()
-            .filter_map(|a| a.metadata.name)
-            .collect())
-    }
-
-    /// Calls `changed` with the name of each of this state's Applications that Argo CD (or
-    /// anyone) changes, as it happens, and keeps what it sees (`Watched`, for an idle pass
-    /// to read instead of the API server): a list, paged, then a watch from its
-    /// resourceVersion, renewed when the server ends it (`timeoutSeconds`) and listed afresh
-    /// when its version has expired: the API server's watch cache answers a version older
-    /// than it holds with `NewResourceExpired` (410, "too old resource version";
-    /// k8s.io/apiserver pkg/storage/cacher/watch_cache.go), on which client-go's reflector
-    /// lists again too. Returns only on an error (a 410 answering the watch request itself is
-    /// one: the caller backs off and lists afresh); the caller retries. What was seen is
-    /// forgotten when it returns.
-    pub async fn watch(&self, instance: &str, changed: impl Fn(&str)) -> anyhow::Result<()> {
-        use futures_util::TryStreamExt;
-        use kube::api::{ListParams, WatchEvent, WatchParams};
-        struct Forget<'a>(&'a Watched);
-        impl Drop for Forget<'_> {
-            fn drop(&mut self) {
-                self.0.lost();
-            }
-        }
-        let _forget = Forget(&self.watched);
-        let selector = instance_selector(instance);
-        let mut version = String::new();
+        let mut params = kube::api::ListParams::default()
+            .labels(&selector)
+            .limit(METADATA_PAGE);
+        let mut names = Vec::new();
         loop {
-            if version.is_empty() {
-                self.watched.listing(instance);
-                let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
-                loop {
-                    let page = self
-                        .api
-                        .list(&params)
-                        .await
-                        .context("listing previewd's Applications to watch them")?;
-                    for app in &page.items {
-                        self.watched.saw(app);
-                        // A change the expired watch did not deliver is not lost.
-                        if let Some(name) = &app.metadata.name {
-                            changed(name);
-                        }
-                    }
-                    version = page.metadata.resource_version.unwrap_or_default();
-                    match page.metadata.continue_ {
-                        Some(token) if !token.is_empty() => params = params.continue_token(&token),
-                        _ => break,
-                    }
-                }
-                self.watched.listed();
-            }
-            let params = WatchParams::default().labels(&selector).timeout(290);
-            let events = self
+            let page = self
                 .api
-                .watch(&params, &version)
+                .list_metadata(&params)
                 .await
-                .context("watching previewd's Applications")?;
-            let mut events = std::pin::pin!(events);
-            let (opened, mut seen) = (std::time::Instant::now(), 0usize);
-            while let Some(event) = events
-                .try_next()
-                .await
-                .context("watching previewd's Applications")?
-            {
-                let object = match event {
-                    WatchEvent::Added(app) | WatchEvent::Modified(app) => {
-                        self.watched.saw(&app);
-                        app.metadata
-                    }
-                    WatchEvent::Deleted(app) => {
-                        if let Some(name) = &app.metadata.name {
-                            self.watched.gone(name);
-                        }
-                        app.metadata
-                    }
-                    WatchEvent::Bookmark(mark) => {
-                        version = mark.metadata.resource_version;
-                        continue;
-                    }
-                    WatchEvent::Error(status) if status.code == 410 => {
-                        version.clear();
-                        break;
-                    }
-                    WatchEvent::Error(status) => {
-                        anyhow::bail!("watching previewd's Applications: {}", status.message)
-                    }
-                };
-                if let Some(v) = object.resource_version {
-                    version = v;
-                }
-                seen += 1;
-                if let Some(name) = &object.name {
-                    changed(name);
-                }
-            }
-            // A watch the server (or a proxy) ends at once with nothing in it would be opened
-            // again at once, forever: an error, so that the caller backs off.
-            if seen == 0 && opened.elapsed() < WATCH_AT_LEAST {
-                anyhow::bail!("the API server ended the watch of previewd's Applications at once");
+                .context("listing previewd's Applications")?;
+            names.extend(page.items.into_iter().filter_map(|a| a.metadata.name));
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => return Ok(names),
             }
         }
     }
@@ -430,13 +334,8 @@ fn fresh_uid() -> String {
     )
 }
 
-/// An Application's labels as JSON, for `Owner::mismatch`.
-pub(super) fn labels_of(app: &Application) -> Value {
-    serde_json::to_value(&app.metadata.labels).unwrap_or_default()
-}
-
 /// The label selector of every Application this previewd state wrote.
-fn instance_selector(instance: &str) -> String {
+pub(super) fn instance_selector(instance: &str) -> String {
     format!(
         "{}={},{}={instance}",
         crate::render::MANAGED_BY.0,

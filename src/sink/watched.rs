@@ -1,5 +1,5 @@
-//! What the watch has seen of previewd's Applications: for each name, the little a full
-//! pass needs to find nothing to do (the owner's labels, a deletion, the applied hash, Argo
+//! What the watch (`sink::watch`) has seen of previewd's Applications: for each name, the
+//! little a full pass needs to find nothing to do (the owner's labels, a deletion, the applied hash, Argo
 //! CD's verdict), so that an idle pass over thousands of previews asks the API server
 //! nothing. It is a hint, never a reason to act: a look that finds anything to do from it
 //! reads the Application again (`Reconciler`), and it answers only while the watch that
@@ -27,7 +27,7 @@ struct Seen {
 impl Seen {
     fn of(app: &Application) -> Self {
         Self {
-            labels: super::kubernetes::labels_of(app),
+            labels: labels_of(app),
             deleting: app.metadata.deletion_timestamp.is_some(),
             hash: app
                 .metadata
@@ -119,6 +119,11 @@ impl Watched {
         inner.live = false;
         inner.seen.clear();
     }
+}
+
+/// An Application's labels as JSON, for `Owner::mismatch`.
+pub(super) fn labels_of(app: &Application) -> Value {
+    serde_json::to_value(&app.metadata.labels).unwrap_or_default()
 }
 
 #[cfg(test)]
