@@ -66,13 +66,14 @@ impl Feedback {
                     return Ok(());
                 }
                 // A live preview (a reopened PR) owes no "destroyed" report any more.
+                let stored = thread.clone();
                 let thread = Thread {
                     installation_id: row.installation_id.or(thread.installation_id),
                     head_sha: Some(row.head_sha.clone()),
                     final_pending: false,
                     ..thread
                 };
-                self.publish(github, thread, &view).await.map(drop)
+                self.publish(github, thread, &stored, &view).await.map(drop)
             }
             .await;
             if let Err((part, e)) = result {
@@ -195,7 +196,8 @@ impl Feedback {
                 ci: None,
             };
             let (repo, number) = (thread.repo.clone(), thread.number);
-            match self.publish(github, thread, &view).await {
+            let stored = thread.clone();
+            match self.publish(github, thread, &stored, &view).await {
                 Ok(mut thread) => {
                     thread.final_pending = false;
                     let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
@@ -205,12 +207,14 @@ impl Feedback {
         }
     }
 
-    /// Brings the PR's comment and deployment in line with `view`, saving each step; a
-    /// failure says which part failed.
+    /// Brings the PR's comment and deployment in line with `view`, saving each step, and
+    /// the thread at the end unless it is still `stored` (as the state holds it); a failure
+    /// says which part failed.
     async fn publish(
         &self,
         github: &GitHub,
         mut thread: Thread,
+        stored: &Thread,
         view: &StatusView<'_>,
     ) -> Result<Thread, (Part, GitHubError)> {
         let repo: RepoName = thread
@@ -231,7 +235,11 @@ impl Feedback {
         self.publish_deployment(&pr, &mut thread, view)
             .await
             .map_err(|e| (Part::Deployment, e))?;
-        let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
+        // Unchanged (the report already said all this): not written again. A report pass
+        // over thousands of settled previews would otherwise commit each of them.
+        if thread != *stored {
+            let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
+        }
         Ok(thread)
     }
 

@@ -26,10 +26,15 @@ async fn the_sticky_comment_is_created_once_and_edited_afterwards() {
         "{body}"
     );
 
-    // Nothing changed: nothing written.
+    // Nothing changed: nothing written, to GitHub or to the state (a pass over 5,000 ready
+    // previews wrote 5,000 unchanged threads, one commit each, every 30 s: tests/e2e/scale.py).
     let writes = github.count("POST", "") + github.count("PATCH", "");
+    let saved: i64 = app.scalar("SELECT updated_at FROM github_threads").await;
+    app.clock.advance(60);
     previewd.pass().await;
     assert_eq!(github.count("POST", "") + github.count("PATCH", ""), writes);
+    let resaved: i64 = app.scalar("SELECT updated_at FROM github_threads").await;
+    assert_eq!(resaved, saved, "an unchanged thread is not saved again");
 
     push_new_head(&app).await;
     previewd.pass().await;
