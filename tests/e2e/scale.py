@@ -452,7 +452,7 @@ def main():
         watch = Watcher(emu.base, rv)
         samples = []
         looks_from = (metric(pd, "previewd_reconcile_seconds_count"), metric(pd, "previewd_reconcile_seconds_sum"))
-        cpu_from = cpu_seconds(pd)
+        cpu_from, latency_from = cpu_seconds(pd), time.time()
         for n in range(previews + 1, previews + count + 1):
             event = opened(template, n)
             with gh.lock:
@@ -463,7 +463,7 @@ def main():
             samples.append(watch.created[n] - accepted)
             time.sleep(0.01)
         watch.stop = True
-        cpu = cpu_seconds(pd) - cpu_from
+        cpu, latency_seconds = cpu_seconds(pd) - cpu_from, time.time() - latency_from
         looks = metric(pd, "previewd_reconcile_seconds_count") - looks_from[0]
         looked = metric(pd, "previewd_reconcile_seconds_sum") - looks_from[1]
         print("latency: %d PRs over %d live, 202 -> helpers Application created: p50 %.1f ms, p99 %.1f ms, "
@@ -486,6 +486,14 @@ def main():
         api, page = timed("/api/previews"), timed("/")
         print("reads over %d previews: GET /api/previews p50 %.1f ms, p99 %.1f ms; dashboard first page "
               "p50 %.1f ms, p99 %.1f ms" % (previews + count, *api, *page), flush=True)
+
+        # At rest: what previewd spends with nothing new (its passes every 30 s: reconcile,
+        # GitHub reports, sweeps), so that the CPU per new PR can be told from it.
+        rest_from, rest_started = cpu_seconds(pd), time.time()
+        time.sleep(60)
+        rest = (cpu_seconds(pd) - rest_from) / (time.time() - rest_started)
+        print("at rest: %.1f ms of CPU a second; the new PRs' own, less that: %.2f ms each"
+              % (rest * 1e3, (cpu - rest * latency_seconds) / count * 1e3), flush=True)
 
         # 5. Sweep, memory. The first sweep runs at the start, with the orphan check (every
         # tenth pass: every Application listed), beside the cold pass; the next has nothing
