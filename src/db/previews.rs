@@ -213,7 +213,7 @@ pub async fn record_placements(
 /// Live previews per cluster (for placement).
 pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
     let rows = sqlx::query!(
-        r#"SELECT cluster AS "cluster!", COUNT(*) AS "count!: i64" FROM previews
+        r#"SELECT cluster AS "cluster!", COUNT(*) AS "count!: i64" FROM previews INDEXED BY previews_by_cluster_live
            WHERE cluster IS NOT NULL AND desired != 'absent' GROUP BY cluster"#
     )
     .fetch_all(pool)

@@ -40,16 +40,19 @@ fn scripted(
                        "metadata": {"resourceVersion": versions[lists - 1]}, "items": []})
                 .to_string()
             };
-            Ok::<_, kube::Error>(
-                http::Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(body.into_bytes()))
-                    .unwrap(),
-            )
+            Ok::<_, kube::Error>(ok_json(body))
         }
     });
     (kube::Client::new(service, "default"), seen)
+}
+
+/// A 200 answer with `body` as JSON.
+fn ok_json(body: String) -> http::Response<kube::client::Body> {
+    http::Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(body.into_bytes()))
+        .unwrap()
 }
 
 fn event(kind: &str, name: &str, version: &str) -> String {
@@ -255,13 +258,7 @@ async fn the_watch_lists_page_by_page_and_keeps_every_page() {
                        "metadata": {"resourceVersion": "7", "continue": "page-2"},
                        "items": [app("pv-a-1-helpers")]})
             };
-            Ok::<_, kube::Error>(
-                http::Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(body.to_string().into_bytes()))
-                    .unwrap(),
-            )
+            Ok::<_, kube::Error>(ok_json(body.to_string()))
         }
     });
     let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
@@ -322,13 +319,7 @@ async fn the_orphan_checks_list_is_read_page_by_page_while_no_watch_is_live() {
             };
             let body = json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
                               "metadata": {"resourceVersion": "7", "continue": next}, "items": items});
-            Ok::<_, kube::Error>(
-                http::Response::builder()
-                    .status(200)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(body.to_string().into_bytes()))
-                    .unwrap(),
-            )
+            Ok::<_, kube::Error>(ok_json(body.to_string()))
         }
     });
     let sink = Sink::Kubernetes(KubeSink::new(
