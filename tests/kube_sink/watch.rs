@@ -233,8 +233,9 @@ async fn a_pass_over_a_settled_preview_takes_what_the_watch_saw_and_reads_nothin
     assert_eq!(observed(&app).await, "ready");
 }
 
-#[tokio::test]
-async fn the_watch_lists_page_by_page_and_keeps_every_page() {
+/// An API server answering each list with `page(uri)` and holding every watch open and
+/// empty; records each request's path and query.
+fn listing(page: fn(&str) -> serde_json::Value) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let requests = seen.clone();
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
@@ -245,23 +246,30 @@ async fn the_watch_lists_page_by_page_and_keeps_every_page() {
             if uri.contains("watch=true") {
                 std::future::pending::<()>().await;
             }
-            let app = |name: &str| {
-                json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                       "metadata": {"name": name, "namespace": "argocd", "labels": {
-                           "app.kubernetes.io/managed-by": "previewd", "previewd.dev/instance": "inst-1"}}})
-            };
-            let body = if uri.contains("continue=") {
-                json!({"kind": "ApplicationList", "apiVersion": "argoproj.io/v1alpha1",
-                       "metadata": {"resourceVersion": "7"}, "items": [app("pv-b-2-helpers")]})
-            } else {
-                json!({"kind": "ApplicationList", "apiVersion": "argoproj.io/v1alpha1",
-                       "metadata": {"resourceVersion": "7", "continue": "page-2"},
-                       "items": [app("pv-a-1-helpers")]})
-            };
-            Ok::<_, kube::Error>(ok_json(body.to_string()))
+            Ok::<_, kube::Error>(ok_json(page(&uri).to_string()))
         }
     });
-    let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
+    (kube::Client::new(service, "default"), seen)
+}
+
+#[tokio::test]
+async fn the_watch_lists_page_by_page_and_keeps_every_page() {
+    let (client, seen) = listing(|uri| {
+        let app = |name: &str| {
+            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                   "metadata": {"name": name, "namespace": "argocd", "labels": {
+                       "app.kubernetes.io/managed-by": "previewd", "previewd.dev/instance": "inst-1"}}})
+        };
+        if uri.contains("continue=") {
+            json!({"kind": "ApplicationList", "apiVersion": "argoproj.io/v1alpha1",
+                   "metadata": {"resourceVersion": "7"}, "items": [app("pv-b-2-helpers")]})
+        } else {
+            json!({"kind": "ApplicationList", "apiVersion": "argoproj.io/v1alpha1",
+                   "metadata": {"resourceVersion": "7", "continue": "page-2"},
+                   "items": [app("pv-a-1-helpers")]})
+        }
+    });
+    let sink = KubeSink::new(client, "argocd");
     let watching = tokio::spawn({
         let sink = sink.clone();
         async move { sink.watch("inst-1", |_| {}).await }
@@ -301,31 +309,20 @@ async fn the_watch_lists_page_by_page_and_keeps_every_page() {
 /// emulator's 120 MB of them was the whole peak memory of previewd (tests/e2e/scale.py).
 #[tokio::test]
 async fn the_orphan_checks_list_is_read_page_by_page_while_no_watch_is_live() {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let requests = seen.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let requests = requests.clone();
-        async move {
-            let uri = request.uri().to_string();
-            requests.lock().unwrap().push(uri.clone());
-            let item = |name: &str| {
-                json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-                       "metadata": {"name": name, "namespace": "argocd"}})
-            };
-            let (items, next) = if uri.contains("continue=") {
-                (vec![item("pv-b-2-helpers")], json!(null))
-            } else {
-                (vec![item("pv-a-1-helpers")], json!("page-2"))
-            };
-            let body = json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
-                              "metadata": {"resourceVersion": "7", "continue": next}, "items": items});
-            Ok::<_, kube::Error>(ok_json(body.to_string()))
-        }
+    let (client, seen) = listing(|uri| {
+        let item = |name: &str| {
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                   "metadata": {"name": name, "namespace": "argocd"}})
+        };
+        let (items, next) = if uri.contains("continue=") {
+            (vec![item("pv-b-2-helpers")], json!(null))
+        } else {
+            (vec![item("pv-a-1-helpers")], json!("page-2"))
+        };
+        json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+               "metadata": {"resourceVersion": "7", "continue": next}, "items": items})
     });
-    let sink = Sink::Kubernetes(KubeSink::new(
-        kube::Client::new(service, "default"),
-        "argocd",
-    ));
+    let sink = Sink::Kubernetes(KubeSink::new(client, "argocd"));
     let names = sink.list("inst-1").await.unwrap();
     assert_eq!(names, ["pv-a-1-helpers", "pv-b-2-helpers"]);
     let requests = seen.lock().unwrap().clone();
