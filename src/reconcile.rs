@@ -458,23 +458,24 @@ impl Reconciler {
         }
         let (state, message) = (step.state, step.message.as_deref());
         if row.observed != state || row.last_error.as_deref() != message {
-            if state == ObservedState::Ready {
-                db::confirm_ledger(&self.pool, id, now).await?;
-                // Ready at this seed generation: its clone (if any) is done.
-                db::confirm_clone(&self.pool, id, row.seed_generation).await?;
-            }
-            if let Some(message) = message {
-                // Once per distinct failure, not once per look.
-                let what = if state == ObservedState::CiFailed {
+            // Once per distinct failure, not once per look.
+            let history = message.map(|message| {
+                if state == ObservedState::CiFailed {
                     tracing::info!(preview = %key, sha, error = message, "CI failed on the head");
                     "ci_failed"
                 } else {
                     tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
                     "failed"
-                };
-                db::add_history_now(&self.pool, &row.repo, row.number, what, message, now).await?;
-            }
-            db::set_observed(&self.pool, id, state, message, None, now).await?;
+                }
+            });
+            let seen = db::Observation {
+                state,
+                message,
+                history,
+                // Ready at this seed generation: its clone (if any) is done.
+                ready_at_seed: (state == ObservedState::Ready).then_some(row.seed_generation),
+            };
+            db::record_state(&self.pool, id, &seen, now).await?;
         }
         if step.requeue {
             // A step forward (an Application applied, a new state) starts the looks afresh:

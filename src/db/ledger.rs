@@ -81,7 +81,11 @@ pub async fn record_intended(
 }
 
 /// Argo CD reports everything synced and healthy: every applied item is confirmed present.
-pub async fn confirm_ledger(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<()> {
+pub async fn confirm_ledger(
+    pool: impl sqlx::SqliteExecutor<'_>,
+    id: i64,
+    now: i64,
+) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE ledger SET state = 'confirmed', confirmed_at = ?2 WHERE preview_id = ?1 AND state = 'applied'",
         id,

@@ -221,9 +221,42 @@ pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>>
     Ok(rows.into_iter().map(|r| (r.cluster, r.count)).collect())
 }
 
+/// What a look found that changes a preview's recorded state.
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    pub state: ObservedState,
+    pub message: Option<&'a str>,
+    /// A history row of this kind, `message` its reason (once per distinct failure).
+    pub history: Option<&'a str>,
+    /// Ready at this seed generation: every applied ledger item is confirmed present, and
+    /// the clone (if any) made for this seed generation is done.
+    pub ready_at_seed: Option<i64>,
+}
+
+/// Records `seen` in one commit: the state, its history row, the ledger's confirmation.
+/// Each was a commit of its own, and each commit is an fsync (issue #17: a new preview
+/// made about 15).
+pub async fn record_state(
+    pool: &SqlitePool,
+    id: i64,
+    seen: &Observation<'_>,
+    now: i64,
+) -> sqlx::Result<()> {
+    let mut tx = super::begin_write(pool).await?;
+    if let Some(seed) = seen.ready_at_seed {
+        super::confirm_ledger(&mut *tx, id, now).await?;
+        super::confirm_clone(&mut *tx, id, seed).await?;
+    }
+    if let (Some(what), Some(message)) = (seen.history, seen.message) {
+        add_history_of(&mut tx, id, what, message, now).await?;
+    }
+    set_observed(&mut *tx, id, seen.state, seen.message, None, now).await?;
+    tx.commit().await
+}
+
 /// Records what the reconciler saw; `applied_hash` only changes when `Some`.
 pub async fn set_observed(
-    pool: &SqlitePool,
+    pool: impl sqlx::SqliteExecutor<'_>,
     id: i64,
     observed: ObservedState,
     error: Option<&str>,

@@ -355,7 +355,11 @@ pub async fn decide_clone(
 
 /// The preview's helper Application was ready at seed generation `seed`: its clone is done,
 /// and the generation it came from is no longer needed for it.
-pub async fn confirm_clone(pool: &SqlitePool, id: i64, seed: i64) -> sqlx::Result<()> {
+pub async fn confirm_clone(
+    pool: impl sqlx::SqliteExecutor<'_>,
+    id: i64,
+    seed: i64,
+) -> sqlx::Result<()> {
     sqlx::query!(
         "UPDATE previews SET template_confirmed = ?2 WHERE id = ?1 AND template_seed = ?2",
         id,

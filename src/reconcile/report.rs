@@ -207,9 +207,9 @@ impl Feedback {
         }
     }
 
-    /// Brings the PR's comment and deployment in line with `view`, saving each step, and
-    /// the thread at the end unless it is still `stored` (as the state holds it); a failure
-    /// says which part failed.
+    /// Brings the PR's comment and deployment in line with `view`, then saves the thread
+    /// once unless it is still `stored` (as the state holds it); a failure says which part
+    /// failed.
     async fn publish(
         &self,
         github: &GitHub,
@@ -229,18 +229,25 @@ impl Feedback {
             installation,
             number,
         };
-        self.publish_comment(&pr, &mut thread, view)
-            .await
-            .map_err(|e| (Part::Comment, e))?;
-        self.publish_deployment(&pr, &mut thread, view)
-            .await
-            .map_err(|e| (Part::Deployment, e))?;
-        // Unchanged (the report already said all this): not written again. A report pass
-        // over thousands of settled previews would otherwise commit each of them.
+        let outcome = async {
+            self.publish_comment(&pr, &mut thread, view)
+                .await
+                .map_err(|e| (Part::Comment, e))?;
+            self.publish_deployment(&pr, &mut thread, view)
+                .await
+                .map_err(|e| (Part::Deployment, e))
+        }
+        .await;
+        // One save for whatever GitHub took, also when a later part failed: a comment
+        // posted before a refused deployment is remembered (and its save ends any run of
+        // refusals before this one is counted). Not saved where nothing changed: a report
+        // pass over thousands of settled previews would otherwise commit each of them. A
+        // crash before the save loses nothing GitHub holds: the comment is found again by
+        // its marker and the deployment by its SHA; a status may be posted twice.
         if thread != *stored {
             let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
         }
-        Ok(thread)
+        outcome.map(|()| thread)
     }
 
     /// The sticky comment, created once (found again by its marker), then edited in place
@@ -252,7 +259,6 @@ impl Feedback {
         view: &StatusView<'_>,
     ) -> Result<(), GitHubError> {
         let (github, repo, installation, number) = (pr.github, pr.repo, pr.installation, pr.number);
-        let now = self.clock.now();
         let body = comment::status(view);
         let hash = hex::encode(Sha256::digest(body.as_bytes()));
         if thread.body_hash.as_deref() != Some(hash.as_str()) {
@@ -289,7 +295,6 @@ impl Feedback {
             }
             thread.comment_id = id.map(|id| id as i64);
             thread.body_hash = Some(hash);
-            let _ = db::save_thread(&self.pool, thread, now).await;
         }
         Ok(())
     }
@@ -311,7 +316,6 @@ impl Feedback {
         {
             return Ok(());
         }
-        let now = self.clock.now();
         let environment = format!("preview/pr-{}", pr.number);
         let log_url = self.config.public_url.as_ref().map(|base| {
             format!(
@@ -363,7 +367,6 @@ impl Feedback {
             thread.deployment_id = Some(id as i64);
             thread.deployment_sha = Some(sha.to_owned());
             thread.deployment_state = None;
-            let _ = db::save_thread(&self.pool, thread, now).await;
         }
         let Some(id) = thread.deployment_id else {
             return Ok(());
@@ -391,7 +394,6 @@ impl Feedback {
                 )
                 .await?;
             thread.deployment_state = Some(state.to_owned());
-            let _ = db::save_thread(&self.pool, thread, now).await;
         }
         Ok(())
     }

@@ -49,6 +49,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sqlite3
 import statistics
@@ -308,11 +309,16 @@ def peak_rss(pd, field="VmHWM:"):
         return next(int(l.split()[1]) for l in f if l.startswith(field))
 
 
-def cpu_seconds(pd):
-    """The CPU time (user and system) previewd has spent."""
+def cpu_split(pd):
+    """The CPU time previewd has spent: (user, system) seconds."""
     with open("/proc/%d/stat" % pd.proc.pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pd):
+    """The CPU time (user and system) previewd has spent."""
+    return sum(cpu_split(pd))
 
 
 class Sweeps:
@@ -452,6 +458,11 @@ def main():
         watch = Watcher(emu.base, rv)
         samples = []
         looks_from = (metric(pd, "previewd_reconcile_seconds_count"), metric(pd, "previewd_reconcile_seconds_sum"))
+        # SCALE_PERF=FILE: a `perf record` of previewd over this phase alone.
+        perf = os.environ.get("SCALE_PERF") and subprocess.Popen(
+            ["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o", os.environ["SCALE_PERF"],
+             "-p", str(pd.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        split_from = cpu_split(pd)
         cpu_from, latency_from = cpu_seconds(pd), time.time()
         for n in range(previews + 1, previews + count + 1):
             event = opened(template, n)
@@ -464,6 +475,10 @@ def main():
             time.sleep(0.01)
         watch.stop = True
         cpu, latency_seconds = cpu_seconds(pd) - cpu_from, time.time() - latency_from
+        user, system = (b - a for a, b in zip(split_from, cpu_split(pd)))
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         looks = metric(pd, "previewd_reconcile_seconds_count") - looks_from[0]
         looked = metric(pd, "previewd_reconcile_seconds_sum") - looks_from[1]
         print("latency: %d PRs over %d live, 202 -> helpers Application created: p50 %.1f ms, p99 %.1f ms, "
@@ -471,8 +486,9 @@ def main():
                                max(samples) * 1e3), flush=True)
         print("  meanwhile %d looks at previews (the new PRs' reconciles, each a render, a seal and the API "
               "calls), %.2f ms each on average (previewd_reconcile_seconds); previewd's CPU per new PR, its "
-              "intake, reconciles, watch events and GitHub reports included: %.2f ms"
-              % (looks, looked / looks * 1e3, cpu / count * 1e3), flush=True)
+              "intake, reconciles, watch events and GitHub reports included: %.2f ms (user %.2f, system %.2f)"
+              % (looks, looked / looks * 1e3, cpu / count * 1e3, user / count * 1e3, system / count * 1e3),
+              flush=True)
 
         # 4. Reads.
         def timed(path):
