@@ -272,3 +272,36 @@ fn sources_echoed_without_their_empty_fields_are_the_same() {
         "no source is nobody's"
     );
 }
+
+#[test]
+fn an_application_reads_its_metadata_typed_and_keeps_everything_else_as_sent() {
+    let sent = json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "a", "namespace": "argocd", "resourceVersion": "7",
+                     "labels": {"previewd.dev/instance": "i"}, "deletionTimestamp": "2026-12-02T10:00:00Z"},
+        "spec": {"source": source(1)}, "status": {"health": {"status": "Healthy"}},
+    });
+    let app: Application = serde_json::from_str(&sent.to_string()).unwrap();
+    assert_eq!(app.metadata.name.as_deref(), Some("a"));
+    assert_eq!(app.metadata.resource_version.as_deref(), Some("7"));
+    assert!(app.metadata.deletion_timestamp.is_some());
+    assert!(!app.rest.contains_key("metadata"));
+    assert_eq!(app.rest["spec"], json!({"source": source(1)}));
+    // Written back, it is what was sent.
+    assert_eq!(serde_json::to_value(&app).unwrap(), sent);
+}
+
+#[test]
+fn an_application_without_metadata_or_with_malformed_metadata_is_refused() {
+    let missing = serde_json::from_str::<Application>(r#"{"kind": "Application"}"#).unwrap_err();
+    assert!(
+        missing.to_string().contains("missing field `metadata`"),
+        "{missing}"
+    );
+    let malformed =
+        serde_json::from_str::<Application>(r#"{"metadata": {"labels": 3}}"#).unwrap_err();
+    assert!(
+        malformed.to_string().contains("invalid type"),
+        "{malformed}"
+    );
+}
