@@ -53,6 +53,9 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     make_state_private(path)?;
     let pool = SqlitePoolOptions::new()
         .max_connections(4)
+        // An in-process database has no connection to lose; sqlx's check before handing one
+        // out is a round trip to its thread: one more hop for every query (issue #17).
+        .test_before_acquire(false)
         .connect_with(options(path))
         .await
         .with_context(|| format!("opening state {}", path.display()))?;
