@@ -15,7 +15,11 @@ database Secret is sealed for its cluster), database mode `shared`, cert-manager
             requests it made of the API server (counted by the emulator)
   latency   --latency more PRs, one at a time: from the 202 to the emulator's watch event
             creating the PR's helpers Application; and the mean time of previewd's looks at
-            previews meanwhile (`previewd_reconcile_seconds`: the work per changed preview)
+            previews meanwhile (`previewd_reconcile_seconds`); previewd's CPU per new PR
+            (/proc/PID/stat, user and system)
+  pushes    --latency pushes (`synchronize`, a new head) on live previews, one at a time:
+            from the 202 to the watch event of its helpers Application carrying the new
+            head, and previewd's CPU per push
   reads     GET /api/previews and the dashboard's first page, 20 times each
   sweep     previewd_sweep_seconds (a sweep pass with nothing due) over the run
   GitHub    the stand-in's requests in the steady state after the restart (after the first
@@ -38,6 +42,9 @@ with three changes (it re-runs itself as the emulator, as latency.py does):
 The faithful Argo CD renders every chart with Helm, which at 5,000 previews takes hours.
 
 Usage: scale.py PREVIEWD PYTHON EMULATOR [--previews N] [--latency M]
+Environment: SCALE_LOG=FILTER (previewd's log filter; the work directory is kept),
+SCALE_PERF=FILE (`perf record --call-graph dwarf` of previewd over the new PRs into FILE,
+over the pushes into FILE.push).
 Prints the figures; exits non-zero only when the state does not converge.
 """
 import collections
@@ -269,6 +276,9 @@ class Watcher:
     def __init__(self, base, since):
         self.url = urllib.parse.urlparse(base)
         self.created, self.rv, self.stop = {}, since, False
+        # PR -> the head SHA a push gave it, and when its helpers Application was first seen
+        # carrying it.
+        self.expect, self.pushed = {}, {}
         threading.Thread(target=self.run, daemon=True).start()
 
     def run(self):
@@ -288,6 +298,9 @@ class Watcher:
                     found = re.search(r"-pr-(\d+)-helpers$", meta["name"])
                     if ev["type"] == "ADDED" and found:
                         self.created.setdefault(int(found.group(1)), t)
+                    sha = (meta.get("annotations") or {}).get("previewd.dev/head-sha")
+                    if ev["type"] == "MODIFIED" and found and sha == self.expect.get(int(found.group(1))):
+                        self.pushed.setdefault(int(found.group(1)), t)
             except (OSError, ValueError, http.client.HTTPException):
                 time.sleep(0.05)
             finally:
@@ -319,6 +332,21 @@ def cpu_split(pd):
 def cpu_seconds(pd):
     """The CPU time (user and system) previewd has spent."""
     return sum(cpu_split(pd))
+
+
+def profile(pd, suffix):
+    """With SCALE_PERF=FILE, a `perf record` of previewd into FILE + suffix, until `profiled`."""
+    if not os.environ.get("SCALE_PERF"):
+        return None
+    return subprocess.Popen(["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o",
+                             os.environ["SCALE_PERF"] + suffix, "-p", str(pd.proc.pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profiled(perf):
+    if perf:
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
 
 
 class Sweeps:
@@ -458,10 +486,7 @@ def main():
         watch = Watcher(emu.base, rv)
         samples = []
         looks_from = (metric(pd, "previewd_reconcile_seconds_count"), metric(pd, "previewd_reconcile_seconds_sum"))
-        # SCALE_PERF=FILE: a `perf record` of previewd over this phase alone.
-        perf = os.environ.get("SCALE_PERF") and subprocess.Popen(
-            ["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o", os.environ["SCALE_PERF"],
-             "-p", str(pd.proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        perf = profile(pd, "")
         split_from = cpu_split(pd)
         cpu_from, latency_from = cpu_seconds(pd), time.time()
         for n in range(previews + 1, previews + count + 1):
@@ -473,12 +498,9 @@ def main():
             wait("PR %d's helpers Application" % n, lambda: n in watch.created, 30, 0.001)
             samples.append(watch.created[n] - accepted)
             time.sleep(0.01)
-        watch.stop = True
         cpu, latency_seconds = cpu_seconds(pd) - cpu_from, time.time() - latency_from
         user, system = (b - a for a, b in zip(split_from, cpu_split(pd)))
-        if perf:
-            perf.send_signal(signal.SIGINT)
-            perf.wait()
+        profiled(perf)
         looks = metric(pd, "previewd_reconcile_seconds_count") - looks_from[0]
         looked = metric(pd, "previewd_reconcile_seconds_sum") - looks_from[1]
         print("latency: %d PRs over %d live, 202 -> helpers Application created: p50 %.1f ms, p99 %.1f ms, "
@@ -489,6 +511,37 @@ def main():
               "intake, reconciles, watch events and GitHub reports included: %.2f ms (user %.2f, system %.2f)"
               % (looks, looked / looks * 1e3, cpu / count * 1e3, user / count * 1e3, system / count * 1e3),
               flush=True)
+
+        # 3b. Pushes: a new head on live previews, the change a preview sees most (no
+        # sealing: its secrets are sealed once; a new rendering, an Application patched,
+        # the deployment of the new head on GitHub).
+        sync = F.fixture("pull_request.synchronize")
+        pushes = []
+        perf = profile(pd, ".push")
+        split_from = cpu_split(pd)
+        cpu_from, push_from = cpu_seconds(pd), time.time()
+        for i in range(count):
+            n = 1 + i * (previews // count)
+            event = opened(sync, n)
+            sha = hashlib.sha1(b"push %d" % n).hexdigest()
+            event["before"], event["after"] = event["pull_request"]["head"]["sha"], sha
+            event["pull_request"]["head"]["sha"] = sha
+            watch.expect[n] = sha
+            with gh.lock:
+                gh.open[repo_of(n)][n] = event["pull_request"]
+            pd.deliver("pull_request", event)
+            accepted = time.time()
+            wait("PR %d's push" % n, lambda: n in watch.pushed, 30, 0.001)
+            pushes.append(watch.pushed[n] - accepted)
+            time.sleep(0.01)
+        push_cpu, push_seconds = cpu_seconds(pd) - cpu_from, time.time() - push_from
+        push_user, push_system = (b - a for a, b in zip(split_from, cpu_split(pd)))
+        profiled(perf)
+        watch.stop = True
+        print("pushes: %d new heads on live previews, 202 -> helpers Application patched: p50 %.1f ms, p99 %.1f ms; "
+              "previewd's CPU per push: %.2f ms (user %.2f, system %.2f)"
+              % (count, statistics.median(pushes) * 1e3, pct(pushes, 0.99) * 1e3, push_cpu / count * 1e3,
+                 push_user / count * 1e3, push_system / count * 1e3), flush=True)
 
         # 4. Reads.
         def timed(path):
@@ -508,8 +561,9 @@ def main():
         rest_from, rest_started = cpu_seconds(pd), time.time()
         time.sleep(60)
         rest = (cpu_seconds(pd) - rest_from) / (time.time() - rest_started)
-        print("at rest: %.1f ms of CPU a second; the new PRs' own, less that: %.2f ms each"
-              % (rest * 1e3, (cpu - rest * latency_seconds) / count * 1e3), flush=True)
+        print("at rest: %.1f ms of CPU a second; less that, a new PR's own: %.2f ms, a push's: %.2f ms"
+              % (rest * 1e3, (cpu - rest * latency_seconds) / count * 1e3,
+                 (push_cpu - rest * push_seconds) / count * 1e3), flush=True)
 
         # 5. Sweep, memory. The first sweep runs at the start, with the orphan check (every
         # tenth pass: every Application listed), beside the cold pass; the next has nothing
