@@ -305,3 +305,62 @@ fn an_application_without_metadata_or_with_malformed_metadata_is_refused() {
         "{malformed}"
     );
 }
+
+/// What `same_source` compared before it compared in place: both sides copied without
+/// their empty values.
+fn normalized(value: &Value) -> Value {
+    let empty = |v: &Value| match v {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(_) | Value::Bool(true) => false,
+    };
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), normalized(v)))
+                .filter(|(_, v)| !empty(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(normalized).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn sources_compared_in_place_agree_with_comparing_their_copies_without_empty_values() {
+    let values = [
+        json!(null),
+        json!(false),
+        json!(true),
+        json!(0),
+        json!(""),
+        json!("a"),
+        json!([]),
+        json!([null]),
+        json!([{}]),
+        json!([{"x": ""}]),
+        json!([{"x": "a"}]),
+        json!({}),
+        json!({"x": null}),
+        json!({"x": {"y": [], "z": false}}),
+        json!({"x": {"y": [1]}}),
+        json!({"x": "a", "y": ""}),
+        json!({"x": "a"}),
+        json!({"y": "a"}),
+        json!({"x": {"y": {"z": ""}}, "w": 1}),
+        json!({"w": 1}),
+    ];
+    for a in &values {
+        for b in &values {
+            let expected = !a.is_null() && normalized(a) == normalized(b);
+            assert_eq!(same_source(a, b), expected, "{a} against {b}");
+        }
+    }
+    let sent = source(1);
+    let mut echoed = sent.clone();
+    echoed["helm"]["valueFiles"] = json!([]);
+    echoed["directory"] = json!({"recurse": false, "jsonnet": {}});
+    assert!(same_source(&echoed, &sent) && same_source(&sent, &echoed));
+}
