@@ -44,7 +44,9 @@ The faithful Argo CD renders every chart with Helm, which at 5,000 previews take
 Usage: scale.py PREVIEWD PYTHON EMULATOR [--previews N] [--latency M]
 Environment: SCALE_LOG=FILTER (previewd's log filter; the work directory is kept),
 SCALE_PERF=FILE (`perf record --call-graph dwarf` of previewd over the new PRs into FILE,
-over the pushes into FILE.push).
+over the pushes into FILE.push), SCALE_STRACE=FILE (`strace -c -f` of previewd over the
+pushes: its system calls counted, fsync among them; it slows previewd, so its times do not
+count then).
 Prints the figures; exits non-zero only when the state does not converge.
 """
 import collections
@@ -518,6 +520,10 @@ def main():
         sync = F.fixture("pull_request.synchronize")
         pushes = []
         perf = profile(pd, ".push")
+        strace = os.environ.get("SCALE_STRACE") and subprocess.Popen(
+            ["strace", "-c", "-f", "-o", os.environ["SCALE_STRACE"], "-p", str(pd.proc.pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        api_from, github_from = emu.req("GET", "/_bench/requests")[1], gh.snapshot()
         split_from = cpu_split(pd)
         cpu_from, push_from = cpu_seconds(pd), time.time()
         for i in range(count):
@@ -537,11 +543,19 @@ def main():
         push_cpu, push_seconds = cpu_seconds(pd) - cpu_from, time.time() - push_from
         push_user, push_system = (b - a for a, b in zip(split_from, cpu_split(pd)))
         profiled(perf)
+        profiled(strace)
+        api = collections.Counter(emu.req("GET", "/_bench/requests")[1])
+        api.subtract(api_from)
+        github = gh.snapshot()
+        github.subtract(github_from)
         watch.stop = True
         print("pushes: %d new heads on live previews, 202 -> helpers Application patched: p50 %.1f ms, p99 %.1f ms; "
               "previewd's CPU per push: %.2f ms (user %.2f, system %.2f)"
               % (count, statistics.median(pushes) * 1e3, pct(pushes, 0.99) * 1e3, push_cpu / count * 1e3,
                  push_user / count * 1e3, push_system / count * 1e3), flush=True)
+        print("  per push, requests of the API server: %s; of GitHub: %s"
+              % (", ".join("%s %.1f" % (k, v / count) for k, v in sorted((+api).items())),
+                 ", ".join("%s %.1f" % (k, v / count) for k, v in sorted((+github).items()))), flush=True)
 
         # 4. Reads.
         def timed(path):
