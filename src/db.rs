@@ -211,4 +211,74 @@ mod tests {
         let refused = anyhow::Error::from(sqlx::Error::RowNotFound);
         assert!(!is_busy_error(&refused));
     }
+
+    #[tokio::test]
+    async fn owed_says_which_of_commands_finals_and_notices_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(&dir.path().join("state.db")).await.unwrap();
+        let nothing = Owed {
+            commands: false,
+            finals: false,
+            notices: false,
+        };
+        assert_eq!(owed(&pool).await.unwrap(), nothing);
+        let run = |sql: &'static str| {
+            let pool = pool.clone();
+            async move { pool.execute(sql).await.unwrap() }
+        };
+        // A command run and answered, a notice posted, a thread whose final is posted or
+        // whose preview lives: nothing owed.
+        run("INSERT INTO commands (repo, number, comment_id, actor, association, line, status, created_at, answered)
+             VALUES ('acme/api', 1, 1, 'dev', 'OWNER', '/preview keep', 'done', 0, 1)").await;
+        run(
+            "INSERT INTO notices (repo, number, kind, body, created_at, posted_at)
+             VALUES ('acme/api', 1, 'expiry_warning', 'soon', 0, 0)",
+        )
+        .await;
+        run("INSERT INTO github_threads (repo, number, final_pending, updated_at) VALUES ('acme/api', 1, 0, 0)").await;
+        assert_eq!(owed(&pool).await.unwrap(), nothing);
+        run("INSERT INTO commands (repo, number, comment_id, actor, association, line, status, created_at, answered)
+             VALUES ('acme/api', 1, 2, 'dev', 'OWNER', '/preview keep', 'done', 0, 0)").await;
+        assert_eq!(
+            owed(&pool).await.unwrap(),
+            Owed {
+                commands: true,
+                ..nothing
+            },
+            "an answer to post"
+        );
+        run("UPDATE commands SET answered = 1").await;
+        run(
+            "INSERT INTO commands (repo, number, comment_id, actor, association, line, created_at)
+             VALUES ('acme/api', 1, 3, 'dev', 'OWNER', '/preview keep', 0)",
+        )
+        .await;
+        assert_eq!(
+            owed(&pool).await.unwrap(),
+            Owed {
+                commands: true,
+                ..nothing
+            },
+            "a command to run"
+        );
+        run("DELETE FROM commands").await;
+        run("UPDATE github_threads SET final_pending = 1").await;
+        assert_eq!(
+            owed(&pool).await.unwrap(),
+            Owed {
+                finals: true,
+                ..nothing
+            }
+        );
+        run("UPDATE github_threads SET given_up = 0").await;
+        run("INSERT INTO notices (repo, number, kind, body, created_at) VALUES ('acme/api', 1, 'expiry_warning', 'soon', 0)").await;
+        assert_eq!(
+            owed(&pool).await.unwrap(),
+            Owed {
+                notices: true,
+                ..nothing
+            },
+            "a given-up final is not owed"
+        );
+    }
 }

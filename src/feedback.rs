@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::command::Asker;
 use crate::config::Config;
+use crate::db;
 use crate::github::{GitHub, GitHubError};
 use crate::preview::PreviewKey;
 use crate::work::Work;
@@ -89,7 +90,14 @@ impl Feedback {
                 () = tokio::time::sleep(release.unwrap_or(RESYNC)) => false,
                 () = cancel.cancelled() => return,
             };
-            if let Err(e) = self.obey().await {
+            // Looked at once; a failed look owes everything.
+            let owed = match all {
+                true => db::Owed::EVERYTHING,
+                false => db::owed(&self.pool).await.unwrap_or(db::Owed::EVERYTHING),
+            };
+            if owed.commands
+                && let Err(e) = self.obey().await
+            {
                 tracing::warn!(error = %format!("{e:#}"), "running commands failed; retrying on the next pass");
             }
             self.look_up().await;
@@ -97,7 +105,7 @@ impl Feedback {
             if all {
                 self.report().await;
             } else {
-                self.report_on(&ids).await;
+                self.report_owed(&ids, owed).await;
             }
         }
     }

@@ -27,9 +27,19 @@ impl Feedback {
 
     /// Reports on each of `ids`, then posts what is still owed (final reports, notices).
     pub(crate) async fn report_on(&self, ids: &[i64]) {
+        self.report_owed(ids, db::Owed::EVERYTHING).await;
+    }
+
+    /// Reports on each of `ids`, then posts the final reports and notices `owed` says are
+    /// owed (`db::owed`, looked at before).
+    pub(crate) async fn report_owed(&self, ids: &[i64], owed: db::Owed) {
         self.report_previews(ids).await;
-        self.report_finals().await;
-        self.post_notices().await;
+        if owed.finals {
+            self.report_finals().await;
+        }
+        if owed.notices {
+            self.post_notices().await;
+        }
     }
 
     /// The sticky comment and deployment of each of `ids`.
@@ -238,13 +248,15 @@ impl Feedback {
                 .map_err(|e| (Part::Deployment, e))
         }
         .await;
-        // One save for whatever GitHub took, also when a later part failed: a comment
-        // posted before a refused deployment is remembered (and its save ends any run of
-        // refusals before this one is counted). Not saved where nothing changed: a report
-        // pass over thousands of settled previews would otherwise commit each of them. A
-        // crash before the save loses nothing GitHub holds: the comment is found again by
-        // its marker and the deployment by its SHA; a status may be posted twice.
-        if thread != *stored {
+        // One save for whatever GitHub took, also when the deployment then failed: the
+        // comment is remembered (and its save ends any run of refusals before this one is
+        // counted). A refused comment took nothing, and saves nothing: the save would reset
+        // the count of refusals that gives a PR up. Not saved where nothing changed: a
+        // report pass over thousands of settled previews would otherwise commit each of
+        // them. A crash before the save loses nothing GitHub holds: the comment is found
+        // again by its marker and the deployment by its SHA; a status may be posted twice.
+        let took = !matches!(outcome, Err((Part::Comment, _)));
+        if took && thread != *stored {
             let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
         }
         outcome.map(|()| thread)
