@@ -25,20 +25,19 @@ pub async fn record_applied(
     now: i64,
 ) -> sqlx::Result<()> {
     let mut tx = super::begin_write(pool).await?;
-    for entry in entries {
-        sqlx::query!(
-            "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, 'applied', ?5)
-             ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
-            id,
-            entry.kind,
-            entry.namespace,
-            entry.name,
-            now
-        )
-        .execute(&mut *tx)
-        .await?;
-    }
+    let items = as_json(entries);
+    sqlx::query!(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+         SELECT ?1, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),
+                json_extract(e.value, '$[2]'), 'applied', ?3
+         FROM json_each(?2) e WHERE true
+         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
+        id,
+        items,
+        now
+    )
+    .execute(&mut *tx)
+    .await?;
     // The helper's rendering is what `applied_hash` tracks; the app's apply leaves it be.
     sqlx::query!(
         "UPDATE previews SET observed = 'applied', last_error = NULL,
@@ -62,22 +61,31 @@ pub async fn record_intended(
     entries: &[Entry],
     now: i64,
 ) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
-    for entry in entries {
-        sqlx::query(
-            "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, 'applying', ?5)
-             ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
-        )
-        .bind(id)
-        .bind(&entry.kind)
-        .bind(&entry.namespace)
-        .bind(&entry.name)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await
+    let items = as_json(entries);
+    // One statement, so no transaction of its own to begin and commit.
+    sqlx::query!(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+         SELECT ?1, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),
+                json_extract(e.value, '$[2]'), 'applying', ?3
+         FROM json_each(?2) e WHERE true
+         ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
+        id,
+        items,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// Entries as one JSON array of `[kind, namespace, name]`, for `json_each`: a statement for
+/// all of them, not one each (a push wrote 5 twice, each a round trip to sqlx's thread).
+fn as_json(entries: &[Entry]) -> String {
+    let items: Vec<[&str; 3]> = entries
+        .iter()
+        .map(|e| [e.kind.as_str(), e.namespace.as_str(), e.name.as_str()])
+        .collect();
+    serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
 }
 
 /// Argo CD reports everything synced and healthy: every applied item is confirmed present.
