@@ -44,9 +44,8 @@ The faithful Argo CD renders every chart with Helm, which at 5,000 previews take
 Usage: scale.py PREVIEWD PYTHON EMULATOR [--previews N] [--latency M]
 Environment: SCALE_LOG=FILTER (previewd's log filter; the work directory is kept),
 SCALE_PERF=FILE (`perf record --call-graph dwarf` of previewd over the new PRs into FILE,
-over the pushes into FILE.push), SCALE_STRACE=FILE (`strace -c -f` of previewd over the
-pushes: its system calls counted, fsync among them; it slows previewd, so its times do not
-count then).
+over the pushes into FILE.push), SCALE_STRACE=FILE (likewise, `strace -c -f`: previewd's
+system calls counted, fsync among them; it slows previewd, so its times do not count then).
 Prints the figures; exits non-zero only when the state does not converge.
 """
 import collections
@@ -336,19 +335,73 @@ def cpu_seconds(pd):
     return sum(cpu_split(pd))
 
 
-def profile(pd, suffix):
-    """With SCALE_PERF=FILE, a `perf record` of previewd into FILE + suffix, until `profiled`."""
-    if not os.environ.get("SCALE_PERF"):
-        return None
-    return subprocess.Popen(["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o",
-                             os.environ["SCALE_PERF"] + suffix, "-p", str(pd.proc.pid)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def profilers(pd, suffix):
+    """With SCALE_PERF=FILE, a `perf record` of previewd into FILE + suffix; with
+    SCALE_STRACE=FILE, an `strace -c -f` into FILE + suffix; until `stopped`."""
+    commands = {"SCALE_PERF": ["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o"],
+                "SCALE_STRACE": ["strace", "-c", "-f", "-o"]}
+    return [subprocess.Popen(command + [os.environ[name] + suffix, "-p", str(pd.proc.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for name, command in commands.items() if os.environ.get(name)]
 
 
-def profiled(perf):
-    if perf:
-        perf.send_signal(signal.SIGINT)
-        perf.wait()
+def stopped(profiling):
+    for p in profiling:
+        p.send_signal(signal.SIGINT)
+        p.wait()
+
+
+class Measured:
+    """One phase: each change's delay from its 202, and what previewd spent over the phase."""
+
+    def __init__(self, delays, cpu, seconds, api, github):
+        self.samples, (self.user, self.system), self.seconds = delays, cpu, seconds
+        self.api, self.github = api, github
+
+    def delays(self):
+        return (statistics.median(self.samples) * 1e3, pct(self.samples, 0.99) * 1e3, max(self.samples) * 1e3)
+
+    def cpu(self):
+        n = len(self.samples)
+        return "%.2f ms (user %.2f, system %.2f)" % ((self.user + self.system) / n * 1e3, self.user / n * 1e3,
+                                                    self.system / n * 1e3)
+
+    def own(self, rest):
+        """CPU per change less what previewd spends at rest (`rest` a second) over the phase."""
+        return (self.user + self.system - rest * self.seconds) / len(self.samples) * 1e3
+
+    def requests(self):
+        def each(counts):
+            return ", ".join("%s %.1f" % (k, v / len(self.samples)) for k, v in sorted((+counts).items()))
+        return "of the API server: %s; of GitHub: %s" % (each(self.api), each(self.github))
+
+
+def measure(pd, emu, gh, suffix, numbers, event_of, seen):
+    """Delivers `event_of(n)` for each PR `n`, one at a time, each once `seen[n]` (the watch's
+    receipt of what it wrote) has the one before."""
+    profiling = profilers(pd, suffix)
+    api_from, github_from, cpu_from, started = emu.req("GET", "/_bench/requests")[1], gh.snapshot(), \
+        cpu_split(pd), time.time()
+    delays = []
+    for n in numbers:
+        event = event_of(n)
+        with gh.lock:
+            gh.open[repo_of(n)][n] = event["pull_request"]
+        pd.deliver("pull_request", event)
+        accepted = time.time()
+        wait("PR %d's Application" % n, lambda: n in seen, 30, 0.001)
+        delays.append(seen[n] - accepted)
+        time.sleep(0.01)
+    cpu, seconds = [b - a for a, b in zip(cpu_from, cpu_split(pd))], time.time() - started
+    stopped(profiling)
+    if "SCALE_LOG" in os.environ:  # to find the phase in previewd's log
+        print("  (phase%s: %s to %s UTC)" % (suffix, *(time.strftime("%H:%M:%S", time.gmtime(t)) + ".%03d" % (
+            t % 1 * 1000) for t in (started, started + seconds))), flush=True)
+    api = collections.Counter(emu.req("GET", "/_bench/requests")[1])
+    api.subtract(api_from)
+    github = gh.snapshot()
+    github.subtract(github_from)
+    return Measured(delays, cpu, seconds, api, github)
 
 
 class Sweeps:
@@ -483,79 +536,42 @@ def main():
         print("GitHub requests in those %.0f s, from the first pass's end to the second's: %s"
               % (idle_seconds, dict(+idle_github) or "none"), flush=True)
 
-        # 3. Latency on top of them.
+        # 3. Latency on top of them: new PRs, then pushes (`synchronize`, a new head) on live
+        # previews, the change a preview sees most (no sealing: its secrets are sealed once; a
+        # new rendering, an Application patched, the new head's deployment on GitHub).
         rv = emu.req("GET", APPS + "?limit=1")[1]["metadata"]["resourceVersion"]
         watch = Watcher(emu.base, rv)
-        samples = []
         looks_from = (metric(pd, "previewd_reconcile_seconds_count"), metric(pd, "previewd_reconcile_seconds_sum"))
-        perf = profile(pd, "")
-        split_from = cpu_split(pd)
-        cpu_from, latency_from = cpu_seconds(pd), time.time()
-        for n in range(previews + 1, previews + count + 1):
-            event = opened(template, n)
-            with gh.lock:
-                gh.open[repo_of(n)][n] = event["pull_request"]
-            pd.deliver("pull_request", event)
-            accepted = time.time()
-            wait("PR %d's helpers Application" % n, lambda: n in watch.created, 30, 0.001)
-            samples.append(watch.created[n] - accepted)
-            time.sleep(0.01)
-        cpu, latency_seconds = cpu_seconds(pd) - cpu_from, time.time() - latency_from
-        user, system = (b - a for a, b in zip(split_from, cpu_split(pd)))
-        profiled(perf)
+
+        def new_pr(n):
+            return opened(template, n)
+        fresh = measure(pd, emu, gh, "", range(previews + 1, previews + count + 1), new_pr, watch.created)
         looks = metric(pd, "previewd_reconcile_seconds_count") - looks_from[0]
         looked = metric(pd, "previewd_reconcile_seconds_sum") - looks_from[1]
         print("latency: %d PRs over %d live, 202 -> helpers Application created: p50 %.1f ms, p99 %.1f ms, "
-              "max %.1f ms" % (count, previews, statistics.median(samples) * 1e3, pct(samples, 0.99) * 1e3,
-                               max(samples) * 1e3), flush=True)
+              "max %.1f ms" % (count, previews, *fresh.delays()), flush=True)
         print("  meanwhile %d looks at previews (the new PRs' reconciles, each a render, a seal and the API "
               "calls), %.2f ms each on average (previewd_reconcile_seconds); previewd's CPU per new PR, its "
-              "intake, reconciles, watch events and GitHub reports included: %.2f ms (user %.2f, system %.2f)"
-              % (looks, looked / looks * 1e3, cpu / count * 1e3, user / count * 1e3, system / count * 1e3),
-              flush=True)
+              "intake, reconciles, watch events and GitHub reports included: %s" % (looks, looked / looks * 1e3,
+                                                                                    fresh.cpu()), flush=True)
+        print("  per new PR, requests %s" % fresh.requests(), flush=True)
 
-        # 3b. Pushes: a new head on live previews, the change a preview sees most (no
-        # sealing: its secrets are sealed once; a new rendering, an Application patched,
-        # the deployment of the new head on GitHub).
         sync = F.fixture("pull_request.synchronize")
-        pushes = []
-        perf = profile(pd, ".push")
-        strace = os.environ.get("SCALE_STRACE") and subprocess.Popen(
-            ["strace", "-c", "-f", "-o", os.environ["SCALE_STRACE"], "-p", str(pd.proc.pid)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        api_from, github_from = emu.req("GET", "/_bench/requests")[1], gh.snapshot()
-        split_from = cpu_split(pd)
-        cpu_from, push_from = cpu_seconds(pd), time.time()
-        for i in range(count):
-            n = 1 + i * (previews // count)
+
+        def push(n):
             event = opened(sync, n)
             sha = hashlib.sha1(b"push %d" % n).hexdigest()
             event["before"], event["after"] = event["pull_request"]["head"]["sha"], sha
             event["pull_request"]["head"]["sha"] = sha
             watch.expect[n] = sha
-            with gh.lock:
-                gh.open[repo_of(n)][n] = event["pull_request"]
-            pd.deliver("pull_request", event)
-            accepted = time.time()
-            wait("PR %d's push" % n, lambda: n in watch.pushed, 30, 0.001)
-            pushes.append(watch.pushed[n] - accepted)
-            time.sleep(0.01)
-        push_cpu, push_seconds = cpu_seconds(pd) - cpu_from, time.time() - push_from
-        push_user, push_system = (b - a for a, b in zip(split_from, cpu_split(pd)))
-        profiled(perf)
-        profiled(strace)
-        api = collections.Counter(emu.req("GET", "/_bench/requests")[1])
-        api.subtract(api_from)
-        github = gh.snapshot()
-        github.subtract(github_from)
+            return event
+        pushed = measure(pd, emu, gh, ".push", range(1, previews + 1, max(1, previews // count))[:count], push,
+                         watch.pushed)
         watch.stop = True
-        print("pushes: %d new heads on live previews, 202 -> helpers Application patched: p50 %.1f ms, p99 %.1f ms; "
-              "previewd's CPU per push: %.2f ms (user %.2f, system %.2f)"
-              % (count, statistics.median(pushes) * 1e3, pct(pushes, 0.99) * 1e3, push_cpu / count * 1e3,
-                 push_user / count * 1e3, push_system / count * 1e3), flush=True)
-        print("  per push, requests of the API server: %s; of GitHub: %s"
-              % (", ".join("%s %.1f" % (k, v / count) for k, v in sorted((+api).items())),
-                 ", ".join("%s %.1f" % (k, v / count) for k, v in sorted((+github).items()))), flush=True)
+        print("pushes: %d new heads on live previews, 202 -> helpers Application patched: p50 %.1f ms, "
+              "p99 %.1f ms, max %.1f ms; previewd's CPU per push: %s" % (count, *pushed.delays(), pushed.cpu()),
+              flush=True)
+        print("  per push, requests %s" % pushed.requests(), flush=True)
 
         # 4. Reads.
         def timed(path):
@@ -576,8 +592,7 @@ def main():
         time.sleep(60)
         rest = (cpu_seconds(pd) - rest_from) / (time.time() - rest_started)
         print("at rest: %.1f ms of CPU a second; less that, a new PR's own: %.2f ms, a push's: %.2f ms"
-              % (rest * 1e3, (cpu - rest * latency_seconds) / count * 1e3,
-                 (push_cpu - rest * push_seconds) / count * 1e3), flush=True)
+              % (rest * 1e3, fresh.own(rest), pushed.own(rest)), flush=True)
 
         # 5. Sweep, memory. The first sweep runs at the start, with the orphan check (every
         # tenth pass: every Application listed), beside the cold pass; the next has nothing
