@@ -29,7 +29,7 @@ impl<'de> Deserialize<'de> for Application {
         use serde::de::Error;
         let mut rest = serde_json::Map::<String, Value>::deserialize(deserializer)?;
         let metadata = rest
-            .remove("metadata")
+            .shift_remove("metadata") // the other keys stay in the order sent
             .ok_or_else(|| D::Error::missing_field("metadata"))?;
         let metadata = ObjectMeta::deserialize(metadata).map_err(D::Error::custom)?;
         Ok(Self { metadata, rest })
