@@ -281,4 +281,51 @@ mod tests {
             "a given-up final is not owed"
         );
     }
+
+    /// The feedback worker read the thread, the preview ended (and its row went) while the
+    /// worker's report was on its way to GitHub, and then the worker saved what it posted.
+    #[tokio::test]
+    async fn a_report_saved_after_the_preview_ended_keeps_the_destroyed_report_owed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = open(&dir.path().join("state.db")).await.unwrap();
+        pool.execute(
+            "INSERT INTO previews (id, repo, number, repo_id, author, head_sha, head_ref, base_ref, fork, draft,
+                                   desired, pr_updated_at, created_at, updated_at, expires_at)
+             VALUES (7, 'acme/api', 1, 1, 'a', 'abc', 'h', 'main', 0, 0, 'absent', 1, 1, 1, 9)",
+        )
+        .await
+        .unwrap();
+        let read = Thread {
+            repo: "acme/api".into(),
+            number: 1,
+            ..Thread::default()
+        };
+        save_thread(&pool, &read, 1).await.unwrap();
+        assert!(forget_preview(&pool, 7, "closed", 10).await.unwrap());
+        let posted = Thread {
+            head_sha: Some("abc".into()),
+            body_hash: Some("tearing down".into()),
+            ..read
+        };
+        save_thread(&pool, &posted, 11).await.unwrap();
+        assert!(
+            owed(&pool).await.unwrap().finals,
+            "the destroyed report is still owed"
+        );
+        let saved = thread(&pool, "acme/api", 1).await.unwrap().unwrap();
+        assert_eq!(
+            saved.body_hash.as_deref(),
+            Some("tearing down"),
+            "what was posted is kept"
+        );
+        // Said: not owed any more; a final posted for another ending clears nothing.
+        final_posted(&pool, "acme/api", 1, Some("merged"), 12)
+            .await
+            .unwrap();
+        assert!(owed(&pool).await.unwrap().finals);
+        final_posted(&pool, "acme/api", 1, saved.end_reason.as_deref(), 12)
+            .await
+            .unwrap();
+        assert!(!owed(&pool).await.unwrap().finals);
+    }
 }

@@ -366,7 +366,11 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
     .await
 }
 
-/// Saved after a write GitHub took, which also ends any run of permanent refusals.
+/// Saved after a write GitHub took, which also ends any run of permanent refusals. An
+/// existing thread's `final_pending` and `end_reason` are not written here: they belong to
+/// the preview's end (`mark_final_report`), which may commit while a report is on its way to
+/// GitHub, and a report saved after it must not take back the "destroyed" it owes
+/// (`final_posted` clears it once said).
 pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Result<()> {
     sqlx::query!(
         "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
@@ -376,8 +380,8 @@ pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Resul
              installation_id = excluded.installation_id, head_sha = excluded.head_sha,
              comment_id = excluded.comment_id, body_hash = excluded.body_hash,
              deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
-             deployment_state = excluded.deployment_state, final_pending = excluded.final_pending,
-             updated_at = excluded.updated_at, end_reason = excluded.end_reason, failures = 0",
+             deployment_state = excluded.deployment_state,
+             updated_at = excluded.updated_at, failures = 0",
         t.repo,
         t.number,
         t.installation_id,
@@ -390,6 +394,28 @@ pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Resul
         t.final_pending,
         now,
         t.end_reason
+    )
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// The "destroyed" report for `end_reason` is on GitHub: not owed any more, unless the
+/// preview ended again since, for another reason.
+pub async fn final_posted(
+    pool: &SqlitePool,
+    repo: &str,
+    number: i64,
+    end_reason: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE github_threads SET final_pending = 0, updated_at = ?4
+         WHERE repo = ?1 AND number = ?2 AND end_reason IS ?3",
+        repo,
+        number,
+        end_reason,
+        now
     )
     .execute(pool)
     .await

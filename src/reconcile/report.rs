@@ -75,12 +75,12 @@ impl Feedback {
                 if thread.given_up.is_some() {
                     return Ok(());
                 }
-                // A live preview (a reopened PR) owes no "destroyed" report any more.
+                // A live preview (a reopened PR) owes no "destroyed" report (`pending_finals`
+                // skips it), whatever `final_pending` says: that is the preview's end's to set.
                 let stored = thread.clone();
                 let thread = Thread {
                     installation_id: row.installation_id.or(thread.installation_id),
                     head_sha: Some(row.head_sha.clone()),
-                    final_pending: false,
                     ..thread
                 };
                 self.publish(github, thread, &stored, &view).await.map(drop)
@@ -208,9 +208,10 @@ impl Feedback {
             let (repo, number) = (thread.repo.clone(), thread.number);
             let stored = thread.clone();
             match self.publish(github, thread, &stored, &view).await {
-                Ok(mut thread) => {
-                    thread.final_pending = false;
-                    let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
+                Ok(_) => {
+                    let now = self.clock.now();
+                    let _ =
+                        db::final_posted(&self.pool, &repo, number, reason.as_deref(), now).await;
                 }
                 Err((part, e)) => self.report_failed(&repo, number, &head, part, &e).await,
             }
