@@ -63,6 +63,16 @@ IMAGE = "ghcr.io/codertocat/hello-world"
 APPS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
 
 
+def log_tails(work, lines=40):
+    """The last `lines` of previewd's and the emulator's logs in `work`, to stderr: what a
+    failed run leaves to read."""
+    for name in ("serve.log", "emulator.log"):
+        path = os.path.join(work, name)
+        if os.path.exists(path):
+            with open(path) as f:
+                sys.stderr.write("--- %s (tail)\n%s\n" % (name, "".join(f.readlines()[-lines:])))
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

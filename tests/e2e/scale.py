@@ -606,11 +606,7 @@ def main():
     except Exception:
         import traceback
         traceback.print_exc()
-        for log in ("serve.log", "emulator.log"):
-            p = os.path.join(work, log)
-            if os.path.exists(p):
-                with open(p) as f:
-                    sys.stderr.write("--- %s (tail)\n%s\n" % (log, "".join(f.readlines()[-40:])))
+        F.log_tails(work)
     finally:
         pd.stop()
         emu.close()
