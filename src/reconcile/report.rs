@@ -20,14 +20,9 @@ impl Feedback {
     /// still owed (final reports, notices).
     pub async fn report(&self) {
         match db::preview_ids(&self.pool).await {
-            Ok(ids) => self.report_on(&ids).await,
+            Ok(ids) => self.report_owed(&ids, db::Owed::EVERYTHING).await,
             Err(e) => tracing::warn!(error = %e, "listing previews to report on failed"),
         }
-    }
-
-    /// Reports on each of `ids`, then posts what is still owed (final reports, notices).
-    pub(crate) async fn report_on(&self, ids: &[i64]) {
-        self.report_owed(ids, db::Owed::EVERYTHING).await;
     }
 
     /// Reports on each of `ids`, then posts the final reports and notices `owed` says are
