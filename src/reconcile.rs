@@ -368,21 +368,30 @@ impl Reconciler {
             let health = self.sink.reports_health();
             plan::step(desired, hash, helper, app_hash.zip(app), health, &wait)
         };
-        // A pass's look takes what the sink's watch saw, while that finds nothing to do:
-        // an idle pass over thousands of previews asks the API server nothing. Anything
-        // else is decided on the Applications read afresh.
+        // A look takes what the sink's watch saw (`Watched`): an idle pass over thousands of
+        // previews, and a push, ask the API server to read nothing.
+        let seen = self.seen_by_watch(&names, &owner, app_hash.is_some());
         if read == Read::Earlier
-            && let Some((helper, app)) = self.seen_by_watch(&names, &owner, app_hash.is_some())
-            && decide(&helper, app.as_ref())
-                .changes_nothing(row.observed, row.last_error.as_deref())
+            && let Some((helper, app)) = &seen
+            && decide(helper, app.as_ref()).changes_nothing(row.observed, row.last_error.as_deref())
         {
             self.settled(id);
             return Ok(());
         }
-        let helper = self.observe(&names.application, &owner).await?;
-        let app = match app_hash {
-            Some(_) => Some(self.observe(&names.app_application, &owner).await?),
-            None => None,
+        // Where the watch saw none, the Application is read: the watch sees only this
+        // instance's, and another's under the name is a conflict to report, not to apply over.
+        let (seen_helper, seen_app) = match seen {
+            Some((helper, app)) => (Some(helper), app),
+            None => (None, None),
+        };
+        let helper = match seen_helper {
+            Some(helper) if helper != Observed::Missing => helper,
+            _ => self.observe(&names.application, &owner).await?,
+        };
+        let app = match (app_hash, seen_app) {
+            (None, _) => None,
+            (Some(_), Some(app)) if app != Observed::Missing => Some(app),
+            (Some(_), _) => Some(self.observe(&names.app_application, &owner).await?),
         };
         let step = decide(&helper, app.as_ref());
         // The manifests themselves only when something is to be written.

@@ -115,7 +115,7 @@ impl Sink {
 
     /// What the sink's watch last saw under `name`, without asking anyone: None when it
     /// keeps nothing (a directory, whose reads are a file's metadata) or its watch is not
-    /// live. A hint for a pass to find nothing to do by, never to act on.
+    /// live or a write of previewd's to `name` is on its way (`Watched`).
     pub fn observe_watched(&self, name: &str, owner: &Owner) -> Option<Observed> {
         match self {
             Self::Directory(_) => None,

@@ -62,17 +62,23 @@ impl KubeSink {
         if let Some(operation) = sync_request(&manifest) {
             manifest["operation"] = operation;
         }
-        let uid = match self.read(name).await? {
-            Some(app) => {
-                if let Some(other) = owner.mismatch(&labels_of(&app)) {
-                    let name = name.to_owned();
-                    return Err(Conflict { name, owner: other }.into());
+        // The watch's copy names it as well as a read would (`Watched::uid`).
+        let uid = match self.watched.uid(name, owner) {
+            Some(uid) => uid,
+            None => match self.read(name).await? {
+                Some(app) => {
+                    if let Some(other) = owner.mismatch(&labels_of(&app)) {
+                        let name = name.to_owned();
+                        return Err(Conflict { name, owner: other }.into());
+                    }
+                    app.metadata.uid.unwrap_or_default()
                 }
-                app.metadata.uid.unwrap_or_default()
-            }
-            None => fresh_uid(),
+                None => fresh_uid(),
+            },
         };
         manifest["metadata"]["uid"] = uid.into();
+        let hash = manifest["metadata"]["annotations"][APPLIED_HASH].as_str();
+        self.watched.awaiting(name, hash);
         self.api
             .patch(name, &params, &Patch::Apply(&manifest))
             .await
@@ -81,10 +87,15 @@ impl KubeSink {
     }
 
     async fn read(&self, name: &str) -> anyhow::Result<Option<Application>> {
-        self.api
+        let app = self
+            .api
             .get_opt(name)
             .await
-            .with_context(|| format!("reading Application {name}"))
+            .with_context(|| format!("reading Application {name}"))?;
+        if let Some(app) = &app {
+            self.watched.confirm(app);
+        }
+        Ok(app)
     }
 
     /// What the watch last saw under `name` (`Watched::observe`): None while it is not live.

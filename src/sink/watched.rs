@@ -1,9 +1,11 @@
-//! What the watch (`sink::watch`) has seen of previewd's Applications: for each name, the
-//! little a full pass needs to find nothing to do (the owner's labels, a deletion, the applied hash, Argo
-//! CD's verdict), so that an idle pass over thousands of previews asks the API server
-//! nothing. It is a hint, never a reason to act: a look that finds anything to do from it
-//! reads the Application again (`Reconciler`), and it answers only while the watch that
-//! keeps it is live — from a complete list on, until the watch fails.
+//! What the watch (`sink::watch`) has seen of previewd's Applications: for each name, what a
+//! look decides on (the owner's labels, a deletion, the applied hash, Argo CD's verdict) and
+//! what a write names (`uid`), so that neither an idle pass over thousands of previews nor
+//! a push asks the API server to read what its watch already delivered. It answers only
+//! while the watch that keeps it is live (from a complete list on, until the watch fails),
+//! and never for a name previewd has just written until the watch delivers that write
+//! (`awaiting`): a look on the state before its own write would apply it again, and run its
+//! hooks twice.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,6 +24,9 @@ struct Seen {
     deleting: bool,
     hash: Option<String>,
     health: Health,
+    uid: Option<String>,
+    /// Compared for equality only, as the API conventions allow (`confirm`).
+    version: Option<String>,
 }
 
 impl Seen {
@@ -36,6 +41,8 @@ impl Seen {
                 .and_then(|a| a.get(APPLIED_HASH))
                 .cloned(),
             health: verdict(app),
+            uid: app.metadata.uid.clone(),
+            version: app.metadata.resource_version.clone(),
         }
     }
 }
@@ -47,6 +54,17 @@ struct Inner {
     /// The instance whose Applications these are.
     instance: String,
     seen: HashMap<String, Seen>,
+    /// Names previewd wrote, with the applied hash each write carries, whose write the
+    /// watch has not delivered yet. Bounded by the previews: one entry per Application.
+    awaited: HashMap<String, Option<String>>,
+}
+
+impl Inner {
+    /// What was seen under `name`, when that can be answered for: live, and no write of
+    /// previewd's on its way.
+    fn answers(&self, name: &str) -> Option<Option<&Seen>> {
+        (self.live && !self.awaited.contains_key(name)).then(|| self.seen.get(name))
+    }
 }
 
 #[derive(Default)]
@@ -56,13 +74,12 @@ pub struct Watched {
 
 impl Watched {
     /// What the watch has seen under `name`, as `KubeSink::observe` would read it; None
-    /// while the watch is not live (the caller reads the Application itself).
+    /// while the watch is not live or a write of previewd's to `name` is on its way (the
+    /// caller reads the Application itself). `Missing` is only "none of this instance's":
+    /// the watch sees only Applications labelled with it.
     pub fn observe(&self, name: &str, owner: &Owner) -> Option<Observed> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if !inner.live {
-            return None;
-        }
-        let Some(seen) = inner.seen.get(name) else {
+        let Some(seen) = inner.answers(name)? else {
             return Some(Observed::Missing);
         };
         Some(if let Some(owner) = owner.mismatch(&seen.labels) {
@@ -75,6 +92,42 @@ impl Watched {
                 health: Some(seen.health.clone()),
             }
         })
+    }
+
+    /// The `uid` of `owner`'s Application under `name`, for a write to name (`KubeSink::apply`);
+    /// None when the watch cannot answer, saw none (one of another instance's may be there,
+    /// unseen) or saw another's.
+    pub fn uid(&self, name: &str, owner: &Owner) -> Option<String> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = inner.answers(name)??;
+        owner
+            .mismatch(&seen.labels)
+            .is_none()
+            .then(|| seen.uid.clone())?
+    }
+
+    /// A write of previewd's to `name`, carrying applied hash `hash`, is about to be sent:
+    /// `name` is not answered for until the watch delivers an Application with that hash
+    /// (`saw`), or a read finds the watch caught up (`confirm`).
+    pub(super) fn awaiting(&self, name: &str, hash: Option<&str>) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner
+            .awaited
+            .insert(name.to_owned(), hash.map(str::to_owned));
+    }
+
+    /// `app` was just read from the API server: when the watch last saw this very version of
+    /// it, the watch has caught up with every write to it (a write that failed, or changed
+    /// nothing and so made no event).
+    pub(super) fn confirm(&self, app: &Application) {
+        let (Some(name), Some(version)) = (&app.metadata.name, &app.metadata.resource_version)
+        else {
+            return;
+        };
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.seen.get(name).and_then(|s| s.version.as_ref()) == Some(version) {
+            inner.awaited.remove(name);
+        }
     }
 
     /// The names of `instance`'s Applications, as `KubeSink::list` would list them; None
@@ -99,12 +152,23 @@ impl Watched {
         };
         let seen = Seen::of(app);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Events come in order: the first with the awaited hash is that write, or later.
+        if inner
+            .awaited
+            .get(name)
+            .is_some_and(|hash| *hash == seen.hash)
+        {
+            inner.awaited.remove(name);
+        }
         inner.seen.insert(name.clone(), seen);
     }
 
     pub(super) fn gone(&self, name: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.seen.remove(name);
+        // Nothing under the name is answered for but `Missing`, which no caller trusts (a
+        // foreign Application is unseen): a create on its way is read, not missed.
+        inner.awaited.remove(name);
     }
 
     /// The list is complete, and the watch goes on from its version.
@@ -131,9 +195,14 @@ mod tests {
     use super::*;
 
     fn app(name: &str, pr: &str, hash: &str) -> Application {
+        versioned(name, pr, hash, "1")
+    }
+
+    fn versioned(name: &str, pr: &str, hash: &str, version: &str) -> Application {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
             "metadata": {"name": name, "annotations": {APPLIED_HASH: hash},
+                         "uid": format!("uid-{name}"), "resourceVersion": version,
                          "labels": {"app.kubernetes.io/managed-by": "previewd",
                                     "previewd.dev/repo": "octo-repo", "previewd.dev/pr": pr,
                                     "previewd.dev/instance": "i-1"}},
@@ -191,5 +260,70 @@ mod tests {
         watched.lost();
         assert_eq!(watched.observe("b", &owner("2")), None, "a failed watch");
         assert_eq!(watched.names("i-1"), None);
+    }
+
+    fn listed(apps: &[Application]) -> Watched {
+        let watched = Watched::default();
+        watched.listing("i-1");
+        for app in apps {
+            watched.saw(app);
+        }
+        watched.listed();
+        watched
+    }
+
+    #[test]
+    fn a_name_previewd_writes_is_not_answered_for_until_the_watch_delivers_the_write() {
+        let watched = listed(&[versioned("a", "1", "h1", "5")]);
+        assert_eq!(watched.uid("a", &owner("1")), Some("uid-a".into()));
+        watched.awaiting("a", Some("h2"));
+        assert_eq!(watched.observe("a", &owner("1")), None, "h1 is stale now");
+        assert_eq!(watched.uid("a", &owner("1")), None);
+        watched.saw(&versioned("a", "1", "h1", "6"));
+        assert_eq!(
+            watched.observe("a", &owner("1")),
+            None,
+            "an event from before the write (Argo CD's status) is not the write"
+        );
+        watched.saw(&versioned("a", "1", "h2", "7"));
+        assert!(matches!(
+            watched.observe("a", &owner("1")),
+            Some(Observed::Present { hash: Some(h), .. }) if h == "h2"
+        ));
+    }
+
+    #[test]
+    fn a_read_of_the_version_the_watch_saw_ends_the_wait_for_a_write_that_made_no_event() {
+        let watched = listed(&[versioned("a", "1", "h1", "5")]);
+        watched.awaiting("a", Some("h2"));
+        watched.confirm(&versioned("a", "1", "h2", "6"));
+        assert_eq!(
+            watched.observe("a", &owner("1")),
+            None,
+            "the server has a version the watch has not delivered"
+        );
+        watched.confirm(&versioned("a", "1", "h1", "5"));
+        assert!(
+            watched.observe("a", &owner("1")).is_some(),
+            "the write failed: the watch is as current as a read"
+        );
+    }
+
+    #[test]
+    fn a_write_names_only_a_uid_the_watch_saw_of_the_owners_application() {
+        let watched = listed(&[versioned("a", "1", "h1", "5")]);
+        assert_eq!(watched.uid("a", &owner("9")), None, "another PR's");
+        assert_eq!(
+            watched.uid("b", &owner("1")),
+            None,
+            "unseen: perhaps another instance's"
+        );
+        watched.awaiting("b", Some("h1"));
+        watched.gone("b");
+        assert_eq!(
+            watched.observe("b", &owner("1")),
+            Some(Observed::Missing),
+            "gone answers Missing, which every caller reads again"
+        );
     }
 }

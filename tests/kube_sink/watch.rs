@@ -2,8 +2,8 @@
 //! server speaks it (a list for the version, then a chunked stream of events), including the
 //! expiry of that version (410 Gone, apiserver storage/cacher "too old resource version"),
 //! after which it lists again and goes on from the new version. kube-fake-client has no
-//! watch, so this API server is a script. And what the watch keeps: a pass over a preview it
-//! saw settled reads nothing, one it saw anything else of reads afresh.
+//! watch, so this API server is a script. And what the watch keeps: a look decides on it and
+//! reads nothing, except on a name whose write by previewd the watch has not delivered yet.
 
 use std::time::Duration;
 
@@ -206,31 +206,78 @@ async fn a_pass_over_a_settled_preview_takes_what_the_watch_saw_and_reads_nothin
     reconciler.pass().await.unwrap();
     let labels = applications.get(APP).await.unwrap().metadata.labels;
     let instance = labels.unwrap()["previewd.dev/instance"].clone();
-
-    // The watch saw the helpers syncing; Argo CD finished since, unseen by it.
-    let watch = watching(&sink, &instance).await;
     apply::report_ready(&applications, APP).await;
+
+    let _watch = watching(&sink, &instance).await;
     let before = gets.load(Ordering::SeqCst);
     reconciler.pass().await.unwrap();
-    assert!(
-        gets.load(Ordering::SeqCst) > before,
-        "what the watch saw leaves work to do: the Application is read afresh"
+    assert_eq!(
+        observed(&app).await,
+        "ready",
+        "decided on what the watch saw"
     );
-    assert_eq!(observed(&app).await, "ready");
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        before,
+        "neither the look that found it ready nor an idle pass reads an Application"
+    );
+}
 
-    // Seen ready by the watch (listed again), it takes no request at all.
+/// Before, every look with anything to do read the Applications afresh, though the watch
+/// had delivered them: three reads of a 24 KB object per push (issue #17).
+#[tokio::test]
+async fn a_push_is_applied_on_what_the_watch_saw_and_never_applied_twice() {
+    let app = TestApp::start().await;
+    let argo = Arc::new(ArgoCd::default());
+    let (client, gets) = counting_gets(cluster(argo.clone()).await);
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let sink = KubeSink::new(client, "argocd");
+    let reconciler = reconciler_with(&app, sink.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let labels = applications.get(APP).await.unwrap().metadata.labels;
+    let instance = labels.unwrap()["previewd.dev/instance"].clone();
+    apply::report_ready(&applications, APP).await;
+    let watch = watching(&sink, &instance).await;
+
+    let head = "b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b";
+    app.send(&Delivery::push(head, "2019-05-15T16:00:00Z"))
+        .await;
+    let (before, patched) = (
+        gets.load(Ordering::SeqCst),
+        argo.patches.load(Ordering::SeqCst),
+    );
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        before,
+        "the look and the write take the Application (and its uid) the watch saw"
+    );
+    assert_eq!(argo.patches.load(Ordering::SeqCst), patched + 1, "applied");
+    let applied = applications.get(APP).await.unwrap();
+    let annotations = applied.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations["previewd.dev/head-sha"], head);
+
+    // The watch has not delivered that write (it is held empty here): what it saw is the
+    // old rendering, on which a look would apply the new one again and run its hooks twice.
+    let before = gets.load(Ordering::SeqCst);
+    reconciler.pass().await.unwrap();
+    assert_eq!(
+        argo.patches.load(Ordering::SeqCst),
+        patched + 1,
+        "a look on a name just written does not apply it again"
+    );
+    assert!(gets.load(Ordering::SeqCst) > before, "it reads it");
+
+    // Once the watch delivers the write (here by listing again), it answers again.
     watch.abort();
     let _ = watch.await;
     let _watch = watching(&sink, &instance).await;
     let before = gets.load(Ordering::SeqCst);
     reconciler.pass().await.unwrap();
-    reconciler.pass().await.unwrap();
-    assert_eq!(
-        gets.load(Ordering::SeqCst),
-        before,
-        "an idle pass reads no Application"
-    );
-    assert_eq!(observed(&app).await, "ready");
+    assert_eq!(gets.load(Ordering::SeqCst), before, "nothing read");
+    assert_eq!(argo.patches.load(Ordering::SeqCst), patched + 1);
 }
 
 /// An API server answering each list with `page(uri)` and holding every watch open and
