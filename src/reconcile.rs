@@ -26,7 +26,7 @@ use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, ObservedState, PreviewKey};
 use crate::render;
 use crate::seal::SealingCert;
-use crate::sink::{Owner, Sink};
+use crate::sink::{Owner, Sink, Stale};
 use crate::work::{Later, Pending};
 
 mod orphans;
@@ -421,10 +421,12 @@ impl Reconciler {
                 let rendered = rendered.as_ref().context("nothing to apply")?;
                 let render::Stamped { manifest, hash } = &rendered.helper;
                 db::record_intended(&self.pool, id, &rendered.entries, now).await?;
-                self.retry("apply", || {
+                let written = self.retry("apply", || {
                     self.sink.apply(&names.application, manifest, &owner)
-                })
-                .await?;
+                });
+                if stale(written.await)? {
+                    return Box::pin(self.reconcile(id)).await;
+                }
                 let reason = format!("helper Application {} applied at {sha}", names.application);
                 db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now)
                     .await?;
@@ -447,11 +449,13 @@ impl Reconciler {
                     let rendering = app_rendering.context("nothing to apply")?;
                     let entry = ledger::app_entry(&names, &self.config);
                     db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
-                    self.retry("apply", || {
+                    let written = self.retry("apply", || {
                         self.sink
                             .apply(&names.app_application, &rendering.manifest, &owner)
-                    })
-                    .await?;
+                    });
+                    if stale(written.await)? {
+                        return Box::pin(self.reconcile(id)).await;
+                    }
                     let reason = format!(
                         "app Application {} applied at {sha}: the helpers are ready",
                         names.app_application
@@ -563,6 +567,8 @@ impl Reconciler {
             };
             match result {
                 Ok(value) => return Ok(value),
+                // Decided on a copy the server has moved past: the caller decides again.
+                Err(e) if e.is::<Stale>() => return Err(e),
                 Err(e) if attempt >= ATTEMPTS => {
                     return Err(e.context(format!("{what} failed {ATTEMPTS} times")));
                 }
@@ -573,6 +579,19 @@ impl Reconciler {
                 }
             }
         }
+    }
+}
+
+/// Whether an apply was refused as `Stale` (the look then decides again, on a read: the
+/// name just written is not answered for by the watch until it delivers the write).
+fn stale(applied: anyhow::Result<()>) -> anyhow::Result<bool> {
+    match applied {
+        Ok(()) => Ok(false),
+        Err(e) if e.is::<Stale>() => {
+            tracing::debug!(error = %e, "deciding again on the Application read afresh");
+            Ok(true)
+        }
+        Err(e) => Err(e),
     }
 }
 

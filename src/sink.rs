@@ -76,6 +76,14 @@ pub struct Conflict {
     pub owner: String,
 }
 
+/// A write decided on the watch's copy of an Application that the server has moved past
+/// (`KubeSink::apply`): nothing was written, and the look decides again on a read.
+#[derive(Debug, thiserror::Error)]
+#[error("Application {name} changed since the watch saw it")]
+pub struct Stale {
+    pub name: String,
+}
+
 /// The configured sink; the reconciler only ever talks to this.
 #[derive(Clone)]
 pub enum Sink {

@@ -9,10 +9,10 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use serde_json::Value;
 
 use super::watched::{Watched, labels_of};
-use super::{Conflict, Owner};
+use super::{Conflict, Owner, Stale};
 use crate::argocd::{Application, sync_request, verdict};
 use crate::ledger::{ApiRef, Entry};
-use crate::plan::Observed;
+use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
 
 pub const FIELD_MANAGER: &str = "previewd";
@@ -62,27 +62,48 @@ impl KubeSink {
         if let Some(operation) = sync_request(&manifest) {
             manifest["operation"] = operation;
         }
-        // The watch's copy names it as well as a read would (`Watched::uid`).
-        let uid = match self.watched.uid(name, owner) {
-            Some(uid) => uid,
+        // The watch's copy names the object as a read would (`Watched::target`), and its
+        // version too: a copy behind the server (relabelled, being deleted, replaced) is a
+        // 409, and the look decides again on a read (`Stale`). The API server keeps an
+        // object's resourceVersion as a precondition of any write that carries one (apiserver
+        // registry/generic/registry/store.go Update: a version other than the stored one is
+        // a conflict; kubernetes/kubernetes#63104 for patches).
+        let (uid, version) = match self.watched.target(name, owner) {
+            Some((uid, version)) => (uid, Some(version)),
             None => match self.read(name).await? {
                 Some(app) => {
                     if let Some(other) = owner.mismatch(&labels_of(&app)) {
                         let name = name.to_owned();
                         return Err(Conflict { name, owner: other }.into());
                     }
-                    app.metadata.uid.unwrap_or_default()
+                    (app.metadata.uid.unwrap_or_default(), None)
                 }
-                None => fresh_uid(),
+                None => (fresh_uid(), None),
             },
         };
         manifest["metadata"]["uid"] = uid.into();
-        let hash = manifest["metadata"]["annotations"][APPLIED_HASH].as_str();
-        self.watched.awaiting(name, hash);
-        self.api
+        if let Some(version) = &version {
+            manifest["metadata"]["resourceVersion"] = version.as_str().into();
+        }
+        self.watched.awaiting(name);
+        match self
+            .api
             .patch(name, &params, &Patch::Apply(&manifest))
             .await
-            .with_context(|| format!("applying Application {name}"))?;
+        {
+            Ok(app) => {
+                if let Some(version) = &app.metadata.resource_version {
+                    self.watched.written(name, version);
+                }
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 && version.is_some() => {
+                return Err(Stale {
+                    name: name.to_owned(),
+                }
+                .into());
+            }
+            Err(e) => return Err(e).with_context(|| format!("applying Application {name}")),
+        }
         Ok(())
     }
 
@@ -130,7 +151,12 @@ impl KubeSink {
     pub async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<bool> {
         self.patch_as_read(name, owner, "asking Argo CD to sync", |app| {
             let busy = app.rest.get("operation").is_some_and(|o| !o.is_null());
-            if busy || app.metadata.deletion_timestamp.is_some() {
+            // Decided on what was just read, not on what the look saw: a sync that finished
+            // since (the watch a little behind) is not asked for again, hooks and all.
+            if busy
+                || app.metadata.deletion_timestamp.is_some()
+                || verdict(app) != Health::NeedsSync
+            {
                 return None;
             }
             let operation = sync_request(&serde_json::to_value(app).ok()?)?;

@@ -8,6 +8,13 @@ use super::watched::Watched;
 
 /// A watch that ends with no event sooner than this is an error, not a renewal.
 const WATCH_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long the API server keeps one watch open (`timeoutSeconds`) before previewd opens the
+/// next from its version.
+const WATCH_SECONDS: u32 = 60;
+/// A watch still open this long after it was asked for is a dead connection (a half-open TCP
+/// connection never ends, and kube-client sets no read timeout): what it keeps would go
+/// stale unnoticed while looks decide on it, so it is an error, and listed afresh.
+const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(90);
 /// Applications a list for the watch reads at a time (the API server pages by `limit`), so
 /// that a relist of thousands never holds them all at once.
 const LIST_PAGE: u32 = 50;
@@ -60,17 +67,20 @@ impl KubeSink {
                 }
                 self.watched.listed();
             }
-            let params = WatchParams::default().labels(&selector).timeout(290);
-            let events = self
-                .api
-                .watch(&params, &version)
+            let params = WatchParams::default()
+                .labels(&selector)
+                .timeout(WATCH_SECONDS);
+            let deadline = tokio::time::Instant::now() + WATCH_DEADLINE;
+            let silent = || anyhow::anyhow!("the watch of previewd's Applications went silent");
+            let events = tokio::time::timeout_at(deadline, self.api.watch(&params, &version))
                 .await
+                .map_err(|_| silent())?
                 .context("watching previewd's Applications")?;
             let mut events = std::pin::pin!(events);
             let (opened, mut seen) = (std::time::Instant::now(), 0usize);
-            while let Some(event) = events
-                .try_next()
+            while let Some(event) = tokio::time::timeout_at(deadline, events.try_next())
                 .await
+                .map_err(|_| silent())?
                 .context("watching previewd's Applications")?
             {
                 let object = match event {

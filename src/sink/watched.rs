@@ -5,7 +5,8 @@
 //! while the watch that keeps it is live (from a complete list on, until the watch fails),
 //! and never for a name previewd has just written until the watch delivers that write
 //! (`awaiting`): a look on the state before its own write would apply it again, and run its
-//! hooks twice.
+//! hooks twice. A write on what it says names the version it saw (`KubeSink::apply`), so a
+//! copy that fell behind is refused, never written over.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -54,8 +55,9 @@ struct Inner {
     /// The instance whose Applications these are.
     instance: String,
     seen: HashMap<String, Seen>,
-    /// Names previewd wrote, with the applied hash each write carries, whose write the
-    /// watch has not delivered yet. Bounded by the previews: one entry per Application.
+    /// Names previewd wrote whose write the watch has not delivered yet: the version the
+    /// write made, None while it is on its way. Only names in `seen` (pruned at each list):
+    /// what the watch has not seen is `Missing`, which every caller reads afresh anyway.
     awaited: HashMap<String, Option<String>>,
 }
 
@@ -94,26 +96,40 @@ impl Watched {
         })
     }
 
-    /// The `uid` of `owner`'s Application under `name`, for a write to name (`KubeSink::apply`);
-    /// None when the watch cannot answer, saw none (one of another instance's may be there,
-    /// unseen) or saw another's.
-    pub fn uid(&self, name: &str, owner: &Owner) -> Option<String> {
+    /// The `uid` and `resourceVersion` of `owner`'s Application under `name`, for a write to
+    /// name (`KubeSink::apply`); None when the watch cannot answer, saw none (one of another
+    /// instance's may be there, unseen) or saw another's.
+    pub fn target(&self, name: &str, owner: &Owner) -> Option<(String, String)> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let seen = inner.answers(name)??;
-        owner
-            .mismatch(&seen.labels)
-            .is_none()
-            .then(|| seen.uid.clone())?
+        if owner.mismatch(&seen.labels).is_some() {
+            return None;
+        }
+        Some((seen.uid.clone()?, seen.version.clone()?))
     }
 
-    /// A write of previewd's to `name`, carrying applied hash `hash`, is about to be sent:
-    /// `name` is not answered for until the watch delivers an Application with that hash
-    /// (`saw`), or a read finds the watch caught up (`confirm`).
-    pub(super) fn awaiting(&self, name: &str, hash: Option<&str>) {
+    /// A write of previewd's to `name` is about to be sent: `name` is not answered for until
+    /// the watch delivers it (`written`, `saw`), or a read finds the watch caught up
+    /// (`confirm`).
+    pub(super) fn awaiting(&self, name: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner
-            .awaited
-            .insert(name.to_owned(), hash.map(str::to_owned));
+        if !inner.live || inner.seen.contains_key(name) {
+            inner.awaited.insert(name.to_owned(), None);
+        }
+    }
+
+    /// The write to `name` made `version`: awaited until the watch delivers that version
+    /// (compared for equality only: versions are opaque), unless it already has.
+    pub(super) fn written(&self, name: &str, version: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let delivered = inner.seen.get(name).and_then(|s| s.version.as_deref()) == Some(version);
+        match inner.awaited.get_mut(name) {
+            Some(_) if delivered => {
+                inner.awaited.remove(name);
+            }
+            Some(awaited) => *awaited = Some(version.to_owned()),
+            None => {}
+        }
     }
 
     /// `app` was just read from the API server: when the watch last saw this very version of
@@ -143,6 +159,8 @@ impl Watched {
         inner.live = false;
         inner.instance = instance.to_owned();
         inner.seen.clear();
+        // A write answered before this list began is in it; one still on its way may not be.
+        inner.awaited.retain(|_, version| version.is_none());
     }
 
     /// One Application of the list, or of a watch event.
@@ -152,11 +170,8 @@ impl Watched {
         };
         let seen = Seen::of(app);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        // Events come in order: the first with the awaited hash is that write, or later.
-        if inner
-            .awaited
-            .get(name)
-            .is_some_and(|hash| *hash == seen.hash)
+        if let Some(Some(version)) = inner.awaited.get(name)
+            && seen.version.as_ref() == Some(version)
         {
             inner.awaited.remove(name);
         }
@@ -173,7 +188,10 @@ impl Watched {
 
     /// The list is complete, and the watch goes on from its version.
     pub(super) fn listed(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).live = true;
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.live = true;
+        let Inner { seen, awaited, .. } = &mut *inner;
+        awaited.retain(|name, _| seen.contains_key(name));
     }
 
     /// The watch failed: what was seen may go stale, so nothing is answered until the next
@@ -272,30 +290,49 @@ mod tests {
         watched
     }
 
+    fn hash(observed: Option<Observed>) -> Option<String> {
+        match observed {
+            Some(Observed::Present { hash, .. }) => hash,
+            _ => None,
+        }
+    }
+
     #[test]
     fn a_name_previewd_writes_is_not_answered_for_until_the_watch_delivers_the_write() {
         let watched = listed(&[versioned("a", "1", "h1", "5")]);
-        assert_eq!(watched.uid("a", &owner("1")), Some("uid-a".into()));
-        watched.awaiting("a", Some("h2"));
+        assert_eq!(
+            watched.target("a", &owner("1")),
+            Some(("uid-a".into(), "5".into()))
+        );
+        watched.awaiting("a");
         assert_eq!(watched.observe("a", &owner("1")), None, "h1 is stale now");
-        assert_eq!(watched.uid("a", &owner("1")), None);
-        watched.saw(&versioned("a", "1", "h1", "6"));
+        assert_eq!(watched.target("a", &owner("1")), None);
+        watched.written("a", "7");
+        // A to B to A: an event from before the write, with the very hash the write carries.
+        watched.saw(&versioned("a", "1", "h2", "6"));
         assert_eq!(
             watched.observe("a", &owner("1")),
             None,
-            "an event from before the write (Argo CD's status) is not the write"
+            "an event from before the write is not the write, whatever its hash"
         );
         watched.saw(&versioned("a", "1", "h2", "7"));
-        assert!(matches!(
-            watched.observe("a", &owner("1")),
-            Some(Observed::Present { hash: Some(h), .. }) if h == "h2"
-        ));
+        assert_eq!(hash(watched.observe("a", &owner("1"))), Some("h2".into()));
+    }
+
+    #[test]
+    fn a_write_the_watch_delivered_before_its_answer_is_not_awaited() {
+        let watched = listed(&[versioned("a", "1", "h1", "5")]);
+        watched.awaiting("a");
+        watched.saw(&versioned("a", "1", "h2", "6"));
+        assert_eq!(watched.observe("a", &owner("1")), None, "not known yet");
+        watched.written("a", "6");
+        assert_eq!(hash(watched.observe("a", &owner("1"))), Some("h2".into()));
     }
 
     #[test]
     fn a_read_of_the_version_the_watch_saw_ends_the_wait_for_a_write_that_made_no_event() {
         let watched = listed(&[versioned("a", "1", "h1", "5")]);
-        watched.awaiting("a", Some("h2"));
+        watched.awaiting("a");
         watched.confirm(&versioned("a", "1", "h2", "6"));
         assert_eq!(
             watched.observe("a", &owner("1")),
@@ -312,18 +349,50 @@ mod tests {
     #[test]
     fn a_write_names_only_a_uid_the_watch_saw_of_the_owners_application() {
         let watched = listed(&[versioned("a", "1", "h1", "5")]);
-        assert_eq!(watched.uid("a", &owner("9")), None, "another PR's");
+        assert_eq!(watched.target("a", &owner("9")), None, "another PR's");
         assert_eq!(
-            watched.uid("b", &owner("1")),
+            watched.target("b", &owner("1")),
             None,
             "unseen: perhaps another instance's"
         );
-        watched.awaiting("b", Some("h1"));
-        watched.gone("b");
+    }
+
+    #[test]
+    fn only_names_the_watch_has_seen_are_awaited_so_the_marks_stay_bounded() {
+        let watched = listed(&[versioned("a", "1", "h1", "5")]);
+        watched.awaiting("b");
         assert_eq!(
             watched.observe("b", &owner("1")),
             Some(Observed::Missing),
-            "gone answers Missing, which every caller reads again"
+            "a create: Missing, which every caller reads afresh"
+        );
+        watched.awaiting("a");
+        watched.gone("a");
+        assert!(watched.inner.lock().unwrap().awaited.is_empty(), "gone");
+        // A write on its way when the watch failed, to an object deleted before the list.
+        watched.saw(&versioned("a", "1", "h1", "8"));
+        watched.awaiting("a");
+        watched.lost();
+        watched.listing("i-1");
+        watched.listed();
+        assert!(watched.inner.lock().unwrap().awaited.is_empty(), "listed");
+    }
+
+    #[test]
+    fn a_list_that_began_after_a_write_was_answered_holds_it() {
+        let watched = Watched::default();
+        watched.awaiting("a");
+        watched.written("a", "6");
+        watched.awaiting("b");
+        watched.listing("i-1");
+        watched.saw(&versioned("a", "1", "h2", "7"));
+        watched.saw(&versioned("b", "1", "h1", "3"));
+        watched.listed();
+        assert_eq!(hash(watched.observe("a", &owner("1"))), Some("h2".into()));
+        assert_eq!(
+            watched.observe("b", &owner("1")),
+            None,
+            "a write on its way when the list began may not be in it"
         );
     }
 }

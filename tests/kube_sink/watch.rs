@@ -141,6 +141,27 @@ async fn a_watch_the_server_refuses_is_an_error_for_the_caller_to_retry() {
     assert!(format!("{error:#}").contains("cannot watch"), "{error:#}");
 }
 
+/// Before, a watch on a connection that died without a word (half-open: no reset, no end)
+/// waited for ever, and what it kept, which looks decide on, went stale unnoticed.
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_goes_silent_past_its_timeout_is_an_error_and_forgotten() {
+    let (client, requests) = scripted(vec!["5"], vec![]);
+    let sink = KubeSink::new(client, "argocd");
+    let result = tokio::time::timeout(Duration::from_secs(120), sink.watch("inst-1", |_| {})).await;
+    let error = result.expect("returns").expect_err("an error");
+    assert!(format!("{error:#}").contains("went silent"), "{error:#}");
+    assert_eq!(
+        sink.observe_watched(APP, &Owner::instance("inst-1")),
+        None,
+        "nothing it kept is answered"
+    );
+    let requests = requests.lock().unwrap();
+    assert!(
+        requests.iter().any(|r| r.contains("timeoutSeconds=60")),
+        "the server ends each watch well before previewd gives up on it: {requests:?}"
+    );
+}
+
 /// Before, a server that ended every watch at once (an empty body, a proxy's error page)
 /// had the watch opened again at once, forever, with no backoff.
 #[tokio::test]
@@ -376,4 +397,67 @@ async fn the_orphan_checks_list_is_read_page_by_page_while_no_watch_is_live() {
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert!(requests[0].contains("limit=500"), "{requests:?}");
     assert!(requests[1].contains("continue=page-2"), "{requests:?}");
+}
+
+/// Before, a push decided on the watch's copy force-applied over an Application an operator
+/// had just given to another PR, unseen by the watch yet: the copy said it was this
+/// preview's, and the uid matched (the same object).
+#[tokio::test]
+async fn a_write_on_a_copy_the_server_moved_past_is_refused_and_decided_again_on_a_read() {
+    let app = TestApp::start().await;
+    let (client, gets) = counting_gets(cluster(Arc::new(ArgoCd::default())).await);
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let sink = KubeSink::new(client, "argocd");
+    let reconciler = reconciler_with(&app, sink.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let labels = applications.get(APP).await.unwrap().metadata.labels;
+    let instance = labels.unwrap()["previewd.dev/instance"].clone();
+    apply::report_ready(&applications, APP).await;
+    let _watch = watching(&sink, &instance).await;
+
+    merge(
+        &applications,
+        APP,
+        &json!({"metadata": {"labels": {"previewd.dev/pr": "99"}}}),
+    )
+    .await;
+    let head = "b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b";
+    app.send(&Delivery::push(head, "2019-05-15T16:00:00Z"))
+        .await;
+    let before = gets.load(Ordering::SeqCst);
+    reconciler.pass().await.unwrap();
+    let now = applications.get(APP).await.unwrap();
+    let labels = now.metadata.labels.unwrap_or_default();
+    assert_eq!(labels["previewd.dev/pr"], "99", "not taken back");
+    let annotations = now.metadata.annotations.unwrap_or_default();
+    assert_ne!(annotations["previewd.dev/head-sha"], head, "not written");
+    assert!(gets.load(Ordering::SeqCst) > before, "read afresh");
+    let error: Option<String> = app.scalar("SELECT last_error FROM previews").await;
+    assert!(
+        error.as_deref().is_some_and(|e| e.contains("belongs to")),
+        "reported as the conflict it is: {error:?}"
+    );
+}
+
+/// Before, a sync was asked for whenever the Application read just then had no operation
+/// running, though the look had decided on a copy from before Argo CD finished the sync it
+/// asked for: the hooks ran again.
+#[tokio::test]
+async fn a_sync_is_asked_for_only_of_an_application_that_needs_one_as_read() {
+    let app = TestApp::start().await;
+    let (argo, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    apply::report_ready(&applications, APP).await;
+    let labels = applications.get(APP).await.unwrap().metadata.labels;
+    let instance = labels.unwrap()["previewd.dev/instance"].clone();
+    let sink = KubeSink::new(applications.clone().into_client(), "argocd");
+    let patched = argo.patches.load(Ordering::SeqCst);
+    let asked = sink
+        .request_sync(APP, &Owner::instance(&instance))
+        .await
+        .unwrap();
+    assert!(!asked, "synced and healthy: nothing to ask");
+    assert_eq!(argo.patches.load(Ordering::SeqCst), patched);
 }
