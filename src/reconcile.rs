@@ -425,7 +425,8 @@ impl Reconciler {
                     self.sink.apply(&names.application, manifest, &owner)
                 });
                 if stale(written.await)? {
-                    return Box::pin(self.reconcile(id)).await;
+                    self.requeue(id);
+                    return Ok(());
                 }
                 let reason = format!("helper Application {} applied at {sha}", names.application);
                 db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now)
@@ -454,7 +455,8 @@ impl Reconciler {
                             .apply(&names.app_application, &rendering.manifest, &owner)
                     });
                     if stale(written.await)? {
-                        return Box::pin(self.reconcile(id)).await;
+                        self.requeue(id);
+                        return Ok(());
                     }
                     let reason = format!(
                         "app Application {} applied at {sha}: the helpers are ready",
@@ -582,8 +584,8 @@ impl Reconciler {
     }
 }
 
-/// Whether an apply was refused as `Stale` (the look then decides again, on a read: the
-/// name just written is not answered for by the watch until it delivers the write).
+/// Whether an apply was refused as `Stale`: the preview is looked at again soon, and that
+/// look decides on a read (the watch answers for the name only once it has caught up).
 fn stale(applied: anyhow::Result<()>) -> anyhow::Result<bool> {
     match applied {
         Ok(()) => Ok(false),

@@ -204,10 +204,13 @@ impl Reconciler {
                 db::record_generation_applied(&self.pool, row.id, &rendered.entries, None, now)
                     .await?;
                 let manifest = &rendered.application.manifest;
-                self.retry("apply", || {
+                let written = self.retry("apply", || {
                     self.sink.apply(&names.application, manifest, &owner)
-                })
-                .await?;
+                });
+                if super::stale(written.await)? {
+                    // Decided again at the next look, on a read.
+                    return Ok(());
+                }
                 db::record_generation_applied(
                     &self.pool,
                     row.id,

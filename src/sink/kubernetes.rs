@@ -50,39 +50,44 @@ impl KubeSink {
     /// (`sync_request`): one write, so Argo CD's own auto-sync cannot run first and the
     /// hooks run once.
     ///
-    /// The write names the object it may change by `metadata.uid`: the one just read (checked
-    /// to be `owner`'s), or, when there was none, a fresh one. The API server never keeps a
-    /// uid given on create (apiserver registry/rest/meta.go FillObjectMetaSystemFields) and
-    /// refuses to change one on update (apimachinery api/validation/objectmeta.go, uid is
-    /// immutable), so an Application created or replaced under the name between the read
-    /// and this write is refused, not taken over by the forced apply.
+    /// A write over an existing Application names the object and the version it decided on:
+    /// `metadata.uid` and `metadata.resourceVersion`, from the watch's copy (`Watched::target`)
+    /// or a read. The API server refuses to change a uid (apimachinery
+    /// api/validation/objectmeta.go, immutable) and keeps a resourceVersion a write carries
+    /// as its precondition (apiserver registry/generic/registry/store.go Update, a conflict;
+    /// kubernetes/kubernetes#63104 for patches), so an Application replaced, relabelled or
+    /// being deleted since is a 409 (`Stale`), never written over by the forced apply; the
+    /// look decides again on a read. A create names neither: an apply that names a uid and
+    /// finds no object is refused (apiserver endpoints/handlers/patch.go applyPatch, "uid
+    /// mismatch ... no existing object was found"), so one created under the name in the
+    /// round trip since the read found none is taken over, the one window left.
     pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut manifest = manifest.clone();
         if let Some(operation) = sync_request(&manifest) {
             manifest["operation"] = operation;
         }
-        // The watch's copy names the object as a read would (`Watched::target`), and its
-        // version too: a copy behind the server (relabelled, being deleted, replaced) is a
-        // 409, and the look decides again on a read (`Stale`). The API server keeps an
-        // object's resourceVersion as a precondition of any write that carries one (apiserver
-        // registry/generic/registry/store.go Update: a version other than the stored one is
-        // a conflict; kubernetes/kubernetes#63104 for patches).
-        let (uid, version) = match self.watched.target(name, owner) {
-            Some((uid, version)) => (uid, Some(version)),
+        let hash = manifest["metadata"]["annotations"][APPLIED_HASH].as_str();
+        let target = match self.watched.target(name, owner) {
+            Some(target) => Some(target),
             None => match self.read(name).await? {
                 Some(app) => {
                     if let Some(other) = owner.mismatch(&labels_of(&app)) {
                         let name = name.to_owned();
                         return Err(Conflict { name, owner: other }.into());
                     }
-                    (app.metadata.uid.unwrap_or_default(), None)
+                    // Written already: an earlier try whose answer was lost (a timeout), and
+                    // whose sync Argo CD may have run since. Again would run the hooks again.
+                    if hash.is_some() && applied_hash(&app) == hash {
+                        return Ok(());
+                    }
+                    app.metadata.uid.zip(app.metadata.resource_version)
                 }
-                None => (fresh_uid(), None),
+                None => None,
             },
         };
-        manifest["metadata"]["uid"] = uid.into();
-        if let Some(version) = &version {
+        if let Some((uid, version)) = &target {
+            manifest["metadata"]["uid"] = uid.as_str().into();
             manifest["metadata"]["resourceVersion"] = version.as_str().into();
         }
         self.watched.awaiting(name);
@@ -95,16 +100,14 @@ impl KubeSink {
                 if let Some(version) = &app.metadata.resource_version {
                     self.watched.written(name, version);
                 }
+                Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 409 && version.is_some() => {
-                return Err(Stale {
-                    name: name.to_owned(),
-                }
-                .into());
+            Err(kube::Error::Api(status)) if status.code == 409 && target.is_some() => Err(Stale {
+                name: name.to_owned(),
             }
-            Err(e) => return Err(e).with_context(|| format!("applying Application {name}")),
+            .into()),
+            Err(e) => Err(e).with_context(|| format!("applying Application {name}")),
         }
-        Ok(())
     }
 
     async fn read(&self, name: &str) -> anyhow::Result<Option<Application>> {
@@ -134,14 +137,8 @@ impl KubeSink {
         if app.metadata.deletion_timestamp.is_some() {
             return Ok(Observed::Deleting);
         }
-        let hash = app
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(APPLIED_HASH))
-            .cloned();
         Ok(Observed::Present {
-            hash,
+            hash: applied_hash(&app).map(str::to_owned),
             health: Some(verdict(&app)),
         })
     }
@@ -355,20 +352,10 @@ impl KubeSink {
     }
 }
 
-/// A random RFC 4122 version-4 UUID, as the API server formats uids.
-fn fresh_uid() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = hex::encode(b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
+/// The rendering an Application carries (`render::APPLIED_HASH`).
+fn applied_hash(app: &Application) -> Option<&str> {
+    let annotations = app.metadata.annotations.as_ref()?;
+    annotations.get(APPLIED_HASH).map(String::as_str)
 }
 
 /// The label selector of every Application this previewd state wrote.

@@ -11,9 +11,10 @@ const WATCH_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long the API server keeps one watch open (`timeoutSeconds`) before previewd opens the
 /// next from its version.
 const WATCH_SECONDS: u32 = 60;
-/// A watch still open this long after it was asked for is a dead connection (a half-open TCP
-/// connection never ends, and kube-client sets no read timeout): what it keeps would go
-/// stale unnoticed while looks decide on it, so it is an error, and listed afresh.
+/// A watch still open this long after it was asked for (or a page of its list still not
+/// answered) is a dead connection (a half-open TCP connection never ends, and kube-client
+/// sets no read timeout): what it keeps would go stale unnoticed while looks decide on it,
+/// so it is an error, and listed afresh.
 const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(90);
 /// Applications a list for the watch reads at a time (the API server pages by `limit`), so
 /// that a relist of thousands never holds them all at once.
@@ -47,10 +48,12 @@ impl KubeSink {
                 self.watched.listing(instance);
                 let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
                 loop {
-                    let page = self
-                        .api
-                        .list(&params)
+                    let deadline = tokio::time::Instant::now() + WATCH_DEADLINE;
+                    let page = tokio::time::timeout_at(deadline, self.api.list(&params))
                         .await
+                        .map_err(|_| {
+                            anyhow::anyhow!("a page of previewd's Applications never came")
+                        })?
                         .context("listing previewd's Applications to watch them")?;
                     for app in &page.items {
                         self.watched.saw(app);

@@ -98,11 +98,12 @@ impl Watched {
 
     /// The `uid` and `resourceVersion` of `owner`'s Application under `name`, for a write to
     /// name (`KubeSink::apply`); None when the watch cannot answer, saw none (one of another
-    /// instance's may be there, unseen) or saw another's.
+    /// instance's may be there, unseen), saw another's, or saw it being deleted.
     pub fn target(&self, name: &str, owner: &Owner) -> Option<(String, String)> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let seen = inner.answers(name)??;
-        if owner.mismatch(&seen.labels).is_some() {
+        // Being deleted: the look decides on a read (one that found it deleting would wait).
+        if owner.mismatch(&seen.labels).is_some() || seen.deleting {
             return None;
         }
         Some((seen.uid.clone()?, seen.version.clone()?))

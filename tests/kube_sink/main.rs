@@ -120,6 +120,18 @@ pub(crate) async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
         })
         .patch(move |ctx| {
             on_patch.patches.fetch_add(1, Ordering::SeqCst);
+            // As the API server does and the fake does not: an apply that names a uid and
+            // finds no object is refused (apiserver endpoints/handlers/patch.go applyPatch).
+            if let Some(uid) = ctx.patch["metadata"]["uid"].as_str()
+                && ctx
+                    .client
+                    .get::<Application>(ctx.namespace, ctx.name)
+                    .is_err()
+            {
+                return Err(Error::Conflict(format!(
+                    "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                )));
+            }
             if ctx.patch["status"]["operationState"]["phase"] == "Terminating" {
                 on_patch.terminations.fetch_add(1, Ordering::SeqCst);
             }

@@ -87,47 +87,18 @@ async fn a_foreign_app_application_does_not_keep_the_helpers_running_sync_from_b
     );
 }
 
-/// An Application created under the name between previewd's look (Missing) and its write —
-/// another previewd sharing the Argo CD, a person's own — is not taken over by the forced
-/// apply: the write names the uid it expects, which the API server never lets an update
-/// change (apimachinery api/validation/objectmeta.go: uid is immutable). kube-fake-client
-/// keeps the stored uid silently, so the interceptor refuses as the API server does.
+/// Before, previewd named a fresh uid in the apply that creates a preview's Application, to
+/// refuse one created under the name since its read: the API server refuses any apply that
+/// names a uid and finds no object (apiserver endpoints/handlers/patch.go applyPatch, "uid
+/// mismatch ... no existing object was found"), so no preview was ever created on a real
+/// cluster. kube-fake-client creates it anyway; `cluster` refuses as the API server does.
 #[tokio::test]
-async fn an_application_created_between_the_look_and_the_apply_is_not_overwritten() {
+async fn a_new_previews_application_is_created_by_an_apply_that_names_no_uid() {
     let app = TestApp::start().await;
-    let raced = Arc::new(AtomicBool::new(false));
-    let race = raced.clone();
-    let funcs = interceptor::Funcs::default().patch(move |ctx| {
-        if ctx.name != APP {
-            return Ok(None);
-        }
-        if !race.swap(true, Ordering::SeqCst) {
-            let theirs: Application = serde_json::from_value(json!({
-                "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-                "metadata": {"name": APP, "namespace": "argocd", "labels": {
-                    "app.kubernetes.io/managed-by": "previewd", "previewd.dev/repo": "codertocat.hello-world",
-                    "previewd.dev/pr": "2", "previewd.dev/instance": "another-previewd"}},
-                "spec": {"project": "theirs", "source": {"repoURL": "https://example.com/theirs.git"}}}))
-            .unwrap();
-            ctx.client.create("argocd", &theirs, &Default::default())?;
-        }
-        let stored = ctx.client.get::<Application>(ctx.namespace, ctx.name)?;
-        let asked = ctx.patch["metadata"]["uid"].as_str();
-        if asked.is_some_and(|uid| Some(uid) != stored.metadata.uid.as_deref()) {
-            return Err(Error::InvalidRequest("metadata.uid: field is immutable".into()));
-        }
-        Ok(None)
-    });
-    let client = intercepted(funcs, Arc::new(ArgoCd::default())).await;
-    let reconciler = reconciler(&app, client.clone());
-    let applications: Api<Application> = Api::namespaced(client, "argocd");
+    let (_, _, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
-    let _ = reconciler.pass().await;
-    assert!(raced.load(Ordering::SeqCst), "the other object came first");
-    let after = applications.get(APP).await.unwrap();
-    assert_eq!(after.rest["spec"]["project"], "theirs", "not taken over");
-    assert_eq!(
-        after.metadata.labels.unwrap()["previewd.dev/instance"],
-        "another-previewd"
-    );
+    reconciler.pass().await.unwrap();
+    let created = applications.get(APP).await.expect("created");
+    assert!(created.metadata.uid.is_some());
+    assert_eq!(observed(&app).await, "syncing");
 }

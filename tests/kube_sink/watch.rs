@@ -432,7 +432,11 @@ async fn a_write_on_a_copy_the_server_moved_past_is_refused_and_decided_again_on
     assert_eq!(labels["previewd.dev/pr"], "99", "not taken back");
     let annotations = now.metadata.annotations.unwrap_or_default();
     assert_ne!(annotations["previewd.dev/head-sha"], head, "not written");
+    // The next look (soon: it was requeued) decides on a read.
+    reconciler.pass().await.unwrap();
     assert!(gets.load(Ordering::SeqCst) > before, "read afresh");
+    let labels = applications.get(APP).await.unwrap().metadata.labels;
+    assert_eq!(labels.unwrap_or_default()["previewd.dev/pr"], "99");
     let error: Option<String> = app.scalar("SELECT last_error FROM previews").await;
     assert!(
         error.as_deref().is_some_and(|e| e.contains("belongs to")),
@@ -460,4 +464,48 @@ async fn a_sync_is_asked_for_only_of_an_application_that_needs_one_as_read() {
         .unwrap();
     assert!(!asked, "synced and healthy: nothing to ask");
     assert_eq!(argo.patches.load(Ordering::SeqCst), patched);
+}
+
+/// Before, an apply retried after its answer was lost (a timeout; the write had landed, and
+/// Argo CD may have run and cleared its sync since) wrote the same rendering again, with the
+/// sync asked for again: the hooks ran twice.
+#[tokio::test]
+async fn an_apply_whose_rendering_the_read_finds_written_already_writes_nothing() {
+    let labels =
+        json!({"app.kubernetes.io/managed-by": "previewd", "previewd.dev/instance": "inst-1"});
+    let stored = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": APP, "namespace": "argocd", "uid": "u-1", "resourceVersion": "7",
+                     "labels": labels, "annotations": {"previewd.dev/applied-hash": "h2"}},
+        "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}});
+    let patches = Arc::new(AtomicUsize::new(0));
+    let counted = patches.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (stored, counted) = (stored.clone(), counted.clone());
+        async move {
+            if request.method() == http::Method::PATCH {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok::<_, kube::Error>(ok_json(stored.to_string()))
+        }
+    });
+    let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
+    let mut manifest = serde_json::from_str::<serde_json::Value>(&json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": APP, "labels": labels, "annotations": {"previewd.dev/applied-hash": "h2"}},
+        "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}})
+    .to_string())
+    .unwrap();
+    sink.apply(APP, &manifest, &Owner::instance("inst-1"))
+        .await
+        .unwrap();
+    assert_eq!(patches.load(Ordering::SeqCst), 0, "written already");
+    manifest["metadata"]["annotations"]["previewd.dev/applied-hash"] = json!("h3");
+    sink.apply(APP, &manifest, &Owner::instance("inst-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        patches.load(Ordering::SeqCst),
+        1,
+        "a new rendering is written"
+    );
 }
