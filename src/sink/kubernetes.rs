@@ -69,24 +69,32 @@ impl KubeSink {
         }
         let hash = manifest["metadata"]["annotations"][APPLIED_HASH].as_str();
         let target = match self.watched.target(name, owner) {
-            Some(target) => Some(target),
+            Some(seen) => Some((seen.uid, seen.version, seen.hash)),
             None => match self.read(name).await? {
                 Some(app) => {
                     if let Some(other) = owner.mismatch(&labels_of(&app)) {
                         let name = name.to_owned();
                         return Err(Conflict { name, owner: other }.into());
                     }
-                    // Written already: an earlier try whose answer was lost (a timeout), and
-                    // whose sync Argo CD may have run since. Again would run the hooks again.
-                    if hash.is_some() && applied_hash(&app) == hash {
-                        return Ok(());
+                    // Decided on a copy from before its deletion: decided again, to wait.
+                    if app.metadata.deletion_timestamp.is_some() {
+                        let name = name.to_owned();
+                        return Err(Stale { name }.into());
                     }
-                    app.metadata.uid.zip(app.metadata.resource_version)
+                    let carries = applied_hash(&app).map(str::to_owned);
+                    let (uid, version) = (app.metadata.uid, app.metadata.resource_version);
+                    uid.zip(version)
+                        .map(|(uid, version)| (uid, version, carries))
                 }
                 None => None,
             },
         };
-        if let Some((uid, version)) = &target {
+        if let Some((uid, version, carries)) = &target {
+            // Written already: an earlier try whose answer was lost (a timeout), and whose
+            // sync Argo CD may have run since. Again would run the hooks again.
+            if hash.is_some() && carries.as_deref() == hash {
+                return Ok(());
+            }
             manifest["metadata"]["uid"] = uid.as_str().into();
             manifest["metadata"]["resourceVersion"] = version.as_str().into();
         }

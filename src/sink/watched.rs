@@ -48,6 +48,15 @@ impl Seen {
     }
 }
 
+/// The Application a write would change, as the watch last saw it (`Watched::target`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Target {
+    pub uid: String,
+    pub version: String,
+    /// The rendering it carries (`render::APPLIED_HASH`).
+    pub hash: Option<String>,
+}
+
 #[derive(Default)]
 struct Inner {
     /// Whether `seen` is every Application the watch's list found, kept by its events since.
@@ -99,14 +108,18 @@ impl Watched {
     /// The `uid` and `resourceVersion` of `owner`'s Application under `name`, for a write to
     /// name (`KubeSink::apply`); None when the watch cannot answer, saw none (one of another
     /// instance's may be there, unseen), saw another's, or saw it being deleted.
-    pub fn target(&self, name: &str, owner: &Owner) -> Option<(String, String)> {
+    pub fn target(&self, name: &str, owner: &Owner) -> Option<Target> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let seen = inner.answers(name)??;
         // Being deleted: the look decides on a read (one that found it deleting would wait).
         if owner.mismatch(&seen.labels).is_some() || seen.deleting {
             return None;
         }
-        Some((seen.uid.clone()?, seen.version.clone()?))
+        Some(Target {
+            uid: seen.uid.clone()?,
+            version: seen.version.clone()?,
+            hash: seen.hash.clone(),
+        })
     }
 
     /// A write of previewd's to `name` is about to be sent: `name` is not answered for until
@@ -303,7 +316,11 @@ mod tests {
         let watched = listed(&[versioned("a", "1", "h1", "5")]);
         assert_eq!(
             watched.target("a", &owner("1")),
-            Some(("uid-a".into(), "5".into()))
+            Some(Target {
+                uid: "uid-a".into(),
+                version: "5".into(),
+                hash: Some("h1".into())
+            })
         );
         watched.awaiting("a");
         assert_eq!(watched.observe("a", &owner("1")), None, "h1 is stale now");

@@ -1,6 +1,6 @@
 //! Applications previewd does not own (another repository's, someone else's app, one
-//! created between the look and the apply) are neither overwritten nor deleted, and do not
-//! stall a teardown.
+//! relabelled since previewd saw it) are neither overwritten nor deleted, and do not stall a
+//! teardown; and a new preview's Application is created as the API server allows.
 
 use super::*;
 use crate::common::Delivery;

@@ -425,7 +425,6 @@ async fn a_write_on_a_copy_the_server_moved_past_is_refused_and_decided_again_on
     let head = "b1e5a3f0c6d04c1e9a6d7e6f5a4b3c2d1e0f9a8b";
     app.send(&Delivery::push(head, "2019-05-15T16:00:00Z"))
         .await;
-    let before = gets.load(Ordering::SeqCst);
     reconciler.pass().await.unwrap();
     let now = applications.get(APP).await.unwrap();
     let labels = now.metadata.labels.unwrap_or_default();
@@ -433,6 +432,7 @@ async fn a_write_on_a_copy_the_server_moved_past_is_refused_and_decided_again_on
     let annotations = now.metadata.annotations.unwrap_or_default();
     assert_ne!(annotations["previewd.dev/head-sha"], head, "not written");
     // The next look (soon: it was requeued) decides on a read.
+    let before = gets.load(Ordering::SeqCst);
     reconciler.pass().await.unwrap();
     assert!(gets.load(Ordering::SeqCst) > before, "read afresh");
     let labels = applications.get(APP).await.unwrap().metadata.labels;
@@ -508,4 +508,67 @@ async fn an_apply_whose_rendering_the_read_finds_written_already_writes_nothing(
         1,
         "a new rendering is written"
     );
+}
+
+/// Before, a retried create whose first try had landed (its answer lost) took the uid the
+/// watch had since delivered and wrote the rendering again, with its sync: the hooks ran
+/// twice (helper-10's review).
+#[tokio::test]
+async fn an_apply_whose_rendering_the_watch_saw_written_already_writes_nothing() {
+    let app = TestApp::start().await;
+    let argo = Arc::new(ArgoCd::default());
+    let (client, _) = counting_gets(cluster(argo.clone()).await);
+    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
+    let sink = KubeSink::new(client, "argocd");
+    let reconciler = reconciler_with(&app, sink.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let written = applications.get(APP).await.unwrap();
+    let instance = written.metadata.labels.as_ref().unwrap()["previewd.dev/instance"].clone();
+    let _watch = watching(&sink, &instance).await;
+    let patched = argo.patches.load(Ordering::SeqCst);
+    let manifest = serde_json::to_value(&written).unwrap();
+    sink.apply(APP, &manifest, &Owner::instance(&instance))
+        .await
+        .unwrap();
+    assert_eq!(
+        argo.patches.load(Ordering::SeqCst),
+        patched,
+        "written already"
+    );
+}
+
+/// A look that decided to apply on a copy from before the Application's deletion is told so
+/// (`Stale`), and decides again (to wait for the deletion), rather than write a sync onto an
+/// Application Argo CD is taking apart.
+#[tokio::test]
+async fn an_apply_that_reads_the_application_being_deleted_is_stale_and_writes_nothing() {
+    let labels =
+        json!({"app.kubernetes.io/managed-by": "previewd", "previewd.dev/instance": "inst-1"});
+    let stored = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": APP, "namespace": "argocd", "uid": "u-1", "resourceVersion": "7",
+                     "deletionTimestamp": "2026-11-29T00:00:00Z", "finalizers": ["x"],
+                     "labels": labels, "annotations": {"previewd.dev/applied-hash": "h1"}},
+        "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}});
+    let patches = Arc::new(AtomicUsize::new(0));
+    let counted = patches.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (stored, counted) = (stored.clone(), counted.clone());
+        async move {
+            if request.method() == http::Method::PATCH {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok::<_, kube::Error>(ok_json(stored.to_string()))
+        }
+    });
+    let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
+    let manifest = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": APP, "labels": labels, "annotations": {"previewd.dev/applied-hash": "h2"}},
+        "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}});
+    let error = sink
+        .apply(APP, &manifest, &Owner::instance("inst-1"))
+        .await
+        .expect_err("stale");
+    assert!(error.is::<previewd::sink::Stale>(), "{error:#}");
+    assert_eq!(patches.load(Ordering::SeqCst), 0);
 }
