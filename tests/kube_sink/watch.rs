@@ -216,17 +216,63 @@ async fn watching(sink: &KubeSink, instance: &str) -> tokio::task::JoinHandle<()
     task
 }
 
-#[tokio::test]
-async fn a_pass_over_a_settled_preview_takes_what_the_watch_saw_and_reads_nothing() {
-    let app = TestApp::start().await;
-    let (client, gets) = counting_gets(cluster(Arc::new(ArgoCd::default())).await);
+/// A preview opened and applied on the fake API server behind `counting_gets`.
+struct Opened {
+    argo: Arc<ArgoCd>,
+    gets: Arc<AtomicUsize>,
+    applications: Api<Application>,
+    sink: KubeSink,
+    reconciler: Arc<Reconciler>,
+    instance: String,
+}
+
+async fn opened(app: &TestApp) -> Opened {
+    let argo = Arc::new(ArgoCd::default());
+    let (client, gets) = counting_gets(cluster(argo.clone()).await);
     let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
     let sink = KubeSink::new(client, "argocd");
-    let reconciler = reconciler_with(&app, sink.clone());
+    let reconciler = reconciler_with(app, sink.clone());
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     let labels = applications.get(APP).await.unwrap().metadata.labels;
     let instance = labels.unwrap()["previewd.dev/instance"].clone();
+    Opened {
+        argo,
+        gets,
+        applications,
+        sink,
+        reconciler,
+        instance,
+    }
+}
+
+/// An API server answering every request with `stored`, counting the PATCHes.
+fn answering(stored: serde_json::Value) -> (kube::Client, Arc<AtomicUsize>) {
+    let patches = Arc::new(AtomicUsize::new(0));
+    let counted = patches.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (stored, counted) = (stored.clone(), counted.clone());
+        async move {
+            if request.method() == http::Method::PATCH {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok::<_, kube::Error>(ok_json(stored.to_string()))
+        }
+    });
+    (kube::Client::new(service, "default"), patches)
+}
+
+#[tokio::test]
+async fn a_pass_over_a_settled_preview_takes_what_the_watch_saw_and_reads_nothing() {
+    let app = TestApp::start().await;
+    let Opened {
+        argo: _,
+        gets,
+        applications,
+        sink,
+        reconciler,
+        instance,
+    } = opened(&app).await;
     apply::report_ready(&applications, APP).await;
 
     let _watch = watching(&sink, &instance).await;
@@ -250,15 +296,14 @@ async fn a_pass_over_a_settled_preview_takes_what_the_watch_saw_and_reads_nothin
 #[tokio::test]
 async fn a_push_is_applied_on_what_the_watch_saw_and_never_applied_twice() {
     let app = TestApp::start().await;
-    let argo = Arc::new(ArgoCd::default());
-    let (client, gets) = counting_gets(cluster(argo.clone()).await);
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
-    let sink = KubeSink::new(client, "argocd");
-    let reconciler = reconciler_with(&app, sink.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
-    let labels = applications.get(APP).await.unwrap().metadata.labels;
-    let instance = labels.unwrap()["previewd.dev/instance"].clone();
+    let Opened {
+        argo,
+        gets,
+        applications,
+        sink,
+        reconciler,
+        instance,
+    } = opened(&app).await;
     apply::report_ready(&applications, APP).await;
     let watch = watching(&sink, &instance).await;
 
@@ -405,14 +450,14 @@ async fn the_orphan_checks_list_is_read_page_by_page_while_no_watch_is_live() {
 #[tokio::test]
 async fn a_write_on_a_copy_the_server_moved_past_is_refused_and_decided_again_on_a_read() {
     let app = TestApp::start().await;
-    let (client, gets) = counting_gets(cluster(Arc::new(ArgoCd::default())).await);
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
-    let sink = KubeSink::new(client, "argocd");
-    let reconciler = reconciler_with(&app, sink.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
-    let labels = applications.get(APP).await.unwrap().metadata.labels;
-    let instance = labels.unwrap()["previewd.dev/instance"].clone();
+    let Opened {
+        argo: _,
+        gets,
+        applications,
+        sink,
+        reconciler,
+        instance,
+    } = opened(&app).await;
     apply::report_ready(&applications, APP).await;
     let _watch = watching(&sink, &instance).await;
 
@@ -477,18 +522,8 @@ async fn an_apply_whose_rendering_the_read_finds_written_already_writes_nothing(
         "metadata": {"name": APP, "namespace": "argocd", "uid": "u-1", "resourceVersion": "7",
                      "labels": labels, "annotations": {"previewd.dev/applied-hash": "h2"}},
         "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}});
-    let patches = Arc::new(AtomicUsize::new(0));
-    let counted = patches.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (stored, counted) = (stored.clone(), counted.clone());
-        async move {
-            if request.method() == http::Method::PATCH {
-                counted.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok::<_, kube::Error>(ok_json(stored.to_string()))
-        }
-    });
-    let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
+    let (client, patches) = answering(stored);
+    let sink = KubeSink::new(client, "argocd");
     let mut manifest = serde_json::from_str::<serde_json::Value>(&json!({
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": APP, "labels": labels, "annotations": {"previewd.dev/applied-hash": "h2"}},
@@ -516,15 +551,14 @@ async fn an_apply_whose_rendering_the_read_finds_written_already_writes_nothing(
 #[tokio::test]
 async fn an_apply_whose_rendering_the_watch_saw_written_already_writes_nothing() {
     let app = TestApp::start().await;
-    let argo = Arc::new(ArgoCd::default());
-    let (client, _) = counting_gets(cluster(argo.clone()).await);
-    let applications: Api<Application> = Api::namespaced(client.clone(), "argocd");
-    let sink = KubeSink::new(client, "argocd");
-    let reconciler = reconciler_with(&app, sink.clone());
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
+    let Opened {
+        argo,
+        applications,
+        sink,
+        instance,
+        ..
+    } = opened(&app).await;
     let written = applications.get(APP).await.unwrap();
-    let instance = written.metadata.labels.as_ref().unwrap()["previewd.dev/instance"].clone();
     let _watch = watching(&sink, &instance).await;
     let patched = argo.patches.load(Ordering::SeqCst);
     let manifest = serde_json::to_value(&written).unwrap();
@@ -550,18 +584,8 @@ async fn an_apply_that_reads_the_application_being_deleted_is_stale_and_writes_n
                      "deletionTimestamp": "2026-11-29T00:00:00Z", "finalizers": ["x"],
                      "labels": labels, "annotations": {"previewd.dev/applied-hash": "h1"}},
         "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}});
-    let patches = Arc::new(AtomicUsize::new(0));
-    let counted = patches.clone();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let (stored, counted) = (stored.clone(), counted.clone());
-        async move {
-            if request.method() == http::Method::PATCH {
-                counted.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok::<_, kube::Error>(ok_json(stored.to_string()))
-        }
-    });
-    let sink = KubeSink::new(kube::Client::new(service, "default"), "argocd");
+    let (client, patches) = answering(stored);
+    let sink = KubeSink::new(client, "argocd");
     let manifest = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": APP, "labels": labels, "annotations": {"previewd.dev/applied-hash": "h2"}},
         "spec": {"source": {"repoURL": "https://example.com/helpers.git"}}});
