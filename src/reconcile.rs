@@ -26,8 +26,9 @@ use crate::plan::{self, Action, Observed};
 use crate::preview::{Desired, ObservedState, PreviewKey};
 use crate::render;
 use crate::seal::SealingCert;
-use crate::sink::{Owner, Sink, Stale};
+use crate::sink::{Owner, Sink};
 use crate::work::{Later, Pending};
+use calls::stale;
 
 mod orphans;
 
@@ -378,20 +379,17 @@ impl Reconciler {
             self.settled(id);
             return Ok(());
         }
-        // Where the watch saw none, the Application is read: the watch sees only this
-        // instance's, and another's under the name is a conflict to report, not to apply over.
-        let (seen_helper, seen_app) = match seen {
-            Some((helper, app)) => (Some(helper), app),
-            None => (None, None),
-        };
-        let helper = match seen_helper {
-            Some(helper) if helper != Observed::Missing => helper,
-            _ => self.observe(&names.application, &owner).await?,
-        };
-        let app = match (app_hash, seen_app) {
-            (None, _) => None,
-            (Some(_), Some(app)) if app != Observed::Missing => Some(app),
-            (Some(_), _) => Some(self.observe(&names.app_application, &owner).await?),
+        let (seen_helper, seen_app) =
+            seen.map_or((None, None), |(helper, app)| (Some(helper), app));
+        let helper = self
+            .observe_unless_seen(seen_helper, &names.application, &owner)
+            .await?;
+        let app = match app_hash {
+            Some(_) => Some(
+                self.observe_unless_seen(seen_app, &names.app_application, &owner)
+                    .await?,
+            ),
+            None => None,
         };
         let step = decide(&helper, app.as_ref());
         // The manifests themselves only when something is to be written.
@@ -521,82 +519,9 @@ impl Reconciler {
         let reports = db::checks_of(&self.pool, &row.repo, &row.head_sha).await?;
         Ok(checks::verdict(wait_for, &reports))
     }
-
-    /// Asks Argo CD for the sync of `name`'s current rendering (the step found that its
-    /// verdict needs one: `Health::NeedsSync`).
-    async fn request_sync(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
-        if self
-            .retry("sync", || self.sink.request_sync(name, owner))
-            .await?
-        {
-            tracing::debug!(application = name, "asked Argo CD to sync this rendering");
-        }
-        Ok(())
-    }
-
-    /// The preview's Applications as the sink's watch last saw them (`Sink::observe_watched`).
-    fn seen_by_watch(
-        &self,
-        names: &Names,
-        owner: &Owner,
-        with_app: bool,
-    ) -> Option<(Observed, Option<Observed>)> {
-        let helper = self.sink.observe_watched(&names.application, owner)?;
-        let app = match with_app {
-            true => Some(self.sink.observe_watched(&names.app_application, owner)?),
-            false => None,
-        };
-        Some((helper, app))
-    }
-
-    async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
-        self.retry("observe", || self.sink.observe(name, owner))
-            .await
-    }
-
-    /// A sink call with a timeout and a bounded retry with doubling backoff.
-    async fn retry<T, F, Fut>(&self, what: &str, call: F) -> anyhow::Result<T>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<T>>,
-    {
-        let mut backoff = Duration::from_millis(100);
-        let mut attempt = 1;
-        loop {
-            let result = match tokio::time::timeout(CALL_TIMEOUT, call()).await {
-                Ok(result) => result,
-                Err(_) => Err(anyhow::anyhow!("{what} timed out after {CALL_TIMEOUT:?}")),
-            };
-            match result {
-                Ok(value) => return Ok(value),
-                // Decided on a copy the server has moved past: the caller decides again.
-                Err(e) if e.is::<Stale>() => return Err(e),
-                Err(e) if attempt >= ATTEMPTS => {
-                    return Err(e.context(format!("{what} failed {ATTEMPTS} times")));
-                }
-                Err(_) => {
-                    tokio::time::sleep(backoff).await;
-                    backoff *= 2;
-                    attempt += 1;
-                }
-            }
-        }
-    }
 }
 
-/// Whether an apply was refused as `Stale`: the preview is looked at again soon, and that
-/// look decides on a read (the watch answers for the name only once it has caught up).
-fn stale(applied: anyhow::Result<()>) -> anyhow::Result<bool> {
-    match applied {
-        Ok(()) => Ok(false),
-        Err(e) if e.is::<Stale>() => {
-            tracing::debug!(error = %e, "deciding again on the Application read afresh");
-            Ok(true)
-        }
-        Err(e) => Err(e),
-    }
-}
-
+mod calls;
 mod look;
 mod obey;
 mod owned;

@@ -207,7 +207,7 @@ impl Reconciler {
                 let written = self.retry("apply", || {
                     self.sink.apply(&names.application, manifest, &owner)
                 });
-                if super::stale(written.await)? {
+                if super::calls::stale(written.await)? {
                     // Decided again at the next look, on a read.
                     return Ok(());
                 }
