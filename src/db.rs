@@ -95,9 +95,11 @@ pub fn is_busy(error: &sqlx::Error) -> bool {
 
 /// [`is_busy`] anywhere in an error's chain (for errors wrapped in context).
 pub fn is_busy_error(error: &anyhow::Error) -> bool {
-    error
-        .chain()
-        .any(|e| e.downcast_ref::<sqlx::Error>().is_some_and(is_busy))
+    error.chain().any(|e| {
+        e.downcast_ref::<sqlx::Error>().is_some_and(is_busy)
+            || e.downcast_ref::<rusqlite::Error>()
+                .is_some_and(inline::is_busy)
+    })
 }
 
 pub async fn ping(pool: &SqlitePool) -> sqlx::Result<()> {
@@ -168,6 +170,7 @@ pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> s
 mod file;
 mod gates;
 mod github;
+mod inline;
 mod ledger;
 mod previews;
 mod sweep;
@@ -177,6 +180,7 @@ pub mod write;
 pub use file::*;
 pub use gates::*;
 pub use github::*;
+pub use inline::Inline;
 pub use ledger::*;
 pub use previews::*;
 pub use sweep::*;
@@ -221,7 +225,7 @@ mod tests {
             finals: false,
             notices: false,
         };
-        assert_eq!(owed(&pool).await.unwrap(), nothing);
+        assert_eq!(owed(&Inline::of(&pool)).unwrap(), nothing);
         let run = |sql: &'static str| {
             let pool = pool.clone();
             async move { pool.execute(sql).await.unwrap() }
@@ -236,11 +240,11 @@ mod tests {
         )
         .await;
         run("INSERT INTO github_threads (repo, number, final_pending, updated_at) VALUES ('acme/api', 1, 0, 0)").await;
-        assert_eq!(owed(&pool).await.unwrap(), nothing);
+        assert_eq!(owed(&Inline::of(&pool)).unwrap(), nothing);
         run("INSERT INTO commands (repo, number, comment_id, actor, association, line, status, created_at, answered)
              VALUES ('acme/api', 1, 2, 'dev', 'OWNER', '/preview keep', 'done', 0, 0)").await;
         assert_eq!(
-            owed(&pool).await.unwrap(),
+            owed(&Inline::of(&pool)).unwrap(),
             Owed {
                 commands: true,
                 ..nothing
@@ -254,7 +258,7 @@ mod tests {
         )
         .await;
         assert_eq!(
-            owed(&pool).await.unwrap(),
+            owed(&Inline::of(&pool)).unwrap(),
             Owed {
                 commands: true,
                 ..nothing
@@ -264,7 +268,7 @@ mod tests {
         run("DELETE FROM commands").await;
         run("UPDATE github_threads SET final_pending = 1").await;
         assert_eq!(
-            owed(&pool).await.unwrap(),
+            owed(&Inline::of(&pool)).unwrap(),
             Owed {
                 finals: true,
                 ..nothing
@@ -273,7 +277,7 @@ mod tests {
         run("UPDATE github_threads SET given_up = 0").await;
         run("INSERT INTO notices (repo, number, kind, body, created_at) VALUES ('acme/api', 1, 'expiry_warning', 'soon', 0)").await;
         assert_eq!(
-            owed(&pool).await.unwrap(),
+            owed(&Inline::of(&pool)).unwrap(),
             Owed {
                 notices: true,
                 ..nothing
@@ -300,19 +304,19 @@ mod tests {
             number: 1,
             ..Thread::default()
         };
-        save_thread(&pool, &read, 1).await.unwrap();
+        save_thread(&Inline::of(&pool), &read, 1).await.unwrap();
         assert!(forget_preview(&pool, 7, "closed", 10).await.unwrap());
         let posted = Thread {
             head_sha: Some("abc".into()),
             body_hash: Some("tearing down".into()),
             ..read
         };
-        save_thread(&pool, &posted, 11).await.unwrap();
+        save_thread(&Inline::of(&pool), &posted, 11).await.unwrap();
         assert!(
-            owed(&pool).await.unwrap().finals,
+            owed(&Inline::of(&pool)).unwrap().finals,
             "the destroyed report is still owed"
         );
-        let saved = thread(&pool, "acme/api", 1).await.unwrap().unwrap();
+        let saved = thread(&Inline::of(&pool), "acme/api", 1).unwrap().unwrap();
         assert_eq!(
             saved.body_hash.as_deref(),
             Some("tearing down"),
@@ -322,10 +326,10 @@ mod tests {
         final_posted(&pool, "acme/api", 1, Some("merged"), 12)
             .await
             .unwrap();
-        assert!(owed(&pool).await.unwrap().finals);
+        assert!(owed(&Inline::of(&pool)).unwrap().finals);
         final_posted(&pool, "acme/api", 1, saved.end_reason.as_deref(), 12)
             .await
             .unwrap();
-        assert!(!owed(&pool).await.unwrap().finals);
+        assert!(!owed(&Inline::of(&pool)).unwrap().finals);
     }
 }

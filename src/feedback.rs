@@ -36,6 +36,8 @@ pub const OUTSIDER_ANSWERS_PER_HOUR: i64 = 3;
 
 pub struct Feedback {
     pub(crate) pool: SqlitePool,
+    /// The same state, for the statements a report runs (`db::Inline`).
+    pub(crate) db: db::Inline,
     pub(crate) config: Config,
     pub(crate) clock: Arc<dyn Clock>,
     /// `None` without credentials: commands still run, nothing is sent.
@@ -56,6 +58,7 @@ impl Feedback {
         github: Option<Arc<GitHub>>,
     ) -> Self {
         Self {
+            db: db::Inline::of(&pool),
             pool,
             config,
             clock,
@@ -93,7 +96,7 @@ impl Feedback {
             // Looked at once; a failed look owes everything.
             let owed = match all {
                 true => db::Owed::EVERYTHING,
-                false => db::owed(&self.pool).await.unwrap_or(db::Owed::EVERYTHING),
+                false => db::owed(&self.db).unwrap_or(db::Owed::EVERYTHING),
             };
             if owed.commands
                 && let Err(e) = self.obey().await

@@ -51,6 +51,8 @@ const ATTEMPTS: u32 = 3;
 
 pub struct Reconciler {
     pool: SqlitePool,
+    /// The same state, for the statements of a look (`db::Inline`: no hop to sqlx's threads).
+    db: db::Inline,
     config: Config,
     sink: Sink,
     certs: BTreeMap<String, SealingCert>,
@@ -93,6 +95,7 @@ impl Reconciler {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
+            db: db::Inline::of(&pool),
             pool,
             config,
             sink,
@@ -185,7 +188,7 @@ impl Reconciler {
     pub async fn pass_for(self: &Arc<Self>, keys: &BTreeSet<PreviewKey>) -> anyhow::Result<usize> {
         let mut ids = self.place_waiting().await.context("placing previews")?;
         for key in keys {
-            ids.extend(db::preview_id(&self.pool, key.repo.as_str(), key.number).await?);
+            ids.extend(db::preview_id(&self.db, key.repo.as_str(), key.number)?);
         }
         ids.sort_unstable();
         ids.dedup();
@@ -234,9 +237,7 @@ impl Reconciler {
         let mut ids = Vec::new();
         loop {
             let after = ids.last().copied().unwrap_or(0);
-            let rows = db::preview_rows(&self.pool, after, PAGE)
-                .await
-                .context("listing previews")?;
+            let rows = db::preview_rows(&self.db, after, PAGE).context("listing previews")?;
             if rows.is_empty() {
                 break;
             }
@@ -294,7 +295,7 @@ impl Reconciler {
         let message = format!("{error:#}");
         tracing::warn!(preview = id, error = %message, "reconcile failed");
         let now = self.clock.now();
-        if let Ok(Some(row)) = db::preview_row(&self.pool, id).await {
+        if let Ok(Some(row)) = db::preview_row(&self.db, id) {
             // One history row per distinct error, not one per retry.
             if row.last_error.as_deref() != Some(message.as_str()) {
                 let _ =
@@ -315,7 +316,7 @@ impl Reconciler {
 
     /// The next step for one preview.
     pub async fn reconcile(&self, id: i64) -> anyhow::Result<()> {
-        let Some(row) = db::preview_row(&self.pool, id).await? else {
+        let Some(row) = db::preview_row(&self.db, id)? else {
             self.settled(id);
             self.memo.forget(id);
             return Ok(());
@@ -396,7 +397,7 @@ impl Reconciler {
         let writes = matches!(step.helper.action, Action::Apply)
             || matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
         if writes && read == Read::Earlier {
-            let now_row = db::preview_row(&self.pool, id).await?;
+            let now_row = db::preview_row(&self.db, id)?;
             if !now_row.is_some_and(|now_row| row.unchanged_in(&now_row)) {
                 // Changed since the page was read: decided again on what it is now.
                 return Box::pin(self.reconcile(id)).await;
@@ -418,7 +419,7 @@ impl Reconciler {
             Action::Apply => {
                 let rendered = rendered.as_ref().context("nothing to apply")?;
                 let render::Stamped { manifest, hash } = &rendered.helper;
-                db::record_intended(&self.pool, id, &rendered.entries, now).await?;
+                db::record_intended(&self.db, id, &rendered.entries, now).await?;
                 let written = self.retry("apply", || {
                     self.sink.apply(&names.application, manifest, &owner)
                 });
@@ -427,7 +428,7 @@ impl Reconciler {
                     return Ok(());
                 }
                 let reason = format!("helper Application {} applied at {sha}", names.application);
-                db::record_applied(&self.pool, id, &rendered.entries, Some(hash), &reason, now)
+                db::record_applied(&self.db, id, &rendered.entries, Some(hash), &reason, now)
                     .await?;
                 tracing::info!(preview = %key, sha, "applied");
                 applied = true;
@@ -447,7 +448,7 @@ impl Reconciler {
                 Action::Apply => {
                     let rendering = app_rendering.context("nothing to apply")?;
                     let entry = ledger::app_entry(&names, &self.config);
-                    db::record_intended(&self.pool, id, std::slice::from_ref(&entry), now).await?;
+                    db::record_intended(&self.db, id, std::slice::from_ref(&entry), now).await?;
                     let written = self.retry("apply", || {
                         self.sink
                             .apply(&names.app_application, &rendering.manifest, &owner)
@@ -460,7 +461,7 @@ impl Reconciler {
                         "app Application {} applied at {sha}: the helpers are ready",
                         names.app_application
                     );
-                    db::record_applied(&self.pool, id, &[entry], None, &reason, now).await?;
+                    db::record_applied(&self.db, id, &[entry], None, &reason, now).await?;
                     applied = true;
                 }
                 _ => {}
@@ -488,7 +489,7 @@ impl Reconciler {
                 // Ready at this seed generation: its clone (if any) is done.
                 ready_at_seed: (state == ObservedState::Ready).then_some(row.seed_generation),
             };
-            db::record_state(&self.pool, id, &seen, now).await?;
+            db::record_state(&self.db, id, &seen, now).await?;
         }
         if step.requeue {
             // A step forward (an Application applied, a new state) starts the looks afresh:
@@ -516,7 +517,7 @@ impl Reconciler {
         {
             return Ok(Wait::Passed);
         }
-        let reports = db::checks_of(&self.pool, &row.repo, &row.head_sha).await?;
+        let reports = db::checks_of(&self.db, &row.repo, &row.head_sha)?;
         Ok(checks::verdict(wait_for, &reports))
     }
 }

@@ -3,6 +3,9 @@
 
 use sqlx::{SqliteConnection, SqlitePool};
 
+use super::Inline;
+use super::inline::text_enum;
+
 use crate::checks::{CheckReport, CheckState, Source};
 use crate::preview::{Desired, PreviewKey};
 
@@ -85,26 +88,24 @@ pub async fn previews_at(
 }
 
 /// Every report kept for `sha` of `repo`.
-pub async fn checks_of(pool: &SqlitePool, repo: &str, sha: &str) -> sqlx::Result<Vec<CheckReport>> {
-    let rows = sqlx::query!(
-        r#"SELECT name, source AS "source: Source", state AS "state: CheckState", conclusion, url, at
-           FROM checks WHERE repo = ?1 AND sha = ?2 ORDER BY name"#,
-        repo,
-        sha,
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| CheckReport {
-            source: r.source,
-            name: r.name,
-            state: r.state,
-            conclusion: r.conclusion,
-            url: r.url,
-            at: r.at,
-        })
-        .collect())
+pub fn checks_of(db: &Inline, repo: &str, sha: &str) -> anyhow::Result<Vec<CheckReport>> {
+    db.read(|conn| {
+        conn.prepare_cached(
+            "SELECT name, source, state, conclusion, url, at
+             FROM checks WHERE repo = ?1 AND sha = ?2 ORDER BY name",
+        )?
+        .query_map(rusqlite::params![repo, sha], |r| {
+            Ok(CheckReport {
+                name: r.get(0)?,
+                source: text_enum(r, 1)?,
+                state: text_enum(r, 2)?,
+                conclusion: r.get(3)?,
+                url: r.get(4)?,
+                at: r.get(5)?,
+            })
+        })?
+        .collect()
+    })
 }
 
 /// Reports on commits no live preview is at any more (a push moved on, a preview ended).

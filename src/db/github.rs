@@ -1,7 +1,10 @@
 //! Queries behind GitHub feedback: queued commands and their effects (each command's effect,
 //! history row and outcome in one transaction), and what was last reported per PR.
 
+use rusqlite::OptionalExtension;
 use sqlx::{SqliteConnection, SqlitePool};
+
+use super::Inline;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandRow {
@@ -48,20 +51,21 @@ impl Owed {
 /// One look at what is owed, instead of a query for each: the worker wakes after every look
 /// the reconciler takes, and almost always owes none of it (issue #17: four of the 37
 /// statements a push ran, twice).
-pub async fn owed(pool: &SqlitePool) -> sqlx::Result<Owed> {
-    let row = sqlx::query!(
-        r#"SELECT EXISTS (SELECT 1 FROM commands WHERE status = 'pending' OR answered = 0) AS "commands!: bool",
-                  EXISTS (SELECT 1 FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
-                            AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number))
-                    AS "finals!: bool",
-                  EXISTS (SELECT 1 FROM notices WHERE posted_at IS NULL) AS "notices!: bool""#
-    )
-    .fetch_one(pool)
-    .await?;
-    Ok(Owed {
-        commands: row.commands,
-        finals: row.finals,
-        notices: row.notices,
+pub fn owed(db: &Inline) -> anyhow::Result<Owed> {
+    db.read(|conn| {
+        conn.prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM commands WHERE status = 'pending' OR answered = 0),
+                    EXISTS (SELECT 1 FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
+                              AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)),
+                    EXISTS (SELECT 1 FROM notices WHERE posted_at IS NULL)",
+        )?
+        .query_row([], |r| {
+            Ok(Owed {
+                commands: r.get(0)?,
+                finals: r.get(1)?,
+                notices: r.get(2)?,
+            })
+        })
     })
 }
 
@@ -338,18 +342,31 @@ pub struct Thread {
     pub given_up: Option<String>,
 }
 
-pub async fn thread(pool: &SqlitePool, repo: &str, number: i64) -> sqlx::Result<Option<Thread>> {
-    sqlx::query_as!(
-        Thread,
-        r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
-                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool",
-                  given_up
-           FROM github_threads WHERE repo = ?1 AND number = ?2"#,
-        repo,
-        number
-    )
-    .fetch_optional(pool)
-    .await
+pub fn thread(db: &Inline, repo: &str, number: i64) -> anyhow::Result<Option<Thread>> {
+    db.read(|conn| {
+        conn.prepare_cached(
+            "SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
+                    deployment_sha, deployment_state, end_reason, final_pending, given_up
+             FROM github_threads WHERE repo = ?1 AND number = ?2",
+        )?
+        .query_row(rusqlite::params![repo, number], |r| {
+            Ok(Thread {
+                repo: r.get(0)?,
+                number: r.get(1)?,
+                installation_id: r.get(2)?,
+                head_sha: r.get(3)?,
+                comment_id: r.get(4)?,
+                body_hash: r.get(5)?,
+                deployment_id: r.get(6)?,
+                deployment_sha: r.get(7)?,
+                deployment_state: r.get(8)?,
+                end_reason: r.get(9)?,
+                final_pending: r.get(10)?,
+                given_up: r.get(11)?,
+            })
+        })
+        .optional()
+    })
 }
 
 /// Threads whose "destroyed" report has not reached GitHub yet.
@@ -371,33 +388,37 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
 /// the preview's end (`mark_final_report`), which may commit while a report is on its way to
 /// GitHub, and a report saved after it must not take back the "destroyed" it owes
 /// (`final_posted` clears it once said).
-pub async fn save_thread(pool: &SqlitePool, t: &Thread, now: i64) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
-                                     deployment_id, deployment_sha, deployment_state, final_pending, updated_at, end_reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-         ON CONFLICT (repo, number) DO UPDATE SET
-             installation_id = excluded.installation_id, head_sha = excluded.head_sha,
-             comment_id = excluded.comment_id, body_hash = excluded.body_hash,
-             deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
-             deployment_state = excluded.deployment_state,
-             updated_at = excluded.updated_at, failures = 0",
-        t.repo,
-        t.number,
-        t.installation_id,
-        t.head_sha,
-        t.comment_id,
-        t.body_hash,
-        t.deployment_id,
-        t.deployment_sha,
-        t.deployment_state,
-        t.final_pending,
-        now,
-        t.end_reason
-    )
-    .execute(pool)
+pub async fn save_thread(db: &Inline, t: &Thread, now: i64) -> anyhow::Result<()> {
+    let t = t.clone();
+    db.write(move |tx| {
+        tx.prepare_cached(
+            "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
+                                         deployment_id, deployment_sha, deployment_state, final_pending, updated_at, end_reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT (repo, number) DO UPDATE SET
+                 installation_id = excluded.installation_id, head_sha = excluded.head_sha,
+                 comment_id = excluded.comment_id, body_hash = excluded.body_hash,
+                 deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
+                 deployment_state = excluded.deployment_state,
+                 updated_at = excluded.updated_at, failures = 0",
+        )?
+        .execute(rusqlite::params![
+            t.repo,
+            t.number,
+            t.installation_id,
+            t.head_sha,
+            t.comment_id,
+            t.body_hash,
+            t.deployment_id,
+            t.deployment_sha,
+            t.deployment_state,
+            t.final_pending,
+            now,
+            t.end_reason
+        ])
+        .map(drop)
+    })
     .await
-    .map(drop)
 }
 
 /// The "destroyed" report for `end_reason` is on GitHub: not owed any more, unless the

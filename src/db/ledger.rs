@@ -1,6 +1,9 @@
 //! The ledger's queries: what a preview provisioned, and each item's confirmed state.
 
+use rusqlite::params;
 use sqlx::SqlitePool;
+
+use super::Inline;
 
 use crate::ledger::Entry;
 
@@ -17,65 +20,56 @@ pub struct LedgerRow {
 /// After a successful apply: the Application and what it provisions (`entries`) in the
 /// ledger, the observed state and the history row, in one transaction.
 pub async fn record_applied(
-    pool: &SqlitePool,
+    db: &Inline,
     id: i64,
     entries: &[Entry],
     hash: Option<&str>,
     reason: &str,
     now: i64,
-) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
-    let items = as_json(entries);
-    sqlx::query!(
-        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
-         SELECT ?1, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),
-                json_extract(e.value, '$[2]'), 'applied', ?3
-         FROM json_each(?2) e WHERE true
-         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
-        id,
-        items,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
-    // The helper's rendering is what `applied_hash` tracks; the app's apply leaves it be.
-    sqlx::query!(
-        "UPDATE previews SET observed = 'applied', last_error = NULL,
-                applied_hash = COALESCE(?2, applied_hash), updated_at = ?3 WHERE id = ?1",
-        id,
-        hash,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
-    super::add_history_of(&mut tx, id, "applied", reason, now).await?;
-    tx.commit().await
+) -> anyhow::Result<()> {
+    let (items, hash, reason) = (as_json(entries), hash.map(str::to_owned), reason.to_owned());
+    db.write(move |tx| {
+        tx.prepare_cached(
+            "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+             SELECT ?1, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),
+                    json_extract(e.value, '$[2]'), 'applied', ?3
+             FROM json_each(?2) e WHERE true
+             ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
+        )?
+        .execute(params![id, items, now])?;
+        // The helper's rendering is what `applied_hash` tracks; the app's apply leaves it be.
+        tx.prepare_cached(
+            "UPDATE previews SET observed = 'applied', last_error = NULL,
+                    applied_hash = COALESCE(?2, applied_hash), updated_at = ?3 WHERE id = ?1",
+        )?
+        .execute(params![id, hash, now])?;
+        super::previews::history_of(tx, id, "applied", &reason, now)
+    })
+    .await
 }
 
 /// Writes what an apply is about to provision, before the apply: a crash (or a timeout the
 /// server acted on) between the apply and `record_applied` must not leave teardown unaware
 /// of what may exist. New items are `applying`; items already known keep their state.
 pub async fn record_intended(
-    pool: &SqlitePool,
+    db: &Inline,
     id: i64,
     entries: &[Entry],
     now: i64,
-) -> sqlx::Result<()> {
+) -> anyhow::Result<()> {
     let items = as_json(entries);
-    // One statement, so no transaction of its own to begin and commit.
-    sqlx::query!(
-        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
-         SELECT ?1, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),
-                json_extract(e.value, '$[2]'), 'applying', ?3
-         FROM json_each(?2) e WHERE true
-         ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
-        id,
-        items,
-        now
-    )
-    .execute(pool)
+    db.write(move |tx| {
+        tx.prepare_cached(
+            "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+             SELECT ?1, json_extract(e.value, '$[0]'), json_extract(e.value, '$[1]'),
+                    json_extract(e.value, '$[2]'), 'applying', ?3
+             FROM json_each(?2) e WHERE true
+             ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
+        )?
+        .execute(params![id, items, now])
+        .map(drop)
+    })
     .await
-    .map(drop)
 }
 
 /// Entries as one JSON array of `[kind, namespace, name]`, for `json_each`: a statement for
@@ -86,22 +80,6 @@ fn as_json(entries: &[Entry]) -> String {
         .map(|e| [e.kind.as_str(), e.namespace.as_str(), e.name.as_str()])
         .collect();
     serde_json::to_string(&items).unwrap_or_else(|_| "[]".into())
-}
-
-/// Argo CD reports everything synced and healthy: every applied item is confirmed present.
-pub async fn confirm_ledger(
-    pool: impl sqlx::SqliteExecutor<'_>,
-    id: i64,
-    now: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE ledger SET state = 'confirmed', confirmed_at = ?2 WHERE preview_id = ?1 AND state = 'applied'",
-        id,
-        now
-    )
-    .execute(pool)
-    .await
-    .map(drop)
 }
 
 /// Sets one item's state; `gone` and `kept` are confirmations and stamp `confirmed_at`.

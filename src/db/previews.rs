@@ -1,11 +1,15 @@
 //! The reconciler's queries: a preview as it is reconciled, placement, sealed values, the
 //! ledger, and the end of a preview.
 
+use rusqlite::{OptionalExtension, params};
 use sqlx::SqlitePool;
+
+use super::Inline;
+use super::inline::text_enum;
 
 use crate::preview::{Desired, ObservedState};
 
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreviewRow {
     pub id: i64,
     pub repo: String,
@@ -91,18 +95,13 @@ pub async fn record_names(pool: &SqlitePool, id: i64, names: &str) -> sqlx::Resu
         .map(drop)
 }
 
-pub async fn preview_id<'e>(
-    conn: impl sqlx::SqliteExecutor<'e>,
-    repo: &str,
-    number: u32,
-) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar!(
-        r#"SELECT id AS "id!" FROM previews WHERE repo = ?1 AND number = ?2"#,
-        repo,
-        number
-    )
-    .fetch_optional(conn)
-    .await
+/// A PR's preview, by repository and number.
+pub fn preview_id(db: &Inline, repo: &str, number: u32) -> anyhow::Result<Option<i64>> {
+    db.read(|conn| {
+        conn.prepare_cached("SELECT id FROM previews WHERE repo = ?1 AND number = ?2")?
+            .query_row(params![repo, number], |r| r.get(0))
+            .optional()
+    })
 }
 
 pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
@@ -111,57 +110,81 @@ pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
         .await
 }
 
-/// Up to `limit` previews after id `after`, in id order: a full reconcile pass reads its
-/// rows a page at a time, not one query per preview.
-pub async fn preview_rows(
-    pool: &SqlitePool,
-    after: i64,
-    limit: i64,
-) -> sqlx::Result<Vec<PreviewRow>> {
-    sqlx::query_as!(
-        PreviewRow,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
-                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
-                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha,
-                  template_generation, template_seed
-           FROM previews WHERE id > ?1 ORDER BY id LIMIT ?2"#,
-        after,
-        limit
-    )
-    .fetch_all(pool)
-    .await
+/// A preview's columns, in `PreviewRow::read`'s order.
+const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved_sha, desired, observed,
+     end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
+     installation_id, keep, redeploy_generation, created_at, head_changed_at, names,
+     draft, labeled, deploy_by, paths_file, paths_sha, wait_override_sha,
+     template_generation, template_seed";
+
+impl PreviewRow {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: r.get(0)?,
+            repo: r.get(1)?,
+            number: r.get(2)?,
+            title: r.get(3)?,
+            author: r.get(4)?,
+            head_sha: r.get(5)?,
+            fork: r.get(6)?,
+            approved_sha: r.get(7)?,
+            desired: text_enum(r, 8)?,
+            observed: text_enum(r, 9)?,
+            end_reason: r.get(10)?,
+            last_error: r.get(11)?,
+            cluster: r.get(12)?,
+            applied_hash: r.get(13)?,
+            teardown_started_at: r.get(14)?,
+            seed_generation: r.get(15)?,
+            expires_at: r.get(16)?,
+            installation_id: r.get(17)?,
+            keep: r.get(18)?,
+            redeploy_generation: r.get(19)?,
+            created_at: r.get(20)?,
+            head_changed_at: r.get(21)?,
+            names: r.get(22)?,
+            draft: r.get(23)?,
+            labeled: r.get(24)?,
+            deploy_by: r.get(25)?,
+            paths_file: r.get(26)?,
+            paths_sha: r.get(27)?,
+            wait_override_sha: r.get(28)?,
+            template_generation: r.get(29)?,
+            template_seed: r.get(30)?,
+        })
+    }
 }
 
-pub async fn preview_row(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<PreviewRow>> {
-    sqlx::query_as!(
-        PreviewRow,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
-                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
-                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha,
-                  template_generation, template_seed
-           FROM previews WHERE id = ?1"#,
-        id
-    )
-    .fetch_optional(pool)
-    .await
+/// Up to `limit` previews after id `after`, in id order: a full reconcile pass reads its
+/// rows a page at a time, not one query per preview.
+pub fn preview_rows(db: &Inline, after: i64, limit: i64) -> anyhow::Result<Vec<PreviewRow>> {
+    db.read(|conn| {
+        conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM previews WHERE id > ?1 ORDER BY id LIMIT ?2"
+        ))?
+        .query_map(params![after, limit], PreviewRow::read)?
+        .collect()
+    })
+}
+
+pub fn preview_row(db: &Inline, id: i64) -> anyhow::Result<Option<PreviewRow>> {
+    db.read(|conn| {
+        conn.prepare_cached(&format!("SELECT {COLUMNS} FROM previews WHERE id = ?1"))?
+            .query_row(params![id], PreviewRow::read)
+            .optional()
+    })
 }
 
 /// Deployable previews still without a cluster, oldest first.
-pub async fn unplaced(pool: &SqlitePool) -> sqlx::Result<Vec<PreviewRow>> {
-    sqlx::query_as!(
-        PreviewRow,
-        r#"SELECT id AS "id!", repo, number, title, author, head_sha, fork AS "fork: bool", approved_sha, desired AS "desired: Desired", observed AS "observed: ObservedState",
-                  end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
-                  installation_id, keep AS "keep: bool", redeploy_generation, created_at, head_changed_at, names,
-                  draft AS "draft: bool", labeled AS "labeled: bool", deploy_by, paths_file, paths_sha, wait_override_sha,
-                  template_generation, template_seed
-           FROM previews INDEXED BY previews_unplaced
-           WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"#
-    )
-    .fetch_all(pool)
-    .await
+pub fn unplaced(db: &Inline) -> anyhow::Result<Vec<PreviewRow>> {
+    db.read(|conn| {
+        conn.prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM previews INDEXED BY previews_unplaced
+             WHERE desired = 'deployed' AND cluster IS NULL ORDER BY created_at, id"
+        ))?
+        .query_map([], PreviewRow::read)?
+        .collect()
+    })
 }
 
 /// Writes placement decisions `(preview, cluster or queued, already queued)` with their
@@ -237,21 +260,42 @@ pub struct Observation<'a> {
 /// Each was a commit of its own, and each commit is an fsync (issue #17: a new preview
 /// made about 15).
 pub async fn record_state(
-    pool: &SqlitePool,
+    db: &Inline,
     id: i64,
     seen: &Observation<'_>,
     now: i64,
-) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
-    if let Some(seed) = seen.ready_at_seed {
-        super::confirm_ledger(&mut *tx, id, now).await?;
-        super::confirm_clone(&mut *tx, id, seed).await?;
-    }
-    if let (Some(what), Some(message)) = (seen.history, seen.message) {
-        add_history_of(&mut tx, id, what, message, now).await?;
-    }
-    set_observed(&mut *tx, id, seen.state, seen.message, None, now).await?;
-    tx.commit().await
+) -> anyhow::Result<()> {
+    let state = seen.state.as_str();
+    let message = seen.message.map(str::to_owned);
+    let history = seen
+        .history
+        .zip(seen.message)
+        .map(|(what, message)| (what.to_owned(), message.to_owned()));
+    let ready_at_seed = seen.ready_at_seed;
+    db.write(move |tx| {
+        if let Some(seed) = ready_at_seed {
+            // Every applied ledger item is confirmed present; the clone made for this seed
+            // generation is done, and the generation it came from no longer needed for it.
+            tx.prepare_cached(
+                "UPDATE ledger SET state = 'confirmed', confirmed_at = ?2
+                 WHERE preview_id = ?1 AND state = 'applied'",
+            )?
+            .execute(params![id, now])?;
+            tx.prepare_cached(
+                "UPDATE previews SET template_confirmed = ?2 WHERE id = ?1 AND template_seed = ?2",
+            )?
+            .execute(params![id, seed])?;
+        }
+        if let Some((what, message)) = &history {
+            history_of(tx, id, what, message, now)?;
+        }
+        tx.prepare_cached(
+            "UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1",
+        )?
+        .execute(params![id, state, message, now])
+        .map(drop)
+    })
+    .await
 }
 
 /// Records what the reconciler saw; `applied_hash` only changes when `Some`.
@@ -318,21 +362,25 @@ pub async fn clear_teardown(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
 /// The sealed values stored for a preview, with the certificate they were sealed for. A row
 /// that cannot be read makes the whole set empty, so that it is sealed anew rather than
 /// rendered with a Secret missing.
-pub async fn sealed_secrets(
-    pool: &SqlitePool,
+pub fn sealed_secrets(
+    db: &Inline,
     id: i64,
-) -> sqlx::Result<Vec<(crate::render::SealedSecret, String)>> {
-    let rows = sqlx::query!(
-        "SELECT namespace, name, scope, cert_fingerprint, encrypted_data FROM sealed_secrets WHERE preview_id = ?1 ORDER BY id",
-        id
-    )
-    .fetch_all(pool)
-    .await?;
+) -> anyhow::Result<Vec<(crate::render::SealedSecret, String)>> {
+    let rows: Vec<(String, String, String, String, String)> = db.read(|conn| {
+        conn.prepare_cached(
+            "SELECT namespace, name, scope, cert_fingerprint, encrypted_data
+             FROM sealed_secrets WHERE preview_id = ?1 ORDER BY id",
+        )?
+        .query_map(params![id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect()
+    })?;
     let secrets: Option<Vec<_>> = rows
         .into_iter()
-        .map(|r| {
-            let secret = stored_secret(r.name, r.namespace, &r.scope, &r.encrypted_data)?;
-            Some((secret, r.cert_fingerprint))
+        .map(|(namespace, name, scope, fingerprint, stored)| {
+            let secret = stored_secret(name, namespace, &scope, &stored)?;
+            Some((secret, fingerprint))
         })
         .collect();
     Ok(secrets.unwrap_or_default())
@@ -468,6 +516,22 @@ pub async fn add_history_now(
 
 /// A history row about the preview with row `id` (by previewd), inside the caller's
 /// transaction: the rows that record a state change and the change commit together.
+/// [`add_history_of`] in an inline write (`db::Inline`).
+pub(super) fn history_of(
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    what: &str,
+    reason: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
+    )?
+    .execute(params![id, what, reason, now])
+    .map(drop)
+}
+
 pub async fn add_history_of(
     tx: &mut sqlx::SqliteConnection,
     id: i64,

@@ -353,23 +353,6 @@ pub async fn decide_clone(
     .map(drop)
 }
 
-/// The preview's helper Application was ready at seed generation `seed`: its clone is done,
-/// and the generation it came from is no longer needed for it.
-pub async fn confirm_clone(
-    pool: impl sqlx::SqliteExecutor<'_>,
-    id: i64,
-    seed: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE previews SET template_confirmed = ?2 WHERE id = ?1 AND template_seed = ?2",
-        id,
-        seed
-    )
-    .execute(pool)
-    .await
-    .map(drop)
-}
-
 /// Previews of `repo` whose clone of `generation` is decided but not seen done: the
 /// generation must stay until they are.
 pub async fn clones_pending(pool: &SqlitePool, repo: &str, generation: i64) -> sqlx::Result<i64> {

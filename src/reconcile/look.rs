@@ -83,7 +83,7 @@ impl Feedback {
         let Some(paths) = &policy.gates.paths else {
             return false;
         };
-        let Ok(Some(row)) = db::preview_row(&self.pool, look.id).await else {
+        let Ok(Some(row)) = db::preview_row(&self.db, look.id) else {
             return false;
         };
         if row.head_sha != look.head_sha {

@@ -53,8 +53,8 @@ impl Feedback {
 
     async fn run_command(&self, cmd: &CommandRow) -> anyhow::Result<Option<i64>> {
         let now = self.clock.now();
-        let row = match db::preview_id(&self.pool, &cmd.repo, u32::try_from(cmd.number)?).await? {
-            Some(id) => db::preview_row(&self.pool, id).await?,
+        let row = match db::preview_id(&self.db, &cmd.repo, u32::try_from(cmd.number)?)? {
+            Some(id) => db::preview_row(&self.db, id)?,
             None => None,
         };
         let parsed = match command::parse(&cmd.line) {

@@ -12,7 +12,7 @@ impl Reconciler {
     /// Gives each deployable preview without a cluster the least loaded one with room, in
     /// arrival order; the rest wait, visibly, as `queued`. Returns the previews placed.
     pub(super) async fn place_waiting(&self) -> anyhow::Result<Vec<i64>> {
-        let waiting = db::unplaced(&self.pool).await?;
+        let waiting = db::unplaced(&self.db)?;
         if waiting.is_empty() {
             return Ok(Vec::new());
         }

@@ -40,7 +40,7 @@ impl Feedback {
     /// The sticky comment and deployment of each of `ids`.
     async fn report_previews(&self, ids: &[i64]) {
         for id in ids {
-            let Ok(Some(row)) = db::preview_row(&self.pool, *id).await else {
+            let Ok(Some(row)) = db::preview_row(&self.db, *id) else {
                 continue;
             };
             let Some(github) = &self.github else {
@@ -253,7 +253,7 @@ impl Feedback {
         // again by its marker and the deployment by its SHA; a status may be posted twice.
         let took = !matches!(outcome, Err((Part::Comment, _)));
         if took && thread != *stored {
-            let _ = db::save_thread(&self.pool, &thread, self.clock.now()).await;
+            let _ = db::save_thread(&self.db, &thread, self.clock.now()).await;
         }
         outcome.map(|()| thread)
     }
@@ -407,8 +407,7 @@ impl Feedback {
     }
 
     async fn thread_of(&self, repo: &str, number: i64) -> Result<Thread, GitHubError> {
-        Ok(db::thread(&self.pool, repo, number)
-            .await
+        Ok(db::thread(&self.db, repo, number)
             .map_err(|e| shape(&e.to_string()))?
             .unwrap_or_else(|| Thread {
                 repo: repo.to_owned(),
@@ -436,7 +435,7 @@ impl Feedback {
                 .config
                 .policy_for(&repo)
                 .map_or(&[][..], |p| &p.gates.wait_for[..]);
-            let reports = db::checks_of(&self.pool, &row.repo, &row.head_sha).await?;
+            let reports = db::checks_of(&self.db, &row.repo, &row.head_sha)?;
             view.ci = Some((
                 crate::checks::verdict(wait_for, &reports),
                 row.head_changed_at,
