@@ -5,8 +5,10 @@
 //! `pool/connection.rs` `return_to_pool`, unconditional). `benches/statements.rs` measures
 //! a one-row read at 15× the CPU that way (issue #17); a look at a preview runs a dozen.
 //! A read here runs where it is asked for: a few pages, from SQLite's cache or the OS's,
-//! in microseconds, never waiting on a lock (WAL). A write transaction runs on a blocking
-//! thread, one hop for all of it, because it may wait for the write lock and for its fsync.
+//! in microseconds; in WAL mode a writer never holds it up (only WAL recovery after a crash,
+//! or another process taking the state exclusively, could make it wait, up to the busy
+//! timeout). A write transaction runs on a blocking thread, one hop for all of it, because
+//! it waits for the write lock and for its fsync.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -150,6 +152,29 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(left, 0);
+    }
+
+    /// What `db::options` gives the pool's connections, these have too: a commit survives
+    /// power loss, and teardown's cascades run.
+    #[tokio::test]
+    async fn its_connections_are_durable_and_cascade_like_the_pools() {
+        let (_dir, _pool, inline) = state().await;
+        let pragma = |name: &str| {
+            let value = inline.read(|conn| {
+                conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+                    r.get::<_, rusqlite::types::Value>(0)
+                })
+            });
+            match value.unwrap() {
+                rusqlite::types::Value::Text(text) => text,
+                rusqlite::types::Value::Integer(n) => n.to_string(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(pragma("journal_mode"), "wal");
+        assert_eq!(pragma("synchronous"), "2", "FULL");
+        assert_eq!(pragma("foreign_keys"), "1");
+        assert_eq!(pragma("busy_timeout"), "5000");
     }
 
     #[tokio::test]
