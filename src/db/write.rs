@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::inline::text_enum;
 use super::{DeliveryRow, HistoryRow};
 use crate::checks::CheckReport;
 use crate::intent::{Ended, Outcome, PrChange, StoredPr};
@@ -32,13 +33,6 @@ pub fn open(path: &Path) -> anyhow::Result<Connection> {
     // Every statement the writer runs, prepared once.
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
-}
-
-fn text_enum<T: serde::de::DeserializeOwned>(column: usize, text: &str) -> Result<T> {
-    use serde::de::IntoDeserializer;
-    T::deserialize(text.into_deserializer()).map_err(|e: serde::de::value::Error| {
-        Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
-    })
 }
 
 fn word<T: serde::Serialize>(value: &T) -> String {
@@ -163,7 +157,7 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
                     base_ref: r.get(7)?,
                     fork: r.get(8)?,
                     draft: r.get(9)?,
-                    desired: text_enum(10, r.get_ref(10)?.as_str()?)?,
+                    desired: text_enum(r, 10)?,
                     end_reason: r.get(11)?,
                     approved_sha: r.get(12)?,
                     pr_updated_at: r.get(13)?,
@@ -449,9 +443,9 @@ pub fn record_check(
         )?
         .query_row(params![repo, sha, report.name], |r| {
             Ok(CheckReport {
-                source: text_enum(0, r.get_ref(0)?.as_str()?)?,
+                source: text_enum(r, 0)?,
                 name: report.name.clone(),
-                state: text_enum(1, r.get_ref(1)?.as_str()?)?,
+                state: text_enum(r, 1)?,
                 conclusion: r.get(2)?,
                 url: r.get(3)?,
                 at: r.get(4)?,
