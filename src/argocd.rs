@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::plan::Health;
 use crate::render::APPLIED_HASH;
 
-/// An Argo CD Application: typed metadata, the rest as sent.
+/// An Argo CD Application: typed metadata, the rest as sent, less what previewd never reads
+/// (`UNREAD`).
 #[derive(Clone, Debug, Serialize)]
 pub struct Application {
     pub metadata: ObjectMeta,
@@ -20,19 +21,78 @@ pub struct Application {
     pub rest: serde_json::Map<String, Value>,
 }
 
-/// Read as one JSON map, then `metadata` taken out of it. A derived `flatten` buffers the
-/// whole object in serde's `Content` first and builds the map from that: two trees of a 24 KB
-/// Application for every read and every watch event (a tenth of previewd's CPU per push at
-/// 2,000 previews, issue #17).
+/// What previewd never reads of an Application, skipped as it is read instead of built into
+/// maps, in every read, every watch event and every write's answer (issue #17): the API
+/// server's `metadata.managedFields` (server-side apply lists each field previewd wrote,
+/// the chart's values key by key) and Argo CD's `status.history`, the source of each of the
+/// last ten syncs, values and all (argo-cd controller/state.go persistRevisionHistory,
+/// `RevisionHistoryLimit = 10` in pkg/apis/application/v1alpha1/application_defaults.go).
+/// On a real cluster they are most of a mature preview's Application.
+const UNREAD: [(&str, &str); 2] = [("metadata", "managedFields"), ("status", "history")];
+
+/// Read as one JSON map in one pass, `UNREAD` skipped, then `metadata` taken out of it. A
+/// derived `flatten` buffers the whole object in serde's `Content` first and builds the map
+/// from that: two trees of a 24 KB Application for every read and every watch event (a
+/// tenth of previewd's CPU per push at 2,000 previews, issue #17).
 impl<'de> Deserialize<'de> for Application {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        let mut rest = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let mut rest = match deserializer.deserialize_any(Skipping(None))? {
+            Value::Object(map) => map,
+            other => return Err(D::Error::custom(format!("an Application, not {other}"))),
+        };
         let metadata = rest
             .shift_remove("metadata") // the other keys stay in the order sent
             .ok_or_else(|| D::Error::missing_field("metadata"))?;
         let metadata = ObjectMeta::deserialize(metadata).map_err(D::Error::custom)?;
         Ok(Self { metadata, rest })
+    }
+}
+
+/// An object (or null) read as `serde_json::Value` reads it, but that the fields `UNREAD`
+/// names in it are passed over (`IgnoredAny` allocates nothing): in the Application itself
+/// (None) for its `metadata` and `status`, and in those (`Some` of the key holding them).
+struct Skipping(Option<&'static str>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Skipping {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Skipping {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = match self.0 {
+                // The Application itself: its metadata and status are read skipping.
+                None => match UNREAD.iter().find(|(holder, _)| *holder == key) {
+                    Some((holder, _)) => map.next_value_seed(Skipping(Some(holder)))?,
+                    None => map.next_value()?,
+                },
+                Some(holder) => {
+                    if UNREAD.contains(&(holder, key.as_str())) {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        continue;
+                    }
+                    map.next_value()?
+                }
+            };
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+
+    /// A null status (or Application) is read as null, for the caller to judge.
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 }
 

@@ -364,3 +364,76 @@ fn sources_compared_in_place_agree_with_comparing_their_copies_without_empty_val
     echoed["directory"] = json!({"recurse": false, "jsonnet": {}});
     assert!(same_source(&echoed, &sent) && same_source(&sent, &echoed));
 }
+
+/// What previewd never reads (`UNREAD`) is passed over: the API server's managedFields and
+/// Argo CD's revision history. A key of the same name anywhere else (the chart's values, a
+/// status field's own fields) is kept, and the rest stays in the order sent.
+#[test]
+fn a_read_passes_over_managed_fields_and_argo_cds_history_and_keeps_the_rest() {
+    let held = json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "a", "uid": "u1", "annotations": {APPLIED_HASH: "r1"},
+                     "managedFields": [{"manager": "previewd", "operation": "Apply",
+                                        "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]},
+        "spec": {"source": {"helm": {"valuesObject": {"history": [1], "managedFields": "kept"}}}},
+        "status": {"health": {"status": "Healthy"},
+                   "history": [{"id": 0, "revision": REVISION, "source": source(1)}],
+                   "sync": {"status": "Synced", "history": "kept"}},
+    });
+    let read: Application = serde_json::from_slice(&serde_json::to_vec(&held).unwrap()).unwrap();
+    assert_eq!(read.metadata.managed_fields, None);
+    assert_eq!(read.metadata.uid.as_deref(), Some("u1"));
+    assert_eq!(read.rest["spec"], held["spec"]);
+    assert_eq!(
+        read.rest["status"],
+        json!({"health": {"status": "Healthy"}, "sync": {"status": "Synced", "history": "kept"}})
+    );
+    let keys: Vec<&str> = read.rest.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["apiVersion", "kind", "spec", "status"]);
+    // From a Value (the tests' way) as from bytes (kube's).
+    let from_value: Application = serde_json::from_value(held).unwrap();
+    assert_eq!(
+        serde_json::to_value(&from_value).unwrap(),
+        serde_json::to_value(&read).unwrap()
+    );
+}
+
+#[test]
+fn an_application_read_with_its_history_and_managed_fields_has_the_same_verdict() {
+    for status in [
+        Status::ready(),
+        Status {
+            phase: "Running",
+            ..Status::ready()
+        },
+    ] {
+        let app = status.app();
+        let mut held = serde_json::to_value(&app).unwrap();
+        held["metadata"]["managedFields"] = json!([{"manager": "argocd-application-controller",
+            "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]);
+        held["status"]["history"] = json!([{"id": 0, "revision": REVISION, "source": source(1)}]);
+        let read: Application = serde_json::from_value(held).unwrap();
+        assert_eq!(verdict(&read), verdict(&app));
+    }
+}
+
+#[test]
+fn a_null_status_is_read_as_none_yet_and_anything_but_an_object_is_refused() {
+    let app: Application =
+        serde_json::from_str(r#"{"metadata": {"name": "a"}, "spec": null, "status": null}"#)
+            .unwrap();
+    assert_eq!(app.rest["status"], Value::Null);
+    assert_eq!(verdict(&app), Health::Progressing);
+    for wrong in [
+        r#"[]"#,
+        r#""a""#,
+        r#"null"#,
+        r#"{"spec": {}}"#,
+        r#"{"metadata": {}, "status": 1}"#,
+    ] {
+        assert!(
+            serde_json::from_str::<Application>(wrong).is_err(),
+            "{wrong}"
+        );
+    }
+}
