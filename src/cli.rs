@@ -121,7 +121,15 @@ pub fn main() -> ExitCode {
         }
     }
     init_logging(&config.log);
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One thread runs every task (issue #17). With a worker per core, work arriving on one
+    // (a watch event, GitHub's answer) woke the other to steal it: an eighth of a push's
+    // samples were workers parking and waking (futex, epoll_wait). Nothing holds this
+    // thread long: SQLite writes and the intake's batches run on blocking threads, inline
+    // reads do not wait (WAL), and a push is mostly waiting on the network.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("previewd: cannot start the async runtime: {e}");
