@@ -27,6 +27,19 @@ const LEASE: &str = "sweep";
 const LEASE_FOR: i64 = 300;
 /// Orphans need every Application listed, so they are looked for every this many passes.
 const ORPHANS_EVERY: u64 = 10;
+/// How far the sweeps after the first run off the reconciler's full passes, which run every
+/// 30 s from the start (`reconcile::RESYNC`): on previewd's one runtime thread a sweep and
+/// a full pass at the same moment share it, each waiting on the other's turns (issue #17).
+const OFF_RESYNC: Duration = Duration::from_secs(15);
+
+/// When the `k`th sweep is due, from the start: the first at once (with the orphan check),
+/// the later ones every `period` and `OFF_RESYNC` past it.
+pub fn due(k: u32, period: Duration) -> Duration {
+    match k {
+        0 => Duration::ZERO,
+        k => period * k + OFF_RESYNC,
+    }
+}
 /// A PR without a preview keeps its history (and its finished commands, notices, GitHub
 /// thread and close) until nothing has happened to it for this long: the history outlives
 /// the preview, for a bounded window.
@@ -140,18 +153,25 @@ impl Sweeper {
 
     /// Sweeps every `sweep.interval` until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
-        let mut every =
-            tokio::time::interval(self.config.sweep_interval.max(Duration::from_secs(1)));
-        loop {
+        let period = self.config.sweep_interval.max(Duration::from_secs(1));
+        let start = tokio::time::Instant::now();
+        for k in 0.. {
             tokio::select! {
-                _ = every.tick() => match self.pass(false).await {
-                    Ok(Some((_, report))) if report != Report::default() => {
-                        tracing::info!(?report, "swept");
-                    }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "sweep failed; trying again next interval"),
-                },
+                () = tokio::time::sleep_until(start + due(k, period)) => self.pass_logged().await,
                 () = cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// One pass, its outcome logged: a failed pass is tried again at the next tick.
+    async fn pass_logged(&self) {
+        match self.pass(false).await {
+            Ok(Some((_, report))) if report != Report::default() => {
+                tracing::info!(?report, "swept");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "sweep failed; trying again next interval")
             }
         }
     }

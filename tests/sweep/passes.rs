@@ -147,3 +147,27 @@ async fn a_dry_run_changes_no_row_and_no_file() {
     assert_eq!(dump(&app).await, rows_before, "no row changed");
     assert_eq!(files(&app), files_before, "no file changed");
 }
+
+/// previewd runs every task on one thread: a sweep due at the same moment as the
+/// reconciler's full pass (both from the start: the sweep every minute, the pass every
+/// 30 s) would share it with the pass, each waiting on the other's turns.
+#[test]
+fn sweeps_after_the_first_run_between_the_reconcilers_full_passes() {
+    use std::time::Duration;
+    let resync = previewd::reconcile::RESYNC.as_secs();
+    assert_eq!(
+        previewd::sweep::due(0, Duration::from_secs(60)),
+        Duration::ZERO
+    );
+    for period in [60, 120, 300, 3600] {
+        for k in 1..200 {
+            let at = previewd::sweep::due(k, Duration::from_secs(period));
+            assert_ne!(
+                at.as_secs() % resync,
+                0,
+                "sweep {k} of every {period} s at {at:?}"
+            );
+            assert!(at >= Duration::from_secs(period * u64::from(k)), "{at:?}");
+        }
+    }
+}
