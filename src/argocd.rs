@@ -49,7 +49,7 @@ impl<'de> Deserialize<'de> for Application {
     }
 }
 
-/// An object (or null) read as `serde_json::Value` reads it, but that the fields `UNREAD`
+/// A value read as `serde_json::Value` reads it, but that the fields `UNREAD`
 /// names in it are passed over (`IgnoredAny` allocates nothing): in the Application itself
 /// (None) for its `metadata` and `status`, and in those (`Some` of the key holding them).
 struct Skipping(Option<&'static str>);
@@ -65,7 +65,7 @@ impl<'de> serde::de::Visitor<'de> for Skipping {
     type Value = Value;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an object")
+        f.write_str("a JSON value")
     }
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
@@ -90,9 +90,29 @@ impl<'de> serde::de::Visitor<'de> for Skipping {
         Ok(Value::Object(object))
     }
 
-    /// A null status (or Application) is read as null, for the caller to judge.
+    // Anything but an object is read as it is, for the caller to judge: a `status` of
+    // another shape (a cluster without the CRD's schema) is no reason to fail the read of
+    // a whole list page or watch.
     fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
         Ok(Value::Null)
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        Value::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
     }
 }
 

@@ -418,18 +418,24 @@ fn an_application_read_with_its_history_and_managed_fields_has_the_same_verdict(
 }
 
 #[test]
-fn a_null_status_is_read_as_none_yet_and_anything_but_an_object_is_refused() {
-    let app: Application =
-        serde_json::from_str(r#"{"metadata": {"name": "a"}, "spec": null, "status": null}"#)
-            .unwrap();
-    assert_eq!(app.rest["status"], Value::Null);
-    assert_eq!(verdict(&app), Health::Progressing);
+fn a_status_of_another_shape_is_read_as_sent_and_an_application_must_be_an_object() {
+    for status in ["null", "[]", "1", r#""x""#, "true"] {
+        let app: Application = serde_json::from_str(&format!(
+            r#"{{"metadata": {{"name": "a"}}, "spec": null, "status": {status}}}"#
+        ))
+        .unwrap();
+        assert_eq!(
+            app.rest["status"],
+            serde_json::from_str::<Value>(status).unwrap()
+        );
+        assert_eq!(verdict(&app), Health::Progressing);
+    }
     for wrong in [
         r#"[]"#,
         r#""a""#,
         r#"null"#,
         r#"{"spec": {}}"#,
-        r#"{"metadata": {}, "status": 1}"#,
+        r#"{"metadata": 1}"#,
     ] {
         assert!(
             serde_json::from_str::<Application>(wrong).is_err(),
