@@ -32,14 +32,6 @@ const ORPHANS_EVERY: u64 = 10;
 /// a full pass at the same moment share it, each waiting on the other's turns (issue #17).
 const OFF_RESYNC: Duration = Duration::from_secs(15);
 
-/// When the `k`th sweep is due, from the start: the first at once (with the orphan check),
-/// the later ones every `period` and `OFF_RESYNC` past it.
-pub fn due(k: u32, period: Duration) -> Duration {
-    match k {
-        0 => Duration::ZERO,
-        k => period * k + OFF_RESYNC,
-    }
-}
 /// A PR without a preview keeps its history (and its finished commands, notices, GitHub
 /// thread and close) until nothing has happened to it for this long: the history outlives
 /// the preview, for a bounded window.
@@ -52,6 +44,25 @@ const BATCH: i64 = 500;
 const BATCHES_PER_PASS: usize = 20;
 /// PRs with history this recent are checked against the cap (only they can have grown).
 const CAP_LOOKBACK: i64 = 3_600;
+
+/// When the `k`th sweep is due, from the start: the first at once (with the orphan check),
+/// the later ones every `period` and `OFF_RESYNC` past it — between the full passes when
+/// `period` is a whole number of half minutes, as the default minute is. None past what a
+/// `Duration` holds.
+pub fn due(k: u32, period: Duration) -> Option<Duration> {
+    match k {
+        0 => Some(Duration::ZERO),
+        k => period.checked_mul(k)?.checked_add(OFF_RESYNC),
+    }
+}
+
+/// Sleeps until `at`; forever when None.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// What one pass does (or, dry, would do).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -156,9 +167,12 @@ impl Sweeper {
         let period = self.config.sweep_interval.max(Duration::from_secs(1));
         let start = tokio::time::Instant::now();
         for k in 0.. {
+            // An interval too long to add to a clock is never due.
+            let at = due(k, period).and_then(|after| start.checked_add(after));
             tokio::select! {
-                () = tokio::time::sleep_until(start + due(k, period)) => self.pass_logged().await,
+                biased; // a pass overdue after a long one never delays shutdown
                 () = cancel.cancelled() => return,
+                () = sleep_until(at) => self.pass_logged().await,
             }
         }
     }

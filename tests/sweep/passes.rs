@@ -153,15 +153,13 @@ async fn a_dry_run_changes_no_row_and_no_file() {
 /// 30 s) would share it with the pass, each waiting on the other's turns.
 #[test]
 fn sweeps_after_the_first_run_between_the_reconcilers_full_passes() {
+    use previewd::sweep::due;
     use std::time::Duration;
     let resync = previewd::reconcile::RESYNC.as_secs();
-    assert_eq!(
-        previewd::sweep::due(0, Duration::from_secs(60)),
-        Duration::ZERO
-    );
-    for period in [60, 120, 300, 3600] {
+    assert_eq!(due(0, Duration::from_secs(60)), Some(Duration::ZERO));
+    for period in [30, 60, 90, 120, 300, 3600] {
         for k in 1..200 {
-            let at = previewd::sweep::due(k, Duration::from_secs(period));
+            let at = due(k, Duration::from_secs(period)).unwrap();
             assert_ne!(
                 at.as_secs() % resync,
                 0,
@@ -170,4 +168,26 @@ fn sweeps_after_the_first_run_between_the_reconcilers_full_passes() {
             assert!(at >= Duration::from_secs(period * u64::from(k)), "{at:?}");
         }
     }
+    // An interval too long for a clock is never due again, not a panic.
+    assert_eq!(due(2, Duration::MAX / 2 + Duration::from_secs(1)), None);
+    assert_eq!(due(1, Duration::MAX), None);
+}
+
+/// Shutdown comes before a pass that is due (the first is due at once), every time.
+#[tokio::test]
+async fn a_sweeper_told_to_stop_stops_before_a_pass_that_is_due() {
+    let app = app_with("ttl = \"72h\"\nwarn_before = \"24h\"").await;
+    app.send(&opened(2, "alice")).await;
+    reconciler(&app).pass().await.unwrap();
+    app.clock.advance(73 * HOUR);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    cancel.cancel();
+    for _ in 0..20 {
+        sweeper(&app).run(cancel.clone()).await;
+    }
+    let desired: Vec<String> = app.scalars("SELECT desired FROM previews").await;
+    assert_eq!(desired, ["deployed"], "no pass ran, so nothing expired");
+    // Due indeed: one pass expires it.
+    let (_, report) = sweeper(&app).pass(false).await.unwrap().unwrap();
+    assert_eq!(report.expired, 1);
 }
