@@ -122,6 +122,11 @@ impl Reconciler {
         self
     }
 
+    /// Commits of the state this reconciler made (each an fsync).
+    pub fn commits(&self) -> u64 {
+        self.db.commits()
+    }
+
     fn tell_feedback(&self, ids: &[i64], placed: &[i64]) {
         if let Some(feedback) = &self.feedback {
             feedback.looked_at(&[ids, placed].concat());
@@ -409,6 +414,31 @@ impl Reconciler {
         };
         let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
         let sha = &row.head_sha[..7];
+        let (state, message) = (step.state, step.message.as_deref());
+        let mut seen = (row.observed != state || row.last_error.as_deref() != message).then(|| {
+            // Once per distinct failure, not once per look.
+            let history = message.map(|_| match state {
+                ObservedState::CiFailed => "ci_failed",
+                _ => "failed",
+            });
+            db::Observation {
+                state,
+                message,
+                history,
+                // Ready at this seed generation: its clone (if any) is done.
+                ready_at_seed: (state == ObservedState::Ready).then_some(row.seed_generation),
+            }
+        });
+        if let Some(message) = seen.as_ref().and_then(|seen| seen.message) {
+            if state == ObservedState::CiFailed {
+                tracing::info!(preview = %key, sha, error = message, "CI failed on the head");
+            } else {
+                tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
+            }
+        }
+        // The look's state rides on the commit of its last apply, not a commit of its own.
+        let app_applies =
+            app.is_some() && matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
         let mut applied = false;
         match step.helper.action {
             Action::Conflict => {
@@ -428,8 +458,17 @@ impl Reconciler {
                     return Ok(());
                 }
                 let reason = format!("helper Application {} applied at {sha}", names.application);
-                db::record_applied(&self.db, id, &rendered.entries, Some(hash), &reason, now)
-                    .await?;
+                let seen = if app_applies { None } else { seen.take() };
+                db::record_applied(
+                    &self.db,
+                    id,
+                    &rendered.entries,
+                    Some(hash),
+                    &reason,
+                    seen.as_ref(),
+                    now,
+                )
+                .await?;
                 tracing::info!(preview = %key, sha, "applied");
                 applied = true;
             }
@@ -461,7 +500,9 @@ impl Reconciler {
                         "app Application {} applied at {sha}: the helpers are ready",
                         names.app_application
                     );
-                    db::record_applied(&self.db, id, &[entry], None, &reason, now).await?;
+                    let seen = seen.take();
+                    db::record_applied(&self.db, id, &[entry], None, &reason, seen.as_ref(), now)
+                        .await?;
                     applied = true;
                 }
                 _ => {}
@@ -470,26 +511,8 @@ impl Reconciler {
                 self.request_sync(&names.app_application, &owner).await?;
             }
         }
-        let (state, message) = (step.state, step.message.as_deref());
-        if row.observed != state || row.last_error.as_deref() != message {
-            // Once per distinct failure, not once per look.
-            let history = message.map(|message| {
-                if state == ObservedState::CiFailed {
-                    tracing::info!(preview = %key, sha, error = message, "CI failed on the head");
-                    "ci_failed"
-                } else {
-                    tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
-                    "failed"
-                }
-            });
-            let seen = db::Observation {
-                state,
-                message,
-                history,
-                // Ready at this seed generation: its clone (if any) is done.
-                ready_at_seed: (state == ObservedState::Ready).then_some(row.seed_generation),
-            };
-            db::record_state(&self.db, id, &seen, now).await?;
+        if let Some(seen) = &seen {
+            db::record_state(&self.db, id, seen, now).await?;
         }
         if step.requeue {
             // A step forward (an Application applied, a new state) starts the looks afresh:

@@ -11,6 +11,7 @@
 //! it waits for the write lock and for its fsync.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
@@ -30,6 +31,8 @@ pub struct Inline {
 struct Shared {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    /// Write transactions committed: each is an fsync (`synchronous=FULL`).
+    commits: AtomicU64,
 }
 
 impl Inline {
@@ -43,6 +46,7 @@ impl Inline {
             shared: Arc::new(Shared {
                 path: path.to_owned(),
                 idle: Mutex::new(Vec::new()),
+                commits: AtomicU64::new(0),
             }),
         }
     }
@@ -62,6 +66,11 @@ impl Inline {
             idle.push(conn);
         }
         result
+    }
+
+    /// Write transactions committed through these connections so far.
+    pub fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Relaxed)
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
@@ -89,6 +98,7 @@ impl Inline {
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let out = f(&tx)?;
                 tx.commit()?;
+                me.shared.commits.fetch_add(1, Ordering::Relaxed);
                 Ok(out)
             })
         })

@@ -4,6 +4,7 @@ use rusqlite::params;
 use sqlx::SqlitePool;
 
 use super::Inline;
+use super::previews::{Noted, Observation};
 
 use crate::ledger::Entry;
 
@@ -18,16 +19,20 @@ pub struct LedgerRow {
 }
 
 /// After a successful apply: the Application and what it provisions (`entries`) in the
-/// ledger, the observed state and the history row, in one transaction.
+/// ledger, the observed state and the history row, and what the look that applied it found
+/// (`seen`, as `record_state` writes it), in one transaction: one commit, one fsync, where
+/// a push made two (issue #17).
 pub async fn record_applied(
     db: &Inline,
     id: i64,
     entries: &[Entry],
     hash: Option<&str>,
     reason: &str,
+    seen: Option<&Observation<'_>>,
     now: i64,
 ) -> anyhow::Result<()> {
     let (items, hash, reason) = (as_json(entries), hash.map(str::to_owned), reason.to_owned());
+    let noted = seen.map(Noted::from);
     db.write(move |tx| {
         tx.prepare_cached(
             "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
@@ -43,7 +48,8 @@ pub async fn record_applied(
                     applied_hash = COALESCE(?2, applied_hash), updated_at = ?3 WHERE id = ?1",
         )?
         .execute(params![id, hash, now])?;
-        super::previews::history_of(tx, id, "applied", &reason, now)
+        super::previews::history_of(tx, id, "applied", &reason, now)?;
+        noted.map_or(Ok(()), |noted| noted.write(tx, id, now))
     })
     .await
 }

@@ -265,15 +265,40 @@ pub async fn record_state(
     seen: &Observation<'_>,
     now: i64,
 ) -> anyhow::Result<()> {
-    let state = seen.state.as_str();
-    let message = seen.message.map(str::to_owned);
-    let history = seen
-        .history
-        .zip(seen.message)
-        .map(|(what, message)| (what.to_owned(), message.to_owned()));
-    let ready_at_seed = seen.ready_at_seed;
-    db.write(move |tx| {
-        if let Some(seed) = ready_at_seed {
+    let noted = Noted::from(seen);
+    db.write(move |tx| noted.write(tx, id, now)).await
+}
+
+/// An [`Observation`] the writer's thread owns.
+pub(super) struct Noted {
+    state: &'static str,
+    message: Option<String>,
+    history: Option<(String, String)>,
+    ready_at_seed: Option<i64>,
+}
+
+impl From<&Observation<'_>> for Noted {
+    fn from(seen: &Observation<'_>) -> Self {
+        Noted {
+            state: seen.state.as_str(),
+            message: seen.message.map(str::to_owned),
+            history: seen
+                .history
+                .zip(seen.message)
+                .map(|(what, message)| (what.to_owned(), message.to_owned())),
+            ready_at_seed: seen.ready_at_seed,
+        }
+    }
+}
+
+impl Noted {
+    pub(super) fn write(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        id: i64,
+        now: i64,
+    ) -> rusqlite::Result<()> {
+        if let Some(seed) = self.ready_at_seed {
             // Every applied ledger item is confirmed present; the clone made for this seed
             // generation is done, and the generation it came from no longer needed for it.
             tx.prepare_cached(
@@ -286,16 +311,15 @@ pub async fn record_state(
             )?
             .execute(params![id, seed])?;
         }
-        if let Some((what, message)) = &history {
+        if let Some((what, message)) = &self.history {
             history_of(tx, id, what, message, now)?;
         }
         tx.prepare_cached(
             "UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1",
         )?
-        .execute(params![id, state, message, now])
+        .execute(params![id, self.state, self.message, now])
         .map(drop)
-    })
-    .await
+    }
 }
 
 /// Records what the reconciler saw; `applied_hash` only changes when `Some`.

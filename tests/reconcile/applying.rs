@@ -107,6 +107,29 @@ async fn a_pass_renders_only_the_previews_whose_inputs_changed() {
     assert_eq!(reconciler.renders(), 3, "rendered whole to be written");
 }
 
+/// A commit is an fsync, a sixth of a push's CPU at scale (issue #17): the state a look finds
+/// rides on the commit of its apply. The ledger's intent stays a commit of its own, before
+/// the apply, so that a crash between the two leaves teardown aware of what may exist.
+#[tokio::test]
+async fn a_push_commits_its_intent_then_its_apply_with_the_state_it_leads_to() {
+    let (app, reconciler) = opened_and_reconciled().await;
+    // A state the look will change: the directory sink's own is `applied`.
+    app.execute("UPDATE previews SET observed = 'failed', last_error = 'boom'")
+        .await;
+    let before = reconciler.commits();
+    app.send(&Delivery::push(
+        "1111111111111111111111111111111111111111",
+        "2019-05-15T16:00:00Z",
+    ))
+    .await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(reconciler.commits() - before, 2, "the intent, then the apply");
+    let observed: (String, Option<String>) =
+        app.row("SELECT observed, last_error FROM previews").await;
+    assert_eq!(observed, ("applied".into(), None));
+    assert_eq!(whats(&app).await.last().unwrap(), "applied");
+}
+
 #[tokio::test]
 async fn fork_prs_awaiting_approval_get_nothing_applied() {
     let app = TestApp::start().await;
