@@ -443,3 +443,27 @@ fn a_status_of_another_shape_is_read_as_sent_and_an_application_must_be_an_objec
         );
     }
 }
+
+#[test]
+fn a_writes_answer_is_read_for_the_object_and_version_it_made_alone() {
+    let answer = json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "a", "namespace": "argocd", "uid": "u1", "resourceVersion": "42",
+                     "labels": {"previewd.dev/instance": "i"},
+                     "managedFields": [{"manager": "previewd", "fieldsV1": {"f:spec": {}}}]},
+        "spec": {"source": source(1)},
+        "status": {"history": [{"id": 0, "source": source(1)}]},
+    });
+    let read: Written = serde_json::from_slice(&serde_json::to_vec(&answer).unwrap()).unwrap();
+    assert_eq!(
+        (
+            read.metadata.name,
+            read.metadata.uid,
+            read.metadata.resource_version
+        ),
+        (Some("a".into()), Some("u1".into()), Some("42".into()))
+    );
+    assert_eq!(read.metadata.labels, None, "nothing else is built");
+    assert!(serde_json::from_str::<Written>(r#"{"spec": {}}"#).is_err());
+    assert!(serde_json::from_str::<Written>(r#"{"metadata": 1}"#).is_err());
+}

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::watched::{Watched, labels_of};
 use super::{Conflict, Owner, Stale};
-use crate::argocd::{Application, sync_request, verdict};
+use crate::argocd::{Application, Written, sync_request, verdict};
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
@@ -24,6 +24,8 @@ const METADATA_PAGE: u32 = 500;
 #[derive(Clone)]
 pub struct KubeSink {
     pub(super) api: Api<Application>,
+    /// The same Applications, for writes: their answers read for the version alone.
+    writes: Api<Written>,
     /// What the watch (`KubeSink::watch`) has seen, while it is live.
     pub(super) watched: std::sync::Arc<Watched>,
 }
@@ -41,6 +43,7 @@ impl KubeSink {
 
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
+            writes: Api::namespaced(client.clone(), namespace),
             api: Api::namespaced(client, namespace),
             watched: std::sync::Arc::default(),
         }
@@ -100,7 +103,7 @@ impl KubeSink {
         }
         self.watched.awaiting(name);
         match self
-            .api
+            .writes
             .patch(name, &params, &Patch::Apply(&manifest))
             .await
         {
@@ -211,7 +214,7 @@ impl KubeSink {
         };
         patch["metadata"] = serde_json::json!({"resourceVersion": app.metadata.resource_version});
         match self
-            .api
+            .writes
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
