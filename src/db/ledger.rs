@@ -57,6 +57,9 @@ pub async fn record_applied(
 /// Writes what an apply is about to provision, before the apply: a crash (or a timeout the
 /// server acted on) between the apply and `record_applied` must not leave teardown unaware
 /// of what may exist. New items are `applying`; items already known keep their state.
+/// When every item is known already (every push after the first) nothing is written: a
+/// write transaction that changes nothing still costs a hop to a blocking thread and the
+/// write lock. Only the preview's own look changes its ledger's items before its end.
 pub async fn record_intended(
     db: &Inline,
     id: i64,
@@ -64,6 +67,19 @@ pub async fn record_intended(
     now: i64,
 ) -> anyhow::Result<()> {
     let items = as_json(entries);
+    let known = db.read(|conn| {
+        conn.prepare_cached(
+            "SELECT NOT EXISTS (SELECT 1 FROM json_each(?2) e WHERE NOT EXISTS (
+                 SELECT 1 FROM ledger WHERE preview_id = ?1
+                    AND kind = json_extract(e.value, '$[0]')
+                    AND namespace IS json_extract(e.value, '$[1]')
+                    AND name = json_extract(e.value, '$[2]')))",
+        )?
+        .query_row(params![id, items], |row| row.get::<_, bool>(0))
+    })?;
+    if known {
+        return Ok(());
+    }
     db.write(move |tx| {
         tx.prepare_cached(
             "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
