@@ -24,8 +24,6 @@ const METADATA_PAGE: u32 = 500;
 #[derive(Clone)]
 pub struct KubeSink {
     pub(super) api: Api<Application>,
-    /// The same Applications, for writes: their answers read for the version alone.
-    writes: Api<Written>,
     /// What the watch (`KubeSink::watch`) has seen, while it is live.
     pub(super) watched: std::sync::Arc<Watched>,
 }
@@ -43,7 +41,6 @@ impl KubeSink {
 
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
-            writes: Api::namespaced(client.clone(), namespace),
             api: Api::namespaced(client, namespace),
             watched: std::sync::Arc::default(),
         }
@@ -103,7 +100,7 @@ impl KubeSink {
         }
         self.watched.awaiting(name);
         match self
-            .writes
+            .writes()
             .patch(name, &params, &Patch::Apply(&manifest))
             .await
         {
@@ -119,6 +116,12 @@ impl KubeSink {
             .into()),
             Err(e) => Err(e).with_context(|| format!("applying Application {name}")),
         }
+    }
+
+    /// The same Applications, for writes: their answers read for the version alone.
+    fn writes(&self) -> Api<Written> {
+        let namespace = self.api.namespace().unwrap_or_default();
+        Api::namespaced(self.api.clone().into_client(), namespace)
     }
 
     async fn read(&self, name: &str) -> anyhow::Result<Option<Application>> {
@@ -214,7 +217,7 @@ impl KubeSink {
         };
         patch["metadata"] = serde_json::json!({"resourceVersion": app.metadata.resource_version});
         match self
-            .writes
+            .writes()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
