@@ -313,7 +313,9 @@ fn apply(
             if let Some(base) = change.template_base.as_ref().filter(|_| deployed) {
                 db::first_template_base(conn, change.pr.key.repo.as_str(), base.as_str(), now)?;
             }
-            if change.desired.is_some() {
+            // A redelivery is a delivery (recorded above), not something that happened to
+            // the preview: no history row, which a replay would otherwise add without end.
+            if change.desired.is_some() && !applied.again {
                 let reason = crate::intent::history_reason(change, now_wants);
                 let pr = &change.pr;
                 let row = history(

@@ -122,6 +122,8 @@ pub struct Applied {
     pub desired: Desired,
     /// Whether the reconciler has anything new to see (`StoredPr::moves_preview`).
     pub moved: bool,
+    /// The recorded state again (a redelivery, `intent::merge`): nothing was written.
+    pub again: bool,
 }
 
 /// Writes a PR's new state unless the row already holds a newer event (or the PR's end
@@ -186,7 +188,10 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
         .as_ref()
         .is_some_and(|m| m.moves_preview(stored.as_ref()));
     match (&merged, id) {
-        // Only the times moved (a redelivery, a `synchronize` of a known head): writing just
+        // The recorded state again (`intent::merge`: a redelivery): nothing to write, and
+        // the commit holds the delivery's claim alone.
+        (Some(new), Some(_)) if stored.as_ref() == Some(new) => {}
+        // Only the times moved (a newer `synchronize` of a known head): writing just
         // them leaves the row's other indexes (desired, author, head...) untouched, pages
         // the commit's fsync would otherwise write again (issue #17's profile).
         (Some(new), Some(id)) if !moved => {
@@ -218,9 +223,11 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
         )?
         .execute(params![repo, number, change.pr_updated_at])?;
     }
+    let again = stored.is_some() && stored == merged;
     Ok(merged.map(|m| Applied {
         desired: m.desired,
         moved,
+        again,
     }))
 }
 

@@ -41,9 +41,10 @@ pub struct StoredPr {
 
 impl StoredPr {
     /// Whether this merged state is news to the reconciler after `before`: anything but the
-    /// event's time, the row's write time and a restarted clock. A redelivery, or GitHub's
-    /// `synchronize` of a head already known, changes only those, and costs the reconciler
-    /// nothing; the new expiry reaches it at its next full pass (`reconcile::RESYNC`).
+    /// event's time, the row's write time and a restarted clock. GitHub's `synchronize` of a
+    /// head already known changes only those, and costs the reconciler nothing; the new
+    /// expiry reaches it at its next full pass (`reconcile::RESYNC`). A redelivery changes
+    /// none of them (`merge`).
     pub fn moves_preview(&self, before: Option<&StoredPr>) -> bool {
         let Some(before) = before else {
             return true;
@@ -121,10 +122,20 @@ pub fn merge(
     change: &PrChange,
     now: i64,
 ) -> Option<StoredPr> {
-    if change.create {
+    let new = if change.create {
         created(stored, ended, change, now)
     } else {
         updated(stored?, change, now)
+    }?;
+    // The recorded event again, bringing nothing new: GitHub's redelivery, or a replay of
+    // a captured delivery under a fresh id (the signature does not cover the delivery's
+    // id). It restarts no clock: a replay must not keep a preview from expiring, nor from
+    // being the first evicted (the earliest expiry, `db::eviction_victim`).
+    match stored {
+        Some(old) if change.pr_updated_at <= old.pr_updated_at && !new.moves_preview(Some(old)) => {
+            Some(old.clone())
+        }
+        _ => Some(new),
     }
 }
 

@@ -45,6 +45,28 @@ async fn push_moves_the_preview_to_the_new_head_and_restarts_its_clock() {
     assert_eq!(app.history(HELLO, 2).await.len(), 2);
 }
 
+/// The signature covers the body, not the delivery's id: a captured push sent again under a
+/// fresh id verifies, and is recorded as a delivery, but it is the PR's recorded state
+/// again and must not keep the preview from expiring.
+#[tokio::test]
+async fn a_push_replayed_under_a_fresh_delivery_id_restarts_no_clock() {
+    let app = TestApp::start().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    app.clock.advance(3600);
+    let new_head = "1111111111111111111111111111111111111111";
+    let push = Delivery::push(new_head, "2019-05-15T16:00:00Z");
+    app.send(&push).await;
+    let expires_at = NOW + 3600 + 72 * 3600;
+    assert_eq!(app.preview(HELLO, 2).await.unwrap().expires_at, expires_at);
+    app.clock.advance(86_400);
+    let replay = push.guid("00000000-0000-4000-8000-feedfacecafe");
+    let (status, body) = app.send(&replay).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(app.preview(HELLO, 2).await.unwrap().expires_at, expires_at);
+    assert_eq!(app.count("deliveries").await, 3);
+    assert_eq!(app.history(HELLO, 2).await.len(), 2, "opened, pushed");
+}
+
 #[tokio::test]
 async fn pushes_never_extend_a_preview_past_its_maximum_lifetime() {
     let app = TestApp::with_config("[github]\nwebhook_secret = \"test-webhook-secret-0123456789\"\n[defaults]\nttl = \"2d\"\nmax_lifetime = \"3d\"\n").await;

@@ -265,3 +265,35 @@ fn only_a_change_that_creates_moves_the_repository_id() {
 }
 
 mod gates;
+
+#[test]
+fn the_recorded_event_delivered_again_restarts_no_clock() {
+    let old = stored();
+    assert_eq!(
+        merge(Some(&old), None, &change(PrAction::Opened, 1_000), NOW),
+        Some(old.clone()),
+        "later, the opening again"
+    );
+    let push = change(PrAction::Synchronize, 1_100);
+    let pushed = merge(Some(&old), None, &push, NOW).unwrap();
+    assert_eq!(pushed.expires_at, NOW + TTL, "a newer event restarts it");
+    let expiring = StoredPr {
+        expires_at: 3_000,
+        ..pushed.clone()
+    };
+    assert_eq!(
+        merge(Some(&expiring), None, &push, NOW + 3_600),
+        Some(expiring.clone()),
+        "the same push replayed an hour later"
+    );
+    // At the same event time, what does move is still written, with a fresh clock.
+    let new_head = change_of(PullRequestEvent {
+        head_sha: NEXT.parse().unwrap(),
+        ..event(PrAction::Synchronize, 1_100)
+    });
+    let moved = merge(Some(&expiring), None, &new_head, NOW + 3_600).unwrap();
+    assert_eq!(
+        (moved.head_sha.as_str(), moved.expires_at),
+        (NEXT, NOW + TTL)
+    );
+}
