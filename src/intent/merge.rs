@@ -95,10 +95,14 @@ pub fn admitted(
     if unlabeled && has_preview {
         return (Desired::Absent, Some("unlabeled"));
     }
+    // One being torn down has no preview to keep but Applications still to delete: it stays
+    // ending (`OptedOut` would tell the reconciler there is nothing to tear down).
+    let ending = old.is_some_and(|o| o.desired == Desired::Absent);
     match why {
         None => (base, None),
         Some(OptOut::Label) if has_preview => (Desired::Absent, Some("unlabeled")),
         Some(_) if has_preview => (base, None),
+        Some(_) if ending => (Desired::Absent, None),
         Some(_) => (Desired::OptedOut, None),
     }
 }
@@ -212,10 +216,15 @@ fn created(
         None if born => lifetime_end,
         None => old.expires_at,
     };
+    // Still ending: why it ends stays what it was.
+    let end_reason = match change.end_reason.or(end_reason) {
+        None if desired == Desired::Absent => old.end_reason.clone(),
+        why => why.map(str::to_owned),
+    };
     Some(StoredPr {
         repo_id: pr.repo_id as i64,
         desired,
-        end_reason: change.end_reason.or(end_reason).map(str::to_owned),
+        end_reason,
         pr_updated_at: at,
         expires_at,
         created_at,

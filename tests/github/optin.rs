@@ -48,6 +48,41 @@ async fn a_preview_lives_while_the_pr_carries_the_trigger_label() {
     );
 }
 
+/// Found by helper-13: a push without the label (or the unlabeled event replayed) before
+/// the teardown ran made the ending preview `opted_out`, which has nothing to tear down:
+/// its Applications stayed until the PR closed.
+#[tokio::test]
+async fn a_push_without_the_label_before_the_teardown_runs_does_not_keep_the_preview() {
+    let (app, _github, previewd) = setup_with(&format!("{REPO}trigger = \"label\"\n")).await;
+    previewd.open(&app).await;
+    app.send(&label_event(
+        "labeled",
+        "preview",
+        &["preview"],
+        "2019-05-15T15:21:00Z",
+        "t1",
+    ))
+    .await;
+    previewd.pass().await;
+    assert_eq!(rendered_files(&app), 1);
+    app.send(&label_event(
+        "unlabeled",
+        "preview",
+        &[],
+        "2019-05-15T15:22:00Z",
+        "t2",
+    ))
+    .await;
+    app.send(&Delivery::push(
+        "1111111111111111111111111111111111111111",
+        "2019-05-15T15:23:00Z",
+    ))
+    .await;
+    assert_eq!(desired(&app).await, "absent");
+    previewd.passes(2).await;
+    assert_eq!(rendered_files(&app), 0, "torn down all the same");
+}
+
 #[tokio::test]
 async fn a_pr_without_a_preview_is_told_how_to_get_one_once() {
     let (app, github, previewd) = setup_with(&format!("{REPO}trigger = \"label\"\n")).await;

@@ -75,6 +75,34 @@ fn a_push_to_a_pr_whose_label_went_away_unheard_tears_its_preview_down() {
     );
 }
 
+/// A preview being torn down (`Absent`) has no preview to keep, but still has Applications
+/// to delete: a push without the label, or an unlabeled event replayed, while it goes must
+/// not make it `OptedOut`, which the reconciler reads as nothing to tear down (helper-13).
+#[test]
+fn a_push_without_the_label_while_the_preview_is_torn_down_keeps_it_ending() {
+    let opened = change_under(LABEL, labeled(PrAction::Opened, 1_000, &["preview"]));
+    let old = merge(None, None, &opened, 2_000).unwrap();
+    let unlabel = change_under(LABEL, labeled(PrAction::Unlabeled, 1_100, &[]));
+    let ending = merge(Some(&old), None, &unlabel, 3_000).unwrap();
+    for later in [
+        labeled(PrAction::Synchronize, 1_200, &[]),
+        labeled(PrAction::Unlabeled, 1_200, &[]),
+        labeled(PrAction::Reopened, 1_200, &["bug"]),
+    ] {
+        let new = merge(Some(&ending), None, &change_under(LABEL, later), NOW).unwrap();
+        assert_eq!(
+            (new.desired, new.end_reason.as_deref()),
+            (Desired::Absent, Some("unlabeled"))
+        );
+    }
+    // The label back before the teardown finished: the preview comes back.
+    let relabel = change_under(LABEL, labeled(PrAction::Labeled, 1_200, &["preview"]));
+    assert_eq!(
+        merge(Some(&ending), None, &relabel, NOW).unwrap().desired,
+        Desired::Deployed
+    );
+}
+
 #[test]
 fn a_comment_triggered_repository_gives_no_preview_until_a_writer_deploys() {
     let opened = change_under(COMMENT, event(PrAction::Opened, 1_000));
