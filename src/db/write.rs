@@ -210,7 +210,8 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
         (None, _) => {}
     }
     // A close, or a label taken away (`trigger = "label"`): only a newer event brings the
-    // preview back.
+    // preview back. A close newer than an end on purpose clears that end's head (a reopen
+    // comes back); an older one, replayed under a fresh id, leaves it.
     if change.desired == Some(Desired::Absent)
         || merged
             .as_ref()
@@ -219,7 +220,8 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
         conn.prepare_cached(
             "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES (?1, ?2, ?3)
              ON CONFLICT (repo, number) DO UPDATE SET pr_updated_at = MAX(pr_updated_at, excluded.pr_updated_at),
-                 ended_sha = NULL",
+                 ended_sha = CASE WHEN excluded.pr_updated_at > COALESCE(ended_at, 0) THEN NULL
+                                  ELSE ended_sha END",
         )?
         .execute(params![repo, number, change.pr_updated_at])?;
     }

@@ -69,3 +69,35 @@ async fn an_edit_that_overtakes_ready_for_review_does_not_hide_it() {
     .await;
     assert_eq!(app.preview(HELLO, 2).await.unwrap().desired, "deployed");
 }
+
+/// Found by helper-13: a close older than an end on purpose, replayed under a fresh id,
+/// cleared the head that end was at, and resync would then have brought the destroyed
+/// preview back (`db::ended_on_purpose_at`).
+#[tokio::test]
+async fn a_replayed_older_close_does_not_forget_an_end_on_purpose() {
+    let app = TestApp::start().await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    let close = Delivery::fixture("pull_request.closed.unmerged");
+    app.send(&close).await;
+    app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
+        .await;
+    // `/preview destroy`, as the reconciler records it.
+    app.execute("UPDATE previews SET desired = 'absent', end_reason = 'destroyed'")
+        .await;
+    let head = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+    let ended = "SELECT ended_sha FROM closed_prs";
+    assert_eq!(
+        app.scalar::<Option<String>>(ended).await.as_deref(),
+        Some(head)
+    );
+    app.send(&close.guid("00000000-0000-4000-8000-00000000c105"))
+        .await;
+    assert_eq!(
+        app.scalar::<Option<String>>(ended).await.as_deref(),
+        Some(head)
+    );
+    // A close newer than the end still clears it: a reopen after it comes back.
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T16:00:00Z"))
+        .await;
+    assert_eq!(app.scalar::<Option<String>>(ended).await, None);
+}
