@@ -40,13 +40,7 @@ pub fn scram_verifier(password: &str, salt: &[u8; 16]) -> String {
         }
         mac.finalize().into_bytes().into()
     };
-    // PBKDF2-HMAC-SHA-256 (RFC 8018 section 5.2) for one block: the output is one hash long.
-    let mut u = mac(password.as_bytes(), &[salt, &1u32.to_be_bytes()]);
-    let mut salted = u;
-    for _ in 1..SCRAM_ITERATIONS {
-        u = mac(password.as_bytes(), &[&u]);
-        salted.iter_mut().zip(u).for_each(|(s, u)| *s ^= u);
-    }
+    let salted = pbkdf2_sha256(password.as_bytes(), salt, SCRAM_ITERATIONS);
     let stored_key = Sha256::digest(mac(&salted, &[b"Client Key"]));
     let server_key = mac(&salted, &[b"Server Key"]);
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
@@ -56,6 +50,61 @@ pub fn scram_verifier(password: &str, salt: &[u8; 16]) -> String {
         b64(&stored_key),
         b64(&server_key)
     )
+}
+
+/// PBKDF2-HMAC-SHA-256 (RFC 8018 section 5.2) for one block: the output is one hash long.
+/// Each round after the first is HMAC over the last 32-byte result, so it runs on SHA-256's
+/// compression function alone: the key's inner and outer pads are hashed once, and a round
+/// is two blocks (with the `hmac` crate it cost twice as long, keying and finishing each
+/// round; issue #17).
+fn pbkdf2_sha256(password: &[u8], salt: &[u8], rounds: u32) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    use sha2::digest::generic_array::GenericArray;
+    use sha2::{Digest, Sha256};
+    const IV: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut key = [0u8; 64];
+    if password.len() > 64 {
+        key[..32].copy_from_slice(&Sha256::digest(password));
+    } else {
+        key[..password.len()].copy_from_slice(password);
+    }
+    let pad = |byte: u8| {
+        let mut state = IV;
+        sha2::compress256(&mut state, &[GenericArray::from(key.map(|k| k ^ byte))]);
+        state
+    };
+    let (inner, outer) = (pad(0x36), pad(0x5c));
+    // A 32-byte message after a 64-byte pad: 0x80, zeros, then its length in bits, 768.
+    let mut block = [0u8; 64];
+    block[32] = 0x80;
+    block[62..].copy_from_slice(&768u16.to_be_bytes());
+    let hash = |mut state: [u32; 8], block: &[u8; 64]| -> [u8; 32] {
+        sha2::compress256(&mut state, &[GenericArray::from(*block)]);
+        let mut out = [0u8; 32];
+        for (bytes, word) in out.chunks_exact_mut(4).zip(state) {
+            bytes.copy_from_slice(&word.to_be_bytes());
+        }
+        out
+    };
+    let mut round = |message: &[u8; 32]| -> [u8; 32] {
+        block[..32].copy_from_slice(message);
+        let hashed = hash(inner, &block);
+        block[..32].copy_from_slice(&hashed);
+        hash(outer, &block)
+    };
+    let mut first = Hmac::<Sha256>::new_from_slice(password).expect("HMAC takes any key length");
+    first.update(salt);
+    first.update(&1u32.to_be_bytes());
+    let mut u: [u8; 32] = first.finalize().into_bytes().into();
+    let mut salted = u;
+    for _ in 1..rounds {
+        u = round(&u);
+        salted.iter_mut().zip(u).for_each(|(s, u)| *s ^= u);
+    }
+    salted
 }
 
 /// The database Secrets of a preview, for the configured database mode (none when off).
@@ -274,6 +323,37 @@ mod tests {
             scram_verifier("correct-horse-battery-staple", &salt),
             EXPECTED_VERIFIER
         );
+    }
+
+    /// PBKDF2 as RFC 8018 writes it, each round a whole HMAC: the compression-function
+    /// rounds must agree for keys up to a block and past it (HMAC hashes those first).
+    #[test]
+    fn pbkdf2_rounds_agree_with_whole_hmacs_for_short_and_long_passwords() {
+        use hmac::{Hmac, Mac};
+        let reference = |password: &[u8], salt: &[u8], rounds: u32| {
+            let mac = |parts: &[&[u8]]| -> [u8; 32] {
+                let mut mac = Hmac::<sha2::Sha256>::new_from_slice(password).unwrap();
+                parts.iter().for_each(|part| mac.update(part));
+                mac.finalize().into_bytes().into()
+            };
+            let mut u = mac(&[salt, &1u32.to_be_bytes()]);
+            let mut out = u;
+            for _ in 1..rounds {
+                u = mac(&[&u]);
+                out.iter_mut().zip(u).for_each(|(o, u)| *o ^= u);
+            }
+            out
+        };
+        for length in [0, 1, 32, 63, 64, 65, 200] {
+            let password = vec![b'p'; length];
+            for rounds in [1, 2, 7] {
+                assert_eq!(
+                    pbkdf2_sha256(&password, b"salt", rounds),
+                    reference(&password, b"salt", rounds),
+                    "{length}-byte password, {rounds} rounds"
+                );
+            }
+        }
     }
 
     const EXPECTED_VERIFIER: &str = "SCRAM-SHA-256$4096:cHJldmlld2Qtc2FsdC0xNg==$SN4FLGCc/zuie0vFvV43DnjJjt6KYKcFUWX7nxqKzdM=:rZ4twhi/lgrmXKRViQHoqCDPYA+T5hKDePzT76Yxprc=";
