@@ -13,11 +13,11 @@ use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use rsa::oaep::{DecryptingKey, EncryptingKey};
+use rsa::oaep::DecryptingKey;
 use rsa::pkcs1::{DecodeRsaPrivateKey, DecodeRsaPublicKey};
 use rsa::pkcs8::DecodePrivateKey;
 use rsa::sha2::Sha256;
-use rsa::traits::{Decryptor, RandomizedEncryptor};
+use rsa::traits::Decryptor;
 use rsa::{PrivateKey, PublicKey};
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -178,10 +178,11 @@ pub fn seal_value(
 ) -> Result<String, SealError> {
     let mut session_key = [0u8; 32];
     getrandom::fill(&mut session_key).map_err(|e| SealError::Encrypt(e.to_string()))?;
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| SealError::Encrypt(e.to_string()))?;
     let label = scope.label(namespace, name);
-    let wrapped = EncryptingKey::<Sha256>::new_with_label(cert.key.clone(), label.into_bytes())
-        .encrypt_with_rng(&mut getrandom::SysRng, &session_key)
-        .map_err(|e| SealError::Encrypt(e.to_string()))?;
+    let wrapped = oaep::encrypt(&cert.key, label.as_bytes(), &session_key, seed)
+        .map_err(|e| SealError::Encrypt(e.to_owned()))?;
     let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&session_key));
     let sealed = cipher
         .encrypt(Nonce::from_slice(&[0u8; 12]), value)
@@ -357,5 +358,6 @@ pub fn unseal_object(
     }))
 }
 
+mod oaep;
 #[cfg(test)]
 mod tests;
