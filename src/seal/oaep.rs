@@ -14,24 +14,28 @@ use crypto_bigint::modular::BoxedMontyForm;
 use rsa::PublicKey;
 use rsa::traits::PublicKeyParts;
 use sha2::{Digest, Sha256};
+use zeroize::{Zeroize, Zeroizing};
 
 const HASH: usize = 32;
 
-/// `message` encrypted for `key` under `label`, `seed` being OAEP's 32 random bytes.
+/// `message` encrypted for `key` under `label`, `seed` being OAEP's 32 random bytes. What
+/// holds the message or would give it back (the padded block, its powers, the seed) is
+/// wiped before it is freed, as the `rsa` crate does.
 pub(super) fn encrypt(
     key: &PublicKey,
     label: &[u8],
     message: &[u8],
-    seed: [u8; HASH],
+    mut seed: [u8; HASH],
 ) -> Result<Vec<u8>, &'static str> {
     let k = key.size();
     if message.len() + 2 * HASH + 2 > k {
         return Err("message too long for the key");
     }
     // EM = 0x00 || maskedSeed || maskedDB, DB = lHash || PS (zeros) || 0x01 || M.
-    let mut em = vec![0u8; k];
+    let mut em = Zeroizing::new(vec![0u8; k]);
     let (seed_part, db) = em[1..].split_at_mut(HASH);
     seed_part.copy_from_slice(&seed);
+    seed.zeroize();
     db[..HASH].copy_from_slice(&Sha256::digest(label));
     let start = db.len() - message.len();
     db[start - 1] = 0x01;
@@ -42,14 +46,15 @@ pub(super) fn encrypt(
     let params = key.n_params();
     let m = BoxedUint::from_be_slice(&em, params.bits_precision())
         .map_err(|_| "message does not fit the modulus")?;
-    let base = BoxedMontyForm::new(m, params);
+    let base = Zeroizing::new(BoxedMontyForm::new(m, params));
     let e = key.e();
-    let mut power = base.clone();
+    let mut power = Zeroizing::new((*base).clone());
     for bit in (0..e.bit_width_vartime().saturating_sub(1)).rev() {
-        power = power.square();
+        let mut next = power.square();
         if e.bit_vartime(bit) {
-            power = power.mul(&base);
+            next = next.mul(&base);
         }
+        *power = next;
     }
     let c = power.retrieve().to_be_bytes();
     // The value is below n, so only the storage's leading bytes past k are zeros.
@@ -104,6 +109,27 @@ mod tests {
                     .decrypt(&sealed)
                     .is_err()
             );
+        }
+    }
+
+    /// Moduli that fill no whole 64-bit word (the ciphertext is the modulus's byte length,
+    /// shorter than the integer's storage), a 2048-bit one (crypto-bigint squares 32 words
+    /// its own way) and e = 3.
+    #[test]
+    fn odd_sized_moduli_and_a_small_exponent_round_trip() {
+        for (bits, e) in [(2047, 65537u64), (2048, 65537), (2049, 3)] {
+            let key =
+                rsa::PrivateKey::new_with_exp(&mut getrandom::SysRng, bits, BoxedUint::from(e))
+                    .unwrap();
+            let public = key.to_public_key();
+            assert_eq!(public.size(), bits.div_ceil(8));
+            let message = vec![0x5a; public.size() - 2 * HASH - 2];
+            let sealed = encrypt(&public, b"l", &message, [9; HASH]).unwrap();
+            assert_eq!(sealed.len(), public.size(), "{bits} bits");
+            let opened = DecryptingKey::<rsa::sha2::Sha256>::new_with_label(key, *b"l")
+                .decrypt(&sealed)
+                .unwrap();
+            assert_eq!(opened, message, "{bits} bits, e = {e}");
         }
     }
 
