@@ -217,14 +217,7 @@ fn main() {
                 std::hint::black_box(app);
             },
         );
-        println!(
-            "{:<44} {:>8.1} {:>10.1} {:>10.1} {:>6.2}x",
-            what,
-            bytes.len() as f64 / 1024.0,
-            before_us,
-            now_us,
-            before_us / now_us
-        );
+        print_row(what, bytes.len(), before_us, now_us);
     }
     println!();
     println!("a write's answer, µs of CPU (the same medians): as an Application against `Written`");
@@ -247,13 +240,17 @@ fn main() {
                 std::hint::black_box(answer);
             },
         );
-        println!(
-            "{:<44} {:>8.1} {:>10.1} {:>10.1} {:>6.2}x",
-            what,
-            bytes.len() as f64 / 1024.0,
-            before_us,
-            now_us,
-            before_us / now_us
-        );
+        print_row(what, bytes.len(), before_us, now_us);
     }
+}
+
+fn print_row(what: &str, bytes: usize, before_us: f64, now_us: f64) {
+    println!(
+        "{:<44} {:>8.1} {:>10.1} {:>10.1} {:>6.2}x",
+        what,
+        bytes as f64 / 1024.0,
+        before_us,
+        now_us,
+        before_us / now_us
+    );
 }
