@@ -25,13 +25,22 @@ pub(super) fn encrypt(
     key: &PublicKey,
     label: &[u8],
     message: &[u8],
-    mut seed: [u8; HASH],
+    seed: [u8; HASH],
 ) -> Result<Vec<u8>, &'static str> {
-    let k = key.size();
+    raise(key, &pad(key.size(), label, message, seed)?)
+}
+
+/// EME-OAEP encoding into `k` bytes: EM = 0x00 || maskedSeed || maskedDB, where
+/// DB = lHash || PS (zeros) || 0x01 || M.
+fn pad(
+    k: usize,
+    label: &[u8],
+    message: &[u8],
+    mut seed: [u8; HASH],
+) -> Result<Zeroizing<Vec<u8>>, &'static str> {
     if message.len() + 2 * HASH + 2 > k {
         return Err("message too long for the key");
     }
-    // EM = 0x00 || maskedSeed || maskedDB, DB = lHash || PS (zeros) || 0x01 || M.
     let mut em = Zeroizing::new(vec![0u8; k]);
     let (seed_part, db) = em[1..].split_at_mut(HASH);
     seed_part.copy_from_slice(&seed);
@@ -42,9 +51,14 @@ pub(super) fn encrypt(
     db[start..].copy_from_slice(message);
     mgf1_xor(db, seed_part);
     mgf1_xor(seed_part, db);
+    Ok(em)
+}
 
+/// `em` raised to the public exponent modulo n, as `k` bytes: square-and-multiply, the
+/// exponent's bits from the top.
+fn raise(key: &PublicKey, em: &[u8]) -> Result<Vec<u8>, &'static str> {
     let params = key.n_params();
-    let m = BoxedUint::from_be_slice(&em, params.bits_precision())
+    let m = BoxedUint::from_be_slice(em, params.bits_precision())
         .map_err(|_| "message does not fit the modulus")?;
     let base = Zeroizing::new(BoxedMontyForm::new(m, params));
     let e = key.e();
@@ -58,7 +72,7 @@ pub(super) fn encrypt(
     }
     let c = power.retrieve().to_be_bytes();
     // The value is below n, so only the storage's leading bytes past k are zeros.
-    Ok(c[c.len() - k..].to_vec())
+    Ok(c[c.len() - key.size()..].to_vec())
 }
 
 /// XORs `out` with MGF1-SHA256(`seed`) (RFC 8017 appendix B.2.1).
@@ -143,20 +157,12 @@ mod tests {
     #[test]
     fn the_power_is_the_rsa_crates_raw_encryption() {
         let public = private_key().to_public_key();
-        let seed = [3u8; HASH];
-        let ours = encrypt(&public, b"", b"x", seed).unwrap();
-        // The same padded block through the rsa crate's own exponentiation.
-        let mut em = vec![0u8; public.size()];
-        let (seed_part, db) = em[1..].split_at_mut(HASH);
-        seed_part.copy_from_slice(&seed);
-        db[..HASH].copy_from_slice(&Sha256::digest(b""));
-        let end = db.len();
-        db[end - 2] = 0x01;
-        db[end - 1] = b'x';
-        mgf1_xor(db, seed_part);
-        mgf1_xor(seed_part, db);
+        let em = pad(public.size(), b"", b"x", [3u8; HASH]).unwrap();
         let m = BoxedUint::from_be_slice(&em, public.n_params().bits_precision()).unwrap();
         let theirs = rsa::hazmat::rsa_encrypt(&public, &m).unwrap().to_be_bytes();
-        assert_eq!(ours, theirs[theirs.len() - public.size()..]);
+        assert_eq!(
+            raise(&public, &em).unwrap(),
+            theirs[theirs.len() - public.size()..]
+        );
     }
 }
