@@ -445,6 +445,8 @@ fn seal(
         type_,
         labels: Default::default(),
         data,
+        // Every value given is sealed: previewd cannot know which are public.
+        public: Default::default(),
     };
     let sealed = crate::seal::seal_secret(&cert, &spec)?;
     print!(

@@ -36,6 +36,8 @@ pub struct SealedSecret {
     /// Labels for the Secret the controller makes (e.g. `cnpg.io/reload`).
     pub labels: BTreeMap<String, String>,
     pub encrypted_data: BTreeMap<String, String>,
+    /// Public values, unsealed in `spec.template.data` (`seal::SecretSpec::public`).
+    pub template_data: BTreeMap<String, String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -323,14 +325,7 @@ fn values_of(
         "namespace": names.slug,
         "redeploy": preview.redeploy_generation,
         "labels": labels(preview, names),
-        "sealedSecrets": sealed.iter().map(|s| json!({
-            "name": s.name,
-            "namespace": s.namespace,
-            "scope": s.scope,
-            "type": s.type_,
-            "labels": s.labels,
-            "encryptedData": s.encrypted_data,
-        })).collect::<Vec<_>>(),
+        "sealedSecrets": sealed.iter().map(sealed_values).collect::<Vec<_>>(),
         "tls": match config.tls.mode {
             TlsMode::CertManager => json!({
                 "mode": "cert-manager",
@@ -380,6 +375,23 @@ fn values_of(
 }
 
 /// The PR's image, once CI built it (`wait_for`): nothing runs it before.
+/// A sealed secret as the chart's values carry it. Template data only when there is some,
+/// so that a preview sealed before there was any renders, and hashes, as it did.
+fn sealed_values(sealed: &SealedSecret) -> Value {
+    let mut values = json!({
+        "name": sealed.name,
+        "namespace": sealed.namespace,
+        "scope": sealed.scope,
+        "type": sealed.type_,
+        "labels": sealed.labels,
+        "encryptedData": sealed.encrypted_data,
+    });
+    if !sealed.template_data.is_empty() {
+        values["templateData"] = json!(sealed.template_data);
+    }
+    values
+}
+
 fn image(app: &AppConfig, preview: &Preview) -> Option<String> {
     app.image
         .as_ref()

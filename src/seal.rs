@@ -98,6 +98,8 @@ pub enum UnsealError {
     WrongKeyOrLabel { label: String },
     #[error("the sealed data was altered")]
     Tampered,
+    #[error("template data that is not literal text (only the controller renders templates)")]
+    Template,
 }
 
 /// A controller's public certificate: what previewd seals with.
@@ -244,7 +246,23 @@ pub struct SecretSpec {
     pub scope: Scope,
     pub type_: String,
     pub labels: BTreeMap<String, String>,
+    /// Sealed, one RSA-OAEP operation each.
     pub data: BTreeMap<String, Vec<u8>>,
+    /// Values anyone who reads the Application may see (a host, a port, a certificate):
+    /// carried in `spec.template.data`, which the controller copies into the Secret
+    /// (`sealedsecret_expansion.go` `Unseal`). Sealing them cost an RSA-4096 operation and
+    /// 700 bytes of every Application read each (issue #17).
+    pub public: BTreeMap<String, String>,
+}
+
+impl SecretSpec {
+    /// Adds values anyone who reads the Application may see: names, a host, a port, a
+    /// certificate. Never a password, a key or a token: those are `data`, sealed.
+    pub fn with_public<const N: usize>(mut self, public: [(&str, String); N]) -> Self {
+        self.public
+            .extend(public.into_iter().map(|(k, v)| (k.to_owned(), v)));
+        self
+    }
 }
 
 impl std::fmt::Debug for SecretSpec {
@@ -255,18 +273,26 @@ impl std::fmt::Debug for SecretSpec {
             .field("namespace", &self.namespace)
             .field("scope", &self.scope)
             .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field("public", &self.public.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
-/// Seals every value of `spec` for `cert`.
+/// Seals the secret values of `spec` for `cert`, and passes its public ones through as
+/// template data — unless one could be read as a template, which is sealed instead.
 pub fn seal_secret(
     cert: &SealingCert,
     spec: &SecretSpec,
 ) -> Result<crate::render::SealedSecret, SealError> {
+    let (templated, public): (Vec<_>, Vec<_>) = spec
+        .public
+        .iter()
+        .partition(|(_, value)| !is_literal(value));
     let encrypted_data = spec
         .data
         .iter()
+        .map(|(key, value)| (key, value.as_slice()))
+        .chain(templated.into_iter().map(|(k, v)| (k, v.as_bytes())))
         .map(|(key, value)| {
             Ok((
                 key.clone(),
@@ -281,7 +307,17 @@ pub fn seal_secret(
         type_: spec.type_.clone(),
         labels: spec.labels.clone(),
         encrypted_data,
+        template_data: public
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     })
+}
+
+/// Whether the controller's Go `text/template` renders `value` as itself: it has no action,
+/// and every action starts with the default left delimiter.
+fn is_literal(value: &str) -> bool {
+    !value.contains("{{")
 }
 
 /// The SealedSecret object, as `kubeseal` writes it: the scope annotation on both the
@@ -302,9 +338,20 @@ pub fn sealed_secret_object(sealed: &crate::render::SealedSecret) -> Value {
         "metadata": metadata,
         "spec": {
             "encryptedData": sealed.encrypted_data,
-            "template": {"metadata": template_metadata(&metadata, &sealed.labels), "type": sealed.type_},
+            "template": template(&metadata, sealed),
         },
     })
+}
+
+fn template(metadata: &Value, sealed: &crate::render::SealedSecret) -> Value {
+    let mut template = json!({
+        "metadata": template_metadata(metadata, &sealed.labels),
+        "type": sealed.type_,
+    });
+    if !sealed.template_data.is_empty() {
+        template["data"] = json!(sealed.template_data);
+    }
+    template
 }
 
 fn template_metadata(metadata: &Value, labels: &BTreeMap<String, String>) -> Value {
@@ -345,10 +392,19 @@ pub fn unseal_object(
             Err(e) => failures.push((key.clone(), e)),
         }
     }
+    let template = &object["spec"]["template"];
+    // Only literal template data: what `seal_secret` writes, and what renders as itself.
+    for (key, value) in template["data"].as_object().into_iter().flatten() {
+        match value.as_str().filter(|v| is_literal(v)) {
+            Some(text) => {
+                data.insert(key.clone(), json!(STANDARD.encode(text)));
+            }
+            None => failures.push((key.clone(), UnsealError::Template)),
+        }
+    }
     if !failures.is_empty() {
         return Err(failures);
     }
-    let template = &object["spec"]["template"];
     Ok(json!({
         "apiVersion": "v1",
         "kind": "Secret",

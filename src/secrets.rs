@@ -131,13 +131,15 @@ pub fn database(
                 "DATABASE_URL",
                 format!("postgres://{role}:{password}@{host}:{port}/{role}"),
             ),
-            ("PGHOST", host.clone()),
-            ("PGPORT", port.to_string()),
-            ("PGUSER", role.clone()),
             ("PGPASSWORD", password.clone()),
-            ("PGDATABASE", role.clone()),
         ],
-    );
+    )
+    .with_public([
+        ("PGHOST", host.clone()),
+        ("PGPORT", port.to_string()),
+        ("PGUSER", role.clone()),
+        ("PGDATABASE", role.clone()),
+    ]);
     let credentials = match db.mode {
         // The create Job reads it in the provisioner namespace: the verifier, not the
         // password, which only the preview's own namespace holds.
@@ -157,8 +159,9 @@ pub fn database(
                 &secrets.database_role,
                 &db.namespace,
                 "kubernetes.io/basic-auth",
-                [("username", role.clone()), ("password", password)],
-            );
+                [("password", password)],
+            )
+            .with_public([("username", role.clone())]);
             role_secret
                 .labels
                 .insert("cnpg.io/reload".into(), "true".into());
@@ -216,16 +219,15 @@ pub fn for_preview(
     let mut secrets = database(config, names, rng);
     if let Some(ca) = ca {
         let issued = ca.issue(&names.host, now, valid_until)?;
-        secrets.push(spec(
-            &SecretNames::of(names).tls,
-            &names.slug,
-            "kubernetes.io/tls",
-            [
-                ("tls.crt", issued.chain_pem),
-                ("tls.key", issued.key_pem),
-                ("ca.crt", issued.ca_pem),
-            ],
-        ));
+        secrets.push(
+            spec(
+                &SecretNames::of(names).tls,
+                &names.slug,
+                "kubernetes.io/tls",
+                [("tls.key", issued.key_pem)],
+            )
+            .with_public([("tls.crt", issued.chain_pem), ("ca.crt", issued.ca_pem)]),
+        );
     }
     Ok(secrets)
 }
@@ -247,6 +249,7 @@ pub fn spec<const N: usize>(
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.into_bytes()))
             .collect(),
+        public: BTreeMap::new(),
     }
 }
 
@@ -372,7 +375,54 @@ mod tests {
             ("kubernetes.io/basic-auth", "pg")
         );
         assert_eq!(role.labels["cnpg.io/reload"], "true");
-        assert_eq!(secrets[0].data["PGHOST"], b"main-rw.pg.svc");
+        assert_eq!(secrets[0].public["PGHOST"], "main-rw.pg.svc");
+        assert_eq!(role.public["username"], "pv_octo_app_609ddd1d069bc4c5_pr_7");
+    }
+
+    /// Sealing is an RSA-4096 operation a value: only what must stay secret is sealed, and no
+    /// public value carries the password.
+    #[test]
+    fn only_passwords_keys_and_verifiers_are_sealed() {
+        let (ca, _) = crate::ca::PreviewCa::generate(
+            "previewd preview CA",
+            &["preview.example.com".to_owned()],
+            0,
+            365 * 86_400,
+        )
+        .unwrap();
+        for (mode, credentials) in [("shared", "VERIFIER"), ("cnpg", "password")] {
+            let config = Config::from_toml(
+                &format!("[database]\nmode = \"{mode}\"\ncnpg_cluster = \"main\"\n"),
+                Vec::new(),
+            )
+            .unwrap();
+            let secrets = for_preview(
+                &config,
+                &names(),
+                Some(&ca),
+                0,
+                86_400,
+                &mut rand::thread_rng(),
+            )
+            .unwrap();
+            let sealed: Vec<Vec<&str>> = secrets
+                .iter()
+                .map(|s| s.data.keys().map(String::as_str).collect())
+                .collect();
+            assert_eq!(
+                sealed,
+                [
+                    vec!["DATABASE_URL", "PGPASSWORD"],
+                    vec![credentials],
+                    vec!["tls.key"]
+                ],
+                "{mode}"
+            );
+            let password = std::str::from_utf8(&secrets[0].data["PGPASSWORD"]).unwrap();
+            let public: Vec<&String> = secrets.iter().flat_map(|s| s.public.values()).collect();
+            assert!(public.iter().all(|v| !v.contains(password)), "{mode}");
+            assert!(public.iter().all(|v| !v.contains("PRIVATE KEY")), "{mode}");
+        }
     }
 
     #[test]

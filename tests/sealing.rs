@@ -234,6 +234,7 @@ fn unseal_entry(entry: &serde_json::Value) -> serde_json::Value {
         type_: entry["type"].as_str().unwrap().into(),
         labels: Default::default(),
         encrypted_data: serde_json::from_value(entry["encryptedData"].clone()).unwrap(),
+        template_data: serde_json::from_value(entry["templateData"].clone()).unwrap_or_default(),
     });
     let pem = std::fs::read_to_string(format!("{FIXTURES}/test-key.pem")).unwrap();
     let key = previewd::seal::private_key_from_pem(&pem).unwrap();

@@ -426,13 +426,21 @@ pub(super) fn stored_secret(
         type_: stored["type"].as_str()?.to_owned(),
         labels: serde_json::from_value(stored["labels"].clone()).ok()?,
         encrypted_data: serde_json::from_value(stored["data"].clone()).ok()?,
+        // Absent in what was sealed before public values were carried plain.
+        template_data: match &stored["plain"] {
+            serde_json::Value::Null => Default::default(),
+            plain => serde_json::from_value(plain.clone()).ok()?,
+        },
     })
 }
 
 /// The stored form of a sealed secret's values (`stored_secret` reads it back).
 pub(super) fn secret_to_store(secret: &crate::render::SealedSecret) -> String {
-    serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data})
-        .to_string()
+    let mut stored = serde_json::json!({"type": secret.type_, "labels": secret.labels, "data": secret.encrypted_data});
+    if !secret.template_data.is_empty() {
+        stored["plain"] = serde_json::json!(secret.template_data);
+    }
+    stored.to_string()
 }
 
 /// Replaces a preview's sealed values (only sealed values: plaintext never gets here).
@@ -574,4 +582,40 @@ pub async fn add_history_of(
     .execute(tx)
     .await
     .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn sealed(template_data: BTreeMap<String, String>) -> crate::render::SealedSecret {
+        crate::render::SealedSecret {
+            name: "db".into(),
+            namespace: "pv-octo-app-pr-7".into(),
+            scope: "strict",
+            type_: "Opaque".into(),
+            labels: BTreeMap::new(),
+            encrypted_data: [("PGPASSWORD".into(), "AgB=".into())].into(),
+            template_data,
+        }
+    }
+
+    #[test]
+    fn a_stored_secret_keeps_its_public_values() {
+        let secret = sealed([("PGHOST".into(), "postgres.svc".into())].into());
+        let stored = secret_to_store(&secret);
+        let read = stored_secret("db".into(), "pv-octo-app-pr-7".into(), "strict", &stored);
+        assert_eq!(read, Some(secret));
+    }
+
+    /// Sealed before public values rode unsealed: read as it was, so its rendering and its
+    /// hash do not move.
+    #[test]
+    fn a_secret_stored_before_public_values_reads_with_none() {
+        let stored = r#"{"type":"Opaque","labels":{},"data":{"PGPASSWORD":"AgB="}}"#;
+        let read = stored_secret("db".into(), "pv-octo-app-pr-7".into(), "strict", stored);
+        assert_eq!(read, Some(sealed(BTreeMap::new())));
+    }
 }

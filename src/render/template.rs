@@ -222,6 +222,7 @@ mod tests {
             type_: "Opaque".into(),
             labels: Default::default(),
             encrypted_data: [("TOKEN".to_owned(), "AgB".to_owned())].into(),
+            template_data: Default::default(),
         };
         let values = |sealed: &[SealedSecret]| {
             let rendered = template(&g, &names, &config, sealed, "inst").unwrap();

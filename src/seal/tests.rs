@@ -179,6 +179,7 @@ fn sealed_secret_objects_round_trip_through_unseal() {
         type_: "Opaque".into(),
         labels: BTreeMap::new(),
         data: [("PASSWORD".to_string(), b"s3cret".to_vec())].into(),
+        public: Default::default(),
     };
     let object = sealed_secret_object(&seal_secret(&test_cert(), &spec).unwrap());
     assert_eq!(object["metadata"]["annotations"][NAMESPACE_WIDE], "true");
@@ -192,6 +193,51 @@ fn sealed_secret_objects_round_trip_through_unseal() {
         !format!("{spec:?}").contains("s3cret"),
         "Debug never shows values"
     );
+}
+
+/// Public values ride in `spec.template.data`, which the controller renders with Go's
+/// text/template (`sealedsecret_expansion.go` `Unseal`): literal text comes out as itself; a
+/// value that holds an action would not, so it is sealed with the rest.
+#[test]
+fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_template() {
+    let spec = SecretSpec {
+        name: "db".into(),
+        namespace: "pv-octo-app-pr-7".into(),
+        scope: Scope::Strict,
+        type_: "Opaque".into(),
+        labels: BTreeMap::new(),
+        data: [("PGPASSWORD".to_string(), b"s3cret".to_vec())].into(),
+        public: [
+            ("PGHOST".to_string(), "postgres.svc".to_string()),
+            ("ODD".to_string(), "a {{ .PGPASSWORD }} b".to_string()),
+        ]
+        .into(),
+    };
+    let sealed = seal_secret(&test_cert(), &spec).unwrap();
+    assert_eq!(
+        sealed.encrypted_data.keys().collect::<Vec<_>>(),
+        ["ODD", "PGPASSWORD"]
+    );
+    assert_eq!(
+        sealed.template_data,
+        BTreeMap::from([("PGHOST".to_string(), "postgres.svc".to_string())])
+    );
+    let object = sealed_secret_object(&sealed);
+    assert_eq!(object["spec"]["template"]["data"]["PGHOST"], "postgres.svc");
+    let secret = unseal_object(&[test_key()], &object).unwrap();
+    let mut expected = spec.data.clone();
+    for (key, value) in &spec.public {
+        expected.insert(key.clone(), value.clone().into_bytes());
+    }
+    assert_eq!(opened(&secret), expected);
+}
+
+#[test]
+fn unseal_refuses_template_data_only_the_controller_could_render() {
+    let mut object = sealed_object("strict");
+    object["spec"]["template"]["data"] = json!({"URL": "{{ .PASSWORD }}@host"});
+    let failures = unseal_object(&[test_key()], &object).unwrap_err();
+    assert_eq!(failures, [("URL".to_string(), UnsealError::Template)]);
 }
 
 #[test]

@@ -117,6 +117,7 @@ pub(crate) fn sealed(name: &str, namespace: &str, scope: &'static str, key: &str
         type_: "Opaque".into(),
         labels: Default::default(),
         encrypted_data: [(key.to_string(), "AgBy3i4OJSWK+PiTySYZZA==".to_string())].into(),
+        template_data: Default::default(),
     }
 }
 

@@ -121,15 +121,27 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         image = "ghcr.io/octo/app"
         seed_command = ["bin/rails", "db:seed"]
     "#;
-    let secrets = [sealed(
+    let mut tls = sealed(
         "pv-octo-app-609ddd1d069bc4c5-pr-7-tls",
         "pv-octo-app-609ddd1d069bc4c5-pr-7",
         "strict",
         "tls.key",
-    )];
+    );
+    let chain = "-----BEGIN CERTIFICATE-----\nMIIB\"quoted\"\n-----END CERTIFICATE-----\n";
+    tls.template_data = [
+        ("tls.crt".to_owned(), chain.to_owned()),
+        ("ca.crt".to_owned(), "ca: pem".to_owned()),
+    ]
+    .into();
+    let secrets = [tls];
     // Namespace, rendering ConfigMap, SealedSecret, DatabaseRole, Database, the wait Job,
     // seed Job, DNSEndpoint.
     let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 8);
+    // The certificate rides unsealed, byte for byte, where the controller copies it from.
+    let template = &find(&objects, "SealedSecret", "-tls")["spec"]["template"];
+    assert_eq!(template["data"]["tls.crt"], chain);
+    assert_eq!(template["data"]["ca.crt"], "ca: pem");
+    assert_eq!(template["type"], "Opaque");
     let role = find(&objects, "DatabaseRole", "-role");
     assert_eq!(role["metadata"]["namespace"], "pg-shared");
     assert_eq!(role["spec"]["databaseRoleReclaimPolicy"], "delete");

@@ -13,7 +13,7 @@ fn values_the_chart_cannot_render_are_refused_by_its_schema() {
         render::helper_application(&preview, &names_of(&preview, &config), &config, &[]).unwrap();
     let good = application["spec"]["source"]["helm"]["valuesObject"].clone();
     type Edit = fn(&mut Value);
-    let cases: [(&str, Edit); 7] = [
+    let cases: [(&str, Edit); 8] = [
         ("/namespace", |v| v["namespace"] = "Not_A_Label".into()),
         ("/preview/sha", |v| v["preview"]["sha"] = "main".into()),
         ("/database/mode", |v| v["database"]["mode"] = "mysql".into()),
@@ -26,6 +26,14 @@ fn values_the_chart_cannot_render_are_refused_by_its_schema() {
         }),
         ("propertyName", |v| {
             v["seed"]["files"] = serde_json::json!({"../../etc/passwd": "x"})
+        }),
+        // The controller renders template data as Go templates: no action may ride there.
+        ("/sealedSecrets/0/templateData/PGHOST", |v| {
+            v["sealedSecrets"] = json!([{
+                "name": "db", "namespace": "pv-x", "scope": "strict", "type": "Opaque",
+                "encryptedData": {"PGPASSWORD": "AgB="},
+                "templateData": {"PGHOST": "{{ .PGPASSWORD }}"},
+            }])
         }),
     ];
     let dir = tempfile::tempdir().unwrap();
