@@ -187,63 +187,6 @@ pub fn unplaced(db: &Inline) -> anyhow::Result<Vec<PreviewRow>> {
     })
 }
 
-/// Writes placement decisions `(preview, cluster or queued, already queued)` with their
-/// history rows, in one transaction.
-pub async fn record_placements(
-    pool: &SqlitePool,
-    decisions: &[(i64, Option<String>, bool)],
-    now: i64,
-) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
-    for (id, cluster, already_queued) in decisions {
-        let (what, reason) = match cluster {
-            Some(cluster) => {
-                sqlx::query!(
-                    "UPDATE previews SET cluster = ?2 WHERE id = ?1 AND cluster IS NULL",
-                    id,
-                    cluster
-                )
-                .execute(&mut *tx)
-                .await?;
-                ("placed", format!("on cluster {cluster}"))
-            }
-            None if *already_queued => continue,
-            None => {
-                sqlx::query!(
-                    "UPDATE previews SET observed = 'queued', updated_at = ?2 WHERE id = ?1",
-                    id,
-                    now
-                )
-                .execute(&mut *tx)
-                .await?;
-                ("queued", "every cluster is at capacity".to_owned())
-            }
-        };
-        sqlx::query!(
-            "INSERT INTO history (repo, number, what, actor, reason, at)
-             SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
-            id,
-            what,
-            reason,
-            now
-        )
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await
-}
-
-/// Live previews per cluster (for placement).
-pub async fn cluster_load(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
-    let rows = sqlx::query!(
-        r#"SELECT cluster AS "cluster!", COUNT(*) AS "count!: i64" FROM previews INDEXED BY previews_by_cluster_live
-           WHERE cluster IS NOT NULL AND desired != 'absent' GROUP BY cluster"#
-    )
-    .fetch_all(pool)
-    .await?;
-    Ok(rows.into_iter().map(|r| (r.cluster, r.count)).collect())
-}
-
 /// What a look found that changes a preview's recorded state.
 #[derive(Debug, Clone, Copy)]
 pub struct Observation<'a> {
@@ -443,35 +386,40 @@ pub(super) fn secret_to_store(secret: &crate::render::SealedSecret) -> String {
     stored.to_string()
 }
 
-/// Replaces a preview's sealed values (only sealed values: plaintext never gets here).
+/// Replaces a preview's sealed values (only sealed values and public ones: a secret's
+/// plaintext never gets here).
 pub async fn store_sealed_secrets(
-    pool: &SqlitePool,
+    db: &Inline,
     id: i64,
     secrets: &[crate::render::SealedSecret],
     fingerprint: &str,
     now: i64,
-) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
-    sqlx::query!("DELETE FROM sealed_secrets WHERE preview_id = ?1", id)
-        .execute(&mut *tx)
-        .await?;
-    for secret in secrets {
-        let stored = secret_to_store(secret);
-        sqlx::query!(
+) -> anyhow::Result<()> {
+    let rows: Vec<_> = secrets
+        .iter()
+        .map(|s| {
+            (
+                s.namespace.clone(),
+                s.name.clone(),
+                s.scope,
+                secret_to_store(s),
+            )
+        })
+        .collect();
+    let fingerprint = fingerprint.to_owned();
+    db.write(move |tx| {
+        tx.prepare_cached("DELETE FROM sealed_secrets WHERE preview_id = ?1")?
+            .execute(params![id])?;
+        let mut insert = tx.prepare_cached(
             "INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            id,
-            secret.namespace,
-            secret.name,
-            secret.scope,
-            fingerprint,
-            stored,
-            now,
-        )
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await
+        )?;
+        for (namespace, name, scope, stored) in &rows {
+            insert.execute(params![id, namespace, name, scope, fingerprint, stored, now])?;
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// The end: deletes the row (ledger, secrets and commands go with it) and writes the final

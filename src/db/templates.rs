@@ -337,20 +337,19 @@ pub async fn record_template_size(
 /// Records that the preview's database comes from `generation` (`None`: seeded), decided at
 /// seed generation `seed`.
 pub async fn decide_clone(
-    pool: &SqlitePool,
+    db: &super::Inline,
     id: i64,
     generation: Option<i64>,
     seed: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "UPDATE previews SET template_generation = ?2, template_seed = ?3 WHERE id = ?1",
-        id,
-        generation,
-        seed
-    )
-    .execute(pool)
+) -> anyhow::Result<()> {
+    db.write(move |tx| {
+        tx.prepare_cached(
+            "UPDATE previews SET template_generation = ?2, template_seed = ?3 WHERE id = ?1",
+        )?
+        .execute(rusqlite::params![id, generation, seed])
+        .map(drop)
+    })
     .await
-    .map(drop)
 }
 
 /// Previews of `repo` whose clone of `generation` is decided but not seen done: the

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::Reconciler;
-use crate::config::Config;
-use crate::db::{self, PreviewRow};
+use crate::config::{Config, DatabaseMode};
+use crate::db::{self, Placement, PreviewRow};
 use crate::preview::ObservedState;
 
 impl Reconciler {
@@ -16,45 +16,62 @@ impl Reconciler {
         if waiting.is_empty() {
             return Ok(Vec::new());
         }
-        let mut load = db::cluster_load(&self.pool).await?;
-        let mut decisions = Vec::with_capacity(waiting.len());
+        let mut load = db::cluster_load(&self.db)?;
+        let mut placements = Vec::with_capacity(waiting.len());
         let mut placed_now: HashMap<String, i64> = HashMap::new();
         let mut evicted = Vec::new();
         for row in &waiting {
+            let mut placement = Placement {
+                id: row.id,
+                cluster: None,
+                already_queued: row.observed == ObservedState::Queued,
+                seeded_at: None,
+            };
             match self.quota(row, &placed_now).await? {
                 Quota::Room => {}
                 Quota::Full => {
-                    decisions.push((row.id, None, row.observed == ObservedState::Queued));
+                    placements.push(placement);
                     continue;
                 }
                 Quota::Evicted(victim) => {
                     evicted.push(victim);
-                    load = db::cluster_load(&self.pool).await?;
+                    load = db::cluster_load(&self.db)?;
                 }
             }
-            let cluster = place(&self.config, &load);
-            if let Some(cluster) = &cluster {
+            placement.cluster = place(&self.config, &load);
+            if let Some(cluster) = &placement.cluster {
                 match load.iter_mut().find(|(c, _)| c == cluster) {
                     Some((_, used)) => *used += 1,
                     None => load.push((cluster.clone(), 1)),
                 }
-            }
-            if cluster.is_some() {
                 *placed_now.entry(format!("repo:{}", row.repo)).or_default() += 1;
                 *placed_now
                     .entry(format!("author:{}", row.author))
                     .or_default() += 1;
+                placement.seeded_at = self.seeds_without_a_template(row)?;
             }
-            decisions.push((row.id, cluster, row.observed == ObservedState::Queued));
+            placements.push(placement);
         }
+        let placed: Vec<i64> = placements
+            .iter()
+            .filter(|p| p.cluster.is_some())
+            .map(|p| p.id)
+            .collect();
         // One transaction for the whole queue: placement must not cost a commit per preview.
-        db::record_placements(&self.pool, &decisions, self.clock.now()).await?;
-        Ok(decisions
-            .into_iter()
-            .filter(|(_, c, _)| c.is_some())
-            .map(|(id, _, _)| id)
-            .chain(evicted)
-            .collect())
+        db::record_placements(&self.db, placements, self.clock.now()).await?;
+        Ok(placed.into_iter().chain(evicted).collect())
+    }
+
+    /// A preview whose repository has no template seeds its database: decided with its
+    /// placement, at its seed generation, rather than in a commit of its own at its first
+    /// rendering (`Reconciler::clone_source` decides the same, and decides the rest).
+    fn seeds_without_a_template(&self, row: &PreviewRow) -> anyhow::Result<Option<i64>> {
+        let repo: crate::preview::RepoName = row.repo.parse()?;
+        let undecided = row.template_seed != Some(row.seed_generation);
+        Ok((self.config.database.mode != DatabaseMode::Off
+            && undecided
+            && self.config.template_for(&repo).is_none())
+        .then_some(row.seed_generation))
     }
 
     /// The repository's and the author's caps: room, full (wait in the queue), or room made
@@ -72,7 +89,7 @@ impl Reconciler {
         if policy.max_per_repo.is_none() && policy.max_per_author.is_none() {
             return Ok(Quota::Room);
         }
-        let (repo_live, author_live) = db::live_counts(&self.pool, &row.repo, &row.author).await?;
+        let (repo_live, author_live) = db::live_counts(&self.db, &row.repo, &row.author)?;
         let now_placed = |key: String| placed_now.get(&key).copied().unwrap_or(0);
         let repo_live = repo_live + now_placed(format!("repo:{}", row.repo));
         let author_live = author_live + now_placed(format!("author:{}", row.author));
@@ -89,8 +106,8 @@ impl Reconciler {
             return Ok(Quota::Full);
         }
         let by_author = !repo_full;
-        let Some((victim, victim_repo, victim_number, _)) =
-            db::eviction_victim(&self.pool, &row.repo, &row.author, by_author).await?
+        let Some((victim, victim_repo, victim_number)) =
+            db::eviction_victim(&self.db, &row.repo, &row.author, by_author)?
         else {
             return Ok(Quota::Full); // everything at the cap is pinned
         };
@@ -99,7 +116,7 @@ impl Reconciler {
             "evicted for {newcomer}: at the cap, and the least recently active unpinned preview"
         );
         if db::evict(
-            &self.pool,
+            &self.db,
             victim,
             &reason,
             &crate::comment::evicted(&newcomer),

@@ -194,7 +194,7 @@ impl Reconciler {
             .iter()
             .map(|spec| crate::seal::seal_secret(cert, spec))
             .collect::<Result<Vec<_>, _>>()?;
-        db::store_sealed_secrets(&self.pool, row.id, &sealed, &cert.fingerprint, now).await?;
+        db::store_sealed_secrets(&self.db, row.id, &sealed, &cert.fingerprint, now).await?;
         Ok(sealed)
     }
 }

@@ -325,6 +325,11 @@ impl Reconciler {
         if decided && row.template_generation.is_none() {
             return Ok(None);
         }
+        if !decided && !templated {
+            // No template: seeded (usually decided with the placement already).
+            db::decide_clone(&self.db, row.id, None, row.seed_generation).await?;
+            return Ok(None);
+        }
         let rows = db::generations(&self.pool, key.repo.as_str()).await?;
         let generation = if decided {
             row.template_generation
@@ -357,7 +362,7 @@ impl Reconciler {
                 }
             }
             let generation = cloned.map(|g| g.generation);
-            db::decide_clone(&self.pool, row.id, generation, row.seed_generation).await?;
+            db::decide_clone(&self.db, row.id, generation, row.seed_generation).await?;
             generation
         };
         let Some(generation) = generation else {

@@ -138,6 +138,24 @@ async fn a_push_commits_once_its_apply_with_the_state_it_leads_to() {
     assert_eq!(whats(&app).await.last().unwrap(), "applied");
 }
 
+/// A new preview of a repository without a template: its placement carries the decision to
+/// seed its database (no commit of its own), and every statement of the look runs inline,
+/// where `commits` counts it: the placement, the sealed values, the ledger's intent, and the
+/// apply with its state.
+#[tokio::test]
+async fn a_new_preview_is_decided_seeded_with_its_placement_and_commits_four_times() {
+    let app = TestApp::start().await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    assert_eq!(reconciler.commits(), 4);
+    let decided: (Option<i64>, Option<i64>, i64) = app
+        .row("SELECT template_generation, template_seed, seed_generation FROM previews")
+        .await;
+    assert_eq!(decided, (None, Some(decided.2), decided.2), "seeded");
+    assert_eq!(app.count("sealed_secrets").await, 2);
+}
+
 #[tokio::test]
 async fn fork_prs_awaiting_approval_get_nothing_applied() {
     let app = TestApp::start().await;
