@@ -56,15 +56,12 @@ pub async fn record_placements(
     .await
 }
 
-/// Live previews per cluster.
+/// Live previews per cluster, as the triggers of `migrations/0015_cluster_live.sql` keep them.
 pub fn cluster_load(db: &Inline) -> anyhow::Result<Vec<(String, i64)>> {
     db.read(|conn| {
-        conn.prepare_cached(
-            "SELECT cluster, COUNT(*) FROM previews INDEXED BY previews_by_cluster_live
-              WHERE cluster IS NOT NULL AND desired != 'absent' GROUP BY cluster",
-        )?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect()
+        conn.prepare_cached("SELECT cluster, live FROM cluster_live WHERE live > 0")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect()
     })
 }
 
@@ -131,4 +128,132 @@ pub async fn evict(
         Ok(true)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rusqlite::Connection;
+
+    use super::*;
+
+    const DESIRED: [&str; 4] = ["deployed", "awaiting_approval", "draft", "absent"];
+    const CLUSTERS: [Option<&str>; 3] = [None, Some("eu-1"), Some("us-1")];
+
+    /// What `cluster_load` answered before the counts were kept: every live preview counted.
+    fn counted(conn: &Connection) -> Vec<(String, i64)> {
+        conn.prepare(
+            "SELECT cluster, COUNT(*) FROM previews
+              WHERE cluster IS NOT NULL AND desired != 'absent' GROUP BY cluster ORDER BY cluster",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    fn kept(db: &Inline) -> Vec<(String, i64)> {
+        let mut load = cluster_load(db).unwrap();
+        load.sort();
+        load
+    }
+
+    fn insert(conn: &Connection, number: i64, cluster: Option<&str>, desired: &str) {
+        conn.execute(
+            "INSERT INTO previews (repo, number, repo_id, author, head_sha, head_ref, base_ref,
+                                   fork, draft, desired, cluster, pr_updated_at, created_at,
+                                   updated_at, expires_at)
+             VALUES ('acme/api', ?1, 1, 'a', 'abc', 'h', 'main', 0, 0, ?2, ?3, 1, 1, 1, 9)",
+            params![number, desired, cluster],
+        )
+        .unwrap();
+    }
+
+    /// Inserts, placements, closes and reopens, deletions, and updates that name the columns
+    /// without moving them, in a random order: the counts agree with a count after each.
+    #[tokio::test]
+    async fn the_kept_counts_agree_with_counting_after_any_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = super::super::open(&dir.path().join("state.db"))
+            .await
+            .unwrap();
+        let db = Inline::of(&pool);
+        let conn = Connection::open(dir.path().join("state.db")).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+        let mut numbers = 0;
+        for step in 0..2_000 {
+            let any = "(SELECT number FROM previews ORDER BY random() LIMIT 1)";
+            let desired = DESIRED[rng.gen_range(0..DESIRED.len())];
+            let cluster = CLUSTERS[rng.gen_range(0..CLUSTERS.len())];
+            match rng.gen_range(0..6) {
+                0 | 1 => {
+                    numbers += 1;
+                    insert(&conn, numbers, cluster, desired);
+                }
+                2 => {
+                    let sql = format!("UPDATE previews SET cluster = ?1 WHERE number = {any}");
+                    conn.execute(&sql, params![cluster]).unwrap();
+                }
+                3 => {
+                    let sql = format!("UPDATE previews SET desired = ?1 WHERE number = {any}");
+                    conn.execute(&sql, params![desired]).unwrap();
+                }
+                4 => {
+                    conn.execute(
+                        "UPDATE previews SET cluster = cluster, desired = desired",
+                        [],
+                    )
+                    .unwrap();
+                }
+                _ => {
+                    let sql = format!("DELETE FROM previews WHERE number = {any}");
+                    conn.execute(&sql, []).unwrap();
+                }
+            }
+            assert_eq!(kept(&db), counted(&conn), "after step {step}");
+        }
+    }
+
+    /// A state from before the counts were kept starts with its previews counted.
+    #[test]
+    fn the_migration_counts_the_previews_already_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("state.db")).unwrap();
+        let mut migrations: Vec<_> =
+            std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .collect();
+        migrations.sort();
+        let (before, from) = migrations.split_at(
+            migrations
+                .iter()
+                .position(|m| m.ends_with("0015_cluster_live.sql"))
+                .unwrap(),
+        );
+        for migration in before {
+            conn.execute_batch(&std::fs::read_to_string(migration).unwrap())
+                .unwrap();
+        }
+        for (number, (cluster, desired)) in [
+            (Some("eu-1"), "deployed"),
+            (Some("eu-1"), "draft"),
+            (Some("eu-1"), "absent"),
+            (Some("us-1"), "deployed"),
+            (None, "deployed"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            insert(&conn, number as i64 + 1, cluster, desired);
+        }
+        for migration in from {
+            conn.execute_batch(&std::fs::read_to_string(migration).unwrap())
+                .unwrap();
+        }
+        let db = Inline::open(&dir.path().join("state.db"));
+        assert_eq!(kept(&db), [("eu-1".into(), 2), ("us-1".into(), 1)]);
+        assert_eq!(kept(&db), counted(&conn));
+    }
 }
