@@ -408,9 +408,12 @@ impl Reconciler {
                 return Box::pin(self.reconcile(id)).await;
             }
         }
-        let rendered = match rendering {
-            Some(rendering) if writes => Some(self.whole(&row, &names, rendering, now).await?),
-            _ => None,
+        let (rendered, mut new_secrets) = match rendering {
+            Some(rendering) if writes => {
+                let whole = self.whole(&row, &names, rendering, now).await?;
+                (Some(whole.rendered), whole.new_secrets)
+            }
+            _ => (None, None),
         };
         let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
         let sha = &row.head_sha[..7];
@@ -449,7 +452,8 @@ impl Reconciler {
             Action::Apply => {
                 let rendered = rendered.as_ref().context("nothing to apply")?;
                 let render::Stamped { manifest, hash } = &rendered.helper;
-                db::record_intended(&self.db, id, &rendered.entries, now).await?;
+                let secrets = new_secrets.take();
+                db::record_intended(&self.db, id, &rendered.entries, secrets, now).await?;
                 let written = self.retry("apply", || {
                     self.sink.apply(&names.application, manifest, &owner)
                 });
@@ -486,8 +490,8 @@ impl Reconciler {
                 }
                 Action::Apply => {
                     let rendering = app_rendering.context("nothing to apply")?;
-                    let entry = ledger::app_entry(&names, &self.config);
-                    db::record_intended(&self.db, id, std::slice::from_ref(&entry), now).await?;
+                    let entry = [ledger::app_entry(&names, &self.config)];
+                    db::record_intended(&self.db, id, &entry, None, now).await?;
                     let written = self.retry("apply", || {
                         self.sink
                             .apply(&names.app_application, &rendering.manifest, &owner)
@@ -501,7 +505,7 @@ impl Reconciler {
                         names.app_application
                     );
                     let seen = seen.take();
-                    db::record_applied(&self.db, id, &[entry], None, &reason, seen.as_ref(), now)
+                    db::record_applied(&self.db, id, &entry, None, &reason, seen.as_ref(), now)
                         .await?;
                     applied = true;
                 }

@@ -4,7 +4,7 @@ use rusqlite::params;
 use sqlx::SqlitePool;
 
 use super::Inline;
-use super::previews::{Noted, Observation};
+use super::previews::{NewSecrets, Noted, Observation};
 
 use crate::ledger::Entry;
 
@@ -60,10 +60,12 @@ pub async fn record_applied(
 /// When every item is known already (every push after the first) nothing is written: a
 /// write transaction that changes nothing still costs a hop to a blocking thread and the
 /// write lock. Only the preview's own look changes its ledger's items before its end.
+/// `secrets`: a first rendering's sealed values, stored in the same commit.
 pub async fn record_intended(
     db: &Inline,
     id: i64,
     entries: &[Entry],
+    secrets: Option<NewSecrets>,
     now: i64,
 ) -> anyhow::Result<()> {
     let items = as_json(entries);
@@ -77,7 +79,7 @@ pub async fn record_intended(
         )?
         .query_row(params![id, items], |row| row.get::<_, bool>(0))
     })?;
-    if known {
+    if known && secrets.is_none() {
         return Ok(());
     }
     db.write(move |tx| {
@@ -88,8 +90,10 @@ pub async fn record_intended(
              FROM json_each(?2) e WHERE true
              ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
         )?
-        .execute(params![id, items, now])
-        .map(drop)
+        .execute(params![id, items, now])?;
+        // A first rendering's sealed values, in the same commit: stored before any apply
+        // carries them, without a commit of their own.
+        secrets.map_or(Ok(()), |secrets| secrets.write(tx, id, now))
     })
     .await
 }

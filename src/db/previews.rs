@@ -386,40 +386,57 @@ pub(super) fn secret_to_store(secret: &crate::render::SealedSecret) -> String {
     stored.to_string()
 }
 
-/// Replaces a preview's sealed values (only sealed values and public ones: a secret's
-/// plaintext never gets here).
-pub async fn store_sealed_secrets(
-    db: &Inline,
-    id: i64,
-    secrets: &[crate::render::SealedSecret],
-    fingerprint: &str,
-    now: i64,
-) -> anyhow::Result<()> {
-    let rows: Vec<_> = secrets
-        .iter()
-        .map(|s| {
-            (
-                s.namespace.clone(),
-                s.name.clone(),
-                s.scope,
-                secret_to_store(s),
-            )
-        })
-        .collect();
-    let fingerprint = fingerprint.to_owned();
-    db.write(move |tx| {
+/// A preview's newly sealed values (sealed and public ones: a secret's plaintext never gets
+/// here), stored with the ledger's intent of the apply that first carries them.
+pub struct NewSecrets {
+    rows: Vec<(String, String, &'static str, String)>,
+    fingerprint: String,
+}
+
+impl NewSecrets {
+    pub fn new(secrets: &[crate::render::SealedSecret], fingerprint: &str) -> Self {
+        Self {
+            rows: secrets
+                .iter()
+                .map(|s| {
+                    (
+                        s.namespace.clone(),
+                        s.name.clone(),
+                        s.scope,
+                        secret_to_store(s),
+                    )
+                })
+                .collect(),
+            fingerprint: fingerprint.to_owned(),
+        }
+    }
+
+    /// Replaces the preview's stored values with these.
+    pub(super) fn write(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        id: i64,
+        now: i64,
+    ) -> rusqlite::Result<()> {
         tx.prepare_cached("DELETE FROM sealed_secrets WHERE preview_id = ?1")?
             .execute(params![id])?;
         let mut insert = tx.prepare_cached(
             "INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
-        for (namespace, name, scope, stored) in &rows {
-            insert.execute(params![id, namespace, name, scope, fingerprint, stored, now])?;
+        for (namespace, name, scope, stored) in &self.rows {
+            insert.execute(params![
+                id,
+                namespace,
+                name,
+                scope,
+                self.fingerprint,
+                stored,
+                now
+            ])?;
         }
         Ok(())
-    })
-    .await
+    }
 }
 
 /// The end: deletes the row (ledger, secrets and commands go with it) and writes the final

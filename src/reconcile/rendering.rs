@@ -2,7 +2,9 @@
 //! secrets, and remembered by their hashes with the inputs they came from. A full pass over
 //! previews whose inputs did not change neither reads their sealed secrets nor renders them
 //! again (rendering was a fifth of an idle pass over 5,000 previews, issue #17); a preview
-//! with something to write is rendered whole.
+//! with something to write is rendered whole. A preview's first rendering seals its secrets;
+//! they are stored with the ledger's intent of the apply that first carries them, in one
+//! commit (`db::record_intended`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,7 +23,16 @@ pub(super) struct Rendering {
     preview: Preview,
     pub(super) helper_hash: String,
     pub(super) app_hash: Option<String>,
-    whole: Option<Rendered>,
+    whole: Option<Whole>,
+}
+
+/// A rendering's manifests, and the sealed values made for it when they are new.
+pub(super) struct Whole {
+    pub(super) rendered: Rendered,
+    /// Sealed for this rendering and stored nowhere yet: to be stored with the intent of
+    /// the apply that carries them. Dropped unstored when nothing is applied, they are
+    /// sealed anew next time, and nothing anywhere holds them.
+    pub(super) new_secrets: Option<db::NewSecrets>,
 }
 
 /// Each preview's last rendering, by the inputs it was made from. Rendering is a pure
@@ -120,8 +131,8 @@ impl Reconciler {
         }
         let whole = self.render(row, names, &preview, now).await?;
         Ok(Some(Rendering {
-            helper_hash: whole.helper.hash.clone(),
-            app_hash: whole.app.as_ref().map(|a| a.hash.clone()),
+            helper_hash: whole.rendered.helper.hash.clone(),
+            app_hash: whole.rendered.app.as_ref().map(|a| a.hash.clone()),
             preview,
             whole: Some(whole),
         }))
@@ -134,7 +145,7 @@ impl Reconciler {
         names: &Names,
         rendering: Rendering,
         now: i64,
-    ) -> anyhow::Result<Rendered> {
+    ) -> anyhow::Result<Whole> {
         match rendering.whole {
             Some(whole) => Ok(whole),
             None => self.render(row, names, &rendering.preview, now).await,
@@ -147,33 +158,35 @@ impl Reconciler {
         names: &Names,
         preview: &Preview,
         now: i64,
-    ) -> anyhow::Result<Rendered> {
-        let sealed = self
-            .sealed_secrets(row, names, &preview.cluster, now)
-            .await?;
+    ) -> anyhow::Result<Whole> {
+        let (sealed, new_secrets) = self.sealed_secrets(row, names, &preview.cluster, now)?;
         let instance = self.instance().await?;
         let rendered = render::preview(preview, names, &self.config, &sealed, instance)?;
         self.memo.remember(row.id, preview, names, &rendered);
-        Ok(rendered)
+        Ok(Whole {
+            rendered,
+            new_secrets,
+        })
     }
 
     /// The preview's secrets sealed for its cluster: the stored ones, whichever of the
     /// cluster's certificates sealed them (the controller keeps its old keys, and the running
-    /// pods have the passwords inside); new ones, generated and stored, only the first time.
-    async fn sealed_secrets(
+    /// pods have the passwords inside); new ones, generated only the first time, with what
+    /// stores them.
+    fn sealed_secrets(
         &self,
         row: &PreviewRow,
         names: &Names,
         cluster: &str,
         now: i64,
-    ) -> anyhow::Result<Vec<SealedSecret>> {
+    ) -> anyhow::Result<(Vec<SealedSecret>, Option<db::NewSecrets>)> {
         let cert = self
             .certs
             .get(cluster)
             .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
         let stored = db::sealed_secrets(&self.db, row.id)?;
         if !stored.is_empty() {
-            return Ok(stored.into_iter().map(|(secret, _)| secret).collect());
+            return Ok((stored.into_iter().map(|(secret, _)| secret).collect(), None));
         }
         // A certificate that outlives any extension: no preview may run past max_lifetime.
         let repo = row.repo.parse()?;
@@ -194,7 +207,7 @@ impl Reconciler {
             .iter()
             .map(|spec| crate::seal::seal_secret(cert, spec))
             .collect::<Result<Vec<_>, _>>()?;
-        db::store_sealed_secrets(&self.db, row.id, &sealed, &cert.fingerprint, now).await?;
-        Ok(sealed)
+        let new = db::NewSecrets::new(&sealed, &cert.fingerprint);
+        Ok((sealed, Some(new)))
     }
 }

@@ -35,6 +35,10 @@ async fn an_application_of_the_same_name_from_another_repository_is_neither_over
         error.contains("acme.payments") && error.contains("neither overwrites nor deletes"),
         "{error}"
     );
+    // Nothing was applied: no intent that teardown would take for this preview's own, and
+    // no sealed values kept for a rendering nothing carries.
+    assert_eq!(app.count("ledger").await, 0);
+    assert_eq!(app.count("sealed_secrets").await, 0);
 
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;

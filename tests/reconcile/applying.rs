@@ -139,16 +139,16 @@ async fn a_push_commits_once_its_apply_with_the_state_it_leads_to() {
 }
 
 /// A new preview of a repository without a template: its placement carries the decision to
-/// seed its database (no commit of its own), and every statement of the look runs inline,
-/// where `commits` counts it: the placement, the sealed values, the ledger's intent, and the
-/// apply with its state.
+/// seed its database, and its sealed values ride on the ledger's intent (no commit of their
+/// own); every statement of the look runs inline, where `commits` counts it: the placement,
+/// the intent with the sealed values, and the apply with its state.
 #[tokio::test]
-async fn a_new_preview_is_decided_seeded_with_its_placement_and_commits_four_times() {
+async fn a_new_preview_commits_its_placement_its_intent_and_its_apply() {
     let app = TestApp::start().await;
     let reconciler = reconciler(&app, app.app.config.clone());
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
-    assert_eq!(reconciler.commits(), 4);
+    assert_eq!(reconciler.commits(), 3);
     let decided: (Option<i64>, Option<i64>, i64) = app
         .row("SELECT template_generation, template_seed, seed_generation FROM previews")
         .await;
