@@ -447,6 +447,7 @@ fn seal(
         data,
         // Every value given is sealed: previewd cannot know which are public.
         public: Default::default(),
+        templates: Default::default(),
     };
     let sealed = crate::seal::seal_secret(&cert, &spec)?;
     print!(

@@ -86,6 +86,8 @@ pub enum SealError {
     BadPrivateKey,
     #[error("encryption failed: {0}")]
     Encrypt(String),
+    #[error("template value {0} is more than literal text and {{{{ .KEY }}}} of a sealed value")]
+    Template(String),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -98,7 +100,7 @@ pub enum UnsealError {
     WrongKeyOrLabel { label: String },
     #[error("the sealed data was altered")]
     Tampered,
-    #[error("template data that is not literal text (only the controller renders templates)")]
+    #[error("template data beyond literal text and {{{{ .KEY }}}} of a sealed value")]
     Template,
 }
 
@@ -253,6 +255,10 @@ pub struct SecretSpec {
     /// (`sealedsecret_expansion.go` `Unseal`). Sealing them cost an RSA-4096 operation and
     /// 700 bytes of every Application read each (issue #17).
     pub public: BTreeMap<String, String>,
+    /// Values the controller builds from the sealed ones, as `seal::template` renders them
+    /// (`{{ .KEY }}` of a key in `data`): a connection URL around its password, with no
+    /// RSA operation of its own.
+    pub templates: BTreeMap<String, String>,
 }
 
 impl SecretSpec {
@@ -274,6 +280,7 @@ impl std::fmt::Debug for SecretSpec {
             .field("scope", &self.scope)
             .field("keys", &self.data.keys().collect::<Vec<_>>())
             .field("public", &self.public.keys().collect::<Vec<_>>())
+            .field("templates", &self.templates.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -284,10 +291,17 @@ pub fn seal_secret(
     cert: &SealingCert,
     spec: &SecretSpec,
 ) -> Result<crate::render::SealedSecret, SealError> {
+    if let Some((key, _)) = spec
+        .templates
+        .iter()
+        .find(|(_, text)| template::render(text, &spec.data).is_none())
+    {
+        return Err(SealError::Template(key.clone()));
+    }
     let (templated, public): (Vec<_>, Vec<_>) = spec
         .public
         .iter()
-        .partition(|(_, value)| !is_literal(value));
+        .partition(|(_, value)| !template::is_literal(value));
     let encrypted_data = spec
         .data
         .iter()
@@ -309,15 +323,10 @@ pub fn seal_secret(
         encrypted_data,
         template_data: public
             .into_iter()
+            .chain(&spec.templates)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     })
-}
-
-/// Whether the controller's Go `text/template` renders `value` as itself: it has no action,
-/// and every action starts with the default left delimiter.
-fn is_literal(value: &str) -> bool {
-    !value.contains("{{")
 }
 
 /// The SealedSecret object, as `kubeseal` writes it: the scope annotation on both the
@@ -372,7 +381,7 @@ pub fn unseal_object(
     let name = metadata["name"].as_str().unwrap_or_default();
     let namespace = metadata["namespace"].as_str().unwrap_or_default();
     let scope = Scope::of_annotations(&metadata["annotations"]);
-    let mut data = serde_json::Map::new();
+    let mut opened = BTreeMap::new();
     let mut failures = Vec::new();
     for (key, value) in object["spec"]["encryptedData"]
         .as_object()
@@ -387,17 +396,18 @@ pub fn unseal_object(
             value.as_str().unwrap_or_default(),
         ) {
             Ok(plain) => {
-                data.insert(key.clone(), json!(STANDARD.encode(plain)));
+                opened.insert(key.clone(), plain);
             }
             Err(e) => failures.push((key.clone(), e)),
         }
     }
     let template = &object["spec"]["template"];
-    // Only literal template data: what `seal_secret` writes, and what renders as itself.
+    // Only what `seal_secret` writes: literal text, or `{{ .KEY }}` of a sealed value.
+    let mut rendered = BTreeMap::new();
     for (key, value) in template["data"].as_object().into_iter().flatten() {
-        match value.as_str().filter(|v| is_literal(v)) {
+        match value.as_str().and_then(|v| template::render(v, &opened)) {
             Some(text) => {
-                data.insert(key.clone(), json!(STANDARD.encode(text)));
+                rendered.insert(key.clone(), text);
             }
             None => failures.push((key.clone(), UnsealError::Template)),
         }
@@ -405,6 +415,11 @@ pub fn unseal_object(
     if !failures.is_empty() {
         return Err(failures);
     }
+    opened.extend(rendered);
+    let data: serde_json::Map<_, _> = opened
+        .into_iter()
+        .map(|(key, plain)| (key, json!(STANDARD.encode(plain))))
+        .collect();
     Ok(json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -415,5 +430,6 @@ pub fn unseal_object(
 }
 
 mod oaep;
+pub mod template;
 #[cfg(test)]
 mod tests;

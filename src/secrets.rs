@@ -9,7 +9,7 @@ use rand::{CryptoRng, Rng, RngCore};
 use crate::config::{Config, DatabaseMode};
 use crate::naming::Names;
 use crate::render::SecretNames;
-use crate::seal::{Scope, SecretSpec};
+use crate::seal::{Scope, SecretSpec, template};
 
 /// 32 characters of [A-Za-z0-9]: about 190 bits, and nothing to escape in a URL.
 pub fn password(rng: &mut (impl RngCore + CryptoRng)) -> String {
@@ -122,17 +122,12 @@ pub fn database(
     let password = password(rng);
     let secrets = SecretNames::of(names);
     let role = &names.database;
-    let connection = spec(
+    let url = |password: &str| format!("postgres://{role}:{password}@{host}:{port}/{role}");
+    let mut connection = spec(
         &secrets.database_url,
         &names.slug,
         "Opaque",
-        [
-            (
-                "DATABASE_URL",
-                format!("postgres://{role}:{password}@{host}:{port}/{role}"),
-            ),
-            ("PGPASSWORD", password.clone()),
-        ],
+        [("PGPASSWORD", password.clone())],
     )
     .with_public([
         ("PGHOST", host.clone()),
@@ -140,6 +135,16 @@ pub fn database(
         ("PGUSER", role.clone()),
         ("PGDATABASE", role.clone()),
     ]);
+    // The URL around the sealed password, built by the controller: no RSA operation and no
+    // 700 bytes of its own. Sealed whole if the host could be read as a template.
+    let around = url(&template::action("PGPASSWORD"));
+    if template::is_literal(&url("")) {
+        connection.templates.insert("DATABASE_URL".into(), around);
+    } else {
+        connection
+            .data
+            .insert("DATABASE_URL".into(), url(&password).into_bytes());
+    }
     let credentials = match db.mode {
         // The create Job reads it in the provisioner namespace: the verifier, not the
         // password, which only the preview's own namespace holds.
@@ -250,6 +255,7 @@ pub fn spec<const N: usize>(
             .map(|(k, v)| (k.to_owned(), v.into_bytes()))
             .collect(),
         public: BTreeMap::new(),
+        templates: BTreeMap::new(),
     }
 }
 
@@ -290,7 +296,9 @@ mod tests {
                 "previewd-system"
             )
         );
-        let url = String::from_utf8(connection.data["DATABASE_URL"].clone()).unwrap();
+        // Built by the controller around the sealed password.
+        let url = template::render(&connection.templates["DATABASE_URL"], &connection.data);
+        let url = String::from_utf8(url.unwrap()).unwrap();
         let pw = String::from_utf8(connection.data["PGPASSWORD"].clone()).unwrap();
         assert_eq!(
             url,
@@ -379,6 +387,21 @@ mod tests {
         assert_eq!(role.public["username"], "pv_octo_app_609ddd1d069bc4c5_pr_7");
     }
 
+    /// A host the controller would read as a template leaves no template to build the URL
+    /// around: it is sealed whole.
+    #[test]
+    fn a_url_that_would_not_render_as_itself_is_sealed_whole() {
+        let config = Config::from_toml(
+            "[database]\nmode = \"shared\"\nhost = \"pg{{x}}.svc\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let secrets = database(&config, &names(), &mut rand::thread_rng());
+        assert!(secrets[0].templates.is_empty());
+        let url = String::from_utf8(secrets[0].data["DATABASE_URL"].clone()).unwrap();
+        assert!(url.contains("@pg{{x}}.svc:5432/"), "{url}");
+    }
+
     /// Sealing is an RSA-4096 operation a value: only what must stay secret is sealed, and no
     /// public value carries the password.
     #[test]
@@ -411,15 +434,14 @@ mod tests {
                 .collect();
             assert_eq!(
                 sealed,
-                [
-                    vec!["DATABASE_URL", "PGPASSWORD"],
-                    vec![credentials],
-                    vec!["tls.key"]
-                ],
+                [vec!["PGPASSWORD"], vec![credentials], vec!["tls.key"]],
                 "{mode}"
             );
             let password = std::str::from_utf8(&secrets[0].data["PGPASSWORD"]).unwrap();
-            let public: Vec<&String> = secrets.iter().flat_map(|s| s.public.values()).collect();
+            let public: Vec<&String> = secrets
+                .iter()
+                .flat_map(|s| s.public.values().chain(s.templates.values()))
+                .collect();
             assert!(public.iter().all(|v| !v.contains(password)), "{mode}");
             assert!(public.iter().all(|v| !v.contains("PRIVATE KEY")), "{mode}");
         }

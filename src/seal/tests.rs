@@ -180,6 +180,7 @@ fn sealed_secret_objects_round_trip_through_unseal() {
         labels: BTreeMap::new(),
         data: [("PASSWORD".to_string(), b"s3cret".to_vec())].into(),
         public: Default::default(),
+        templates: Default::default(),
     };
     let object = sealed_secret_object(&seal_secret(&test_cert(), &spec).unwrap());
     assert_eq!(object["metadata"]["annotations"][NAMESPACE_WIDE], "true");
@@ -197,7 +198,8 @@ fn sealed_secret_objects_round_trip_through_unseal() {
 
 /// Public values ride in `spec.template.data`, which the controller renders with Go's
 /// text/template (`sealedsecret_expansion.go` `Unseal`): literal text comes out as itself; a
-/// value that holds an action would not, so it is sealed with the rest.
+/// value that holds an action would not, so it is sealed with the rest. A template around a
+/// sealed value rides there as it is, and opens to the value in place.
 #[test]
 fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_template() {
     let spec = SecretSpec {
@@ -212,6 +214,11 @@ fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_templa
             ("ODD".to_string(), "a {{ .PGPASSWORD }} b".to_string()),
         ]
         .into(),
+        templates: [(
+            "URL".to_string(),
+            "postgres://u:{{ .PGPASSWORD }}@h/u".to_string(),
+        )]
+        .into(),
     };
     let sealed = seal_secret(&test_cert(), &spec).unwrap();
     assert_eq!(
@@ -220,7 +227,13 @@ fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_templa
     );
     assert_eq!(
         sealed.template_data,
-        BTreeMap::from([("PGHOST".to_string(), "postgres.svc".to_string())])
+        BTreeMap::from([
+            ("PGHOST".to_string(), "postgres.svc".to_string()),
+            (
+                "URL".to_string(),
+                "postgres://u:{{ .PGPASSWORD }}@h/u".to_string()
+            ),
+        ])
     );
     let object = sealed_secret_object(&sealed);
     assert_eq!(object["spec"]["template"]["data"]["PGHOST"], "postgres.svc");
@@ -229,13 +242,32 @@ fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_templa
     for (key, value) in &spec.public {
         expected.insert(key.clone(), value.clone().into_bytes());
     }
+    expected.insert("URL".into(), b"postgres://u:s3cret@h/u".to_vec());
     assert_eq!(opened(&secret), expected);
+}
+
+#[test]
+fn a_template_of_anything_but_a_sealed_value_is_refused() {
+    let spec = SecretSpec {
+        name: "db".into(),
+        namespace: "pv-octo-app-pr-7".into(),
+        scope: Scope::Strict,
+        type_: "Opaque".into(),
+        labels: BTreeMap::new(),
+        data: [("PGPASSWORD".to_string(), b"s3cret".to_vec())].into(),
+        public: Default::default(),
+        templates: [("URL".to_string(), "{{ .PGHOST }}".to_string())].into(),
+    };
+    assert!(matches!(
+        seal_secret(&test_cert(), &spec),
+        Err(SealError::Template(key)) if key == "URL"
+    ));
 }
 
 #[test]
 fn unseal_refuses_template_data_only_the_controller_could_render() {
     let mut object = sealed_object("strict");
-    object["spec"]["template"]["data"] = json!({"URL": "{{ .PASSWORD }}@host"});
+    object["spec"]["template"]["data"] = json!({"URL": "{{ .PASSWORD | b64enc }}@host"});
     let failures = unseal_object(&[test_key()], &object).unwrap_err();
     assert_eq!(failures, [("URL".to_string(), UnsealError::Template)]);
 }

@@ -27,12 +27,12 @@ fn values_the_chart_cannot_render_are_refused_by_its_schema() {
         ("propertyName", |v| {
             v["seed"]["files"] = serde_json::json!({"../../etc/passwd": "x"})
         }),
-        // The controller renders template data as Go templates: no action may ride there.
+        // The controller renders template data as Go templates: no action but `{{ .KEY }}`.
         ("/sealedSecrets/0/templateData/PGHOST", |v| {
             v["sealedSecrets"] = json!([{
                 "name": "db", "namespace": "pv-x", "scope": "strict", "type": "Opaque",
                 "encryptedData": {"PGPASSWORD": "AgB="},
-                "templateData": {"PGHOST": "{{ .PGPASSWORD }}"},
+                "templateData": {"PGHOST": "{{ .PGPASSWORD | b64enc }}"},
             }])
         }),
     ];
