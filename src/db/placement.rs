@@ -78,22 +78,22 @@ pub fn live_counts(db: &Inline, repo: &str, author: &str) -> anyhow::Result<(i64
 }
 
 /// The least recently active (earliest expiry) unpinned live preview of `repo` (or of
-/// `author`, when `by_author`): the one eviction replaces. `(id, repo, number)`.
+/// `author`, when `by_author`): the one eviction replaces. `(id, repo, number, cluster)`.
 pub fn eviction_victim(
     db: &Inline,
     repo: &str,
     author: &str,
     by_author: bool,
-) -> anyhow::Result<Option<(i64, String, i64)>> {
+) -> anyhow::Result<Option<(i64, String, i64, String)>> {
     db.read(|conn| {
         conn.prepare_cached(
-            "SELECT id, repo, number FROM previews
+            "SELECT id, repo, number, cluster FROM previews
               WHERE cluster IS NOT NULL AND desired != 'absent' AND keep = 0
                 AND ((?3 = 0 AND repo = ?1) OR (?3 = 1 AND author = ?2))
               ORDER BY expires_at, id LIMIT 1",
         )?
         .query_row(params![repo, author, by_author], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()
     })

@@ -33,9 +33,13 @@ impl Reconciler {
                     placements.push(placement);
                     continue;
                 }
-                Quota::Evicted(victim) => {
+                Quota::Evicted(victim, cluster) => {
                     evicted.push(victim);
-                    load = db::cluster_load(&self.db)?;
+                    // Its slot is free now. Not the state's counts read again: they lack
+                    // what this pass placed before it, which are written at its end.
+                    if let Some((_, used)) = load.iter_mut().find(|(c, _)| *c == cluster) {
+                        *used -= 1;
+                    }
                 }
             }
             placement.cluster = place(&self.config, &load);
@@ -106,7 +110,7 @@ impl Reconciler {
             return Ok(Quota::Full);
         }
         let by_author = !repo_full;
-        let Some((victim, victim_repo, victim_number)) =
+        let Some((victim, victim_repo, victim_number, cluster)) =
             db::eviction_victim(&self.db, &row.repo, &row.author, by_author)?
         else {
             return Ok(Quota::Full); // everything at the cap is pinned
@@ -125,7 +129,7 @@ impl Reconciler {
         .await?
         {
             tracing::info!(victim = %format!("{victim_repo}#{victim_number}"), %newcomer, "evicted");
-            Ok(Quota::Evicted(victim))
+            Ok(Quota::Evicted(victim, cluster))
         } else {
             Ok(Quota::Full)
         }
@@ -135,8 +139,9 @@ impl Reconciler {
 enum Quota {
     Room,
     Full,
-    /// Room made: this preview was evicted (its teardown is the reconciler's next step).
-    Evicted(i64),
+    /// Room made: this preview, on this cluster, was evicted (its teardown is the
+    /// reconciler's next step).
+    Evicted(i64, String),
 }
 
 /// Placement: the least loaded cluster with room (`capacity` unset = unlimited); ties go to

@@ -4,6 +4,45 @@
 
 use super::*;
 
+/// helper-15's repro: placement re-read the state's counts after an eviction, which lacked
+/// the previews placed earlier in the same pass (written at its end): the evicting preview
+/// was put on a cluster already full.
+#[tokio::test]
+async fn an_eviction_frees_its_own_slot_and_keeps_the_passs_earlier_placements() {
+    let app = TestApp::with_config(
+        "[github]\nwebhook_secret = \"test-webhook-secret-0123456789\"\n\
+         [defaults]\nmax_per_author = 1\nat_cap = \"evict\"\n\
+         [[clusters]]\nname = \"a\"\nserver = \"https://a\"\ncapacity = 1\n\
+         [[clusters]]\nname = \"b\"\nserver = \"https://b\"\ncapacity = 1\n",
+    )
+    .await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    let opened = |number: u64, author: &str| {
+        Delivery::fixture("pull_request.opened")
+            .number(number)
+            .edit(|body| body["pull_request"]["user"]["login"] = serde_json::json!(author))
+            .guid(&format!("opened-{number}"))
+    };
+    app.send(&opened(1, "carol")).await;
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").number(1))
+        .await;
+    for _ in 0..3 {
+        reconciler.pass().await.unwrap();
+    }
+    // a is free, alice's #2 holds b; one pass places dave's #3, then alice's #4 evicts #2.
+    app.send(&opened(3, "dave")).await;
+    app.send(&opened(4, "alice")).await;
+    reconciler.pass().await.unwrap();
+    let placed: Vec<(i64, Option<String>)> = app
+        .rows("SELECT number, cluster FROM previews WHERE desired = 'deployed' ORDER BY number")
+        .await;
+    assert_eq!(placed, [(3, Some("a".into())), (4, Some("b".into()))]);
+    let evicted: String = app.reason_recorded("evicted").await;
+    assert!(evicted.contains("#4"), "{evicted}");
+}
+
 #[tokio::test]
 async fn previews_wait_in_a_queue_when_every_cluster_is_full() {
     let app = TestApp::with_config(
