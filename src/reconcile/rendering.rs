@@ -38,7 +38,10 @@ pub(super) struct Whole {
 /// Each preview's last rendering, by the inputs it was made from. Rendering is a pure
 /// function of the `Preview`, its `Names`, the configuration and the instance (fixed for
 /// the process) and its sealed secrets, which are stored once and never replaced: equal
-/// inputs make equal hashes. Bounded by the previews: forgotten at teardown.
+/// inputs make equal hashes. One exception: a first rendering nothing applied remembers
+/// secrets never stored, so the next rendering seals anew and its hash differs from the one
+/// recalled; that hash matched nothing applied, so no decision rests on it. Bounded by the
+/// previews: forgotten at teardown.
 #[derive(Default)]
 pub(super) struct Memo {
     remembered: Mutex<HashMap<i64, Remembered>>,

@@ -21,7 +21,13 @@ pub fn render(text: &str, values: &BTreeMap<String, Vec<u8>>) -> Option<Vec<u8>>
         let after = &rest[start + 2..];
         let end = after.find("}}")?;
         let key = after[..end].strip_prefix(" .")?.strip_suffix(' ')?;
-        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        // A Go field name: `.0` or `.5` would be a number to Go's lexer, not a key.
+        let field = key
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !field {
             return None;
         }
         out.extend_from_slice(values.get(key)?);
@@ -70,6 +76,8 @@ mod tests {
             "{{ .PGPASSWORD ",
             "{{{ .PGPASSWORD }}",
             "{{ . }}",
+            "{{ .0 }}",
+            "{{ .1a }}",
         ] {
             assert_eq!(render(text, &values()), None, "{text}");
         }
