@@ -196,30 +196,30 @@ fn sealed_secret_objects_round_trip_through_unseal() {
     );
 }
 
+/// A strict Secret `db` holding one sealed value, PGPASSWORD = s3cret.
+fn password_spec() -> SecretSpec {
+    crate::secrets::spec(
+        "db",
+        "pv-octo-app-pr-7",
+        "Opaque",
+        [("PGPASSWORD", "s3cret".to_string())],
+    )
+}
+
 /// Public values ride in `spec.template.data`, which the controller renders with Go's
 /// text/template (`sealedsecret_expansion.go` `Unseal`): literal text comes out as itself; a
 /// value that holds an action would not, so it is sealed with the rest. A template around a
 /// sealed value rides there as it is, and opens to the value in place.
 #[test]
 fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_template() {
-    let spec = SecretSpec {
-        name: "db".into(),
-        namespace: "pv-octo-app-pr-7".into(),
-        scope: Scope::Strict,
-        type_: "Opaque".into(),
-        labels: BTreeMap::new(),
-        data: [("PGPASSWORD".to_string(), b"s3cret".to_vec())].into(),
-        public: [
-            ("PGHOST".to_string(), "postgres.svc".to_string()),
-            ("ODD".to_string(), "a {{ .PGPASSWORD }} b".to_string()),
-        ]
-        .into(),
-        templates: [(
-            "URL".to_string(),
-            "postgres://u:{{ .PGPASSWORD }}@h/u".to_string(),
-        )]
-        .into(),
-    };
+    let mut spec = password_spec().with_public([
+        ("PGHOST", "postgres.svc".to_string()),
+        ("ODD", "a {{ .PGPASSWORD }} b".to_string()),
+    ]);
+    spec.templates.insert(
+        "URL".to_string(),
+        "postgres://u:{{ .PGPASSWORD }}@h/u".to_string(),
+    );
     let sealed = seal_secret(&test_cert(), &spec).unwrap();
     assert_eq!(
         sealed.encrypted_data.keys().collect::<Vec<_>>(),
@@ -248,16 +248,9 @@ fn public_values_ride_unsealed_unless_the_controller_would_read_them_as_a_templa
 
 #[test]
 fn a_template_of_anything_but_a_sealed_value_is_refused() {
-    let spec = SecretSpec {
-        name: "db".into(),
-        namespace: "pv-octo-app-pr-7".into(),
-        scope: Scope::Strict,
-        type_: "Opaque".into(),
-        labels: BTreeMap::new(),
-        data: [("PGPASSWORD".to_string(), b"s3cret".to_vec())].into(),
-        public: Default::default(),
-        templates: [("URL".to_string(), "{{ .PGHOST }}".to_string())].into(),
-    };
+    let mut spec = password_spec();
+    spec.templates
+        .insert("URL".to_string(), "{{ .PGHOST }}".to_string());
     assert!(matches!(
         seal_secret(&test_cert(), &spec),
         Err(SealError::Template(key)) if key == "URL"
