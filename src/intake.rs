@@ -101,6 +101,7 @@ fn write_batches(
     clock: Arc<dyn Clock>,
     work: Work,
 ) {
+    let lock = crate::db::WriteLock::of(&conn);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = queue.blocking_recv() {
         batch.push(first);
@@ -111,7 +112,11 @@ fn write_batches(
             }
         }
         let now = clock.now();
-        let results = match commit(&mut conn, &batch, now) {
+        // Behind a look's write, if one is committing: not in SQLite's busy handler.
+        let held = lock.hold();
+        let committed = commit(&mut conn, &batch, now);
+        drop(held);
+        let results = match committed {
             Ok(results) => results,
             Err(e) => {
                 tracing::error!(error = %e, deliveries = batch.len(), "commit failed; deliveries answered 503");
@@ -389,4 +394,64 @@ fn apply(
         }
     }
     Ok((intent.outcome, intent.detail.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::webhook::Event;
+    use std::time::Duration;
+
+    fn ping(guid: &str) -> (Delivery, Intent) {
+        let delivery = Delivery {
+            hook_id: "1".into(),
+            guid: guid.into(),
+            event: "ping".into(),
+            action: None,
+            payload: Event::Ping,
+        };
+        let intent = Intent {
+            outcome: Outcome::Ignored,
+            detail: "ping".into(),
+            change: Change::Nothing,
+        };
+        (delivery, intent)
+    }
+
+    /// The intake's writer and a look's write take the same `db::WriteLock`: a delivery that
+    /// arrives while a look commits waits for it, not in SQLite's busy handler (here none at
+    /// all, so a wait there would have answered 503).
+    #[tokio::test]
+    async fn a_delivery_recorded_while_a_look_writes_waits_for_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let pool = crate::db::open(&path).await.unwrap();
+        let conn = db::open(&path).unwrap();
+        conn.busy_timeout(Duration::ZERO).unwrap();
+        let (work, _pending) = crate::work::channel();
+        let (intake, _writer) = Intake::start(conn, Arc::new(ManualClock::at(1)), work);
+        let inline = crate::db::Inline::of(&pool);
+        let (began, begun) = std::sync::mpsc::channel();
+        let look = tokio::spawn({
+            let inline = inline.clone();
+            async move {
+                inline
+                    .write(move |tx| {
+                        tx.execute("DELETE FROM leases", [])?;
+                        began.send(()).unwrap();
+                        std::thread::sleep(Duration::from_millis(300));
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || begun.recv().unwrap())
+            .await
+            .unwrap();
+        let (delivery, intent) = ping("a");
+        let recorded = intake.record(delivery, intent).await.unwrap();
+        assert!(matches!(recorded, Recorded::New { .. }), "{recorded:?}");
+        look.await.unwrap().unwrap();
+    }
 }

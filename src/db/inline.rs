@@ -12,11 +12,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Context;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use sqlx::SqlitePool;
+
+use super::lock::WriteLock;
 
 /// Connections kept open between statements; more are opened while more threads ask at
 /// once (at most one a thread: a statement here never awaits), and closed after.
@@ -33,6 +35,8 @@ struct Shared {
     idle: Mutex<Vec<Connection>>,
     /// Write transactions committed: each is an fsync (`synchronous=FULL`).
     commits: AtomicU64,
+    /// Shared with this process's other writers of the file (`db::lock`).
+    lock: OnceLock<WriteLock>,
 }
 
 impl Inline {
@@ -47,6 +51,7 @@ impl Inline {
                 path: path.to_owned(),
                 idle: Mutex::new(Vec::new()),
                 commits: AtomicU64::new(0),
+                lock: OnceLock::new(),
             }),
         }
     }
@@ -95,6 +100,8 @@ impl Inline {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             me.with(|conn| {
+                let lock = me.shared.lock.get_or_init(|| WriteLock::of(conn));
+                let _held = lock.hold();
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
                 let out = f(&tx)?;
                 tx.commit()?;
@@ -230,6 +237,46 @@ mod tests {
         }
         assert_eq!(inline.read(leases).unwrap(), 3 * IDLE as i64);
         assert!(inline.idle().len() <= IDLE);
+    }
+
+    /// Two of this process's writes at once queue on `db::WriteLock`, not in SQLite's busy
+    /// handler, which sleeps 1 ms, then 2, 5, 10 … however soon the lock is free: with no
+    /// busy timeout at all, the second waits for the first's commit and commits after it.
+    #[tokio::test]
+    async fn a_write_begun_while_another_holds_the_lock_waits_for_its_commit() {
+        let (_dir, _pool, inline) = state().await;
+        for _ in 0..2 {
+            let conn = super::super::write::open(&inline.shared.path).unwrap();
+            conn.busy_timeout(std::time::Duration::ZERO).unwrap();
+            inline.idle().push(conn);
+        }
+        let insert = |tx: &Transaction<'_>, name: &str| {
+            tx.execute(
+                "INSERT INTO leases (name, holder, expires_at) VALUES (?1, 'a', 1)",
+                [name],
+            )
+            .map(drop)
+        };
+        let (began, begun) = std::sync::mpsc::channel();
+        let first = tokio::spawn({
+            let inline = inline.clone();
+            async move {
+                inline
+                    .write(move |tx| {
+                        insert(tx, "first")?;
+                        began.send(()).unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(300));
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || begun.recv().unwrap())
+            .await
+            .unwrap();
+        inline.write(move |tx| insert(tx, "second")).await.unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(inline.read(leases).unwrap(), 2);
     }
 
     #[tokio::test]

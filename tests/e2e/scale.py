@@ -45,7 +45,9 @@ Usage: scale.py PREVIEWD PYTHON EMULATOR [--previews N] [--latency M]
 Environment: SCALE_LOG=FILTER (previewd's log filter; the work directory is kept),
 SCALE_PERF=FILE (`perf record --call-graph dwarf` of previewd over the new PRs into FILE,
 over the pushes into FILE.push), SCALE_STRACE=FILE (likewise, `strace -c -f`: previewd's
-system calls counted, fsync among them; it slows previewd, so its times do not count then).
+system calls counted, fsync among them; it slows previewd, so its times do not count then),
+SCALE_SYSCALLS=FILE (likewise, `perf stat` of a few system calls' tracepoints: counts
+without slowing previewd).
 Prints the figures; exits non-zero only when the state does not converge.
 """
 import collections
@@ -335,11 +337,20 @@ def cpu_seconds(pd):
     return sum(cpu_split(pd))
 
 
+# Counted by SCALE_SYSCALLS through the kernel's tracepoints, which, unlike strace, leave
+# previewd's timing alone: commits (fsync), SQLite's busy waits (clock_nanosleep: its
+# default busy handler sleeps 1 ms, then longer), locks (fcntl), hand-offs (futex), pages.
+SYSCALLS = ["fsync", "clock_nanosleep", "fcntl", "futex", "pread64", "pwrite64", "epoll_wait"]
+
+
 def profilers(pd, suffix):
     """With SCALE_PERF=FILE, a `perf record` of previewd into FILE + suffix; with
-    SCALE_STRACE=FILE, an `strace -c -f` into FILE + suffix; until `stopped`."""
+    SCALE_STRACE=FILE, an `strace -c -f` into FILE + suffix; with SCALE_SYSCALLS=FILE, a
+    `perf stat` count of SYSCALLS into FILE + suffix; until `stopped`."""
+    counted = ",".join(f"syscalls:sys_enter_{call}" for call in SYSCALLS)
     commands = {"SCALE_PERF": ["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf,16384", "-o"],
-                "SCALE_STRACE": ["strace", "-c", "-f", "-o"]}
+                "SCALE_STRACE": ["strace", "-c", "-f", "-o"],
+                "SCALE_SYSCALLS": ["perf", "stat", "-e", counted, "-o"]}
     return [subprocess.Popen(command + [os.environ[name] + suffix, "-p", str(pd.proc.pid)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for name, command in commands.items() if os.environ.get(name)]
