@@ -301,21 +301,15 @@ impl Reconciler {
         tracing::warn!(preview = id, error = %message, "reconcile failed");
         let now = self.clock.now();
         if let Ok(Some(row)) = db::preview_row(&self.db, id) {
-            // One history row per distinct error, not one per retry.
-            if row.last_error.as_deref() != Some(message.as_str()) {
-                let _ =
-                    db::add_history_now(&self.pool, &row.repo, row.number, "error", &message, now)
-                        .await;
-            }
-            let _ = db::set_observed(
-                &self.pool,
-                id,
-                ObservedState::Error,
-                Some(&message),
-                None,
-                now,
-            )
-            .await;
+            // One history row per distinct error, not one per retry: it commits with the
+            // state that remembers the error.
+            let seen = db::Observation {
+                state: ObservedState::Error,
+                message: Some(&message),
+                history: (row.last_error.as_deref() != Some(message.as_str())).then_some("error"),
+                ready_at_seed: None,
+            };
+            let _ = db::record_state(&self.db, id, &seen, now).await;
         }
     }
 

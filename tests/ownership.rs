@@ -195,3 +195,61 @@ async fn a_push_after_a_destroy_by_githubs_clock_deploys_again() {
         "a genuine push after the destroy"
     );
 }
+
+/// A conflict's history row and the state it leads to commit together. They were two
+/// commits through the pool: a failure between them (a crash; here a trigger refusing the
+/// state) kept the history row without the state, and the next look, seeing no conflict
+/// recorded, wrote the same row again.
+#[tokio::test]
+async fn a_conflict_whose_state_was_not_written_is_told_once_in_the_history() {
+    let app = TestApp::start().await;
+    let reconciler = std::sync::Arc::new(common::directory_reconciler(&app));
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let names = recorded_names(&app).await.unwrap();
+    let path = rendered(&app).join(format!("{}.yaml", names.application));
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Another previewd's (another instance id): a conflict, never written over.
+    let foreign: String = text
+        .lines()
+        .map(|l| {
+            if l.contains("previewd.dev/instance") {
+                "    previewd.dev/instance: 0123456789abcdef\n".to_owned()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&path, &foreign).unwrap();
+    app.execute(
+        "CREATE TRIGGER refuse BEFORE UPDATE OF observed ON previews
+         WHEN NEW.observed = 'failed' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+    )
+    .await;
+    app.send(
+        &Delivery::fixture("pull_request.synchronize")
+            .at_sha("1111111111111111111111111111111111111111")
+            .updated_at("2019-05-15T16:00:00Z"),
+    )
+    .await;
+    let _ = reconciler.pass().await;
+    app.execute("DROP TRIGGER refuse").await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let observed: String = app
+        .scalar("SELECT observed FROM previews WHERE number = 2")
+        .await;
+    assert_eq!(observed, "failed");
+    let conflicts = app
+        .history(HELLO, 2)
+        .await
+        .into_iter()
+        .filter(|(what, ..)| what == "conflict")
+        .count();
+    assert_eq!(conflicts, 1, "{:#?}", app.history(HELLO, 2).await);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        foreign,
+        "never written over"
+    );
+}

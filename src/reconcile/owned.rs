@@ -87,17 +87,15 @@ impl Reconciler {
         .to_string();
         if row.last_error.as_deref() != Some(message.as_str()) {
             tracing::error!(repo = %row.repo, number = row.number, %message, "name conflict");
-            db::add_history_now(&self.pool, &row.repo, row.number, "conflict", &message, now)
-                .await?;
-            db::set_observed(
-                &self.pool,
-                row.id,
-                ObservedState::Failed,
-                Some(&message),
-                None,
-                now,
-            )
-            .await?;
+            // The history row with the state it records, in one commit: had the state not
+            // been written, the next look would tell the same conflict again.
+            let seen = db::Observation {
+                state: ObservedState::Failed,
+                message: Some(&message),
+                history: Some("conflict"),
+                ready_at_seed: None,
+            };
+            db::record_state(&self.db, row.id, &seen, now).await?;
         }
         self.requeue(row.id);
         Ok(())

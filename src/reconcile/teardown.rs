@@ -196,24 +196,13 @@ impl Reconciler {
         );
         tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
         self.metrics.stuck_teardown();
-        db::add_history_now(
-            &self.pool,
-            &row.repo,
-            row.number,
-            "teardown_stuck",
-            &message,
-            now,
-        )
-        .await?;
-        db::set_observed(
-            &self.pool,
-            row.id,
-            ObservedState::TeardownStuck,
-            Some(&message),
-            None,
-            now,
-        )
-        .await?;
-        Ok(())
+        // With the state that stops it being told again: one commit.
+        let seen = db::Observation {
+            state: ObservedState::TeardownStuck,
+            message: Some(&message),
+            history: Some("teardown_stuck"),
+            ready_at_seed: None,
+        };
+        db::record_state(&self.db, row.id, &seen, now).await
     }
 }
