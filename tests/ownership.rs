@@ -101,19 +101,21 @@ async fn a_foreign_helper_is_not_recorded_gone_nor_forgotten_while_it_exists() {
 #[tokio::test]
 async fn a_recreated_state_does_not_forget_its_previous_states_objects_silently() {
     // Written by this previewd before its state was recreated (another instance id).
-    foreign_own_helper(|text| {
-        text.lines()
-            .map(|l| {
-                if l.contains("previewd.dev/instance") {
-                    "    previewd.dev/instance: 0123456789abcdef".to_owned()
-                } else {
-                    l.to_owned()
-                }
-            })
-            .map(|l| format!("{l}\n"))
-            .collect()
-    })
-    .await;
+    foreign_own_helper(of_another_instance).await;
+}
+
+/// `text` as another previewd's state (another instance id) labels it.
+fn of_another_instance(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.contains("previewd.dev/instance") {
+                "    previewd.dev/instance: 0123456789abcdef".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 async fn foreign_own_helper(relabel: fn(&str) -> String) {
@@ -210,16 +212,7 @@ async fn a_conflict_whose_state_was_not_written_is_told_once_in_the_history() {
     let path = rendered(&app).join(format!("{}.yaml", names.application));
     let text = std::fs::read_to_string(&path).unwrap();
     // Another previewd's (another instance id): a conflict, never written over.
-    let foreign: String = text
-        .lines()
-        .map(|l| {
-            if l.contains("previewd.dev/instance") {
-                "    previewd.dev/instance: 0123456789abcdef\n".to_owned()
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
+    let foreign = of_another_instance(&text);
     std::fs::write(&path, &foreign).unwrap();
     app.execute(
         "CREATE TRIGGER refuse BEFORE UPDATE OF observed ON previews
