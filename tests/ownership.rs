@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use common::{Delivery, TestApp};
 use previewd::naming::Names;
+use previewd::reconcile::Reconciler;
 
 const HELLO: &str = "codertocat/hello-world";
 
@@ -118,18 +119,27 @@ fn of_another_instance(text: &str) -> String {
         .collect()
 }
 
-async fn foreign_own_helper(relabel: fn(&str) -> String) {
+/// A PR opened and applied, then its helper Application's file rewritten by `relabel`
+/// (which must change it): the app, its reconciler, the file, and what it holds now.
+async fn opened_then_relabelled(
+    relabel: fn(&str) -> String,
+) -> (TestApp, std::sync::Arc<Reconciler>, PathBuf, String) {
     let app = TestApp::start().await;
     let reconciler = std::sync::Arc::new(common::directory_reconciler(&app));
     app.send(&Delivery::fixture("pull_request.opened")).await;
     reconciler.pass().await.unwrap();
     let names = recorded_names(&app).await.unwrap();
     let path = rendered(&app).join(format!("{}.yaml", names.application));
-    // The same object, as labelled before the instance label existed.
     let text = std::fs::read_to_string(&path).unwrap();
-    let unlabelled = relabel(&text);
-    assert_ne!(text, unlabelled, "the instance label was there");
-    std::fs::write(&path, &unlabelled).unwrap();
+    let relabelled = relabel(&text);
+    assert_ne!(text, relabelled, "the instance label was there");
+    std::fs::write(&path, &relabelled).unwrap();
+    (app, reconciler, path, relabelled)
+}
+
+async fn foreign_own_helper(relabel: fn(&str) -> String) {
+    // The same object, as labelled before the instance label existed.
+    let (app, reconciler, path, _) = opened_then_relabelled(relabel).await;
 
     app.send(
         &Delivery::fixture("pull_request.synchronize")
@@ -204,16 +214,8 @@ async fn a_push_after_a_destroy_by_githubs_clock_deploys_again() {
 /// recorded, wrote the same row again.
 #[tokio::test]
 async fn a_conflict_whose_state_was_not_written_is_told_once_in_the_history() {
-    let app = TestApp::start().await;
-    let reconciler = std::sync::Arc::new(common::directory_reconciler(&app));
-    app.send(&Delivery::fixture("pull_request.opened")).await;
-    reconciler.pass().await.unwrap();
-    let names = recorded_names(&app).await.unwrap();
-    let path = rendered(&app).join(format!("{}.yaml", names.application));
-    let text = std::fs::read_to_string(&path).unwrap();
     // Another previewd's (another instance id): a conflict, never written over.
-    let foreign = of_another_instance(&text);
-    std::fs::write(&path, &foreign).unwrap();
+    let (app, reconciler, path, foreign) = opened_then_relabelled(of_another_instance).await;
     app.execute(
         "CREATE TRIGGER refuse BEFORE UPDATE OF observed ON previews
          WHEN NEW.observed = 'failed' BEGIN SELECT RAISE(ABORT, 'refused'); END",
