@@ -127,7 +127,7 @@ pub(super) fn text_enum<T: serde::de::DeserializeOwned>(
 }
 
 /// Whether `error` is the database being busy (locked past the busy timeout).
-pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
+pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(
         error.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)

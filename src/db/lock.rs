@@ -49,6 +49,15 @@ impl WriteLock {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The lock, if no other writer holds it now.
+    pub fn try_hold(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.0.try_lock() {
+            Ok(held) => Some(held),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     #[cfg(test)]
     pub fn is(&self, other: &WriteLock) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

@@ -18,6 +18,7 @@ use crate::intent::{Ended, Outcome, PrChange, StoredPr};
 use crate::preview::{Desired, PreviewKey};
 use crate::webhook::{CommandComment, InstallationChange};
 
+pub(crate) use super::inline::is_busy;
 pub use rusqlite::{Connection as WriterConnection, Error, Result};
 
 /// The writer's connection, with the pool's settings (`db::options`): WAL, `synchronous =
@@ -26,7 +27,7 @@ pub use rusqlite::{Connection as WriterConnection, Error, Result};
 pub fn open(path: &Path) -> anyhow::Result<Connection> {
     let conn = Connection::open(path)
         .with_context(|| format!("opening state {} for writing", path.display()))?;
-    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", true)?;
@@ -34,6 +35,9 @@ pub fn open(path: &Path) -> anyhow::Result<Connection> {
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
+
+/// How long a write waits for another process's lock on the state.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn word<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value)
