@@ -212,7 +212,7 @@ pub async fn record_state(
     db.write(move |tx| noted.write(tx, id, now)).await
 }
 
-/// An [`Observation`] the writer's thread owns.
+/// An [`Observation`] the blocking thread of a write owns.
 pub(super) struct Noted {
     state: &'static str,
     message: Option<String>,

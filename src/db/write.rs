@@ -1,8 +1,8 @@
-//! The intake writer's statements, run synchronously (rusqlite) on the writer's own thread.
+//! The intake writer's statements, run synchronously (rusqlite) where the writer runs.
 //!
 //! sqlx-sqlite hands every statement to a connection thread and back: two context switches
 //! a statement, half the intake's CPU in issue #17's profile. The writer instead owns its
-//! connection on one thread and runs a whole batch there: one hop a batch. The statements
+//! connection and runs a whole batch on it, on the runtime's thread (`intake`). The statements
 //! are the ones the async functions beside them ran; tests/intake covers each.
 
 use std::path::Path;
