@@ -124,8 +124,9 @@ pub fn main() -> ExitCode {
     // One thread runs every task (issue #17). With a worker per core, work arriving on one
     // (a watch event, GitHub's answer) woke the other to steal it: an eighth of a push's
     // samples were workers parking and waking (futex, epoll_wait). Nothing holds this
-    // thread long: SQLite writes and the intake's batches run on blocking threads, inline
-    // reads do not wait (WAL), and a push is mostly waiting on the network.
+    // thread long: inline reads do not wait (WAL), the intake commits here only when no
+    // other writer holds the state (then one fsync), other SQLite writes run on blocking
+    // threads, and a push is mostly waiting on the network.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
