@@ -6,6 +6,7 @@
 //! the state, one a batch while one does.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -21,6 +22,11 @@ use crate::work::Work;
 const MAX_BATCH: usize = 256;
 /// Deliveries waiting for the writer before senders wait too (backpressure).
 const QUEUE: usize = 1024;
+/// A commit on the runtime's thread slower than this (a disk whose fsync stalls) sends the
+/// commits of the next [`SLOW_BACKOFF`] to a blocking thread: such a disk holds the
+/// runtime for one commit a second, not for each.
+const SLOW_COMMIT: Duration = Duration::from_millis(20);
+const SLOW_BACKOFF: Duration = Duration::from_secs(1);
 
 /// What became of a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,28 +172,45 @@ struct Writer {
     lock: crate::db::WriteLock,
     /// How long a commit behind another process's lock waits: the connection's busy
     /// timeout as opened. On the runtime's thread it waits not at all.
-    patience: std::time::Duration,
+    patience: Duration,
+    /// Commits wait on a blocking thread until then, after a slow one ([`SLOW_COMMIT`]).
+    here_after: Instant,
 }
 
 impl Writer {
     fn new(conn: WriterConnection) -> db::Result<Self> {
         let millis: u64 = conn.pragma_query_value(None, "busy_timeout", |r| r.get(0))?;
-        conn.busy_timeout(std::time::Duration::ZERO)?;
+        conn.busy_timeout(Duration::ZERO)?;
         Ok(Self {
             lock: crate::db::WriteLock::of(&conn),
             conn,
-            patience: std::time::Duration::from_millis(millis),
+            patience: Duration::from_millis(millis),
+            here_after: Instant::now(),
         })
     }
 
-    /// Commits `batch` on this thread, unless a writer holds the state (`None`: nothing
-    /// was written).
+    /// Commits `batch` on this thread, unless a writer holds the state or a commit here
+    /// was slow a moment ago (`None`: nothing was written).
     fn commit_here(&mut self, batch: &[Job], now: i64) -> Option<Committed> {
-        let _held = self.lock.try_hold()?;
-        match commit(&mut self.conn, batch, now) {
-            Err(e) if db::is_busy(&e) => None,
-            committed => Some(committed),
+        let started = Instant::now();
+        if started < self.here_after {
+            return None;
         }
+        let _held = self.lock.try_hold()?;
+        let committed = match commit(&mut self.conn, batch, now) {
+            Err(e) if db::is_busy(&e) => return None,
+            committed => committed,
+        };
+        let took = started.elapsed();
+        if took > SLOW_COMMIT {
+            tracing::warn!(
+                ?took,
+                deliveries = batch.len(),
+                "a slow commit held the runtime; the next second's commit on a blocking thread"
+            );
+            self.here_after = Instant::now() + SLOW_BACKOFF;
+        }
+        Some(committed)
     }
 
     /// Commits `batch` on a blocking thread, once the writer that holds the state is done.
@@ -201,7 +224,7 @@ impl Writer {
                 let _held = self.lock.hold();
                 commit(&mut self.conn, &batch, now)
             });
-            let _ = self.conn.busy_timeout(std::time::Duration::ZERO);
+            let _ = self.conn.busy_timeout(Duration::ZERO);
             (self, batch, committed)
         })
         .await
@@ -592,5 +615,59 @@ mod tests {
         );
         ticker.abort();
         holder.join().unwrap();
+    }
+
+    /// A disk whose fsync stalls, as a trigger that makes every commit slow: the first slow
+    /// commit holds the runtime, the ones after it wait on a blocking thread.
+    #[tokio::test]
+    async fn after_a_slow_commit_the_next_ones_leave_the_runtime_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let _pool = crate::db::open(&path).await.unwrap();
+        let conn = db::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TEMP TRIGGER slow AFTER INSERT ON deliveries BEGIN
+               SELECT count(*) FROM (WITH RECURSIVE c(x) AS
+                 (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT x FROM c);
+             END;",
+        )
+        .unwrap();
+        let (work, _pending) = crate::work::channel();
+        let (intake, _writer) = Intake::start(conn, Arc::new(ManualClock::at(1)), work);
+        let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let ticker = tokio::spawn({
+            let ticks = ticks.clone();
+            async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        let record = async |guid: &str| {
+            let before = ticks.load(std::sync::atomic::Ordering::Relaxed);
+            let started = Instant::now();
+            let (delivery, intent) = ping(guid);
+            let recorded = intake.record(delivery, intent).await.unwrap();
+            assert!(matches!(recorded, Recorded::New { .. }), "{recorded:?}");
+            let ticked = ticks.load(std::sync::atomic::Ordering::Relaxed) - before;
+            (started.elapsed(), ticked)
+        };
+        let (first, held) = record("a").await;
+        assert!(
+            first > SLOW_COMMIT * 2,
+            "the trigger is not slow enough: {first:?}"
+        );
+        assert!(
+            held <= 1,
+            "the first commit ran on the runtime's thread: {held} ticks"
+        );
+        let (second, ticked) = record("b").await;
+        let expected = second.as_millis() / 5;
+        assert!(
+            u128::from(ticked) * 2 >= expected,
+            "the runtime stood still behind a slow commit: {ticked} ticks in {second:?}"
+        );
+        ticker.abort();
     }
 }
