@@ -37,7 +37,7 @@ pub fn open(path: &Path) -> anyhow::Result<Connection> {
 }
 
 /// How long a write waits for another process's lock on the state.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn word<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value)
