@@ -516,8 +516,11 @@ fn init_logging(filter: &str) {
         eprintln!("previewd: log filter {filter:?} is invalid ({e}); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
+    // Colour only for a person at a terminal: a collector (kubelet, journald) would keep
+    // the escape codes in every line.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
 }

@@ -58,11 +58,6 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             "github.webhook_secret is not set: every webhook delivery will be refused with 401"
         );
     }
-    if config.github.credentials.is_none() {
-        tracing::info!(
-            "no GitHub credentials (github.token or github.app_id): reporting to GitHub is off"
-        );
-    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

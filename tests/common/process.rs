@@ -29,6 +29,15 @@ impl Server {
 
     /// The same, listening on `ip` (reached through 127.0.0.1).
     pub fn start_on(ip: &str, dir: &Path, env: &[(&str, &str)]) -> Self {
+        Self::spawn(ip, dir, env, Stdio::null())
+    }
+
+    /// The same on 127.0.0.1, its log (stderr) written to `log`, as a log collector would see it.
+    pub fn start_logging(dir: &Path, env: &[(&str, &str)], log: std::fs::File) -> Self {
+        Self::spawn("127.0.0.1", dir, env, log.into())
+    }
+
+    fn spawn(ip: &str, dir: &Path, env: &[(&str, &str)], stderr: Stdio) -> Self {
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(env!("CARGO_BIN_EXE_previewd"))
@@ -38,7 +47,7 @@ impl Server {
             .env("PREVIEWD_LISTEN", format!("{ip}:{port}"))
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let server = Self { child, addr };

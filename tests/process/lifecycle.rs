@@ -74,6 +74,29 @@ fn an_accepted_delivery_survives_a_kill_and_its_redelivery_stays_a_no_op() {
     assert_eq!(count(&state, "SELECT COUNT(*) FROM deliveries"), 1);
 }
 
+/// A log collector (kubelet, journald, a file) is not a terminal: colour codes there are
+/// noise in every line, and formatting them is work on the thread that serves deliveries.
+#[test]
+fn a_log_that_is_not_a_terminal_gets_plain_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("previewd.log");
+    let env = [("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET)];
+    let server = Server::start_logging(dir.path(), &env, std::fs::File::create(&log).unwrap());
+    assert_eq!(
+        server
+            .deliver(&Delivery::fixture("pull_request.opened"))
+            .status,
+        202
+    );
+    assert!(server.terminate().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("delivery recorded"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "an escape code in the log: {text:?}"
+    );
+}
+
 #[test]
 fn an_invalid_value_is_refused_at_start_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
