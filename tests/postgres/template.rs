@@ -541,12 +541,15 @@ fn a_preview_that_made_its_database_a_template_is_still_recloned_and_torn_down()
 }
 
 /// A stand-in for previewd's report endpoint on loopback: answers `status` to one request
-/// and hands back the request as received (headers and body).
-fn one_request(status: &'static str) -> (String, std::thread::JoinHandle<String>) {
+/// and hands back the request as received (headers and body). A receiver, not a join
+/// handle: a script that never calls (busybox missing, say) fails the test on a timeout
+/// instead of leaving it waiting in `accept` for ever.
+fn one_request(status: &'static str) -> (String, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let served = std::thread::spawn(move || {
+    let (sender, served) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         let (mut head, mut length) = (String::new(), 0);
@@ -569,7 +572,7 @@ fn one_request(status: &'static str) -> (String, std::thread::JoinHandle<String>
             "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         )
         .unwrap();
-        head + &String::from_utf8(body).unwrap()
+        let _ = sender.send(head + &String::from_utf8(body).unwrap());
     });
     (url, served)
 }
@@ -644,7 +647,10 @@ fn a_sealed_generations_size_is_measured_by_its_owner_and_posted_with_the_token_
     let url = format!("{url}/api/templates/octo/app/3/size");
     let (output, argv) = pg.report_size("provisioner", &db, &url, Some(token));
     assert!(output.status.success(), "{output:?}");
-    let request = served.join().unwrap();
+    // The script has finished: its request, if it sent one, has been read or is being.
+    let request = served
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .unwrap_or_else(|_| panic!("the script sent no request: {output:?} {argv}"));
     assert!(
         request.starts_with("POST /api/templates/octo/app/3/size HTTP/1.1\r\n"),
         "{request}"
