@@ -21,6 +21,36 @@ fn ping(guid: &str) -> (Delivery, Intent) {
     (delivery, intent)
 }
 
+/// A migrated state in a temporary directory, with the pool `serve` opens on it.
+struct State {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    pool: sqlx::SqlitePool,
+}
+
+impl State {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let pool = crate::db::open(&path).await.unwrap();
+        Self {
+            _dir: dir,
+            path,
+            pool,
+        }
+    }
+
+    /// The intake on a connection of its own, once `prepare` has set it up; the reconciler's
+    /// end of its work channel is kept with it.
+    fn intake(&self, prepare: impl FnOnce(&WriterConnection)) -> (Intake, crate::work::Pending) {
+        let conn = db::open(&self.path).unwrap();
+        prepare(&conn);
+        let (work, pending) = crate::work::channel();
+        let (intake, _writer) = Intake::start(conn, Arc::new(ManualClock::at(1)), work);
+        (intake, pending)
+    }
+}
+
 /// Counts the turns a task gets on the runtime, every `period` while the runtime is free:
 /// whether something held the runtime's thread.
 struct Ticker {
@@ -59,14 +89,9 @@ impl Drop for Ticker {
 /// all, so a wait there would have answered 503).
 #[tokio::test]
 async fn a_delivery_recorded_while_a_look_writes_waits_for_its_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let pool = crate::db::open(&path).await.unwrap();
-    let conn = db::open(&path).unwrap();
-    conn.busy_timeout(Duration::ZERO).unwrap();
-    let (work, _pending) = crate::work::channel();
-    let (intake, _writer) = Intake::start(conn, Arc::new(ManualClock::at(1)), work);
-    let inline = crate::db::Inline::of(&pool);
+    let state = State::new().await;
+    let (intake, _pending) = state.intake(|conn| conn.busy_timeout(Duration::ZERO).unwrap());
+    let inline = crate::db::Inline::of(&state.pool);
     let (began, begun) = std::sync::mpsc::channel();
     let look = tokio::spawn({
         let inline = inline.clone();
@@ -95,15 +120,11 @@ async fn a_delivery_recorded_while_a_look_writes_waits_for_its_commit() {
 /// runtime's thread, whose other tasks (perhaps the lock holder's) must go on.
 #[tokio::test]
 async fn a_delivery_behind_another_connections_lock_leaves_the_runtime_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let _pool = crate::db::open(&path).await.unwrap();
-    let (work, _pending) = crate::work::channel();
-    let (intake, _writer) =
-        Intake::start(db::open(&path).unwrap(), Arc::new(ManualClock::at(1)), work);
+    let state = State::new().await;
+    let (intake, _pending) = state.intake(|_| {});
     let (began, begun) = std::sync::mpsc::channel();
     let holder = std::thread::spawn({
-        let path = path.clone();
+        let path = state.path.clone();
         move || {
             let mut other = rusqlite::Connection::open(path).unwrap();
             let tx = other
@@ -139,19 +160,16 @@ async fn a_delivery_behind_another_connections_lock_leaves_the_runtime_running()
 /// commit holds the runtime, the ones after it wait on a blocking thread.
 #[tokio::test]
 async fn after_a_slow_commit_the_next_ones_leave_the_runtime_running() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.db");
-    let _pool = crate::db::open(&path).await.unwrap();
-    let conn = db::open(&path).unwrap();
-    conn.execute_batch(
-        "CREATE TEMP TRIGGER slow AFTER INSERT ON deliveries BEGIN
-           SELECT count(*) FROM (WITH RECURSIVE c(x) AS
-             (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT x FROM c);
-         END;",
-    )
-    .unwrap();
-    let (work, _pending) = crate::work::channel();
-    let (intake, _writer) = Intake::start(conn, Arc::new(ManualClock::at(1)), work);
+    let state = State::new().await;
+    let (intake, _pending) = state.intake(|conn| {
+        conn.execute_batch(
+            "CREATE TEMP TRIGGER slow AFTER INSERT ON deliveries BEGIN
+               SELECT count(*) FROM (WITH RECURSIVE c(x) AS
+                 (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT x FROM c);
+             END;",
+        )
+        .unwrap();
+    });
     let ticker = Ticker::every(Duration::from_millis(5));
     let record = async |guid: &str| {
         let before = ticker.ticks();
