@@ -113,31 +113,60 @@ pub async fn all_generations(pool: &SqlitePool) -> sqlx::Result<Vec<TemplateRow>
     .await
 }
 
-/// Records generation `generation` of `repo` (building) and takes the refresh request that
-/// asked for it, in one transaction.
-pub async fn start_generation(pool: &SqlitePool, new: &TemplateRow, now: i64) -> sqlx::Result<i64> {
+/// A generation to start: `repo`'s next, numbered `at_least` or more (`template::plan`'s).
+#[derive(Debug, Clone, Copy)]
+pub struct NewGeneration<'a> {
+    pub repo: &'a str,
+    pub at_least: i64,
+    pub base_sha: &'a str,
+    pub cluster: &'a str,
+}
+
+/// Records `new.repo`'s next generation (building), named `names(number)`, and takes the
+/// refresh request that asked for it, in one transaction; returns its id and number. The
+/// number is past every generation the repository ever started
+/// (`template_repos.last_generation`, which outlives `destroy-template` and the idle drop,
+/// both of which forget every row), so a generation is never named as an earlier one, whose
+/// database may still be on the server.
+pub async fn start_generation(
+    pool: &SqlitePool,
+    new: NewGeneration<'_>,
+    names: impl FnOnce(i64) -> anyhow::Result<String>,
+    now: i64,
+) -> anyhow::Result<(i64, i64)> {
     let mut tx = super::begin_write(pool).await?;
+    let used = sqlx::query_scalar!(
+        r#"SELECT max(coalesce((SELECT last_generation FROM template_repos WHERE repo = ?1), 0),
+                      coalesce((SELECT max(generation) FROM templates WHERE repo = ?1), 0)) AS "n!: i64""#,
+        new.repo
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let generation = new.at_least.max(used + 1);
+    let names = names(generation)?;
     let id = sqlx::query_scalar!(
         r#"INSERT INTO templates (repo, generation, base_sha, cluster, names, state, created_at, updated_at)
            VALUES (?1, ?2, ?3, ?4, ?5, 'building', ?6, ?6) RETURNING id AS "id!""#,
         new.repo,
-        new.generation,
+        generation,
         new.base_sha,
         new.cluster,
-        new.names,
+        names,
         now,
     )
     .fetch_one(&mut *tx)
     .await?;
     sqlx::query!(
-        "UPDATE template_repos SET refresh = 0, refresh_by = NULL, updated_at = ?2 WHERE repo = ?1",
+        "UPDATE template_repos SET refresh = 0, refresh_by = NULL, last_generation = ?2, updated_at = ?3
+          WHERE repo = ?1",
         new.repo,
+        generation,
         now
     )
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(id)
+    Ok((id, generation))
 }
 
 /// A generation's state (and message); `ready` also stamps when.

@@ -124,22 +124,15 @@ impl Reconciler {
             .policy_for(repo)
             .unwrap_or(&self.config.defaults)
             .domain;
-        let names = Names::template(repo, u32::try_from(generation)?, domain);
-        let row = TemplateRow {
-            id: 0,
-            repo: repo.to_string(),
-            generation,
-            base_sha: base_sha.to_owned(),
-            cluster: cluster.name.clone(),
-            names: names.to_json(),
-            state: GenState::Building.as_str().into(),
-            message: None,
-            applied_hash: None,
-            created_at: now,
-            ready_at: None,
-            size_bytes: None,
+        let new = db::NewGeneration {
+            repo: repo.as_str(),
+            at_least: generation,
+            base_sha,
+            cluster: &cluster.name,
         };
-        db::start_generation(&self.pool, &row, now).await?;
+        // Numbered past every generation the repository ever had (`db::start_generation`).
+        let names = |n| Ok(Names::template(repo, u32::try_from(n)?, domain).to_json());
+        let (_, generation) = db::start_generation(&self.pool, new, names, now).await?;
         tracing::info!(%repo, generation, base_sha, "building a template generation");
         Ok(())
     }

@@ -747,3 +747,140 @@ async fn a_size_past_the_documented_maximum_is_refused_however_it_is_spelled() {
         None
     );
 }
+
+// ---- attack [1/7]: reproductions ----
+
+/// Every database name `repo`'s generations were recorded with, so far.
+async fn databases(app: &TestApp) -> Vec<String> {
+    let names: Vec<String> = app.scalars("SELECT names FROM templates").await;
+    names
+        .iter()
+        .map(|n| serde_json::from_str::<serde_json::Value>(n).unwrap()["database"].to_string())
+        .collect()
+}
+
+/// A writer's `/preview refresh-template` on PR 2, as `obey` records it.
+async fn refresh_template(app: &TestApp) {
+    let mut conn = app.pool().acquire().await.unwrap();
+    let refresh = db::Effect::RefreshTemplate { by: "octocat" };
+    assert!(
+        db::command_effect(&mut conn, preview_id(app, 2).await, &refresh, common::NOW)
+            .await
+            .unwrap()
+    );
+}
+
+/// `previewd destroy-template` forgets every generation's row once its Application is gone;
+/// the database may well still be on the server (`drop_on_delete = false` before, a drop
+/// that never ran). A later generation numbered as an earlier one gets its names
+/// (`Names::template`), so its create Job finds that database sealed and makes nothing
+/// (template-create.sql), and the build's migrations can never connect: the template is
+/// stuck unbuildable under that number.
+#[tokio::test]
+async fn generation_numbers_and_names_never_repeat_after_destroy_template_forgot_every_row() {
+    let app = TestApp::start_with(TEMPLATED).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    refresh_template(&app).await;
+    for _ in 0..3 {
+        reconciler.pass().await.unwrap();
+    }
+    assert_eq!(states(&app).await, [(2, "ready".into())]);
+    let mut used = databases(&app).await;
+    used.push(format!("\"{}1\"", GEN.replace('-', "_")));
+
+    // destroy-template, carried out to the last row; then a writer's refresh builds anew.
+    assert!(
+        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+            .await
+            .unwrap()
+    );
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("templates").await, 0);
+    refresh_template(&app).await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+
+    let rebuilt = states(&app).await;
+    assert!(
+        rebuilt.iter().all(|(n, _)| *n > 2) && !rebuilt.is_empty(),
+        "generation numbers restarted after destroy-template: {rebuilt:?}"
+    );
+    let again = databases(&app).await;
+    assert!(
+        again.iter().all(|d| !used.contains(d)),
+        "a new generation is named as an earlier one, whose sealed database may still be on \
+         the server: {again:?} (used before: {used:?})"
+    );
+    assert!(generation_file(&app, 1).is_none() && generation_file(&app, 2).is_none());
+
+    // The same after the idle drop: the next preview's generation is numbered past them all.
+    app.send(&Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    app.clock.advance(30 * 86_400);
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("templates").await, 0, "dropped for being idle");
+    app.send(&Delivery::fixture("pull_request.opened").number(3))
+        .await;
+    reconciler.pass().await.unwrap();
+    let after_idle = states(&app).await;
+    assert!(
+        !after_idle.is_empty() && after_idle.iter().all(|(n, _)| *n > rebuilt[0].0),
+        "{after_idle:?} after {rebuilt:?}"
+    );
+}
+
+/// An installation from before `template_repos.last_generation` numbers its next generations
+/// past what it recorded: its generations, and those its previews were cloned from.
+#[test]
+fn an_existing_installation_numbers_new_generations_past_every_recorded_one() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
+    files.sort();
+    let (before, after): (Vec<_>, Vec<_>) = files
+        .into_iter()
+        .partition(|f| f.file_name().unwrap().to_str().unwrap() < "0016_template_generations.sql");
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    for file in &before {
+        conn.execute_batch(&std::fs::read_to_string(file).unwrap())
+            .unwrap();
+    }
+    conn.execute_batch(
+        "INSERT INTO template_repos (repo, base_sha, last_used_at, updated_at) VALUES
+           ('octo/kept', 'a', 0, 0), ('octo/cloned', 'a', 0, 0), ('octo/new', 'a', 0, 0);
+         INSERT INTO templates (repo, generation, base_sha, cluster, names, state, created_at, updated_at)
+           VALUES ('octo/kept', 4, 'a', 'c', '{}', 'ready', 0, 0);
+         INSERT INTO previews (repo, number, repo_id, author, head_sha, head_ref, base_ref, fork,
+                               draft, desired, pr_updated_at, created_at, updated_at, expires_at,
+                               template_generation)
+           VALUES ('octo/cloned', 1, 1, 'a', 'a', 'a', 'b', 0, 0, 'deployed', 0, 0, 0, 0, 7);",
+    )
+    .unwrap();
+    conn.execute_batch(&std::fs::read_to_string(&after[0]).unwrap())
+        .unwrap();
+    let mut marks = conn
+        .prepare("SELECT repo, last_generation FROM template_repos ORDER BY repo")
+        .unwrap();
+    let marks: Vec<(String, i64)> = marks
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            ("octo/cloned".to_owned(), 7),
+            ("octo/kept".to_owned(), 4),
+            ("octo/new".to_owned(), 0)
+        ]
+    );
+}
