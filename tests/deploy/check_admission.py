@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Evaluates deploy/admission.yaml's ValidatingAdmissionPolicies with cel-python (an
 independent implementation of CEL, the language the API server runs) on the requests given
-as JSON: each {"name", "user", "object", "admitted": true|false}. Prints one line per case
-and "N passed, M failed". Matching follows the API server: a policy applies when every
-matchCondition is true; variables are evaluated in order; every validation must hold.
+as JSON: each {"name", "user", "object", "oldObject" (an UPDATE's object before it; absent
+for a CREATE), "admitted": true|false}. Prints one line per case and "N passed, M failed".
+The request is built as the API server builds it: `request.userInfo.username`,
+`request.operation`, `request.kind` (group, version and kind of the object's apiVersion and
+kind), `request.namespace`, `object`, and `oldObject` (null for a CREATE). Matching follows
+the API server: a policy applies when every matchCondition is true; variables are evaluated
+in order; every validation must hold.
 Usage: check_admission.py ADMISSION.yaml CASES.json"""
 import json
 import sys
@@ -14,17 +18,33 @@ import yaml
 
 def evaluate(env, expression, activation):
     """The expression's value; an evaluation error raises, as it denies the request on the API
-    server (failurePolicy: Fail). cel-python returns errors as values, which are truthy."""
+    server (failurePolicy: Fail). cel-python returns errors as values, which are truthy, or
+    raises them."""
     program = env.program(env.compile(expression))
-    value = program.evaluate(activation)
+    try:
+        value = program.evaluate(activation)
+    except celpy.evaluation.CELEvalError as e:
+        raise RuntimeError("%s: %s" % (expression, e)) from e
     if isinstance(value, celpy.evaluation.CELEvalError):
         raise RuntimeError("%s: %s" % (expression, value))
     return value
 
 
-def admitted(policies, user, obj):
+def request(user, obj, old):
+    """The admission request the API server would evaluate the policies on."""
+    group, _, version = obj.get("apiVersion", "v1").rpartition("/")
+    return {
+        "userInfo": {"username": user},
+        "operation": "CREATE" if old is None else "UPDATE",
+        "kind": {"group": group, "version": version, "kind": obj.get("kind", "")},
+        "namespace": obj.get("metadata", {}).get("namespace", ""),
+    }
+
+
+def admitted(policies, user, obj, old=None):
     env = celpy.Environment()
-    base = {"request": celpy.json_to_cel({"userInfo": {"username": user}}), "object": celpy.json_to_cel(obj)}
+    base = {"request": celpy.json_to_cel(request(user, obj, old)), "object": celpy.json_to_cel(obj),
+            "oldObject": celpy.json_to_cel(old)}
     for policy in policies:
         spec = policy["spec"]
         if not all(bool(evaluate(env, c["expression"], base)) for c in spec.get("matchConditions") or []):
@@ -49,7 +69,7 @@ def main():
     passed = failed = 0
     for case in json.load(open(sys.argv[2])):
         try:
-            ok, by = admitted(policies, case["user"], case["object"])
+            ok, by = admitted(policies, case["user"], case["object"], case.get("oldObject"))
         except RuntimeError as e:  # an evaluation error denies
             ok, by = False, "an evaluation error (%s)" % e
         good = ok == case["admitted"]
