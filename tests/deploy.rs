@@ -309,6 +309,12 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             true,
         ),
     ]);
+    check_admission(&cases, 34);
+}
+
+/// deploy/admission.yaml's verdicts on `cases` (see `case`) by cel-python: all `expected`
+/// of them as the cases say.
+fn check_admission(cases: &Value, expected: usize) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cases.json");
     std::fs::write(&file, cases.to_string()).unwrap();
@@ -319,7 +325,340 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             file.display().to_string(),
         ],
     );
-    assert!(ok && text.contains("34 passed, 0 failed"), "{text}");
+    assert!(
+        ok && text.contains(&format!("{expected} passed, 0 failed")),
+        "{text}"
+    );
+}
+
+/// An object named `x` as it reaches the API server: `kind` of `api_version` in `namespace`
+/// (None: cluster-scoped), tracked for Application `app` as Argo CD stamps what it applies
+/// (argo-cd util/argo/resource_tracking.go SetAppInstance and BuildAppInstanceValue:
+/// `<app>:<group>/<kind>:<namespace>/<name>`, a cluster-scoped object's namespace being the
+/// Application's destination, previewd's slug), or untracked (`app` None).
+fn written(api_version: &str, kind: &str, namespace: Option<&str>, app: Option<&str>) -> Value {
+    let mut object = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+    if let Some(namespace) = namespace {
+        object["metadata"]["namespace"] = json!(namespace);
+    }
+    if let Some(app) = app {
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        let destination = app
+            .rsplit_once('-')
+            .expect("<slug>-app or <slug>-helpers")
+            .0;
+        let tracking = format!(
+            "{app}:{group}/{kind}:{}/x",
+            namespace.unwrap_or(destination)
+        );
+        object["metadata"]["annotations"] = json!({"argocd.argoproj.io/tracking-id": tracking});
+    }
+    object
+}
+
+/// `object` with `key: value` among its labels (`labels`) or annotations.
+fn with(mut object: Value, field: &str, key: &str, value: &str) -> Value {
+    object["metadata"][field][key] = json!(value);
+    object
+}
+
+/// An UPDATE: `object` replacing `old`.
+fn updated(name: &str, user: &str, old: Value, object: Value, admitted: bool) -> Value {
+    let mut case = case(name, user, object, admitted);
+    case["oldObject"] = old;
+    case
+}
+
+/// argocd-server's own account: resource patches, actions and deletions from the UI and the
+/// CLI when sync impersonation is off (argo-cd server/application/application.go
+/// PatchResource, RunResourceActionV2, getApplicationClusterConfig).
+const ARGOCD_SERVER: &str = "system:serviceaccount:argocd:argocd-server";
+/// A project's destinationServiceAccount given with its namespace (`argocd:preview-apps`):
+/// with sync impersonation on, the controller and argocd-server write the apps' objects as
+/// it (argo-cd controller/appcontroller.go applyImpersonationConfig, controller/sync.go
+/// SyncAppState, util/settings/impersonation.go DeriveServiceAccountToImpersonate).
+const APPS_DEPLOYER: &str = "system:serviceaccount:argocd:preview-apps";
+const HELPERS_DEPLOYER: &str = "system:serviceaccount:argocd:preview-helpers";
+
+/// The confinement of an app's objects holds whoever writes them (#1 of 7): Argo CD's
+/// controller, the projects' impersonated service accounts, argocd-server, a preview
+/// namespace's own service accounts (the PR's Pods), anyone. It goes by what is written —
+/// Argo CD's tracking of the object, before and after an update — and by the preview
+/// namespace it is written into, not by the writer's name alone. Every denial here was
+/// admitted by the policy that matched Argo CD's controller by name.
+#[test]
+fn app_confinement_holds_whoever_writes() {
+    let own = names("octo/shop", 7);
+    let other = names("octo/shop", 8);
+    let (app, helpers) = (
+        Some(own.app_application.as_str()),
+        Some(own.application.as_str()),
+    );
+    let ns = Some(own.slug.as_str());
+    // A project's destinationServiceAccount given by name alone is the destination
+    // namespace's (DeriveServiceAccountToImpersonate): the PR's own Pods can run as it.
+    let in_preview = format!("system:serviceaccount:{}:deployer", own.slug);
+    let pod = |namespace: &str| written("v1", "Pod", Some(namespace), app);
+    let certificate = |app: Option<&str>| written("cert-manager.io/v1", "Certificate", ns, app);
+    let service = |app: Option<&str>, kind: &str| {
+        let mut service = written("v1", "Service", ns, app);
+        service["spec"] = json!({"type": kind, "ports": [{"port": 80}]});
+        service
+    };
+    let job_in =
+        |namespace: &str, app: Option<&str>| written("batch/v1", "Job", Some(namespace), app);
+    let ingress_for = |host: &str| {
+        let mut ingress = written("networking.k8s.io/v1", "Ingress", ns, app);
+        ingress["spec"] = json!({"rules": [{"host": host}]});
+        ingress
+    };
+    let cases = json!([
+        // The apps' project's impersonated service account.
+        case(
+            "impersonated: an app's Pod in its own namespace",
+            APPS_DEPLOYER,
+            pod(&own.slug),
+            true
+        ),
+        case(
+            "impersonated: an app's Pod in another preview's namespace",
+            APPS_DEPLOYER,
+            pod(&other.slug),
+            false
+        ),
+        case(
+            "impersonated: an app's Job in the provisioner namespace",
+            APPS_DEPLOYER,
+            job_in("previewd-system", app),
+            false
+        ),
+        case(
+            "impersonated: an app's Certificate",
+            APPS_DEPLOYER,
+            certificate(app),
+            false
+        ),
+        case(
+            "impersonated: an app's HTTPRoute",
+            APPS_DEPLOYER,
+            written("gateway.networking.k8s.io/v1", "HTTPRoute", ns, app),
+            false
+        ),
+        case(
+            "impersonated: an app's RoleBinding",
+            APPS_DEPLOYER,
+            written("rbac.authorization.k8s.io/v1", "RoleBinding", ns, app),
+            false
+        ),
+        case(
+            "impersonated: an app's ClusterRoleBinding",
+            APPS_DEPLOYER,
+            written(
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                None,
+                app
+            ),
+            false
+        ),
+        case(
+            "impersonated: an app's LoadBalancer Service",
+            APPS_DEPLOYER,
+            service(app, "LoadBalancer"),
+            false
+        ),
+        case(
+            "impersonated: an app's Ingress for another preview's host",
+            APPS_DEPLOYER,
+            ingress_for(&other.host),
+            false
+        ),
+        case(
+            "impersonated: an untracked Pod in a preview namespace",
+            APPS_DEPLOYER,
+            written("v1", "Pod", ns, None),
+            true
+        ),
+        case(
+            "impersonated: an untracked LoadBalancer Service in a preview namespace",
+            APPS_DEPLOYER,
+            service(None, "LoadBalancer"),
+            false
+        ),
+        // The helpers' project's impersonated service account writes what the chart renders.
+        case(
+            "impersonated helpers: the preview's Certificate",
+            HELPERS_DEPLOYER,
+            certificate(helpers),
+            true
+        ),
+        case(
+            "impersonated helpers: the database Job in the provisioner namespace",
+            HELPERS_DEPLOYER,
+            job_in("previewd-system", helpers),
+            true
+        ),
+        case(
+            "impersonated helpers: the preview's Namespace",
+            HELPERS_DEPLOYER,
+            written("v1", "Namespace", None, helpers),
+            true
+        ),
+        // A preview namespace's own service account: the apps' deployer named without its
+        // namespace, or the PR's Pods.
+        case(
+            "a preview's service account: its app's Pod",
+            &in_preview,
+            pod(&own.slug),
+            true
+        ),
+        case(
+            "a preview's service account: an untracked Secret in another preview's namespace",
+            &in_preview,
+            written("v1", "Secret", Some(&other.slug), None),
+            false
+        ),
+        case(
+            "a preview's service account: an untracked Certificate",
+            &in_preview,
+            certificate(None),
+            false
+        ),
+        case(
+            "a preview's service account: a Certificate with the helpers' tracking id",
+            &in_preview,
+            certificate(helpers),
+            false
+        ),
+        case(
+            "a preview's service account: a Namespace",
+            &in_preview,
+            written("v1", "Namespace", None, None),
+            false
+        ),
+        // argocd-server's own account, sync impersonation off.
+        updated(
+            "argocd-server: a patch making an app's Service a LoadBalancer",
+            ARGOCD_SERVER,
+            service(app, "ClusterIP"),
+            service(app, "LoadBalancer"),
+            false
+        ),
+        updated(
+            "argocd-server: a patch giving an app's Service the helpers' tracking id",
+            ARGOCD_SERVER,
+            service(app, "ClusterIP"),
+            service(helpers, "LoadBalancer"),
+            false
+        ),
+        updated(
+            "argocd-server: a patch of an app's Deployment",
+            ARGOCD_SERVER,
+            written("apps/v1", "Deployment", ns, app),
+            written("apps/v1", "Deployment", ns, app),
+            true
+        ),
+        case(
+            "argocd-server: the Job a resource action creates (untracked)",
+            ARGOCD_SERVER,
+            job_in(&own.slug, None),
+            true
+        ),
+        case(
+            "argocd-server: an untracked Certificate in a preview namespace",
+            ARGOCD_SERVER,
+            certificate(None),
+            false
+        ),
+        // Argo CD's controller, its own account.
+        case(
+            "Argo CD: the helpers' Certificate",
+            ARGOCD,
+            certificate(helpers),
+            true
+        ),
+        case(
+            "Argo CD: an app's Certificate labelled as the helpers'",
+            ARGOCD,
+            with(
+                certificate(app),
+                "labels",
+                "app.kubernetes.io/instance",
+                &own.application
+            ),
+            false
+        ),
+        case(
+            "Argo CD, label tracking: an app's Certificate with the helpers' tracking id",
+            ARGOCD,
+            with(
+                certificate(helpers),
+                "labels",
+                "app.kubernetes.io/instance",
+                &own.app_application
+            ),
+            false
+        ),
+        case(
+            "Argo CD: another preview's helpers' tracking id",
+            ARGOCD,
+            written(
+                "cert-manager.io/v1",
+                "Certificate",
+                ns,
+                Some(&other.application)
+            ),
+            false
+        ),
+        case(
+            "Argo CD: an untracked Certificate in a preview namespace",
+            ARGOCD,
+            certificate(None),
+            false
+        ),
+        case(
+            "Argo CD: an app's HTTPRoute",
+            ARGOCD,
+            written("gateway.networking.k8s.io/v1", "HTTPRoute", ns, app),
+            false
+        ),
+        // Anyone else.
+        case(
+            "anyone: an object tracked as an app's, outside its namespace",
+            "alice",
+            pod("kube-system"),
+            false
+        ),
+        case(
+            "the deployment controller: an app's ReplicaSet (the Deployment's annotations copied)",
+            "system:serviceaccount:kube-system:deployment-controller",
+            with(
+                written("apps/v1", "ReplicaSet", ns, None),
+                "annotations",
+                "argocd.argoproj.io/tracking-id",
+                &format!("{}:apps/Deployment:{}/web", own.app_application, own.slug)
+            ),
+            true
+        ),
+        case(
+            "cert-manager: the preview's TLS Secret",
+            "system:serviceaccount:cert-manager:cert-manager",
+            with(
+                written("v1", "Secret", ns, None),
+                "annotations",
+                "cert-manager.io/certificate-name",
+                "x"
+            ),
+            true
+        ),
+        case(
+            "a person's untracked object in a preview namespace is not this policy's business",
+            "alice",
+            certificate(None),
+            true
+        ),
+    ]);
+    check_admission(&cases, cases.as_array().unwrap().len());
 }
 
 /// deploy/patches/argocd-cm.yaml's health checks on the statuses CloudNativePG writes
