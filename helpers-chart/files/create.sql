@@ -4,7 +4,8 @@
 -- with the admin connection in PG* variables and the role's SCRAM-SHA-256 verifier (never
 -- the password: previewd computes the verifier) in PREVIEW_VERIFIER, read with \getenv so
 -- that it never appears on a command line. A preview cloned from the repository's template
--- adds -v template=T -v template_role=O -v clone=N (template-clone.sql).
+-- adds -v template=T -v template_role=O -v clone=N (template-clone.sql). The admin owns
+-- the database and the role owns what its code makes inside: access.sql says why.
 \set ON_ERROR_STOP on
 -- Version floors, with a clear message: psql 15 (\getenv below) and PostgreSQL 13 (the
 -- drop's DROP DATABASE ... WITH (FORCE)).
@@ -76,19 +77,18 @@ DO $$ BEGIN
 END $$;
 \endif
 -- A new database opens for CONNECT to PUBLIC: created with CONNECTION LIMIT 0 (superusers
--- are exempt), it stays closed to every role until its privileges are set, and a run that
--- dies halfway leaves it closed; the limit is lifted last.
+-- are exempt), it stays closed to every role until its privileges are set (access.sql), and
+-- a run that dies halfway leaves it closed.
 \if :{?template}
 -- A clone of a sealed generation of the repository's template database
--- (`-v template=T -v template_role=O -v clone=N`): template-clone.sql, beside this file.
+-- (`-v template=T -v template_role=O -v clone=N`): template-clone.sql, beside this file,
+-- which sets the privileges itself.
 \ir template-clone.sql
 \else
 -- From template0: whatever an operator (or anyone able to write there) put in template1
--- would otherwise be copied into every preview (docs: manage-ag-templatedbs.html).
-SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE template0 CONNECTION LIMIT 0', :'db', :'role')
+-- would otherwise be copied into every preview (docs: manage-ag-templatedbs.html). Owned by
+-- the admin, never by the role.
+SELECT format('CREATE DATABASE %I TEMPLATE template0 CONNECTION LIMIT 0', :'db')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+\ir access.sql
 \endif
--- Other previews' roles must not connect to this database.
-SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
-SELECT format('GRANT ALL ON DATABASE %I TO %I', :'db', :'role') \gexec
-SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

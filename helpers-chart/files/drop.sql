@@ -1,12 +1,18 @@
 -- Drops the preview's database (closing its open sessions; PostgreSQL 13+) and then its
--- role. Idempotent. Run as: psql -X -v role=R -v db=D -f drop.sql
+-- role. Idempotent. Run as: psql -X -v role=R -v db=D -f drop.sql, as the admin: a
+-- superuser, or a member of R (access.sql), which ending R's sessions needs.
 \set ON_ERROR_STOP on
--- The role loses its login first: if it cannot be dropped (another preview granted it
--- something), no working credential is left behind. Its database is unmarked first: a
--- template (its owner may have made it one) takes no DROP, even WITH (FORCE).
+-- The role loses its login first: if it cannot be dropped, no working credential is left
+-- behind. Its database is unmarked first: a template takes no DROP, even WITH (FORCE)
+-- (dbcommands.c dropdb); a database an older previewd gave the role may have been made one.
 SELECT format('ALTER ROLE %I NOLOGIN PASSWORD NULL', :'role')
  WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
+SELECT format('GRANT %I TO %I', :'role', current_user)
+ WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role')
+   AND NOT pg_has_role(current_user, :'role', 'MEMBER') \gexec
 SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
- WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
+ WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db' AND datistemplate) \gexec
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
+-- What other previews' code granted the role, in their databases.
+\ir revoke-elsewhere.sql
 SELECT format('DROP ROLE IF EXISTS %I', :'role') \gexec

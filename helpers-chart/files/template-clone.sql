@@ -4,6 +4,8 @@
 -- Job. Run as:
 --   psql -X -v role=R -v db=D -v template=T -v template_role=O -v clone=N -f template-clone.sql
 -- with a superuser (or the server's admin) connection in PG* variables; the role R exists.
+-- The clone belongs to the admin, its objects to the role R (access.sql, included below,
+-- says why), so the marker below is the admin's: the preview's code cannot forge it.
 --
 -- The clone generation N (previewd bumps it for `/preview reseed`) is recorded on the
 -- database with COMMENT ON DATABASE once the clone is complete, and read back from
@@ -72,7 +74,6 @@ BEGIN
                 WHERE starts_with(datname, current_setting('previewd.spares')) ORDER BY datname LOOP
     BEGIN
       EXECUTE format('ALTER DATABASE %I RENAME TO %I', spare, current_setting('previewd.db'));
-      EXECUTE format('ALTER DATABASE %I OWNER TO %I', current_setting('previewd.db'), current_setting('previewd.role'));
       -- Opened as a new database is below (closed to every role, CONNECTION LIMIT 0), all
       -- in this one transaction: never open to every role, not for a moment.
       EXECUTE format('REVOKE ALL ON DATABASE %I FROM PUBLIC', current_setting('previewd.db'));
@@ -89,14 +90,15 @@ END $$;
 -- clone; it costs two checkpoints instead. CONNECTION LIMIT 0 (superusers are exempt) keeps it
 -- closed until its privileges are set (a spare is made closed); a run that dies halfway
 -- leaves it closed.
-SELECT format('CREATE DATABASE %I OWNER %I TEMPLATE %I CONNECTION LIMIT 0%s', :'db', :'role', :'template',
+SELECT format('CREATE DATABASE %I TEMPLATE %I CONNECTION LIMIT 0%s', :'db', :'template',
               CASE WHEN current_setting('server_version_num')::int >= 150000 THEN ' STRATEGY FILE_COPY' END)
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
--- Other previews' roles must not connect to it, nor the template's role.
-SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
-SELECT format('GRANT ALL ON DATABASE %I TO %I', :'db', :'role') \gexec
--- CREATE DATABASE ... OWNER moves only the database: every object inside still belongs to
--- the generation's role. REASSIGN OWNED works in the current database only, so it runs
+\endif
+-- Other previews' roles must not connect to it, nor the template's role (access.sql); the
+-- limit is lifted there, so the admin, superuser or not, may connect for what follows.
+\ir access.sql
+\if :clone_needed
+-- A copy holds the template's objects, and they belong to the generation's role. REASSIGN OWNED works in the current database only, so it runs
 -- connected to the clone; it ignores default ACLs ("they should be handled by DROP OWNED",
 -- pg_shdepend.c shdepReassignOwned), so DROP OWNED follows: it revokes what the role was
 -- granted in the clone (USAGE, CREATE on public) and drops its default privileges, which an
@@ -120,4 +122,3 @@ SELECT format('COMMENT ON DATABASE %I IS %L', :'db', 'previewd clone ' || :'clon
 \else
 \echo :db already records clone generation :clone: the template is not touched
 \endif
-SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

@@ -32,10 +32,26 @@ SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z
             THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
 SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
--- A role of that name made before (by hand, or by an older build) gets no more than this.
-SELECT format('ALTER ROLE %I NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS LOGIN PASSWORD %L',
-              :'role', :'verifier') \gexec
+-- A role of that name made before (by hand, or by an older build) gets no more than this:
+-- each attribute it holds is taken away, and only those (a non-superuser admin may not
+-- name SUPERUSER at all, even to remove it: user.c AlterRole), a superuser refused.
+SELECT set_config('previewd.role', :'role', false) AS role,
+       set_config('previewd.superuser', (SELECT rolsuper FROM pg_roles WHERE rolname = :'role')::text, false) AS superuser;
+DO $$ BEGIN
+  IF current_setting('previewd.superuser')::boolean THEN
+    RAISE EXCEPTION 'role % is a superuser: previewd will not build a template as it', current_setting('previewd.role');
+  END IF;
+END $$;
+SELECT format('ALTER ROLE %I%s%s%s%s LOGIN PASSWORD %L', rolname,
+              CASE WHEN rolcreatedb THEN ' NOCREATEDB' END, CASE WHEN rolcreaterole THEN ' NOCREATEROLE' END,
+              CASE WHEN rolreplication THEN ' NOREPLICATION' END, CASE WHEN rolbypassrls THEN ' NOBYPASSRLS' END,
+              :'verifier')
+  FROM pg_roles WHERE rolname = :'role' \gexec
 \endif
+-- The admin acts for the role (reassigning its objects into each clone, ending its
+-- sessions at the seal, revoking what others granted it at the drop): see access.sql.
+SELECT format('GRANT %I TO %I', :'role', current_user)
+ WHERE NOT pg_has_role(current_user, :'role', 'MEMBER') \gexec
 -- Closed (CONNECTION LIMIT 0: superusers are exempt) until its privileges are set.
 SELECT format('CREATE DATABASE %I TEMPLATE template0 CONNECTION LIMIT 0', :'db')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
@@ -43,6 +59,8 @@ SELECT format('CREATE DATABASE %I TEMPLATE template0 CONNECTION LIMIT 0', :'db')
 -- may create schemas and extensions, as an app's migrations do in a database of its own.
 SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
 SELECT format('GRANT CONNECT, TEMPORARY, CREATE ON DATABASE %I TO %I', :'db', :'role') \gexec
+-- Open to these two now: the admin, superuser or not, may connect for what follows.
+SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec
 -- Since PostgreSQL 15 `public` belongs to the database's owner (the admin here) and only it
 -- may create there; the role's migrations need to. A half-built generation holds what the
 -- role's code made: the statement is made here and sent as a plain command under a
@@ -53,4 +71,3 @@ SELECT format('GRANT USAGE, CREATE ON SCHEMA public TO %I', :'role') AS grant_pu
 :grant_public;
 \setenv PGOPTIONS
 \c postgres
-SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

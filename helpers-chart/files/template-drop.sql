@@ -4,10 +4,14 @@
 -- role can go with its database while clones live. A template cannot be dropped, even
 -- WITH (FORCE): it is unmarked first (dbcommands.c dropdb). Idempotent. Run as:
 --   psql -X -v role=R -v db=D -f template-drop.sql
+-- as the admin: a superuser, or a member of R (template-create.sql makes it one).
 \set ON_ERROR_STOP on
 -- The role loses its login first: if it cannot be dropped, no working credential is left.
 SELECT format('ALTER ROLE %I NOLOGIN PASSWORD NULL', :'role')
  WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
+SELECT format('GRANT %I TO %I', :'role', current_user)
+ WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role')
+   AND NOT pg_has_role(current_user, :'role', 'MEMBER') \gexec
 SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
  WHERE EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
 -- The template before its spares: DROP DATABASE waits for every copy still being made from
@@ -17,4 +21,6 @@ SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
 -- Its spare clones (template-spares.sql): their objects belong to the role.
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_database
  WHERE starts_with(datname, 'pvs_' || substr(encode(sha256(convert_to(:'db', 'UTF8')), 'hex'), 1, 16) || '_') \gexec
+-- What other previews' code granted the role, in their databases.
+\ir revoke-elsewhere.sql
 SELECT format('DROP ROLE IF EXISTS %I', :'role') \gexec

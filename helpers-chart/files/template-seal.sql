@@ -5,8 +5,34 @@
 -- marked IS_TEMPLATE. Idempotent. Run as: psql -X -v role=R -v db=D -f template-seal.sql
 \set ON_ERROR_STOP on
 SELECT format('REVOKE ALL ON DATABASE %I FROM %I', :'db', :'role') \gexec
+-- Sessions opened before stay open (neither REVOKE nor ALTER ends them): end them.
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+ WHERE datname = :'db' AND pid <> pg_backend_pid();
+SELECT datallowconn AS open FROM pg_database WHERE datname = :'db' \gset
+\if :open
+-- What the generation's code granted other roles goes before the seal: every clone, spare
+-- and the template itself would carry it (CREATE DATABASE copies the catalogs and their
+-- pg_shdepend rows, dbcommands.c copyTemplateDependencies), and no one may connect to a
+-- sealed database to revoke it, so those roles could never be dropped (revoke-elsewhere.sql).
+-- A grant to a role the admin cannot act for fails the seal, naming it. The role's code
+-- can no longer connect to grant again.
+SELECT coalesce(string_agg(format('DROP OWNED BY %I', r.rolname), '; ' ORDER BY r.rolname), '') AS revoke_others,
+       count(*) > 0 AS others_granted
+  FROM pg_roles r
+ WHERE r.rolname NOT IN (:'role', current_user) AND r.oid <> 10
+   AND r.oid IN (SELECT s.refobjid FROM pg_shdepend s
+                  WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = :'db')
+                    AND s.refclassid = 'pg_authid'::regclass) \gset
+\if :others_granted
+\echo the generation granted other roles: :revoke_others
+\setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp'
+\c :"db"
+:revoke_others;
+\setenv PGOPTIONS
+\c postgres
+\endif
+\endif
 SELECT format('ALTER DATABASE %I WITH ALLOW_CONNECTIONS false', :'db') \gexec
--- Sessions opened before the ALTER stay open (it does not end them): end them.
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
  WHERE datname = :'db' AND pid <> pg_backend_pid();
 SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE true', :'db') \gexec

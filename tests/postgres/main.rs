@@ -9,6 +9,7 @@ mod provisioning;
 mod seeding;
 mod spares;
 mod template;
+mod tenancy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -20,6 +21,9 @@ pub(crate) struct Postgres {
     pub(crate) bin: PathBuf,
     pub(crate) dir: tempfile::TempDir,
     pub(crate) as_root: bool,
+    /// The role the chart's Jobs connect as: the superuser `postgres`, or `admin`, shaped
+    /// as managed PostgreSQL's (`start_managed`).
+    pub(crate) admin: &'static str,
 }
 
 /// The newest server installation's bin directory (initdb, pg_ctl and psql side by side).
@@ -58,6 +62,7 @@ impl Postgres {
             bin: bin_dir(),
             dir,
             as_root,
+            admin: "postgres",
         };
         if as_root {
             // initdb refuses to run as root.
@@ -102,6 +107,20 @@ impl Postgres {
                 "start",
             ],
         );
+        pg
+    }
+
+    /// A server whose admin is what managed PostgreSQL (RDS, Cloud SQL, Azure) hands out:
+    /// no superuser, CREATEDB and CREATEROLE, owner of `postgres` and `template1` (as the
+    /// README asks of it), and nothing else.
+    pub(crate) fn start_managed() -> Self {
+        let mut pg = Self::start();
+        pg.query(
+            "postgres",
+            "CREATE ROLE admin LOGIN CREATEDB CREATEROLE; \
+             ALTER DATABASE postgres OWNER TO admin; ALTER DATABASE template1 OWNER TO admin",
+        );
+        pg.admin = "admin";
         pg
     }
 
@@ -173,7 +192,7 @@ impl Postgres {
     }
 
     pub(crate) fn provision_with(&self, phase: &str, name: &str, env: &[(&str, &str)]) -> Output {
-        self.psql("postgres", "postgres", env)
+        self.psql(self.admin, "postgres", env)
             .args([
                 "-v",
                 &format!("role={name}"),

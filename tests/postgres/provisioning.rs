@@ -25,7 +25,8 @@ fn provisioning_twice_creates_the_role_and_database_once() {
             "postgres",
             "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'octo_app_pr_7'"
         ),
-        "octo_app_pr_7"
+        pg.admin,
+        "the admin's, never the role's (access.sql)"
     );
     assert_eq!(pg.query("postgres", "SELECT rolcanlogin AND rolpassword IS NOT NULL FROM pg_authid WHERE rolname = 'octo_app_pr_7'"), "t");
     // Other roles may not connect: PUBLIC's CONNECT is revoked.

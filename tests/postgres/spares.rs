@@ -9,7 +9,7 @@ use super::*;
 
 impl Postgres {
     /// One pass of generation `n`'s pool keeper, asking for `spares`.
-    fn top_up(&self, n: u32, spares: u32) -> Output {
+    pub(crate) fn top_up(&self, n: u32, spares: u32) -> Output {
         self.chart_sql(
             "template-spares.sql",
             &[
@@ -20,7 +20,7 @@ impl Postgres {
     }
 
     /// Generation `n`'s spares, by name.
-    fn spares(&self, n: u32) -> Vec<String> {
+    pub(crate) fn spares(&self, n: u32) -> Vec<String> {
         let prefix = self.query(
             "postgres",
             &format!(
@@ -88,8 +88,8 @@ fn a_preview_claims_a_spare_instead_of_copying_and_owns_everything_in_it() {
             "postgres",
             "SELECT pg_get_userbyid(datdba), datconnlimit FROM pg_database WHERE datname = 'octo_app_pr_7'"
         ),
-        "octo_app_pr_7|-1",
-        "the preview's, and open to it"
+        format!("{}|-1", pg.admin),
+        "the admin's, and open to the preview"
     );
     assert_eq!(
         pg.query(

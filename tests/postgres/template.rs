@@ -58,7 +58,7 @@ impl Postgres {
     /// A chart file run as the admin with `vars`, the role's verifier in the environment.
     pub(crate) fn chart_sql(&self, file: &str, vars: &[(&str, &str)]) -> Output {
         let verifier = previewd::secrets::scram_verifier(PASSWORD, b"0123456789abcdef");
-        let mut command = self.psql("postgres", "postgres", &[("PREVIEW_VERIFIER", &verifier)]);
+        let mut command = self.psql(self.admin, "postgres", &[("PREVIEW_VERIFIER", &verifier)]);
         for (name, value) in vars {
             command.args(["-v", &format!("{name}={value}")]);
         }
@@ -71,7 +71,7 @@ impl Postgres {
     }
 
     /// As `build_template`, with `extra` SQL run by the migrations after theirs.
-    fn build_template_with(&self, n: u32, rows: u32, extra: &str) {
+    pub(crate) fn build_template_with(&self, n: u32, rows: u32, extra: &str) {
         let db = generation(n);
         let vars = [("role", db.as_str()), ("db", db.as_str())];
         ok(
@@ -113,7 +113,7 @@ impl Postgres {
     }
 
     /// The app's session in `db` as `role`, held open until killed; returns once connected.
-    fn hold_connection(&self, role: &str, db: &str) -> Child {
+    pub(crate) fn hold_connection(&self, role: &str, db: &str) -> Child {
         let app = self
             .psql(role, db, &[])
             .args(["-c", "SELECT pg_sleep(120)"])
@@ -465,14 +465,21 @@ fn a_function_the_preview_or_the_template_planted_never_runs_as_the_admin() {
     );
     ok(&pg.chart_sql("template-seal.sql", &vars), "template seal");
     ok(&pg.clone_preview("octo_app_pr_2", 1, 1), "clone");
-    // The clone brought them along, now the preview's own; it puts them first for anyone.
+    // The clone brought them along, now the preview's own. It may not put them first for
+    // every session in its database (the admin owns it), only for its own.
+    let refused = failed(&pg.run_as(
+        "octo_app_pr_2",
+        "octo_app_pr_2",
+        "ALTER DATABASE octo_app_pr_2 SET search_path = public, pg_catalog;",
+    ));
+    assert!(refused.contains("must be owner of database"), "{refused}");
     ok(
         &pg.run_as(
             "octo_app_pr_2",
             "octo_app_pr_2",
-            "ALTER DATABASE octo_app_pr_2 SET search_path = public, pg_catalog;",
+            "ALTER ROLE octo_app_pr_2 SET search_path = public, pg_catalog;",
         ),
-        "the preview's code puts them first",
+        "the preview's code puts them first for itself",
     );
     ok(
         &pg.clone_preview("octo_app_pr_2", 1, 1),
@@ -514,26 +521,32 @@ fn a_reclone_from_a_template_that_is_not_sealed_leaves_the_database_as_it_is() {
 }
 
 #[test]
-fn a_preview_that_made_its_database_a_template_is_still_recloned_and_torn_down() {
+fn a_preview_cannot_make_its_database_a_template_and_is_recloned_and_torn_down() {
     let pg = Postgres::start();
     pg.build_template(1, 10);
     ok(&pg.clone_preview("octo_app_pr_5", 1, 1), "clone");
-    ok(
-        &pg.run_as(
-            "octo_app_pr_5",
-            "octo_app_pr_5",
-            "ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
-        ),
-        "the preview's code marks its database",
+    let refused = failed(&pg.run_as(
+        "octo_app_pr_5",
+        "octo_app_pr_5",
+        "ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
+    ));
+    assert!(refused.contains("must be owner of database"), "{refused}");
+    // One an older previewd gave the role, and its code marked: taken over, unmarked.
+    pg.query(
+        "postgres",
+        "ALTER DATABASE octo_app_pr_5 OWNER TO octo_app_pr_5; ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
     );
     ok(&pg.clone_preview("octo_app_pr_5", 1, 2), "reclone");
-    ok(
-        &pg.run_as(
-            "octo_app_pr_5",
-            "octo_app_pr_5",
-            "ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT pg_get_userbyid(datdba), datistemplate FROM pg_database WHERE datname = 'octo_app_pr_5'"
         ),
-        "marked again",
+        "postgres|f"
+    );
+    pg.query(
+        "postgres",
+        "ALTER DATABASE octo_app_pr_5 OWNER TO octo_app_pr_5; ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
     );
     ok(&pg.provision("drop", "octo_app_pr_5", PASSWORD), "teardown");
     assert_eq!(pg.databases_named("octo_app_pr_5"), "0");

@@ -1,0 +1,221 @@
+//! A preview's role is hostile (its migrations, seed and app are the PR author's code) and
+//! shares the server with every other preview: whatever it does to what it can reach, no
+//! other preview's create, reseed or teardown fails, with a superuser admin and with one
+//! shaped like managed PostgreSQL's (CREATEDB + CREATEROLE, no superuser), which runs the
+//! whole lifecycle too.
+
+use super::template::generation;
+use super::*;
+
+/// Both kinds of admin the README allows, each on a server of its own.
+fn both_admins() -> [Postgres; 2] {
+    [Postgres::start(), Postgres::start_managed()]
+}
+
+/// Every other preview's or generation's role, granted `privilege` on `table` by the
+/// preview's code (pg_roles is readable by every role).
+fn grant_to_every_other_role(privilege: &str, table: &str) -> String {
+    format!(
+        "DO $$ DECLARE r name; BEGIN
+           FOR r IN SELECT rolname FROM pg_roles
+                     WHERE (rolname LIKE 'octo%' OR rolname LIKE 'pv%') AND rolname <> current_user LOOP
+             EXECUTE format('GRANT {privilege} ON {table} TO %I', r);
+           END LOOP;
+         END $$;"
+    )
+}
+
+#[test]
+fn a_preview_opening_its_database_to_every_role_stops_no_other_preview() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_1", "the attacker's preview");
+        // PostgreSQL only warns when the grantor holds nothing to grant.
+        let _ = pg.run_as(
+            "octo_app_pr_1",
+            "octo_app_pr_1",
+            "GRANT CONNECT, TEMPORARY ON DATABASE octo_app_pr_1 TO PUBLIC;",
+        );
+        assert_eq!(
+            pg.may_connect("public", "octo_app_pr_1"),
+            "f",
+            "{}",
+            pg.admin
+        );
+        pg.create("octo_app_pr_2", "another preview, after it");
+        assert_eq!(pg.may_connect("octo_app_pr_2", "octo_app_pr_1"), "f");
+    }
+}
+
+#[test]
+fn grants_another_preview_made_to_a_role_never_hold_up_its_teardown() {
+    for pg in both_admins() {
+        pg.build_template(1, 10);
+        pg.create("octo_app_pr_2", "the victim");
+        pg.create("octo_app_pr_1", "the attacker");
+        ok(
+            &pg.run_as(
+                "octo_app_pr_1",
+                "octo_app_pr_1",
+                &format!(
+                    "CREATE TABLE bait (x int); {}",
+                    grant_to_every_other_role("SELECT", "bait")
+                ),
+            ),
+            "the attacker grants every other role",
+        );
+        let mut app = pg.hold_connection("octo_app_pr_2", "octo_app_pr_2");
+        ok(
+            &pg.provision("drop", "octo_app_pr_2", PASSWORD),
+            "the victim's teardown, its app connected",
+        );
+        let _ = app.kill();
+        assert_eq!(pg.databases_named("octo_app_pr_2"), "0", "{}", pg.admin);
+        assert_eq!(pg.roles_named("octo_app_pr_2"), "0");
+        ok(&pg.drop_generation(1), "the generation's teardown");
+        assert_eq!(pg.roles_named(&generation(1)), "0");
+        // The attacker's own table and preview are left as they are.
+        assert_eq!(pg.query("octo_app_pr_1", "SELECT count(*) FROM bait"), "0");
+    }
+}
+
+/// The generation's code (the repository's default branch) grants a preview's role in the
+/// template: every spare and clone would carry it into a database no one may connect to.
+#[test]
+fn grants_a_generations_code_made_never_outlive_its_seal() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_2", "the victim");
+        pg.build_template_with(1, 10, &grant_to_every_other_role("SELECT", "items"));
+        ok(&pg.top_up(1, 1), "a spare");
+        ok(
+            &pg.clone_preview("octo_app_pr_3", 1, 1),
+            "a clone (the spare)",
+        );
+        ok(&pg.clone_preview("octo_app_pr_4", 1, 1), "a clone (a copy)");
+        ok(&pg.top_up(1, 1), "another spare");
+        ok(
+            &pg.provision("drop", "octo_app_pr_2", PASSWORD),
+            "the victim's teardown",
+        );
+        assert_eq!(pg.roles_named("octo_app_pr_2"), "0", "{}", pg.admin);
+        ok(&pg.drop_generation(1), "the generation's teardown");
+        for preview in ["octo_app_pr_3", "octo_app_pr_4"] {
+            ok(
+                &pg.provision("drop", preview, PASSWORD),
+                "a clone's teardown",
+            );
+            assert_eq!(pg.roles_named(preview), "0");
+        }
+    }
+}
+
+#[test]
+fn a_previews_code_can_neither_mark_its_database_a_template_nor_forge_its_clone_marker() {
+    for pg in both_admins() {
+        pg.build_template(1, 10);
+        ok(&pg.clone_preview("octo_app_pr_5", 1, 1), "clone");
+        for attack in [
+            "ALTER DATABASE octo_app_pr_5 IS_TEMPLATE true",
+            "COMMENT ON DATABASE octo_app_pr_5 IS 'previewd clone 2'",
+        ] {
+            let refused = failed(&pg.run_as("octo_app_pr_5", "octo_app_pr_5", attack));
+            assert!(refused.contains("must be owner of database"), "{refused}");
+        }
+        // The PR's code changes its data; /preview reseed (clone generation 2) restores it.
+        ok(
+            &pg.run_as("octo_app_pr_5", "octo_app_pr_5", "DELETE FROM items"),
+            "the PR's code",
+        );
+        ok(&pg.clone_preview("octo_app_pr_5", 1, 2), "reseed");
+        assert_eq!(
+            pg.query("octo_app_pr_5", "SELECT count(*) FROM items"),
+            "10",
+            "{}",
+            pg.admin
+        );
+        ok(&pg.provision("drop", "octo_app_pr_5", PASSWORD), "teardown");
+        assert_eq!(pg.databases_named("octo_app_pr_5"), "0");
+    }
+}
+
+/// What a preview's migrations need keeps working: schemas, trusted extensions, tables in
+/// `public`, and owning all of it.
+#[test]
+fn a_previews_migrations_make_schemas_extensions_and_tables_of_their_own() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_6", "create");
+        ok(
+            &pg.run_as(
+                "octo_app_pr_6",
+                "octo_app_pr_6",
+                "CREATE SCHEMA app; CREATE TABLE app.t (x int); CREATE TABLE public.u (x int); \
+                 CREATE EXTENSION pgcrypto; SELECT gen_random_uuid();",
+            ),
+            "migrations",
+        );
+        assert_eq!(
+            pg.query(
+                "octo_app_pr_6",
+                "SELECT string_agg(DISTINCT pg_get_userbyid(relowner), ',') FROM pg_class WHERE relname IN ('t', 'u')"
+            ),
+            "octo_app_pr_6"
+        );
+    }
+}
+
+#[test]
+fn the_whole_lifecycle_runs_with_an_admin_shaped_like_managed_postgresql() {
+    let pg = Postgres::start_managed();
+    pg.create("octo_app_pr_1", "a preview from template0");
+    pg.create("octo_app_pr_1", "its create Job again");
+    pg.build_template(1, 100);
+    ok(&pg.top_up(1, 1), "a spare");
+    assert_eq!(pg.spares(1).len(), 1);
+    let claimed = ok(&pg.clone_preview("octo_app_pr_2", 1, 1), "a clone");
+    assert!(claimed.contains("claimed spare clone"), "{claimed}");
+    ok(&pg.clone_preview("octo_app_pr_3", 1, 1), "a clone, copied");
+    ok(
+        &pg.run_as("octo_app_pr_2", "octo_app_pr_2", "DELETE FROM items"),
+        "the PR's code",
+    );
+    let mut app = pg.hold_connection("octo_app_pr_2", "octo_app_pr_2");
+    ok(
+        &pg.clone_preview("octo_app_pr_2", 1, 2),
+        "a reseed, its app connected",
+    );
+    let _ = app.kill();
+    assert_eq!(
+        pg.query("octo_app_pr_2", "SELECT count(*) FROM items"),
+        "100"
+    );
+    pg.build_template(2, 50);
+    ok(&pg.drop_generation(1), "the old generation retired");
+    let mut app = pg.hold_connection("octo_app_pr_3", "octo_app_pr_3");
+    for preview in ["octo_app_pr_1", "octo_app_pr_2", "octo_app_pr_3"] {
+        ok(&pg.provision("drop", preview, PASSWORD), "a teardown");
+    }
+    let _ = app.kill();
+    ok(&pg.drop_generation(2), "the last generation retired");
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'octo%' OR datname LIKE 'pv%'"
+        ),
+        "0",
+        "no database left"
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%'"
+        ),
+        "admin,postgres",
+        "no role left, and the admin still no superuser"
+    );
+    assert_eq!(
+        pg.query(
+            "postgres",
+            "SELECT rolsuper FROM pg_roles WHERE rolname = 'admin'"
+        ),
+        "f"
+    );
+}
