@@ -134,9 +134,9 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
     ]
     .into();
     let secrets = [tls];
-    // Namespace, rendering ConfigMap, SealedSecret, DatabaseRole, Database, the wait Job,
-    // seed Job, DNSEndpoint.
-    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 8);
+    // Namespace, rendering ConfigMap, SealedSecret, DatabaseRole, Database, the SQL
+    // ConfigMap and the access Job, the drop's ConfigMap and Job, seed Job, DNSEndpoint.
+    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 11);
     // The certificate rides unsealed, byte for byte, where the controller copies it from.
     let template = &find(&objects, "SealedSecret", "-tls")["spec"]["template"];
     assert_eq!(template["data"]["tls.crt"], chain);
@@ -144,39 +144,52 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
     assert_eq!(template["type"], "Opaque");
     let role = find(&objects, "DatabaseRole", "-role");
     assert_eq!(role["metadata"]["namespace"], "pg-shared");
-    assert_eq!(role["spec"]["databaseRoleReclaimPolicy"], "delete");
+    // CloudNativePG's own drops fail with the app connected, or with the role granted
+    // something by another preview's code: both retained, the superuser's drop Job drops.
+    assert_eq!(role["spec"]["databaseRoleReclaimPolicy"], "retain");
+    let database = find(&objects, "Database", "-db");
+    assert_eq!(database["spec"]["databaseReclaimPolicy"], "retain");
     assert_eq!(
-        find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"],
-        "delete"
+        database["spec"]["owner"], "postgres",
+        "never the PR code's role"
     );
-    // Argo CD has no health check for CNPG's kinds: a hook in their wave waits for the
-    // database before the migration's wave starts.
-    let ready = find(&objects, "Job", "-db-ready");
-    assert_eq!(annotation(ready, "argocd.argoproj.io/hook"), Some("Sync"));
+    let drop = find(&objects, "Job", "-db-drop");
     assert_eq!(
-        annotation(ready, "argocd.argoproj.io/sync-wave"),
+        annotation(drop, "argocd.argoproj.io/hook"),
+        Some("PostDelete")
+    );
+    assert_eq!(drop["metadata"]["namespace"], "pg-shared");
+    // Argo CD has no health check for CNPG's kinds: the superuser's access Job, in their
+    // wave, waits for the role and the database before the migration's wave starts, and
+    // sets the database's privileges.
+    let access = find(&objects, "Job", "-db-access");
+    assert_eq!(annotation(access, "argocd.argoproj.io/hook"), Some("Sync"));
+    assert_eq!(
+        annotation(access, "argocd.argoproj.io/sync-wave"),
         Some("-1")
     );
-    assert_eq!(
-        ready["metadata"]["namespace"],
-        "pv-octo-app-609ddd1d069bc4c5-pr-7"
+    assert_eq!(access["metadata"]["namespace"], "pg-shared");
+    assert!(access.to_string().contains("/sql/access.sql"));
+    assert!(
+        find(&objects, "ConfigMap", "-db-sql")["data"]["access.sql"]
+            .as_str()
+            .unwrap()
+            .contains("REVOKE ALL ON DATABASE")
     );
-    assert!(ready.to_string().contains("REVOKE ALL ON DATABASE"));
 
-    // database.drop_on_delete = false keeps the data in cnpg mode too.
+    // database.drop_on_delete = false keeps the data in cnpg mode too: no drop Job.
     let keep = config.replace(
         "mode = \"cnpg\"",
         "mode = \"cnpg\"\n        drop_on_delete = false",
     );
-    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 8);
-    assert_eq!(
-        find(&objects, "Database", "-db")["spec"]["databaseReclaimPolicy"],
-        "retain"
-    );
-    assert_eq!(
-        find(&objects, "DatabaseRole", "-role")["spec"]["databaseRoleReclaimPolicy"],
-        "retain"
-    );
+    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 9);
+    assert!(!objects.iter().any(|o| {
+        o["kind"] == "Job"
+            && o["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("-db-drop")
+    }));
     assert_eq!(
         find(&objects, "DNSEndpoint", "-dns")["spec"]["endpoints"][0]["recordType"],
         "A"

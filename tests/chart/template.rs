@@ -218,10 +218,10 @@ fn a_template_building_release_in_shared_mode_seals_after_the_seed_and_drops_on_
 
 #[test]
 fn a_template_building_release_in_cnpg_mode_seals_after_the_seed_and_drops_what_cnpg_cannot() {
-    // Namespace, rendering ConfigMap, 2 SealedSecrets, DatabaseRole, Database, the wait Job,
-    // the SQL ConfigMap and the drop's, create, seal and drop Jobs, migrate Job, 2 seed
-    // ConfigMaps and the seed Job: 16.
-    let objects = rendered(&build("cnpg"), BUILD, 16);
+    // Namespace, rendering ConfigMap, 2 SealedSecrets, DatabaseRole, Database, the SQL
+    // ConfigMap and the drop's, create, seal and drop Jobs, migrate Job, 2 seed ConfigMaps
+    // and the seed Job: 15.
+    let objects = rendered(&build("cnpg"), BUILD, 15);
     let database = named(&objects, "Database", &format!("{BUILD}-db"));
     assert_eq!(
         database["spec"]["owner"], "postgres",
@@ -263,7 +263,7 @@ fn a_template_building_release_in_cnpg_mode_seals_after_the_seed_and_drops_what_
     // An operator's own superuser Secret.
     let mut own = build("cnpg");
     own["database"]["cnpg"]["superuserSecret"] = "pg-admin".into();
-    let objects = rendered(&own, BUILD, 16);
+    let objects = rendered(&own, BUILD, 15);
     let env = container(named(&objects, "Job", &format!("{BUILD}-db-seal")))["env"].to_string();
     assert!(
         env.contains(r#""name":"pg-admin""#) && !env.contains("shared-superuser"),
@@ -320,9 +320,9 @@ fn a_clone_preview_renders_the_create_job_with_the_template_arguments_and_no_see
 
 #[test]
 fn a_clone_preview_in_cnpg_mode_clones_in_a_superuser_job_before_its_database_object() {
-    // Namespace, rendering ConfigMap, 2 SealedSecrets, DatabaseRole, Database, the wait Job,
-    // the SQL ConfigMap, the clone Job, migrate Job: 10.
-    let objects = rendered(&clone("cnpg", 4), PREVIEW, 10);
+    // Namespace, rendering ConfigMap, 2 SealedSecrets, DatabaseRole, Database, the SQL
+    // ConfigMap and the drop's, the clone and drop Jobs, migrate Job: 11.
+    let objects = rendered(&clone("cnpg", 4), PREVIEW, 11);
     let job = named(&objects, "Job", &format!("{PREVIEW}-db-clone"));
     assert_eq!(job["metadata"]["namespace"], "pg-shared");
     assert!(
@@ -339,13 +339,24 @@ fn a_clone_preview_in_cnpg_mode_clones_in_a_superuser_job_before_its_database_ob
         database["spec"]["template"].is_null(),
         "immutable: a reseed from a newer generation would be refused"
     );
-    assert_eq!(database["spec"]["owner"], "octo_app_pr_7");
+    assert_eq!(
+        database["spec"]["owner"], "postgres",
+        "never the preview's role, whose code could mark it a template"
+    );
+    assert_eq!(database["spec"]["databaseReclaimPolicy"], "retain");
     assert!(
         order(job) < order(database),
         "cloned before CloudNativePG looks"
     );
     assert!(order(database) <= order(named(&objects, "Job", &format!("{PREVIEW}-migrate"))));
-    assert!(!has(&objects, "Job", &format!("{PREVIEW}-db-drop")));
+    // Teardown: CloudNativePG's plain DROP DATABASE fails with the app connected; the
+    // superuser's drop Job ends its sessions.
+    let drop = named(&objects, "Job", &format!("{PREVIEW}-db-drop"));
+    assert_eq!(
+        annotation(drop, "argocd.argoproj.io/hook"),
+        Some("PostDelete")
+    );
+    assert!(command(drop).ends_with("-f /sql/drop.sql"));
 }
 
 /// The ordinary (non-hook) objects of a rendering: all that Argo CD compares.
@@ -358,7 +369,7 @@ fn ordinary(objects: &[Value]) -> Vec<&Value> {
 
 #[test]
 fn bumping_the_clone_generation_changes_the_rendering_config_map() {
-    for (mode, count) in [("shared", 9), ("cnpg", 10)] {
+    for (mode, count) in [("shared", 9), ("cnpg", 11)] {
         let first = rendered(&clone(mode, 1), PREVIEW, count);
         let reseeded = rendered(&clone(mode, 2), PREVIEW, count);
         let rendering = |objects: &[Value]| {
@@ -571,8 +582,8 @@ fn build_reporting(mode: &str) -> Value {
 
 #[test]
 fn a_sealed_generation_reports_its_size_after_the_seal_with_its_token_off_the_command_line() {
-    // Each mode's build (13 and 16 objects) with the report SealedSecret and the size Job.
-    for (mode, objects, namespace) in [("shared", 15, "previewd-system"), ("cnpg", 18, "pg-shared")]
+    // Each mode's build (13 and 15 objects) with the report SealedSecret and the size Job.
+    for (mode, objects, namespace) in [("shared", 15, "previewd-system"), ("cnpg", 17, "pg-shared")]
     {
         let objects = rendered(&build_reporting(mode), BUILD, objects);
         let job = |suffix: &str| named(&objects, "Job", &format!("{BUILD}{suffix}"));
@@ -629,7 +640,7 @@ fn a_report_url_that_could_break_out_of_its_value_is_refused_by_the_schema() {
 
 #[test]
 fn a_generation_with_spares_runs_one_pool_keeper_beside_its_database_jobs() {
-    for (mode, objects, namespace) in [("shared", 14, "previewd-system"), ("cnpg", 17, "pg-shared")]
+    for (mode, objects, namespace) in [("shared", 14, "previewd-system"), ("cnpg", 16, "pg-shared")]
     {
         let mut values = build(mode);
         values["database"]["spares"] = json!(2);
@@ -667,4 +678,51 @@ fn a_generation_with_spares_runs_one_pool_keeper_beside_its_database_jobs() {
     let file = write(dir.path(), "values.json", &values.to_string());
     let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--release", BUILD]);
     assert!(!ok && out.contains("spares"), "{out}");
+}
+
+/// psql resolves `\ir FILE` beside the including file: in a Job, the ConfigMap mounted at
+/// /sql. Every file a script of any rendering includes is in that same ConfigMap.
+#[test]
+fn every_file_a_sql_script_includes_is_in_its_config_map() {
+    for mode in ["shared", "cnpg"] {
+        let mut plain = clone(mode, 1);
+        plain["database"]
+            .as_object_mut()
+            .unwrap()
+            .remove("template");
+        for values in [build(mode), clone(mode, 1), plain] {
+            let release = values["namespace"].as_str().unwrap().to_owned();
+            let count = check_count(&values, &release);
+            for config_map in rendered(&values, &release, count)
+                .iter()
+                .filter(|o| o["kind"] == "ConfigMap")
+            {
+                let data = config_map["data"].as_object().unwrap();
+                for (file, text) in data {
+                    for line in text.as_str().unwrap().lines() {
+                        if let Some(included) = line.strip_prefix("\\ir ") {
+                            // create.sql includes it only under `-v template`.
+                            let unused = included == "template-clone.sql"
+                                && values["database"]["template"].is_null();
+                            assert!(
+                                unused || data.contains_key(included.trim()),
+                                "{mode} {release}: {file} includes {included}, which {} lacks",
+                                config_map["metadata"]["name"]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How many objects `values` renders (read off the checker's last line).
+fn check_count(values: &Value, release: &str) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "values.json", &values.to_string());
+    let (ok, out) = check(&[&chart(), file.to_str().unwrap(), "--release", release]);
+    assert!(ok, "{out}");
+    let last = out.trim_end().lines().last().unwrap();
+    last.split_whitespace().nth(1).unwrap().parse().unwrap()
 }

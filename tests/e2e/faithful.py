@@ -360,8 +360,9 @@ def prepare(emu, pd, work, mode, toml):
                                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "postgres-admin"},
                                 "data": admin})
         assert status == 201, body
-    if mode == "cnpg" and "database_template" in toml:
-        # The Cluster's superuser Secret (enableSuperuserAccess), which the template Jobs use.
+    if mode == "cnpg":
+        # The Cluster's superuser Secret (enableSuperuserAccess), which the access, clone,
+        # template and drop Jobs use.
         superuser = {k: base64.b64encode(v.encode()).decode() for k, v in
                      {"host": "shared-rw.pg.svc", "port": "5432", "username": "postgres", "password": "su"}.items()}
         status, body = emu.req("POST", "/api/v1/namespaces/pg/secrets",
@@ -396,7 +397,7 @@ def walk(mode, binary, python, emulator):
             ("Synced", "Healthy", "Succeeded"), st
         assert runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_A)), emu.jobs()
         assert runs(emu, "-seed"), emu.jobs()
-        assert runs(emu, "-db-create" if mode == "shared" else "-db-ready"), emu.jobs()
+        assert runs(emu, "-db-create" if mode == "shared" else "-db-access"), emu.jobs()
         assert runs(emu, "smoke"), "the app's own hook ran: its Secrets existed"
         objects = emu.objects()
         secret = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == SLUG + "-db")
@@ -477,7 +478,7 @@ def walk(mode, binary, python, emulator):
         took["closed"] = time.time() - started
 
         def leftovers():
-            keep = {("Secret", "previewd-system", "postgres-admin")}
+            keep = {("Secret", "previewd-system", "postgres-admin"), ("Secret", "pg", "shared-superuser")}
             return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in emu.objects()
                     if o["kind"] not in ("AppProject",)
                     and (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) not in keep
@@ -488,8 +489,9 @@ def walk(mode, binary, python, emulator):
             wait("every object to be gone", lambda: not leftovers(), 60)
         except AssertionError:
             raise AssertionError("left behind: %s" % leftovers())
-        if mode == "shared":
-            assert runs(emu, "-db-drop"), "the PostDelete drop ran"
+        # The drop WITH (FORCE), in both modes: CloudNativePG's own would fail with the app
+        # connected (tests/postgres/cnpg.rs).
+        assert runs(emu, "-db-drop"), "the PostDelete drop ran"
         check_pods_started(emu)
         assert pd.history("destroyed"), "the history outlives the preview"
         print("faithful[%s]: closed -> every object gone (hooks included); history kept" % mode)
