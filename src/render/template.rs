@@ -15,6 +15,14 @@ use crate::preview::{Preview, PreviewKey, RepoName, Sha};
 /// from a preview's; its value is the generation.
 pub const LABEL_TEMPLATE: &str = "previewd.dev/template";
 
+/// Argo CD's finalizers that run an Application's PostDelete hooks when it is deleted, and
+/// then delete those hooks by their policy (argo-cd pkg/apis/application/v1alpha1
+/// application_defaults.go `PostDeleteFinalizerName`, and its `/cleanup` stage).
+pub const POST_DELETE_FINALIZERS: [&str; 2] = [
+    "post-delete-finalizer.argocd.argoproj.io",
+    "post-delete-finalizer.argocd.argoproj.io/cleanup",
+];
+
 /// One generation of a repository's template database, as rendering needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Generation {
@@ -105,6 +113,25 @@ pub fn template(
             "tokenSecret": report,
         });
     }
+    // The generation's drop (its PostDelete hooks, with `database.dropOnDelete`) runs only
+    // for an Application that carries the post-delete finalizers, and Argo CD adds them
+    // itself only on a refresh that compared the Application with its target (argo-cd
+    // controller/appcontroller.go processAppRefreshQueueItem, `SetPostDeleteFinalizer()` and
+    // `SetPostDeleteFinalizer("cleanup")`: not before its first refresh, nor while
+    // refreshAppConditions fails, nor once it is being deleted). A generation superseded
+    // before that (a writer's refresh while it builds) would go without its drop, its
+    // database and role left on the server. So it carries them from the start: Argo CD
+    // changes them only when they disagree with the target's hooks, runs the hooks, rendered
+    // from Git, at deletion whether or not it ever synced (finalizeApplicationDeletion,
+    // controller/hook.go executeHooks: GetRepoObjs), removes the first once they succeeded,
+    // and with `/cleanup` deletes them by their HookSucceeded policy (cleanupHooks), then
+    // removes it: without it the drop Job and its ConfigMap would stay.
+    if values["database"]["dropOnDelete"] == json!(true) {
+        let finalizers = &mut app["metadata"]["finalizers"];
+        if let Some(list) = finalizers.as_array_mut() {
+            list.extend(POST_DELETE_FINALIZERS.iter().map(|f| json!(f)));
+        }
+    }
     let mut entries: Vec<ledger::Entry> = ledger::provisioned(names, config, false)
         .into_iter()
         .filter(|e| e.kind != "Certificate")
@@ -187,6 +214,23 @@ mod tests {
                 .any(|e| e.kind == "Deployment" && e.name == format!("{}-db-spares", names.slug)),
             "the pool keeper is in the generation's ledger: {:?}",
             rendered.entries
+        );
+    }
+
+    /// Argo CD adds the post-delete finalizers only on its first refresh that compares the
+    /// Application: a generation deleted before that (superseded at once) never ran its drop.
+    #[test]
+    fn a_generation_carries_argo_cds_post_delete_finalizers_from_its_creation() {
+        let g = generation(3);
+        let names = Names::template(&g.repo, 3, "preview.localhost");
+        let rendered = template(&g, &names, &config(), &[], "inst").unwrap();
+        assert_eq!(
+            rendered.application.manifest["metadata"]["finalizers"],
+            json!([
+                super::super::CASCADE_FINALIZER,
+                "post-delete-finalizer.argocd.argoproj.io",
+                "post-delete-finalizer.argocd.argoproj.io/cleanup",
+            ])
         );
     }
 
