@@ -113,6 +113,13 @@ pub fn template(
             "tokenSecret": report,
         });
     }
+    // A generation is previewd's own object, never a preview's data: `drop_on_delete = false`
+    // keeps previews' databases, while a retired generation is dropped all the same, with its
+    // spare clones (template-drop.sql). Kept, it would stay on the server for good, its row
+    // forgotten and nothing left to say it is there.
+    if values["database"].get("dropOnDelete").is_some() {
+        values["database"]["dropOnDelete"] = json!(true);
+    }
     // The generation's drop (its PostDelete hooks, with `database.dropOnDelete`) runs only
     // for an Application that carries the post-delete finalizers, and Argo CD adds them
     // itself only on a refresh that compared the Application with its target (argo-cd
@@ -232,6 +239,36 @@ mod tests {
                 "post-delete-finalizer.argocd.argoproj.io/cleanup",
             ])
         );
+    }
+
+    /// `drop_on_delete = false` keeps previews' databases; a retired generation (previewd's
+    /// own, with its spare clones) is dropped all the same, or it stays on the server for good.
+    #[test]
+    fn a_generation_is_dropped_when_retired_though_drop_on_delete_keeps_previews_databases() {
+        for mode in ["shared", "cnpg"] {
+            let config = Config::from_toml(
+                &format!(
+                    "[database]\nmode = \"{mode}\"\ndrop_on_delete = false\n[[repos]]\n\
+                     name = \"octo/app\"\nimage = \"ghcr.io/octo/app\"\nseed = \"example\"\n\
+                     database_template = true\n"
+                ),
+                Vec::new(),
+            )
+            .unwrap();
+            let g = generation(3);
+            let names = Names::template(&g.repo, 3, "preview.localhost");
+            let app = template(&g, &names, &config, &[], "inst")
+                .unwrap()
+                .application
+                .manifest;
+            let database = &app["spec"]["source"]["helm"]["valuesObject"]["database"];
+            assert_eq!(database["dropOnDelete"], true, "{mode}: {database}");
+            let finalizers = app["metadata"]["finalizers"].as_array().unwrap();
+            assert!(
+                finalizers.contains(&json!(POST_DELETE_FINALIZERS[0])),
+                "{mode}: {finalizers:?}"
+            );
+        }
     }
 
     #[test]

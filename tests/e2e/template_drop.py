@@ -12,16 +12,17 @@ the walk holds that refresh off the way Argo CD itself does: the Applications' A
 missing until generation 1 is being deleted (refreshAppConditions fails, nothing is compared,
 and the deletion waits for the project: finalizeApplicationDeletion getAppProj).
 
-The walk, per database mode (shared, cnpg):
+The walk, per mode (shared, cnpg; `-keep`: `database.drop_on_delete = false`):
 
   no AppProject; opened -> generation 1's Application applied, never compared
   /preview refresh-template -> generation 2 started, generation 1 deleted
-  the AppProjects applied -> generation 1's PostDelete drop ran,
+  the AppProjects applied -> generation 1's PostDelete drop ran (drop_on_delete false too),
               its hooks cleaned up (HookSucceeded), its Application gone
   destroy-template -> generation 2's drop ran
   /preview refresh-template -> generation 3, never a number used before
+  closed   -> the preview's own database dropped, or kept with drop_on_delete = false
 
-Usage: template_drop.py PREVIEWD PYTHON EMULATOR [MODE ...]   (modes: shared cnpg)
+Usage: template_drop.py PREVIEWD PYTHON EMULATOR [MODE ...]   (modes: shared cnpg shared-keep cnpg-keep)
 Ends with "N passed, M failed"; non-zero exit on a failure.
 """
 import base64
@@ -126,8 +127,19 @@ def walk(mode, keep, binary, python, emulator):
         built = f.wait("a generation built again", lambda: generations(), 60)
         assert [g for g, _ in built] == [3], "a generation number was used again: %s" % built
         f.wait("generation 3 ready", lambda: generations() == [(3, "ready")], 180)
-        f.check_pods_started(emu)
         print("faithful[%s]: /preview refresh-template after destroy-template -> generation 3, ready" % label)
+
+        # The preview's own database: dropped at teardown, or kept with drop_on_delete = false.
+        closed = f.fixture("pull_request.closed.unmerged")
+        closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T19:00:00Z"
+        pd.deliver("pull_request", closed)
+        f.wait("the preview forgotten", lambda: pd.preview() is None, 180)
+        dropped = bool(ran(f.SLUG + "-db-drop"))
+        # (A cnpg preview's database may go by its Database's reclaim policy, with no Job.)
+        assert not (keep and dropped) and (keep or dropped or mode == "cnpg"), \
+            "the preview's database dropped: %s, drop_on_delete = %s" % (dropped, not keep)
+        f.check_pods_started(emu)
+        print("faithful[%s]: PR closed -> its drop Job %s" % (label, "ran" if dropped else "did not run"))
     except BaseException:
         f.log_tails(work)
         raise
@@ -139,7 +151,7 @@ def walk(mode, keep, binary, python, emulator):
 
 def main():
     binary, python, emulator = (os.path.abspath(a) if os.sep in a else shutil.which(a) for a in sys.argv[1:4])
-    modes = sys.argv[4:] or ["shared", "cnpg"]
+    modes = sys.argv[4:] or ["shared", "cnpg", "shared-keep", "cnpg-keep"]
     passed = failed = 0
     for mode in modes:
         started = time.time()

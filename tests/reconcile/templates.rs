@@ -884,3 +884,23 @@ fn an_existing_installation_numbers_new_generations_past_every_recorded_one() {
         ]
     );
 }
+
+/// With `drop_on_delete = false` a preview's database is kept at teardown; a retired
+/// generation is previewd's own, and was kept too, with its spare clones: on the server for
+/// good, its row forgotten, listed nowhere. Its Application renders its drop all the same.
+#[tokio::test]
+async fn a_generation_is_dropped_when_retired_though_drop_on_delete_keeps_previews_databases() {
+    let app =
+        TestApp::start_with(&format!("[database]\ndrop_on_delete = false\n{TEMPLATED}")).await;
+    let reconciler = reconciler(&app, app.app.config.clone());
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler.pass().await.unwrap();
+    let preview = preview_file(&app, 2);
+    assert!(preview.contains("dropOnDelete: false"), "{preview}");
+    let built = generation_file(&app, 1).unwrap();
+    assert!(
+        built.contains("dropOnDelete: true")
+            && built.contains("- post-delete-finalizer.argocd.argoproj.io\n"),
+        "generation 1 would never be dropped once retired:\n{built}"
+    );
+}
