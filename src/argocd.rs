@@ -416,6 +416,15 @@ fn degraded(status: &Value) -> String {
         .flatten()
         .filter(|r| r["health"]["status"] == "Degraded")
         .map(|r| {
+            // The chart's size guard (templates/database-guard.yaml) fails only to say this;
+            // Argo CD's CronJob health says no more than that a run failed.
+            let name = r["name"].as_str().unwrap_or_default();
+            if r["kind"] == "CronJob" && name.ends_with("-db-guard") {
+                return format!(
+                    "CronJob/{name}: the database grew past database.max_size and takes no \
+                     more connections (/preview reseed for a template database, or /preview destroy)"
+                );
+            }
             format!(
                 "{}/{} is degraded: {}",
                 r["kind"].as_str().unwrap_or_default(),

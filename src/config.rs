@@ -80,6 +80,8 @@ pub struct DatabaseConfig {
     pub image: String,
     pub cnpg_cluster: String,
     pub drop_on_delete: bool,
+    /// Bytes a preview's database may hold (`database.max_size`), enforced on the server.
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

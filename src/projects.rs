@@ -23,6 +23,8 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     // A template generation's pool keeper (helpers-chart templates/template-spares.yaml).
     ("apps", "Deployment"),
     ("batch", "Job"),
+    // The size guard of a preview's database (helpers-chart templates/database-guard.yaml).
+    ("batch", "CronJob"),
     ("bitnami.com", "SealedSecret"),
     ("cert-manager.io", "Certificate"),
     ("externaldns.k8s.io", "DNSEndpoint"),

@@ -343,6 +343,7 @@ fn values_of(
                 "role": names.database,
                 "urlSecret": secrets.database_url,
                 "dropOnDelete": database.drop_on_delete,
+                "maxBytes": database.max_bytes,
                 "shared": {
                     "namespace": database.namespace,
                     "adminSecret": database.admin_secret,
@@ -356,6 +357,7 @@ fn values_of(
                 "role": names.database,
                 "urlSecret": secrets.database_url,
                 "dropOnDelete": database.drop_on_delete,
+                "maxBytes": database.max_bytes,
                 "cnpg": {
                     "namespace": database.namespace,
                     "cluster": database.cnpg_cluster,

@@ -217,6 +217,21 @@ fn degraded_after_a_successful_sync_is_a_failure() {
 }
 
 #[test]
+fn a_database_past_its_bound_fails_the_preview_saying_so() {
+    // Argo CD's CronJob health (resource_customizations/batch/CronJob/health.lua) once the
+    // chart's size guard failed its last run.
+    let guarded = Status {
+        health: "Degraded",
+        extra: json!({"resources": [{"kind": "CronJob", "name": "pv-octo-app-609ddd1d069bc4c5-pr-7-db-guard",
+            "namespace": "previewd-system",
+            "health": {"status": "Degraded", "message": "CronJob has not completed its last execution successfully"}}]}),
+        ..Status::ready()
+    };
+    assert!(matches!(verdict(&guarded.app()),
+        Health::Failed(m) if m.contains("grew past database.max_size") && m.contains("/preview destroy")));
+}
+
+#[test]
 fn an_app_synced_at_another_commit_is_not_ready() {
     let pinned =
         json!({"repoURL": "https://github.com/o/r.git", "path": "chart", "targetRevision": SHA});

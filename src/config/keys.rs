@@ -114,6 +114,10 @@ pub const KEYS: &[Key] = &[
     key("database.cnpg_cluster", Text, Is("shared-pg"), "the CloudNativePG Cluster"),
     key("database.drop_on_delete", Flag, Is("true"),
         "drop the database and role on teardown (`false` keeps them, in both modes)"),
+    key("database.max_size", Text, Is("5GiB"),
+        "the most a preview's database may hold (`MiB`, `GiB`, `TiB`): checked every 5 minutes \
+         on the server; past it the database takes no more connections and the preview fails \
+         saying so"),
     key("tls.mode", Text, Is("cert-manager"), "`cert-manager`, `sealed` or `off`"),
     key("tls.issuer", Text, Is("previewd-previews"),
         "cert-manager issuer (prefer DNS-01 or a CA: Let's Encrypt allows 50 certificates per \

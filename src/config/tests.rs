@@ -87,6 +87,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "database.admin_secret" | "database.cnpg_cluster" => "example",
             "database.mode" => "cnpg",
             "database.port" => "6432",
+            "database.max_size" => "512MiB",
             "database.drop_on_delete" | "dns.enabled" => "true",
             "tls.mode" => "sealed",
             "tls.issuer_kind" => "Issuer",
@@ -510,4 +511,24 @@ fn a_database_template_is_kept_with_its_timings_and_refused_without_a_database()
     }
     let stray = error_of("[[repos]]\nname = \"o/r\"\ntemplate_spares = 1\n", &[]);
     assert!(stray.contains("repos[0].template_spares"), "{stray}");
+}
+
+#[test]
+fn a_database_bound_is_read_in_mib_gib_or_tib_and_refused_naming_the_key_otherwise() {
+    let bytes = |toml: &str| Config::from_toml(toml, vec![]).unwrap().database.max_bytes;
+    assert_eq!(bytes(""), 5 << 30, "the default");
+    assert_eq!(bytes("[database]\nmax_size = \"512MiB\""), 512 << 20);
+    assert_eq!(bytes("[database]\nmax_size = \"2TiB\""), 2 << 40);
+    for bad in ["5GB", "5", "1MiB", "-5GiB", "5.5GiB", "99999999999TiB", ""] {
+        let error = error_of(&format!("[database]\nmax_size = {bad:?}"), &[]);
+        assert!(
+            error.contains("database.max_size") && error.contains("64MiB"),
+            "{bad}: {error}"
+        );
+    }
+    let from_env = error_of("", &[("PREVIEWD_DATABASE_MAX_SIZE", "lots")]);
+    assert!(
+        from_env.contains("PREVIEWD_DATABASE_MAX_SIZE"),
+        "{from_env}"
+    );
 }

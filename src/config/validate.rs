@@ -317,8 +317,41 @@ impl Validator {
             port,
             image: raw.values.text_or_default("database.image"),
             drop_on_delete: raw.values.flag_or_default("database.drop_on_delete"),
+            max_bytes: self.size(
+                "database.max_size",
+                &raw.values.text_or_default("database.max_size"),
+            )?,
             namespace,
         })
+    }
+
+    /// A size such as `512MiB` or `5GiB`, in bytes: at least 64 MiB (an empty database holds
+    /// about 8), at most 1 PiB.
+    fn size(&self, key: &str, text: &str) -> Result<u64, ConfigError> {
+        const MIB: u64 = 1 << 20;
+        let refuse = || {
+            self.invalid(
+                key,
+                format!("{text:?} is not a size"),
+                "a whole number of MiB, GiB or TiB, from 64MiB, such as `5GiB`",
+            )
+        };
+        let (digits, unit) = text.split_at(
+            text.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(text.len()),
+        );
+        let unit = match unit.trim() {
+            "MiB" => MIB,
+            "GiB" => MIB << 10,
+            "TiB" => MIB << 20,
+            _ => return Err(refuse()),
+        };
+        digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(unit))
+            .filter(|bytes| (64 * MIB..=MIB << 30).contains(bytes))
+            .ok_or_else(refuse)
     }
 
     fn tls(&self, raw: &Raw) -> Result<TlsConfig, ConfigError> {

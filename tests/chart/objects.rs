@@ -29,8 +29,9 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
         ),
     ];
     // Namespace, rendering ConfigMap, 2 SealedSecrets, Certificate, 2 DB ConfigMaps + create
-    // + drop Jobs, migrate Job, 2 seed ConfigMaps + seed Job, DNSEndpoint: 14.
-    let objects = assert_valid(FULL, &preview, &secrets, 14);
+    // + drop Jobs + the size guard's CronJob, migrate Job, 2 seed ConfigMaps + seed Job,
+    // DNSEndpoint: 15.
+    let objects = assert_valid(FULL, &preview, &secrets, 15);
     let wave =
         |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
     let hook = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook");
@@ -55,6 +56,25 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     );
     assert_eq!(hook("Job", "-seed"), Some("PostSync"));
     assert_eq!(hook("Job", "-db-drop"), Some("PostDelete"));
+    // The size guard: an ordinary object beside the admin's credentials (the cascade takes
+    // it), measuring every 5 minutes against database.max_size (5 GiB by default), which the
+    // create Job checks too.
+    let guard = find(&objects, "CronJob", "-db-guard");
+    assert_eq!(hook("CronJob", "-db-guard"), None);
+    assert_eq!(guard["metadata"]["namespace"], "previewd-system");
+    assert_eq!(guard["spec"]["schedule"], "*/5 * * * *");
+    assert_eq!(guard["spec"]["concurrencyPolicy"], "Forbid");
+    let run = guard["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0].to_string();
+    assert!(
+        run.contains("max_bytes=5368709120") && run.contains("/sql/guard.sql"),
+        "{run}"
+    );
+    assert!(
+        find(&objects, "Job", "-db-create")
+            .to_string()
+            .contains("max_bytes=5368709120")
+    );
+    assert!(find(&objects, "ConfigMap", "-db-sql")["data"]["guard.sql"].is_string());
     // Argo CD deletes PostDelete hooks only by policy, and BeforeHookCreation never fires
     // after the last sync (argo-cd controller/hook.go cleanupHooks): they would leak.
     let policy = |kind, suffix| {
@@ -135,8 +155,9 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
     .into();
     let secrets = [tls];
     // Namespace, rendering ConfigMap, SealedSecret, DatabaseRole, Database, the SQL
-    // ConfigMap and the access Job, the drop's ConfigMap and Job, seed Job, DNSEndpoint.
-    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 11);
+    // ConfigMap and the access Job, the drop's ConfigMap and Job, the size guard's CronJob,
+    // seed Job, DNSEndpoint.
+    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 12);
     // The certificate rides unsealed, byte for byte, where the controller copies it from.
     let template = &find(&objects, "SealedSecret", "-tls")["spec"]["template"];
     assert_eq!(template["data"]["tls.crt"], chain);
@@ -182,7 +203,7 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         "mode = \"cnpg\"",
         "mode = \"cnpg\"\n        drop_on_delete = false",
     );
-    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 9);
+    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 10);
     assert!(!objects.iter().any(|o| {
         o["kind"] == "Job"
             && o["metadata"]["name"]
@@ -210,16 +231,16 @@ fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
         "o".repeat(39),
         "very-long-repository-name-".repeat(3).trim_end_matches('-')
     );
-    // octo/app has migrations and a seed (12 objects); the others have no [[repos]] entry (8).
+    // octo/app has migrations and a seed (13 objects); the others have no [[repos]] entry (9).
     for (preview, objects) in [
-        (Preview::test().on("eu-1").fork().approved(), 12),
-        (Preview::test().on("eu-1").of(&long), 8),
-        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 8),
+        (Preview::test().on("eu-1").fork().approved(), 13),
+        (Preview::test().on("eu-1").of(&long), 9),
+        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 9),
         (
             Preview::test()
                 .on("eu-1")
                 .titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""),
-            12,
+            13,
         ),
     ] {
         assert_valid(FULL, &preview, &[], objects);

@@ -28,6 +28,8 @@ fn values(slug: &str, number: u64, mode: &str, database: Value, seed: Value) -> 
         "mode": mode,
         "urlSecret": format!("{slug}-db"),
         "dropOnDelete": true,
+        // As previewd sends it to every release, template-building ones included.
+        "maxBytes": 1u64 << 30,
     });
     if mode == "shared" {
         db["shared"] = json!({"namespace": "previewd-system", "adminSecret": "postgres-admin",
@@ -228,6 +230,10 @@ fn a_template_building_release_in_cnpg_mode_seals_after_the_seed_and_drops_what_
         "never the generation's role, which REASSIGN OWNED moves from"
     );
     assert_eq!(database["spec"]["databaseReclaimPolicy"], "retain");
+    assert!(
+        !has(&objects, "CronJob", &format!("{BUILD}-db-guard")),
+        "a generation is measured by its size Job, and never opened to PR code"
+    );
     assert!(database["spec"]["isTemplate"].is_null());
     assert!(database["spec"]["allowConnections"].is_null());
     assert_eq!(
@@ -274,15 +280,15 @@ fn a_template_building_release_in_cnpg_mode_seals_after_the_seed_and_drops_what_
 #[test]
 fn a_clone_preview_renders_the_create_job_with_the_template_arguments_and_no_seed() {
     // Namespace, rendering ConfigMap, 2 SealedSecrets, the SQL ConfigMap and the drop's,
-    // create and drop Jobs, migrate Job: 9.
-    let objects = rendered(&clone("shared", 1), PREVIEW, 9);
+    // create and drop Jobs, the size guard's CronJob, migrate Job: 10.
+    let objects = rendered(&clone("shared", 1), PREVIEW, 10);
     let create = named(&objects, "Job", &format!("{PREVIEW}-db-create"));
     assert_eq!(
         command(create),
         "psql -X -v role=octo_app_pr_7 -v db=octo_app_pr_7 \
          -v template=pv_octo_app_4d960c3af87af320_tpl_3 \
          -v template_role=pv_octo_app_4d960c3af87af320_tpl_3 -v clone=1 \
-         -d postgres -f /sql/create.sql"
+         -v max_bytes=1073741824 -d postgres -f /sql/create.sql"
     );
     let sql = named(&objects, "ConfigMap", &format!("{PREVIEW}-db-sql"));
     assert!(
@@ -312,7 +318,7 @@ fn a_clone_preview_renders_the_create_job_with_the_template_arguments_and_no_see
         .as_object_mut()
         .unwrap()
         .remove("template");
-    let objects = rendered(&plain, PREVIEW, 9);
+    let objects = rendered(&plain, PREVIEW, 10);
     let sql = named(&objects, "ConfigMap", &format!("{PREVIEW}-db-sql"));
     assert!(sql["data"]["template-clone.sql"].is_null());
     assert!(!command(named(&objects, "Job", &format!("{PREVIEW}-db-create"))).contains("template"));
@@ -321,15 +327,16 @@ fn a_clone_preview_renders_the_create_job_with_the_template_arguments_and_no_see
 #[test]
 fn a_clone_preview_in_cnpg_mode_clones_in_a_superuser_job_before_its_database_object() {
     // Namespace, rendering ConfigMap, 2 SealedSecrets, DatabaseRole, Database, the SQL
-    // ConfigMap and the drop's, the clone and drop Jobs, migrate Job: 11.
-    let objects = rendered(&clone("cnpg", 4), PREVIEW, 11);
+    // ConfigMap and the drop's, the clone and drop Jobs, the size guard's CronJob, migrate
+    // Job: 12.
+    let objects = rendered(&clone("cnpg", 4), PREVIEW, 12);
     let job = named(&objects, "Job", &format!("{PREVIEW}-db-clone"));
     assert_eq!(job["metadata"]["namespace"], "pg-shared");
     assert!(
         command(job).ends_with(
             "-v template=pv_octo_app_4d960c3af87af320_tpl_3 \
              -v template_role=pv_octo_app_4d960c3af87af320_tpl_3 -v clone=4 \
-             -f /sql/template-clone.sql"
+             -v max_bytes=1073741824 -f /sql/template-clone.sql"
         ),
         "{}",
         command(job)
@@ -369,7 +376,7 @@ fn ordinary(objects: &[Value]) -> Vec<&Value> {
 
 #[test]
 fn bumping_the_clone_generation_changes_the_rendering_config_map() {
-    for (mode, count) in [("shared", 9), ("cnpg", 11)] {
+    for (mode, count) in [("shared", 10), ("cnpg", 12)] {
         let first = rendered(&clone(mode, 1), PREVIEW, count);
         let reseeded = rendered(&clone(mode, 2), PREVIEW, count);
         let rendering = |objects: &[Value]| {

@@ -400,6 +400,11 @@ def walk(mode, binary, python, emulator):
         assert runs(emu, "-db-create" if mode == "shared" else "-db-access"), emu.jobs()
         assert runs(emu, "smoke"), "the app's own hook ran: its Secrets existed"
         objects = emu.objects()
+        # The size guard (database.max_size) beside the admin's credentials; the teardown's
+        # leftovers check below sees it gone with the rest.
+        guard = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == SLUG + "-db-guard"]
+        assert guard and guard[0]["metadata"]["namespace"] == ("previewd-system" if mode == "shared" else "pg"), \
+            "the size guard: %s" % [(o["kind"], o["metadata"]["name"]) for o in objects]
         secret = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == SLUG + "-db")
         url = base64.b64decode(secret["data"]["DATABASE_URL"]).decode()
         assert url.startswith("postgres://"), "the sealed values opened with the cluster's key: %r" % url[:12]

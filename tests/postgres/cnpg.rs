@@ -252,6 +252,7 @@ fn the_cnpg_drop_job_tears_a_preview_down_with_its_app_connected() {
         "the drop Job",
     );
     let _ = app.kill();
+    let _ = app.wait();
     assert_eq!(pg.databases_named("octo_app_pr_13"), "0");
     assert_eq!(pg.roles_named("octo_app_pr_13"), "0");
 }

@@ -69,6 +69,7 @@ fn grants_another_preview_made_to_a_role_never_hold_up_its_teardown() {
             "the victim's teardown, its app connected",
         );
         let _ = app.kill();
+        let _ = app.wait();
         assert_eq!(pg.databases_named("octo_app_pr_2"), "0", "{}", pg.admin);
         assert_eq!(pg.roles_named("octo_app_pr_2"), "0");
         ok(&pg.drop_generation(1), "the generation's teardown");
@@ -183,6 +184,7 @@ fn the_whole_lifecycle_runs_with_an_admin_shaped_like_managed_postgresql() {
         "a reseed, its app connected",
     );
     let _ = app.kill();
+    let _ = app.wait();
     assert_eq!(
         pg.query("octo_app_pr_2", "SELECT count(*) FROM items"),
         "100"
@@ -194,6 +196,7 @@ fn the_whole_lifecycle_runs_with_an_admin_shaped_like_managed_postgresql() {
         ok(&pg.provision("drop", preview, PASSWORD), "a teardown");
     }
     let _ = app.kill();
+    let _ = app.wait();
     ok(&pg.drop_generation(2), "the last generation retired");
     assert_eq!(
         pg.query(
@@ -218,4 +221,107 @@ fn the_whole_lifecycle_runs_with_an_admin_shaped_like_managed_postgresql() {
         ),
         "f"
     );
+}
+
+impl Postgres {
+    /// The guard CronJob's run for `name` (files/guard.sql), as the chart runs it.
+    fn guard(&self, name: &str, max_bytes: u64) -> Output {
+        self.chart_sql(
+            "guard.sql",
+            &[
+                ("role", name),
+                ("db", name),
+                ("max_bytes", &max_bytes.to_string()),
+            ],
+        )
+    }
+
+    /// The size of database `name`, in bytes.
+    fn size_of(&self, name: &str) -> u64 {
+        self.query("postgres", &format!("SELECT pg_database_size('{name}')"))
+            .parse()
+            .unwrap()
+    }
+}
+
+/// A preview's code can fill the shared server's disk for every preview on it: past
+/// `database.max_size` its database takes no more connections, its sessions end, and the
+/// guard fails saying so; the create Job keeps it closed; a reseed (a new clone) reopens it.
+#[test]
+fn a_database_past_its_bound_is_closed_until_a_reseed_replaces_it() {
+    for pg in both_admins() {
+        pg.build_template(1, 10);
+        ok(&pg.clone_preview("octo_app_pr_8", 1, 1), "clone");
+        let bound = pg.size_of("octo_app_pr_8") + (4 << 20);
+        ok(
+            &pg.guard("octo_app_pr_8", bound),
+            "the guard, within the bound",
+        );
+        ok(
+            &pg.run_as(
+                "octo_app_pr_8",
+                "octo_app_pr_8",
+                "CREATE TABLE filler AS SELECT repeat('x', 2000) AS x FROM generate_series(1, 4000);",
+            ),
+            "the PR's code fills its database",
+        );
+        let mut app = pg.hold_connection("octo_app_pr_8", "octo_app_pr_8");
+        let text = failed(&pg.guard("octo_app_pr_8", bound));
+        assert!(
+            text.contains("over database.max_size") && text.contains("takes no more connections"),
+            "{text}"
+        );
+        assert!(app.wait().is_ok(), "the app's session was ended");
+        let refused = failed(&pg.run_as("octo_app_pr_8", "octo_app_pr_8", "SELECT 1"));
+        assert!(refused.contains("too many connections"), "{refused}");
+        let lift = failed(&pg.run_as(
+            "octo_app_pr_8",
+            "postgres",
+            "ALTER DATABASE octo_app_pr_8 WITH CONNECTION LIMIT -1",
+        ));
+        assert!(lift.contains("permission denied"), "{lift}");
+        // The next sync's create Job (at the same clone generation) keeps it closed.
+        let create = pg.chart_sql(
+            "create.sql",
+            &[
+                ("role", "octo_app_pr_8"),
+                ("db", "octo_app_pr_8"),
+                ("template", &generation(1)),
+                ("template_role", &generation(1)),
+                ("clone", "1"),
+                ("max_bytes", &bound.to_string()),
+            ],
+        );
+        assert!(failed(&create).contains("it stays closed"), "{}", pg.admin);
+        assert!(
+            failed(&pg.run_as("octo_app_pr_8", "octo_app_pr_8", "SELECT 1"))
+                .contains("too many connections")
+        );
+        // /preview reseed: clone generation 2, a fresh copy within the bound.
+        let reseed = pg.chart_sql(
+            "create.sql",
+            &[
+                ("role", "octo_app_pr_8"),
+                ("db", "octo_app_pr_8"),
+                ("template", &generation(1)),
+                ("template_role", &generation(1)),
+                ("clone", "2"),
+                ("max_bytes", &bound.to_string()),
+            ],
+        );
+        ok(&reseed, "reseed");
+        ok(
+            &pg.guard("octo_app_pr_8", bound),
+            "the guard after the reseed",
+        );
+        ok(
+            &pg.run_as(
+                "octo_app_pr_8",
+                "octo_app_pr_8",
+                "SELECT count(*) FROM items",
+            ),
+            "the app connects again",
+        );
+        ok(&pg.provision("drop", "octo_app_pr_8", PASSWORD), "teardown");
+    }
 }
