@@ -82,6 +82,9 @@ pub struct DatabaseConfig {
     pub drop_on_delete: bool,
     /// Bytes a preview's database may hold (`database.max_size`), enforced on the server.
     pub max_bytes: u64,
+    /// Bytes the server's databases may take together before no more template spares are
+    /// made (`database.server_size`).
+    pub server_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

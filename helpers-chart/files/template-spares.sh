@@ -3,13 +3,14 @@
 # generation's Application lives (a Deployment: deleting the Application stops it, and the
 # PostDelete drop removes the spares). A failed top-up is said and tried again, later each
 # time.
-# Env: TEMPLATE, SPARES, INTERVAL (default 5), SQL_DIR (default /sql), PG* (the admin's,
-# or the CloudNativePG superuser's).
+# Env: TEMPLATE, SPARES, ROOM (optional: database.server_size in bytes), INTERVAL (default
+# 5), SQL_DIR (default /sql), PG* (the admin's, or the CloudNativePG superuser's).
 set -u
 echo "previewd: keeping ${SPARES} spare clone(s) of ${TEMPLATE} once it is sealed"
 failures=0
 while :; do
-  if psql -X -q -v template="$TEMPLATE" -v spares="$SPARES" -f "${SQL_DIR:-/sql}/template-spares.sql"; then
+  if psql -X -q -v template="$TEMPLATE" -v spares="$SPARES" ${ROOM:+-v room="$ROOM"} \
+    -f "${SQL_DIR:-/sql}/template-spares.sql"; then
     failures=0
     sleep "${INTERVAL:-5}"
   else

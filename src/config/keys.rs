@@ -118,6 +118,9 @@ pub const KEYS: &[Key] = &[
         "the most a preview's database may hold (`MiB`, `GiB`, `TiB`): checked every 5 minutes \
          on the server; past it the database takes no more connections and the preview fails \
          saying so"),
+    key("database.server_size", Text, Says("none: spares are made without looking"),
+        "the shared server's disk for databases: template spares are made only while every \
+         database, the new spare included, fits within it"),
     key("tls.mode", Text, Is("cert-manager"), "`cert-manager`, `sealed` or `off`"),
     key("tls.issuer", Text, Is("previewd-previews"),
         "cert-manager issuer (prefer DNS-01 or a CA: Let's Encrypt allows 50 certificates per \

@@ -87,7 +87,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "database.admin_secret" | "database.cnpg_cluster" => "example",
             "database.mode" => "cnpg",
             "database.port" => "6432",
-            "database.max_size" => "512MiB",
+            "database.max_size" | "database.server_size" => "512MiB",
             "database.drop_on_delete" | "dns.enabled" => "true",
             "tls.mode" => "sealed",
             "tls.issuer_kind" => "Issuer",
@@ -526,6 +526,19 @@ fn a_database_bound_is_read_in_mib_gib_or_tib_and_refused_naming_the_key_otherwi
             "{bad}: {error}"
         );
     }
+    let server = |toml: &str| {
+        Config::from_toml(toml, vec![])
+            .unwrap()
+            .database
+            .server_bytes
+    };
+    assert_eq!(server(""), None, "spares without looking, by default");
+    assert_eq!(
+        server("[database]\nserver_size = \"200GiB\""),
+        Some(200 << 30)
+    );
+    let error = error_of("[database]\nserver_size = \"200G\"", &[]);
+    assert!(error.contains("database.server_size"), "{error}");
     let from_env = error_of("", &[("PREVIEWD_DATABASE_MAX_SIZE", "lots")]);
     assert!(
         from_env.contains("PREVIEWD_DATABASE_MAX_SIZE"),

@@ -321,6 +321,11 @@ impl Validator {
                 "database.max_size",
                 &raw.values.text_or_default("database.max_size"),
             )?,
+            server_bytes: raw
+                .values
+                .text("database.server_size")
+                .map(|text| self.size("database.server_size", &text))
+                .transpose()?,
             namespace,
         })
     }

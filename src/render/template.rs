@@ -99,6 +99,10 @@ pub fn template(
         .map_or(0, |t| t.spares);
     if spares > 0 {
         values["database"]["spares"] = json!(spares);
+        // Made only while the server has room for them (database.server_size).
+        if let Some(room) = config.database.server_bytes {
+            values["database"]["room"] = json!(room);
+        }
     }
     // Sealed with a report token: once sealed, the size Job measures the database and posts
     // its size here (the token's Secret is among `sealed` only with a configured public_url:
@@ -212,6 +216,10 @@ mod tests {
         assert_eq!(values["dns"]["enabled"], false);
         assert_eq!(values["labels"][LABEL_TEMPLATE], "3");
         assert_eq!(values["database"]["spares"], 2, "the default pool");
+        assert!(
+            values["database"]["room"].is_null(),
+            "no database.server_size"
+        );
         assert!(rendered.entries.iter().all(|e| e.kind != "Certificate"));
         assert!(rendered.entries.iter().any(|e| e.kind == "Namespace"));
         assert!(
@@ -222,6 +230,17 @@ mod tests {
             "the pool keeper is in the generation's ledger: {:?}",
             rendered.entries
         );
+    }
+
+    #[test]
+    fn a_generations_spares_are_bounded_by_the_servers_room() {
+        let mut config = config();
+        config.database.server_bytes = Some(200 << 30);
+        let g = generation(3);
+        let names = Names::template(&g.repo, 3, "preview.localhost");
+        let rendered = template(&g, &names, &config, &[], "inst").unwrap();
+        let values = &rendered.application.manifest["spec"]["source"]["helm"]["valuesObject"];
+        assert_eq!(values["database"]["room"], 200u64 << 30);
     }
 
     /// Argo CD adds the post-delete finalizers only on its first refresh that compares the

@@ -651,9 +651,15 @@ fn a_generation_with_spares_runs_one_pool_keeper_beside_its_database_jobs() {
     {
         let mut values = build(mode);
         values["database"]["spares"] = json!(2);
+        values["database"]["room"] = json!(200u64 << 30);
         let objects = rendered(&values, BUILD, objects);
         let keeper = named(&objects, "Deployment", &format!("{BUILD}-db-spares"));
         assert_eq!(keeper["metadata"]["namespace"], namespace, "{mode}");
+        let env = keeper["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+        assert!(
+            env.contains(r#"{"name":"ROOM","value":"214748364800"}"#),
+            "database.server_size: {env}"
+        );
         assert_eq!(
             annotation(keeper, "argocd.argoproj.io/hook"),
             None,

@@ -347,3 +347,68 @@ fn a_pool_keeper_that_cannot_reach_the_server_backs_off_instead_of_retrying_ever
     keeper.wait().unwrap();
     assert!(said.contains("trying again in 10 s"), "{said}");
 }
+
+/// Spares are made ahead of need: with `database.server_size`, only while the server's
+/// databases, the new spare included, fit within it (never what fills the disk).
+#[test]
+fn spares_are_made_only_while_the_server_has_room_for_them() {
+    for pg in [Postgres::start(), Postgres::start_managed()] {
+        pg.build_template(1, 1000);
+        let used: i64 = pg
+            .query("postgres", "SELECT pg_tablespace_size('pg_default')")
+            .parse()
+            .unwrap();
+        let size: i64 = pg
+            .query(
+                "postgres",
+                &format!("SELECT pg_database_size('{}')", generation(1)),
+            )
+            .parse()
+            .unwrap();
+        let top_up = |room: i64| {
+            pg.chart_sql(
+                "template-spares.sql",
+                &[
+                    ("template", &generation(1)),
+                    ("spares", "3"),
+                    ("room", &room.to_string()),
+                ],
+            )
+        };
+        let said = ok(&top_up(used + size + size / 2), "room for one");
+        assert!(said.contains("room for 1 of 3"), "{said}");
+        assert_eq!(pg.spares(1).len(), 1, "{}", pg.admin);
+        ok(&top_up(used), "no room at all");
+        assert_eq!(pg.spares(1).len(), 1);
+        ok(&top_up(used + 10 * size), "room for the rest");
+        assert_eq!(pg.spares(1).len(), 3);
+    }
+}
+
+/// The pool keeper hands `ROOM` (database.server_size) to each top-up: with no room, it
+/// makes nothing and says why.
+#[test]
+fn the_pool_keeper_makes_no_spare_without_room_on_the_server() {
+    let pg = Postgres::start();
+    pg.build_template(1, 100);
+    let keeper = Command::new("sh")
+        .arg(chart_file("template-spares.sh"))
+        .env_clear()
+        .envs(pg.env("postgres", "postgres"))
+        .env("PATH", format!("{}:/usr/bin:/bin", pg.bin.display()))
+        .env("TEMPLATE", generation(1))
+        .env("SPARES", "2")
+        .env("ROOM", "1048576")
+        .env("INTERVAL", "0.2")
+        .env("SQL_DIR", chart_file(""))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(pg.spares(1).is_empty(), "{:?}", pg.spares(1));
+    let pid = keeper.id().to_string();
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    let said = String::from_utf8_lossy(&keeper.wait_with_output().unwrap().stdout).into_owned();
+    assert!(said.contains("room for 0 of 2"), "{said}");
+}
