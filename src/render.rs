@@ -15,6 +15,13 @@ use crate::preview::Preview;
 use crate::seeds;
 
 pub const CASCADE_FINALIZER: &str = "resources-finalizer.argocd.argoproj.io";
+/// Argo CD's finalizers that run an Application's PostDelete hooks when it is deleted, and
+/// then delete those hooks by their policy (argo-cd pkg/apis/application/v1alpha1
+/// application_defaults.go `PostDeleteFinalizerName`, and its `/cleanup` stage).
+pub const POST_DELETE_FINALIZERS: [&str; 2] = [
+    "post-delete-finalizer.argocd.argoproj.io",
+    "post-delete-finalizer.argocd.argoproj.io/cleanup",
+];
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "previewd");
 pub const LABEL_REPO: &str = "previewd.dev/repo";
 pub const LABEL_PR: &str = "previewd.dev/pr";
@@ -143,6 +150,28 @@ fn dns_target<'a>(config: &Config, cluster: &'a Cluster) -> Option<&'a String> {
 
 /// The helper Application for `preview`.
 /// `names` are the preview's recorded names (`Names::recorded`), never recomputed here.
+/// An Application's finalizers for its chart `values`. Deleting it deletes everything it
+/// made, the namespace included (the cascade). The drop (the PostDelete hooks that come with
+/// `database.dropOnDelete`) runs only for an Application that carries the post-delete
+/// finalizers, and Argo CD adds them itself only on a refresh that compared the Application
+/// with its target (argo-cd controller/appcontroller.go processAppRefreshQueueItem,
+/// `SetPostDeleteFinalizer()` and `SetPostDeleteFinalizer("cleanup")`: not before its first
+/// refresh, nor while refreshAppConditions fails, nor once it is being deleted). A preview
+/// closed, or a generation superseded, before that would go without its drop, its database
+/// and role left on the server. So they are there from the start: Argo CD changes them only
+/// when they disagree with the target's hooks, runs the hooks, rendered from Git, at
+/// deletion whether or not it ever synced (finalizeApplicationDeletion, controller/hook.go
+/// executeHooks: GetRepoObjs), removes the first once they succeeded, and with `/cleanup`
+/// deletes them by their HookSucceeded policy (cleanupHooks), then removes it: without it
+/// the drop Job and its ConfigMap would stay.
+fn finalizers(values: &Value) -> Value {
+    let mut finalizers = vec![CASCADE_FINALIZER];
+    if values["database"]["mode"] != "off" && values["database"]["dropOnDelete"] == true {
+        finalizers.extend(POST_DELETE_FINALIZERS);
+    }
+    json!(finalizers)
+}
+
 pub fn helper_application(
     preview: &Preview,
     names: &Names,
@@ -176,6 +205,7 @@ pub fn helper_application(
         annotations["previewd.dev/redeploy"] = json!(preview.redeploy_generation.to_string());
         annotations["argocd.argoproj.io/refresh"] = json!("hard");
     }
+    let values = values(preview, config, cluster, names, sealed);
     Ok(json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
@@ -184,8 +214,7 @@ pub fn helper_application(
             "namespace": config.sink.argocd_namespace,
             "labels": labels,
             "annotations": annotations,
-            // Deleting the Application deletes everything it made, the namespace included.
-            "finalizers": [CASCADE_FINALIZER],
+            "finalizers": finalizers(&values),
         },
         "spec": {
             "project": config.chart.project,
@@ -195,7 +224,7 @@ pub fn helper_application(
                 "targetRevision": config.chart.revision,
                 "helm": {
                     "releaseName": names.slug,
-                    "valuesObject": values(preview, config, cluster, names, sealed),
+                    "valuesObject": values,
                 },
             },
             "destination": {"server": cluster.server, "namespace": names.slug},
@@ -237,6 +266,8 @@ pub fn app_application(
     let mut metadata = helper["metadata"].clone();
     metadata["name"] = json!(names.app_application);
     metadata["annotations"]["argocd.argoproj.io/sync-wave"] = json!("0");
+    // The cascade only: the app's own PostDelete hooks, if its chart has any, are Argo CD's.
+    metadata["finalizers"] = json!([CASCADE_FINALIZER]);
     Ok(Some(json!({
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",

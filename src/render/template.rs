@@ -15,14 +15,6 @@ use crate::preview::{Preview, PreviewKey, RepoName, Sha};
 /// from a preview's; its value is the generation.
 pub const LABEL_TEMPLATE: &str = "previewd.dev/template";
 
-/// Argo CD's finalizers that run an Application's PostDelete hooks when it is deleted, and
-/// then delete those hooks by their policy (argo-cd pkg/apis/application/v1alpha1
-/// application_defaults.go `PostDeleteFinalizerName`, and its `/cleanup` stage).
-pub const POST_DELETE_FINALIZERS: [&str; 2] = [
-    "post-delete-finalizer.argocd.argoproj.io",
-    "post-delete-finalizer.argocd.argoproj.io/cleanup",
-];
-
 /// One generation of a repository's template database, as rendering needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Generation {
@@ -124,25 +116,9 @@ pub fn template(
     if values["database"].get("dropOnDelete").is_some() {
         values["database"]["dropOnDelete"] = json!(true);
     }
-    // The generation's drop (its PostDelete hooks, with `database.dropOnDelete`) runs only
-    // for an Application that carries the post-delete finalizers, and Argo CD adds them
-    // itself only on a refresh that compared the Application with its target (argo-cd
-    // controller/appcontroller.go processAppRefreshQueueItem, `SetPostDeleteFinalizer()` and
-    // `SetPostDeleteFinalizer("cleanup")`: not before its first refresh, nor while
-    // refreshAppConditions fails, nor once it is being deleted). A generation superseded
-    // before that (a writer's refresh while it builds) would go without its drop, its
-    // database and role left on the server. So it carries them from the start: Argo CD
-    // changes them only when they disagree with the target's hooks, runs the hooks, rendered
-    // from Git, at deletion whether or not it ever synced (finalizeApplicationDeletion,
-    // controller/hook.go executeHooks: GetRepoObjs), removes the first once they succeeded,
-    // and with `/cleanup` deletes them by their HookSucceeded policy (cleanupHooks), then
-    // removes it: without it the drop Job and its ConfigMap would stay.
-    if values["database"]["dropOnDelete"] == json!(true) {
-        let finalizers = &mut app["metadata"]["finalizers"];
-        if let Some(list) = finalizers.as_array_mut() {
-            list.extend(POST_DELETE_FINALIZERS.iter().map(|f| json!(f)));
-        }
-    }
+    // Its drop runs even if it is retired before Argo CD's first refresh (see `finalizers`).
+    let finalizers = super::finalizers(values);
+    app["metadata"]["finalizers"] = finalizers;
     let mut entries: Vec<ledger::Entry> = ledger::provisioned(names, config, false)
         .into_iter()
         .filter(|e| e.kind != "Certificate")
@@ -284,7 +260,7 @@ mod tests {
             assert_eq!(database["dropOnDelete"], true, "{mode}: {database}");
             let finalizers = app["metadata"]["finalizers"].as_array().unwrap();
             assert!(
-                finalizers.contains(&json!(POST_DELETE_FINALIZERS[0])),
+                finalizers.contains(&json!(crate::render::POST_DELETE_FINALIZERS[0])),
                 "{mode}: {finalizers:?}"
             );
         }

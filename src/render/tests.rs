@@ -114,6 +114,41 @@ fn status_and_operation_are_never_written() {
     assert_eq!(app["metadata"]["finalizers"][0], CASCADE_FINALIZER);
 }
 
+/// Argo CD adds the post-delete finalizers only on its first refresh that compares an
+/// Application: a preview closed before that would go without its database drop.
+#[test]
+fn a_preview_whose_database_is_dropped_carries_the_post_delete_finalizers_from_its_creation() {
+    let finalizers = |toml: &str| {
+        let config = Config::from_toml(toml, Vec::new()).unwrap();
+        let preview = Preview::test();
+        let names = Names::of(&preview.key, &config.defaults.domain);
+        helper_application(&preview, &names, &config, &[]).unwrap()["metadata"]["finalizers"]
+            .clone()
+    };
+    assert_eq!(
+        finalizers(""),
+        json!([
+            CASCADE_FINALIZER,
+            POST_DELETE_FINALIZERS[0],
+            POST_DELETE_FINALIZERS[1]
+        ])
+    );
+    assert_eq!(
+        finalizers("[database]\nmode = \"cnpg\""),
+        json!([
+            CASCADE_FINALIZER,
+            POST_DELETE_FINALIZERS[0],
+            POST_DELETE_FINALIZERS[1]
+        ])
+    );
+    for kept in [
+        "[database]\ndrop_on_delete = false",
+        "[database]\nmode = \"off\"",
+    ] {
+        assert_eq!(finalizers(kept), json!([CASCADE_FINALIZER]), "{kept}");
+    }
+}
+
 #[test]
 fn an_unknown_cluster_is_an_error_not_a_guess() {
     let error = helper_application(

@@ -35,7 +35,14 @@ async fn a_new_preview_is_applied_and_an_unchanged_one_is_not_written_again() {
     let applied = applications.get(APP).await.unwrap();
     assert_eq!(
         applied.metadata.finalizers.as_deref(),
-        Some(&["resources-finalizer.argocd.argoproj.io".to_string()][..])
+        Some(
+            &[
+                "resources-finalizer.argocd.argoproj.io".to_string(),
+                // The drop runs even if the preview is closed before Argo CD's first refresh.
+                "post-delete-finalizer.argocd.argoproj.io".to_string(),
+                "post-delete-finalizer.argocd.argoproj.io/cleanup".to_string(),
+            ][..]
+        )
     );
     assert_eq!(applied.rest["spec"]["source"]["path"], "helpers-chart");
     let version = applied.metadata.resource_version.clone();
