@@ -325,3 +325,67 @@ fn a_database_past_its_bound_is_closed_until_a_reseed_replaces_it() {
         ok(&pg.provision("drop", "octo_app_pr_8", PASSWORD), "teardown");
     }
 }
+
+/// The layout an older previewd made: the role owned its database (and the admin was no
+/// member of it), so its code could open it to every role and to other previews, with grant
+/// options down a chain. The next sync's create Job takes it over and leaves exactly what
+/// previewd grants.
+#[test]
+fn a_database_an_older_previewd_gave_its_role_is_taken_over_on_the_next_sync() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_20", "the old preview");
+        pg.create("octo_app_pr_21", "another");
+        pg.create("octo_app_pr_22", "a third");
+        pg.query(
+            "postgres",
+            &format!(
+                "ALTER DATABASE octo_app_pr_20 OWNER TO octo_app_pr_20; \
+                 REVOKE octo_app_pr_20 FROM {admin}",
+                admin = pg.admin
+            ),
+        );
+        ok(
+            &pg.run_as(
+                "octo_app_pr_20",
+                "octo_app_pr_20",
+                "GRANT ALL ON DATABASE octo_app_pr_20 TO PUBLIC; \
+                 GRANT CONNECT ON DATABASE octo_app_pr_20 TO octo_app_pr_21 WITH GRANT OPTION;",
+            ),
+            "the old owner's code",
+        );
+        ok(
+            &pg.run_as(
+                "octo_app_pr_21",
+                "octo_app_pr_21",
+                "GRANT CONNECT ON DATABASE octo_app_pr_20 TO octo_app_pr_22;",
+            ),
+            "down the chain",
+        );
+        pg.create("octo_app_pr_20", "the next sync");
+        assert_eq!(
+            pg.query(
+                "postgres",
+                "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'octo_app_pr_20'"
+            ),
+            pg.admin
+        );
+        for (role, may) in [
+            ("public", "f"),
+            ("octo_app_pr_21", "f"),
+            ("octo_app_pr_22", "f"),
+            ("octo_app_pr_20", "t"),
+        ] {
+            assert_eq!(
+                pg.may_connect(role, "octo_app_pr_20"),
+                may,
+                "{role} ({})",
+                pg.admin
+            );
+        }
+        ok(
+            &pg.provision("drop", "octo_app_pr_20", PASSWORD),
+            "teardown",
+        );
+        assert_eq!(pg.roles_named("octo_app_pr_20"), "0");
+    }
+}
