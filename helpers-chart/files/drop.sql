@@ -15,4 +15,4 @@ SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
 -- What other previews' code granted the role, in their databases.
 \ir revoke-elsewhere.sql
-SELECT format('DROP ROLE IF EXISTS %I', :'role') \gexec
+\ir drop-role.sql

@@ -5,34 +5,59 @@
 -- objects depend on it", pg_shdepend.c checkSharedDependencies). DROP OWNED works in the
 -- current database only: this connects to each database recording a dependency on R
 -- (pg_shdepend, shared by all of them) and runs it there, then includes itself again until
--- none is left. Included by drop.sql and template-drop.sql, connected to `postgres` as the
--- admin, a member of R (access.sql), with -v role=R.
+-- none is left (drop-role.sql copes with one granted again meanwhile). Included by drop.sql
+-- and template-drop.sql, connected to `postgres` as the admin, a member of R (access.sql),
+-- with -v role=R.
 --
--- Those databases hold other previews' code: each statement is made here and sent there as
--- a plain command under a search_path of the catalog only. DROP OWNED revokes R's
--- privileges there and drops what R owns there, which can only be its grants: no other role
--- can make R own something (ALTER ... OWNER needs membership in R).
+-- Those databases hold other previews' code, so:
+-- - Their sessions end first (but the admin's and superusers'): an open transaction that
+--   rewrote a granting table's catalog row would hold DROP OWNED, then fail it ("tuple
+--   concurrently updated"); and waits are bounded (lock_timeout).
+-- - DROP OWNED runs as each owner of what grants R, then as the admin. Run by a
+--   non-superuser, a REVOKE removes only the entries made by the grantor it picks: itself,
+--   or a role it is a member of, if that holds the grant options (acl.c
+--   select_best_grantor), so an owner that gave the admin (or an older preview's role) every
+--   grant option would keep its own entry for R. As the owner, every entry it made goes. The
+--   owner gets R's privileges for that, which DROP OWNED asks of whoever runs it, in the
+--   same transaction and taken back before it commits: no one else ever sees them.
+-- - Each statement is made here and sent there as a plain command under a search_path of
+--   the catalog only. DROP OWNED also drops what R owns there, which can only be nothing:
+--   no other role can make R own something (ALTER ... OWNER needs membership in R).
 \if :{?revoke_rounds}
 \else
 \set revoke_rounds 0
 \endif
-SELECT :revoke_rounds + 1 AS revoke_rounds, :revoke_rounds >= 100 AS revoke_stuck \gset
-\if :revoke_stuck
-DO $$ BEGIN
-  RAISE EXCEPTION 'a database still grants the role after 100 rounds of DROP OWNED: it is being granted again as fast as it is revoked';
-END $$;
-\endif
+SELECT :revoke_rounds + 1 AS revoke_rounds, :revoke_rounds >= 20 AS revoke_stuck \gset
 SELECT count(*) > 0 AS revoke_needed, min(d.datname) AS revoke_in,
        format('DROP OWNED BY %I', :'role') AS revoke_statement
   FROM pg_database d
  WHERE d.datallowconn
    AND d.oid IN (SELECT s.dbid FROM pg_shdepend s JOIN pg_roles r ON r.oid = s.refobjid
                   WHERE s.refclassid = 'pg_authid'::regclass AND r.rolname = :'role') \gset
-\if :revoke_needed
+\if :revoke_stuck
+\echo a database still grants :role after 20 rounds: it is granted again as fast as it is revoked
+\elif :revoke_needed
 \echo revoking what database :revoke_in grants :role
-\setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp'
+SELECT pg_terminate_backend(a.pid) AS ended FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
+ WHERE a.datname = :'revoke_in' AND a.pid <> pg_backend_pid() AND r.rolname <> current_user AND NOT r.rolsuper
+   AND pg_has_role(current_user, r.oid, 'MEMBER');
+\setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp -c lock_timeout=10s'
 \c :"revoke_in"
+SELECT coalesce(string_agg(
+         CASE WHEN pg_has_role(current_user, o.oid, 'MEMBER') THEN '' ELSE format('GRANT %I TO %I; ', o.rolname, current_user) END
+         || format('GRANT %1$I TO %2$I; SET ROLE %2$I; %3$s; RESET ROLE; REVOKE %1$I FROM %2$I;', :'role', o.rolname, :'revoke_statement'),
+         ' '), '') AS revoke_as_owners
+  FROM pg_roles o
+ WHERE o.rolname NOT IN (current_user, :'role') AND NOT o.rolsuper
+   AND o.oid IN (SELECT owner.refobjid FROM pg_shdepend owner JOIN pg_shdepend granted
+                        ON (granted.dbid, granted.classid, granted.objid) = (owner.dbid, owner.classid, owner.objid)
+                  WHERE owner.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND owner.deptype = 'o' AND granted.deptype <> 'o'
+                    AND granted.refobjid = (SELECT oid FROM pg_roles WHERE rolname = :'role')) \gset
+BEGIN;
+:revoke_as_owners
 :revoke_statement;
+COMMIT;
 \setenv PGOPTIONS
 \c postgres
 \ir revoke-elsewhere.sql

@@ -23,4 +23,4 @@ SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_databa
  WHERE starts_with(datname, 'pvs_' || substr(encode(sha256(convert_to(:'db', 'UTF8')), 'hex'), 1, 16) || '_') \gexec
 -- What other previews' code granted the role, in their databases.
 \ir revoke-elsewhere.sql
-SELECT format('DROP ROLE IF EXISTS %I', :'role') \gexec
+\ir drop-role.sql

@@ -15,11 +15,14 @@ SELECT datallowconn AS open FROM pg_database WHERE datname = :'db' \gset
 -- pg_shdepend rows, dbcommands.c copyTemplateDependencies), and no one may connect to a
 -- sealed database to revoke it, so those roles could never be dropped (revoke-elsewhere.sql).
 -- A grant to a role the admin cannot act for fails the seal, naming it. The role's code
--- can no longer connect to grant again.
-SELECT coalesce(string_agg(format('DROP OWNED BY %I', r.rolname), '; ' ORDER BY r.rolname), '') AS revoke_others,
+-- can no longer connect to grant again. Each DROP OWNED runs as the generation's role too,
+-- which owns what its code made: a non-superuser's REVOKE removes only its chosen grantor's
+-- entries (revoke-elsewhere.sql says more).
+SELECT coalesce(string_agg(format('GRANT %1$I TO %2$I; SET ROLE %2$I; DROP OWNED BY %1$I; RESET ROLE; REVOKE %1$I FROM %2$I; DROP OWNED BY %1$I;',
+                                  r.rolname, :'role'), ' ' ORDER BY r.rolname), '') AS revoke_others,
        count(*) > 0 AS others_granted
   FROM pg_roles r
- WHERE r.rolname NOT IN (:'role', current_user) AND r.oid <> 10
+ WHERE r.rolname NOT IN (:'role', current_user) AND r.oid <> 10 AND NOT r.rolsuper
    AND r.oid IN (SELECT s.refobjid FROM pg_shdepend s
                   WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = :'db')
                     AND s.refclassid = 'pg_authid'::regclass) \gset
@@ -27,7 +30,9 @@ SELECT coalesce(string_agg(format('DROP OWNED BY %I', r.rolname), '; ' ORDER BY 
 \echo the generation granted other roles: :revoke_others
 \setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp'
 \c :"db"
-:revoke_others;
+BEGIN;
+:revoke_others
+COMMIT;
 \setenv PGOPTIONS
 \c postgres
 \endif

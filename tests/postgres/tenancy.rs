@@ -389,3 +389,138 @@ fn a_database_an_older_previewd_gave_its_role_is_taken_over_on_the_next_sync() {
         assert_eq!(pg.roles_named("octo_app_pr_20"), "0");
     }
 }
+
+/// Run by a non-superuser, a REVOKE removes only the grantor's own entries, and the grantor
+/// it picks is itself when it holds the grant options (acl.c select_best_grantor): an owner
+/// that first gives the admin every grant option keeps its entry for another preview's role.
+/// The drop revokes as the owner, so the role is dropped outright, not set aside.
+#[test]
+fn grant_options_given_to_the_admin_never_keep_a_grant_from_being_revoked() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_2", "the victim");
+        pg.create("octo_app_pr_1", "the attacker");
+        ok(
+            &pg.run_as(
+                "octo_app_pr_1",
+                "octo_app_pr_1",
+                &format!(
+                    "CREATE TABLE bait (x int); GRANT ALL ON bait TO {} WITH GRANT OPTION; \
+                     GRANT SELECT ON bait TO octo_app_pr_2;",
+                    pg.admin
+                ),
+            ),
+            "the attacker's grants",
+        );
+        ok(
+            &pg.provision("drop", "octo_app_pr_2", PASSWORD),
+            "the victim's teardown",
+        );
+        assert_eq!(
+            pg.query(
+                "postgres",
+                "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_2' OR rolname LIKE 'pvgone%'"
+            ),
+            "0",
+            "{}: dropped, not set aside",
+            pg.admin
+        );
+        assert!(
+            !pg.query(
+                "octo_app_pr_1",
+                "SELECT relacl::text FROM pg_class WHERE relname = 'bait'"
+            )
+            .contains("octo_app_pr_2"),
+        );
+    }
+}
+
+/// A grant made again between the revoke and DROP ROLE (a race the granting code may win)
+/// never fails the teardown: the role, already unable to log in, is set aside under another
+/// name, and a later teardown drops it once nothing grants it any more.
+#[test]
+fn a_role_granted_again_after_the_revoke_is_set_aside_and_dropped_later() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_2", "the victim");
+        pg.create("octo_app_pr_1", "the attacker");
+        ok(
+            &pg.run_as(
+                "octo_app_pr_1",
+                "octo_app_pr_1",
+                "CREATE TABLE bait (x int); GRANT SELECT ON bait TO octo_app_pr_2;",
+            ),
+            "the attacker's grant",
+        );
+        // What the race leaves: the database dropped and the revoke done, then a new grant.
+        pg.query("postgres", "DROP DATABASE octo_app_pr_2 WITH (FORCE)");
+        ok(
+            &pg.chart_sql("drop-role.sql", &[("role", "octo_app_pr_2")]),
+            "drop-role.sql",
+        );
+        let gone = pg.query(
+            "postgres",
+            "SELECT rolname || ' ' || rolcanlogin FROM pg_roles WHERE rolname LIKE 'pvgone%'",
+        );
+        assert!(
+            gone.starts_with("pvgone_") && gone.ends_with(" false"),
+            "{gone}"
+        );
+        assert_eq!(pg.roles_named("octo_app_pr_2"), "0", "the name is free");
+        ok(
+            &pg.provision("drop", "octo_app_pr_1", PASSWORD),
+            "the attacker's teardown",
+        );
+        pg.create("octo_app_pr_3", "another preview");
+        ok(
+            &pg.provision("drop", "octo_app_pr_3", PASSWORD),
+            "a later teardown",
+        );
+        assert_eq!(
+            pg.query(
+                "postgres",
+                "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pvgone%'"
+            ),
+            "0",
+            "{}",
+            pg.admin
+        );
+    }
+}
+
+/// The same grant options, given by a generation's code before its seal: the seal revokes
+/// as the generation's role, so nothing it granted is sealed into the template, its spares
+/// or its clones.
+#[test]
+fn grant_options_a_generation_gives_the_admin_are_not_sealed_into_its_template() {
+    for pg in both_admins() {
+        pg.create("octo_app_pr_2", "the victim");
+        pg.build_template_with(
+            1,
+            10,
+            &format!(
+                "GRANT ALL ON items TO {} WITH GRANT OPTION; GRANT SELECT ON items TO octo_app_pr_2;",
+                pg.admin
+            ),
+        );
+        assert_eq!(
+            pg.query(
+                "postgres",
+                &format!(
+                    "SELECT count(*) FROM pg_shdepend WHERE refobjid = (SELECT oid FROM pg_roles WHERE rolname = 'octo_app_pr_2') \
+                     AND dbid = (SELECT oid FROM pg_database WHERE datname = '{}')",
+                    generation(1)
+                )
+            ),
+            "0",
+            "{}: the sealed template grants the victim nothing",
+            pg.admin
+        );
+        ok(
+            &pg.provision("drop", "octo_app_pr_2", PASSWORD),
+            "the victim's teardown",
+        );
+        assert_eq!(
+            pg.query("postgres", "SELECT count(*) FROM pg_roles WHERE rolname = 'octo_app_pr_2' OR rolname LIKE 'pvgone%'"),
+            "0"
+        );
+    }
+}
