@@ -82,6 +82,8 @@ pub struct DatabaseConfig {
     pub drop_on_delete: bool,
     /// Bytes a preview's database may hold (`database.max_size`), enforced on the server.
     pub max_bytes: u64,
+    /// Sessions a preview's role may hold (`database.max_connections`).
+    pub max_connections: u32,
     /// Bytes the server's databases may take together before no more template spares are
     /// made (`database.server_size`).
     pub server_bytes: Option<u64>,

@@ -375,6 +375,7 @@ fn values_of(
                 "urlSecret": secrets.database_url,
                 "dropOnDelete": database.drop_on_delete,
                 "maxBytes": database.max_bytes,
+                "maxConnections": database.max_connections,
                 "shared": {
                     "namespace": database.namespace,
                     "adminSecret": database.admin_secret,
@@ -389,6 +390,7 @@ fn values_of(
                 "urlSecret": secrets.database_url,
                 "dropOnDelete": database.drop_on_delete,
                 "maxBytes": database.max_bytes,
+                "maxConnections": database.max_connections,
                 "cnpg": {
                     "namespace": database.namespace,
                     "cluster": database.cnpg_cluster,

@@ -17,6 +17,12 @@ DO $$ BEGIN
   IF current_setting('server_version_num')::int < 130000 THEN
     RAISE EXCEPTION 'previewd needs PostgreSQL 13 or newer (DROP DATABASE ... WITH (FORCE)), this is %', current_setting('server_version');
   END IF;
+  -- A prepared transaction outlives every session and DROP DATABASE ... WITH (FORCE), and
+  -- only its preparer or a superuser may end it: one of a preview's would hold its own
+  -- teardown, or another's (a GRANT to its role), for ever.
+  IF current_setting('max_prepared_transactions')::int > 0 THEN
+    RAISE EXCEPTION 'max_prepared_transactions is %: a preview could keep a transaction that no teardown can end; set it to 0 on a server previews share', current_setting('max_prepared_transactions');
+  END IF;
 END $$;
 
 -- Isolation. PostgreSQL grants CONNECT (and TEMPORARY) on every database to PUBLIC by
@@ -44,17 +50,28 @@ DO $$ BEGIN
   RAISE EXCEPTION 'could not close databases postgres and template1 to PUBLIC: another session kept rewriting them';
 END $$;
 -- A REVOKE without the right only warns, and other databases may be open too: refuse to
--- provision until no database but this preview's own is open to every role.
+-- provision until no database but this preview's own is open to every role. One with
+-- CONNECTION LIMIT 0 admits no role (a create Job that stopped before access.sql, a
+-- database the size guard closed).
 SELECT set_config('previewd.db', :'db', false) AS db,
        set_config('previewd.open', coalesce(string_agg(quote_ident(datname), ', ' ORDER BY datname), ''), false) AS open
   FROM pg_database
- WHERE datallowconn AND datname <> :'db' AND has_database_privilege('public', oid, 'CONNECT');
+ WHERE datallowconn AND datconnlimit <> 0 AND datname <> :'db' AND has_database_privilege('public', oid, 'CONNECT');
 DO $$ BEGIN
   IF current_setting('previewd.open') <> '' THEN
     RAISE EXCEPTION 'every role may connect to database(s) %, so preview % could: run REVOKE CONNECT ON DATABASE <name> FROM PUBLIC for each (as its owner) and GRANT CONNECT to the roles that need it', current_setting('previewd.open'), current_setting('previewd.db');
   END IF;
 END $$;
 
+-- The most sessions the role may hold (-v max_connections=N, database.max_connections): its
+-- app could otherwise take every slot the server has but the superusers', and no other
+-- preview, nor a non-superuser admin, could connect. The role cannot raise it (no
+-- CREATEROLE).
+\if :{?max_connections}
+\else
+\set max_connections -1
+\endif
+SELECT CASE WHEN :'max_connections' ~ '^(-1|[1-9][0-9]{0,4})$' THEN 'max_connections ok' ELSE (1 / 0)::text END AS check;
 \getenv verifier PREVIEW_VERIFIER
 \if :{?verifier}
 -- A verifier is stored as it is (PostgreSQL src/backend/libpq/crypt.c, encrypt_password:
@@ -62,9 +79,9 @@ END $$;
 -- form); anything else would be taken for a password and hashed, so check the form first.
 SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z0-9+/]+=*:[A-Za-z0-9+/]+=*$'
             THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
-SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
+SELECT format('CREATE ROLE %I LOGIN CONNECTION LIMIT %s PASSWORD %L', :'role', :max_connections, :'verifier')
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
-SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'role', :'verifier') \gexec
+SELECT format('ALTER ROLE %I LOGIN CONNECTION LIMIT %s PASSWORD %L', :'role', :max_connections, :'verifier') \gexec
 \else
 -- A Secret sealed by an older previewd holds only the password, which must not be sent as
 -- SQL text: its role, made then, keeps the password it has.

@@ -12,6 +12,18 @@
 -- role's objects to the preview's role with REASSIGN OWNED, which also moves every
 -- *database* the role owns, the template included (pg_shdepend.c shdepReassignOwned).
 \set ON_ERROR_STOP on
+-- As create.sql: no prepared transactions on a shared server, and a bound on the role's
+-- sessions (-v max_connections=N).
+DO $$ BEGIN
+  IF current_setting('max_prepared_transactions')::int > 0 THEN
+    RAISE EXCEPTION 'max_prepared_transactions is %: a generation could keep a transaction that no teardown can end; set it to 0 on a server previews share', current_setting('max_prepared_transactions');
+  END IF;
+END $$;
+\if :{?max_connections}
+\else
+\set max_connections -1
+\endif
+SELECT CASE WHEN :'max_connections' ~ '^(-1|[1-9][0-9]{0,4})$' THEN 'max_connections ok' ELSE (1 / 0)::text END AS check;
 SELECT coalesce((SELECT NOT datallowconn FROM pg_database WHERE datname = :'db'), false) AS sealed \gset
 \if :sealed
 \echo template :db is sealed: nothing to do
@@ -30,7 +42,7 @@ END $$;
 \getenv verifier PREVIEW_VERIFIER
 SELECT CASE WHEN :'verifier' ~ '^SCRAM-SHA-256\$[0-9]+:[A-Za-z0-9+/]+=*\$[A-Za-z0-9+/]+=*:[A-Za-z0-9+/]+=*$'
             THEN 'verifier ok' ELSE (1 / 0)::text END AS check;
-SELECT format('CREATE ROLE %I LOGIN PASSWORD %L', :'role', :'verifier')
+SELECT format('CREATE ROLE %I LOGIN CONNECTION LIMIT %s PASSWORD %L', :'role', :max_connections, :'verifier')
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
 -- A role of that name made before (by hand, or by an older build) gets no more than this:
 -- each attribute it holds is taken away, and only those (a non-superuser admin may not
@@ -42,10 +54,10 @@ DO $$ BEGIN
     RAISE EXCEPTION 'role % is a superuser: previewd will not build a template as it', current_setting('previewd.role');
   END IF;
 END $$;
-SELECT format('ALTER ROLE %I%s%s%s%s LOGIN PASSWORD %L', rolname,
+SELECT format('ALTER ROLE %I%s%s%s%s LOGIN CONNECTION LIMIT %s PASSWORD %L', rolname,
               CASE WHEN rolcreatedb THEN ' NOCREATEDB' END, CASE WHEN rolcreaterole THEN ' NOCREATEROLE' END,
               CASE WHEN rolreplication THEN ' NOREPLICATION' END, CASE WHEN rolbypassrls THEN ' NOBYPASSRLS' END,
-              :'verifier')
+              :max_connections, :'verifier')
   FROM pg_roles WHERE rolname = :'role' \gexec
 \endif
 -- The admin acts for the role (reassigning its objects into each clone, ending its

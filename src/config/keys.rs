@@ -118,6 +118,9 @@ pub const KEYS: &[Key] = &[
         "the most a preview's database may hold (`MiB`, `GiB`, `TiB`): checked every 5 minutes \
          on the server; past it the database takes no more connections and the preview fails \
          saying so"),
+    key("database.max_connections", Number, Is("20"),
+        "the most sessions a preview's database role may hold (its `CONNECTION LIMIT`), so one \
+         app cannot take every slot on the server"),
     key("database.server_size", Text, Says("none: spares are made without looking"),
         "the shared server's disk for databases: template spares are made only while every \
          database, the new spare included, fits within it"),

@@ -87,6 +87,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "database.admin_secret" | "database.cnpg_cluster" => "example",
             "database.mode" => "cnpg",
             "database.port" => "6432",
+            "database.max_connections" => "5",
             "database.max_size" | "database.server_size" => "512MiB",
             "database.drop_on_delete" | "dns.enabled" => "true",
             "tls.mode" => "sealed",
@@ -539,6 +540,18 @@ fn a_database_bound_is_read_in_mib_gib_or_tib_and_refused_naming_the_key_otherwi
     );
     let error = error_of("[database]\nserver_size = \"200G\"", &[]);
     assert!(error.contains("database.server_size"), "{error}");
+    let sessions = |toml: &str| {
+        Config::from_toml(toml, vec![])
+            .unwrap()
+            .database
+            .max_connections
+    };
+    assert_eq!(sessions(""), 20, "the default");
+    assert_eq!(sessions("[database]\nmax_connections = 5"), 5);
+    for bad in ["0", "-1", "10001", "\"many\""] {
+        let error = error_of(&format!("[database]\nmax_connections = {bad}"), &[]);
+        assert!(error.contains("database.max_connections"), "{bad}: {error}");
+    }
     let from_env = error_of("", &[("PREVIEWD_DATABASE_MAX_SIZE", "lots")]);
     assert!(
         from_env.contains("PREVIEWD_DATABASE_MAX_SIZE"),

@@ -321,6 +321,19 @@ impl Validator {
                 "database.max_size",
                 &raw.values.text_or_default("database.max_size"),
             )?,
+            max_connections: {
+                let text = raw.values.text_or_default("database.max_connections");
+                text.parse()
+                    .ok()
+                    .filter(|n| (1..=10_000).contains(n))
+                    .ok_or_else(|| {
+                        self.invalid(
+                            "database.max_connections",
+                            format!("{text:?} is not a number of sessions"),
+                            "a number from 1 to 10000",
+                        )
+                    })?
+            },
             server_bytes: raw
                 .values
                 .text("database.server_size")

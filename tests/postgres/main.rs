@@ -3,6 +3,7 @@
 //! the server's own databases, no password reaches the server, and the drop works with
 //! sessions open.
 
+mod attacks;
 mod cnpg;
 mod isolation;
 mod provisioning;
