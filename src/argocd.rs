@@ -296,7 +296,9 @@ pub fn verdict(app: &Application) -> Health {
         Some("Healthy") if synced => Health::Ready,
         // Synced and then degraded (a crash-looping app, a certificate refused): Argo CD
         // says so only in the resources' health.
-        Some("Degraded") if synced => Health::Failed(clip(degraded(status))),
+        Some("Degraded") if synced => {
+            Health::Failed(clip(degraded(status, &spec["destination"]["namespace"])))
+        }
         _ => Health::Progressing,
     }
 }
@@ -409,17 +411,19 @@ fn failure(operation: &Value) -> String {
     })
 }
 
-fn degraded(status: &Value) -> String {
+/// What is degraded; `destination` is the Application's namespace (the preview's).
+fn degraded(status: &Value, destination: &Value) -> String {
     let resources: Vec<String> = status["resources"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|r| r["health"]["status"] == "Degraded")
         .map(|r| {
-            // The chart's size guard (templates/database-guard.yaml) fails only to say this;
-            // Argo CD's CronJob health says no more than that a run failed.
+            // The chart's size guard (templates/database-guard.yaml, beside the admin's
+            // credentials, never in the preview's namespace) fails only to say this; Argo
+            // CD's CronJob health says no more than that a run failed.
             let name = r["name"].as_str().unwrap_or_default();
-            if r["kind"] == "CronJob" && name.ends_with("-db-guard") {
+            if r["kind"] == "CronJob" && name.ends_with("-size") && &r["namespace"] != destination {
                 return format!(
                     "CronJob/{name}: the database grew past database.max_size and takes no \
                      more connections (/preview reseed for a template database, or /preview destroy)"

@@ -222,7 +222,7 @@ fn a_database_past_its_bound_fails_the_preview_saying_so() {
     // chart's size guard failed its last run.
     let guarded = Status {
         health: "Degraded",
-        extra: json!({"resources": [{"kind": "CronJob", "name": "pv-octo-app-609ddd1d069bc4c5-pr-7-db-guard",
+        extra: json!({"resources": [{"kind": "CronJob", "name": "pv-octo-app-609ddd1d069bc4c5-pr-7-size",
             "namespace": "previewd-system",
             "health": {"status": "Degraded", "message": "CronJob has not completed its last execution successfully"}}]}),
         ..Status::ready()

@@ -62,8 +62,10 @@ def rule_errors(obj):
     errors = []
     meta = obj.get("metadata") or {}
     name, namespace, kind = meta.get("name", ""), meta.get("namespace"), obj.get("kind")
-    limit = 63 if kind in ("Namespace", "Job", "Service") else 253
-    pattern = DNS_LABEL if limit == 63 else DNS_SUBDOMAIN
+    # A CronJob's Jobs are named <name>-<11 digits>, which must fit a label: 52 (the API
+    # server's batch validation, ValidateCronJobCreate).
+    limit = {"Namespace": 63, "Job": 63, "Service": 63, "CronJob": 52}.get(kind, 253)
+    pattern = DNS_LABEL if limit <= 63 else DNS_SUBDOMAIN
     if not name or len(name) > limit or not pattern.match(name):
         errors.append(f"metadata.name {name!r} is not a valid {kind} name (<= {limit})")
     if namespace is not None and (len(namespace) > 63 or not DNS_LABEL.match(namespace)):

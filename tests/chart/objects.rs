@@ -59,8 +59,8 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
     // The size guard: an ordinary object beside the admin's credentials (the cascade takes
     // it), measuring every 5 minutes against database.max_size (5 GiB by default), which the
     // create Job checks too.
-    let guard = find(&objects, "CronJob", "-db-guard");
-    assert_eq!(hook("CronJob", "-db-guard"), None);
+    let guard = find(&objects, "CronJob", "-size");
+    assert_eq!(hook("CronJob", "-size"), None);
     assert_eq!(guard["metadata"]["namespace"], "previewd-system");
     assert_eq!(guard["spec"]["schedule"], "*/5 * * * *");
     assert_eq!(guard["spec"]["concurrencyPolicy"], "Forbid");

@@ -231,7 +231,7 @@ fn a_template_building_release_in_cnpg_mode_seals_after_the_seed_and_drops_what_
     );
     assert_eq!(database["spec"]["databaseReclaimPolicy"], "retain");
     assert!(
-        !has(&objects, "CronJob", &format!("{BUILD}-db-guard")),
+        !has(&objects, "CronJob", &format!("{BUILD}-size")),
         "a generation is measured by its size Job, and never opened to PR code"
     );
     assert!(database["spec"]["isTemplate"].is_null());

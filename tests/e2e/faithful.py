@@ -402,7 +402,7 @@ def walk(mode, binary, python, emulator):
         objects = emu.objects()
         # The size guard (database.max_size) beside the admin's credentials; the teardown's
         # leftovers check below sees it gone with the rest.
-        guard = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == SLUG + "-db-guard"]
+        guard = [o for o in objects if o["kind"] == "CronJob" and o["metadata"]["name"] == SLUG + "-size"]
         assert guard and guard[0]["metadata"]["namespace"] == ("previewd-system" if mode == "shared" else "pg"), \
             "the size guard: %s" % [(o["kind"], o["metadata"]["name"]) for o in objects]
         secret = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == SLUG + "-db")
