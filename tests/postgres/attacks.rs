@@ -24,24 +24,7 @@ const VICTIM: &str = "octo_app_pr_2";
 
 /// The server restarted with `settings` added to the options the harness starts it with.
 fn restart_with(pg: &Postgres, settings: &str) {
-    let data = pg.data();
-    let options = format!(
-        "-k {} -c listen_addresses='' -c log_statement=all {settings}",
-        data.display()
-    );
-    pg.run_server_tool(
-        "pg_ctl",
-        &[
-            "-D",
-            data.to_str().unwrap(),
-            "-o",
-            &options,
-            "-w",
-            "-l",
-            data.join("log").to_str().unwrap(),
-            "restart",
-        ],
-    );
+    pg.pg_ctl("restart", settings);
 }
 
 /// `sql` (a psql script) run as `role` in `db` in the background: the hostile app's session.

@@ -90,12 +90,20 @@ impl Postgres {
                 data.to_str().unwrap(),
             ],
         );
+        pg.pg_ctl("start", "");
+        pg
+    }
+
+    /// `pg_ctl start` or `restart` with the options every server here runs with, and
+    /// `settings` (`-c name=value ...`) added.
+    pub(crate) fn pg_ctl(&self, action: &str, settings: &str) {
+        let data = self.data();
         // Every statement in the log: what an operator's `log_statement = all` would show.
         let options = format!(
-            "-k {} -c listen_addresses='' -c log_statement=all",
+            "-k {} -c listen_addresses='' -c log_statement=all {settings}",
             data.display()
         );
-        pg.run_server_tool(
+        self.run_server_tool(
             "pg_ctl",
             &[
                 "-D",
@@ -105,10 +113,9 @@ impl Postgres {
                 "-w",
                 "-l",
                 data.join("log").to_str().unwrap(),
-                "start",
+                action,
             ],
         );
-        pg
     }
 
     /// A server whose admin is what managed PostgreSQL (RDS, Cloud SQL, Azure) hands out:

@@ -19,6 +19,24 @@ impl Postgres {
         )
     }
 
+    /// Generation 1's pool keeper (files/template-spares.sh) as the chart runs it, keeping 2
+    /// spares, checking every 0.2 s, with `env` added; its stderr dropped.
+    fn keeper(&self, env: &[(&str, &str)]) -> Command {
+        let mut command = Command::new("sh");
+        command
+            .arg(chart_file("template-spares.sh"))
+            .env_clear()
+            .envs(self.env("postgres", "postgres"))
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
+            .env("TEMPLATE", generation(1))
+            .env("SPARES", "2")
+            .env("INTERVAL", "0.2")
+            .env("SQL_DIR", chart_file(""))
+            .envs(env.iter().copied())
+            .stderr(std::process::Stdio::null());
+        command
+    }
+
     /// Generation `n`'s spares, by name.
     pub(crate) fn spares(&self, n: u32) -> Vec<String> {
         let prefix = self.query(
@@ -170,17 +188,9 @@ fn dropping_a_generation_drops_its_spares_and_then_its_role() {
 fn the_pool_keeper_fills_the_pool_after_the_seal_and_refills_what_a_preview_takes() {
     let pg = Postgres::start();
     pg.build_template(1, 100);
-    let mut keeper = Command::new("sh")
-        .arg(chart_file("template-spares.sh"))
-        .env_clear()
-        .envs(pg.env("postgres", "postgres"))
-        .env("PATH", format!("{}:/usr/bin:/bin", pg.bin.display()))
-        .env("TEMPLATE", generation(1))
-        .env("SPARES", "2")
-        .env("INTERVAL", "0.2")
-        .env("SQL_DIR", chart_file(""))
+    let mut keeper = pg
+        .keeper(&[])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let wait_for = |count: usize| {
@@ -391,18 +401,9 @@ fn spares_are_made_only_while_the_server_has_room_for_them() {
 fn the_pool_keeper_makes_no_spare_without_room_on_the_server() {
     let pg = Postgres::start();
     pg.build_template(1, 100);
-    let keeper = Command::new("sh")
-        .arg(chart_file("template-spares.sh"))
-        .env_clear()
-        .envs(pg.env("postgres", "postgres"))
-        .env("PATH", format!("{}:/usr/bin:/bin", pg.bin.display()))
-        .env("TEMPLATE", generation(1))
-        .env("SPARES", "2")
-        .env("ROOM", "1048576")
-        .env("INTERVAL", "0.2")
-        .env("SQL_DIR", chart_file(""))
+    let keeper = pg
+        .keeper(&[("ROOM", "1048576")])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(2));

@@ -236,6 +236,22 @@ impl Postgres {
         )
     }
 
+    /// The create Job of `name`, cloned from generation 1 at clone generation `clone`, with
+    /// the bound the chart passes.
+    fn clone_within(&self, name: &str, clone: u32, max_bytes: u64) -> Output {
+        self.chart_sql(
+            "create.sql",
+            &[
+                ("role", name),
+                ("db", name),
+                ("template", &generation(1)),
+                ("template_role", &generation(1)),
+                ("clone", &clone.to_string()),
+                ("max_bytes", &max_bytes.to_string()),
+            ],
+        )
+    }
+
     /// The size of database `name`, in bytes.
     fn size_of(&self, name: &str) -> u64 {
         self.query("postgres", &format!("SELECT pg_database_size('{name}')"))
@@ -281,34 +297,14 @@ fn a_database_past_its_bound_is_closed_until_a_reseed_replaces_it() {
         ));
         assert!(lift.contains("permission denied"), "{lift}");
         // The next sync's create Job (at the same clone generation) keeps it closed.
-        let create = pg.chart_sql(
-            "create.sql",
-            &[
-                ("role", "octo_app_pr_8"),
-                ("db", "octo_app_pr_8"),
-                ("template", &generation(1)),
-                ("template_role", &generation(1)),
-                ("clone", "1"),
-                ("max_bytes", &bound.to_string()),
-            ],
-        );
+        let create = pg.clone_within("octo_app_pr_8", 1, bound);
         assert!(failed(&create).contains("it stays closed"), "{}", pg.admin);
         assert!(
             failed(&pg.run_as("octo_app_pr_8", "octo_app_pr_8", "SELECT 1"))
                 .contains("too many connections")
         );
         // /preview reseed: clone generation 2, a fresh copy within the bound.
-        let reseed = pg.chart_sql(
-            "create.sql",
-            &[
-                ("role", "octo_app_pr_8"),
-                ("db", "octo_app_pr_8"),
-                ("template", &generation(1)),
-                ("template_role", &generation(1)),
-                ("clone", "2"),
-                ("max_bytes", &bound.to_string()),
-            ],
-        );
+        let reseed = pg.clone_within("octo_app_pr_8", 2, bound);
         ok(&reseed, "reseed");
         ok(
             &pg.guard("octo_app_pr_8", bound),
