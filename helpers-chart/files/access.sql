@@ -36,19 +36,22 @@ SELECT format('REVOKE ALL ON DATABASE %I FROM PUBLIC', :'db') \gexec
 SELECT DISTINCT format('REVOKE ALL ON DATABASE %I FROM %I CASCADE', :'db', r.rolname)
   FROM pg_database d, aclexplode(d.datacl) a JOIN pg_roles r ON r.oid = a.grantee
  WHERE d.datname = :'db' AND r.rolname NOT IN (:'role', current_user) \gexec
-SELECT format('GRANT CONNECT, TEMPORARY, CREATE ON DATABASE %I TO %I', :'db', :'role') \gexec
--- Past its bound (guard.sql closed it, or a clone brought more), it stays closed, saying why.
+-- Past its bound (guard.sql closed it, or a clone brought more), the role gets nothing back
+-- and the Job fails, saying why.
 \if :{?max_bytes}
 SELECT set_config('previewd.db', :'db', false) AS db,
        set_config('previewd.max_bytes', :'max_bytes', false) AS max_bytes,
        set_config('previewd.bytes', pg_database_size(:'db')::text, false) AS bytes;
+SELECT current_setting('previewd.bytes')::bigint > current_setting('previewd.max_bytes')::bigint AS over \gset
+\if :over
+SELECT format('REVOKE ALL ON DATABASE %I FROM %I', :'db', :'role') \gexec
 DO $$ BEGIN
-  IF current_setting('previewd.bytes')::bigint > current_setting('previewd.max_bytes')::bigint THEN
-    RAISE EXCEPTION 'database % holds % bytes, over database.max_size (% bytes): it stays closed; /preview reseed (template databases) or /preview destroy',
-      current_setting('previewd.db'), current_setting('previewd.bytes'), current_setting('previewd.max_bytes');
-  END IF;
+  RAISE EXCEPTION 'database % holds % bytes, over database.max_size (% bytes): it stays closed; /preview reseed (template databases) or /preview destroy',
+    current_setting('previewd.db'), current_setting('previewd.bytes'), current_setting('previewd.max_bytes');
 END $$;
 \endif
+\endif
+SELECT format('GRANT CONNECT, TEMPORARY, CREATE ON DATABASE %I TO %I', :'db', :'role') \gexec
 -- Closed to every other role now: the limit a new database was made with is lifted, so the
 -- admin (no superuser, not exempt from it: postinit.c CheckMyDatabase) may connect.
 SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT -1', :'db') \gexec

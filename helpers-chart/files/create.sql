@@ -7,15 +7,18 @@
 -- adds -v template=T -v template_role=O -v clone=N (template-clone.sql). The admin owns
 -- the database and the role owns what its code makes inside: access.sql says why.
 \set ON_ERROR_STOP on
--- Version floors, with a clear message: psql 15 (\getenv below) and PostgreSQL 13 (the
--- drop's DROP DATABASE ... WITH (FORCE)).
+-- Version floors, with a clear message: psql 15 (\getenv below) and PostgreSQL 15: before
+-- it a role administered itself when it was the session user (PostgreSQL 15 release notes,
+-- "Remove the default ADMIN OPTION privilege a login role has on its own role
+-- membership"), so a preview's code could take its role from the admin or add another
+-- preview's role to it, and hold teardowns up; 13 and 14 are out of support.
 SELECT set_config('previewd.psql_version', :'VERSION_NUM', false) AS psql_version;
 DO $$ BEGIN
   IF current_setting('previewd.psql_version')::int < 150000 THEN
     RAISE EXCEPTION 'previewd needs psql 15 or newer (\getenv), this is %', current_setting('previewd.psql_version');
   END IF;
-  IF current_setting('server_version_num')::int < 130000 THEN
-    RAISE EXCEPTION 'previewd needs PostgreSQL 13 or newer (DROP DATABASE ... WITH (FORCE)), this is %', current_setting('server_version');
+  IF current_setting('server_version_num')::int < 150000 THEN
+    RAISE EXCEPTION 'previewd needs PostgreSQL 15 or newer on a server previews share (before 15 a role administers itself), this is %', current_setting('server_version');
   END IF;
   -- A prepared transaction outlives every session and DROP DATABASE ... WITH (FORCE), and
   -- only its preparer or a superuser may end it: one of a preview's would hold its own

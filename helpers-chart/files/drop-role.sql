@@ -10,31 +10,36 @@
 \set ON_ERROR_STOP on
 SET lock_timeout = '10s';
 SELECT set_config('previewd.role', :'role', false) AS role;
-SELECT pg_terminate_backend(l.pid) AS ended FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-  JOIN pg_roles r ON r.oid = a.usesysid
- WHERE l.locktype = 'object' AND l.classid = 'pg_authid'::regclass
-   AND l.objid = (SELECT oid FROM pg_roles WHERE rolname = :'role')
-   AND l.pid <> pg_backend_pid() AND NOT r.rolsuper AND pg_has_role(current_user, r.oid, 'MEMBER');
+SELECT 'pg_authid' AS holders_of, coalesce((SELECT oid FROM pg_roles WHERE rolname = :'role'), 0) AS holders_oid \gset
+\ir end-holders.sql
 DO $$
 DECLARE
   gone name;
 BEGIN
   EXECUTE format('DROP ROLE IF EXISTS %I', current_setting('previewd.role'));
-EXCEPTION WHEN dependent_objects_still_exist THEN
+EXCEPTION WHEN dependent_objects_still_exist OR lock_not_available THEN
+  -- RENAME and NOLOGIN take no lock on the role: a holder cannot stop them.
   SELECT 'pvgone_' || oid INTO gone FROM pg_roles WHERE rolname = current_setting('previewd.role');
   EXECUTE format('ALTER ROLE %I RENAME TO %I', current_setting('previewd.role'), gone);
   EXECUTE format('ALTER ROLE %I NOLOGIN PASSWORD NULL', gone);
-  RAISE NOTICE 'role % is still granted something (granted again since it was revoked): renamed %, dropped by a later teardown', current_setting('previewd.role'), gone;
+  RAISE NOTICE 'role % is still granted or held (granted again since it was revoked): renamed %, dropped by a later teardown', current_setting('previewd.role'), gone;
 END $$;
+-- Only set-aside roles nothing depends on and nobody holds, each tried once and briefly: a
+-- held one must not slow every teardown on the server, and two teardowns may sweep at once.
 DO $$
 DECLARE
   gone name;
 BEGIN
-  FOR gone IN SELECT rolname FROM pg_roles WHERE rolname ~ '^pvgone_[0-9]+$' AND pg_has_role(current_user, oid, 'MEMBER') LOOP
+  PERFORM set_config('lock_timeout', '100ms', true);
+  FOR gone IN SELECT o.rolname FROM pg_roles o
+               WHERE o.rolname ~ '^pvgone_[0-9]+$' AND pg_has_role(current_user, o.oid, 'MEMBER')
+                 AND NOT EXISTS (SELECT 1 FROM pg_shdepend s WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = o.oid)
+                 AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'object'
+                                    AND l.classid = 'pg_authid'::regclass AND l.objid = o.oid) LOOP
     BEGIN
-      EXECUTE format('DROP ROLE %I', gone);
-    EXCEPTION WHEN dependent_objects_still_exist OR lock_not_available THEN
-      NULL;  -- still granted somewhere: a later teardown
+      EXECUTE format('DROP ROLE IF EXISTS %I', gone);
+    EXCEPTION WHEN dependent_objects_still_exist OR lock_not_available OR undefined_object OR internal_error THEN
+      NULL;  -- granted or held again, or another teardown's sweep got there first
     END;
   END LOOP;
 END $$;

@@ -3,8 +3,10 @@
 --   psql -X -v role=R -v db=D -v max_bytes=N -f guard.sql
 -- A preview's code can write until the shared server's disk is full, and every preview on it
 -- stops. PostgreSQL has no per-database quota, so the bound is kept from outside: past N
--- bytes the database takes no more connections (CONNECTION LIMIT 0: the role is no owner
--- and cannot lift it) and the role's sessions end, so its writes stop; the Job then fails
+-- bytes the role loses CONNECT on it (it is no owner and cannot grant itself anything) and
+-- its sessions end, so its writes stop (closed by privilege, not by CONNECTION LIMIT 0, so
+-- that a non-superuser admin can still connect, to revoke what it granted others at their
+-- teardown: revoke-elsewhere.sql); the Job then fails
 -- saying so, which makes the CronJob, and with it the helper Application, Degraded in Argo
 -- CD, and the preview failed in previewd. The create Job keeps it closed (access.sql) until
 -- /preview reseed (a clone: a new copy) or teardown. pg_database_size needs only CONNECT,
@@ -15,7 +17,7 @@ SELECT set_config('previewd.db', :'db', false) AS db,
        set_config('previewd.bytes', coalesce((SELECT pg_database_size(oid) FROM pg_database WHERE datname = :'db'), 0)::text, false) AS bytes;
 SELECT current_setting('previewd.bytes')::bigint > current_setting('previewd.max_bytes')::bigint AS over \gset
 \if :over
-SELECT format('ALTER DATABASE %I WITH CONNECTION LIMIT 0', :'db') \gexec
+SELECT format('REVOKE ALL ON DATABASE %I FROM %I', :'db', :'role') \gexec
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
  WHERE datname = :'db' AND usename = :'role';
 DO $$ BEGIN

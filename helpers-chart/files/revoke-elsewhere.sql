@@ -10,9 +10,12 @@
 -- with -v role=R.
 --
 -- Those databases hold other previews' code, so:
--- - Their sessions end first (but the admin's and superusers'): an open transaction that
---   rewrote a granting table's catalog row would hold DROP OWNED, then fail it ("tuple
---   concurrently updated"); and waits are bounded (lock_timeout).
+-- - Its roles lose CONNECT on it (when the admin owns it) and its sessions end first (but
+--   the admin's and superusers'): an open transaction that rewrote a granting table's
+--   catalog row would hold DROP OWNED, then fail it ("tuple concurrently updated"), and a
+--   session let back in at once could take it again. CONNECT is given back right after.
+--   Waits are bounded (lock_timeout); a round that fails is tried again, 20 rounds at most,
+--   and drop-role.sql copes with what is left.
 -- - DROP OWNED runs as each owner of what grants R, then as the admin. Run by a
 --   non-superuser, a REVOKE removes only the entries made by the grantor it picks: itself,
 --   or a role it is a member of, if that holds the grant options (acl.c
@@ -38,7 +41,13 @@ SELECT count(*) > 0 AS revoke_needed, min(d.datname) AS revoke_in,
 \echo a database still grants :role after 20 rounds: it is granted again as fast as it is revoked
 \elif :revoke_needed
 \echo revoking what database :revoke_in grants :role
-SELECT pg_terminate_backend(a.pid) AS ended FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
+SELECT coalesce(string_agg(format('REVOKE %s ON DATABASE %I FROM %I', a.privilege_type, d.datname, r.rolname), '; '), '') AS revoke_close,
+       coalesce(string_agg(format('GRANT %s ON DATABASE %I TO %I', a.privilege_type, d.datname, r.rolname), '; '), '') AS revoke_reopen
+  FROM pg_database d, aclexplode(d.datacl) a JOIN pg_roles r ON r.oid = a.grantee
+ WHERE d.datname = :'revoke_in' AND r.rolname <> current_user
+   AND d.datdba = (SELECT oid FROM pg_roles WHERE rolname = current_user) \gset
+:revoke_close;
+SELECT count(pg_terminate_backend(a.pid)) AS ended FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
  WHERE a.datname = :'revoke_in' AND a.pid <> pg_backend_pid() AND r.rolname <> current_user AND NOT r.rolsuper
    AND pg_has_role(current_user, r.oid, 'MEMBER');
 \setenv PGOPTIONS '-c search_path=pg_catalog,pg_temp -c lock_timeout=10s'
@@ -54,11 +63,14 @@ SELECT coalesce(string_agg(
                   WHERE owner.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
                     AND owner.deptype = 'o' AND granted.deptype <> 'o'
                     AND granted.refobjid = (SELECT oid FROM pg_roles WHERE rolname = :'role')) \gset
+\set ON_ERROR_STOP off
 BEGIN;
 :revoke_as_owners
 :revoke_statement;
 COMMIT;
+\set ON_ERROR_STOP on
 \setenv PGOPTIONS
 \c postgres
+:revoke_reopen;
 \ir revoke-elsewhere.sql
 \endif

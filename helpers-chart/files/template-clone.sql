@@ -70,6 +70,9 @@ DO $$
 DECLARE
   spare name;
 BEGIN
+  -- A spare someone holds a lock on (a preview's code can, on any database: ALTER ROLE
+  -- itself IN DATABASE <spare> SET ...) is passed over, not waited for.
+  PERFORM set_config('lock_timeout', '2s', true);
   FOR spare IN SELECT datname FROM pg_database
                 WHERE starts_with(datname, current_setting('previewd.spares')) ORDER BY datname LOOP
     BEGIN

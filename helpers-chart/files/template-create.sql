@@ -15,6 +15,9 @@
 -- As create.sql: no prepared transactions on a shared server, and a bound on the role's
 -- sessions (-v max_connections=N).
 DO $$ BEGIN
+  IF current_setting('server_version_num')::int < 150000 THEN
+    RAISE EXCEPTION 'previewd needs PostgreSQL 15 or newer on a server previews share (before 15 a role administers itself), this is %', current_setting('server_version');
+  END IF;
   IF current_setting('max_prepared_transactions')::int > 0 THEN
     RAISE EXCEPTION 'max_prepared_transactions is %: a generation could keep a transaction that no teardown can end; set it to 0 on a server previews share', current_setting('max_prepared_transactions');
   END IF;

@@ -17,6 +17,11 @@ SELECT format('ALTER DATABASE %I WITH IS_TEMPLATE false', :'db')
 -- The template before its spares: DROP DATABASE waits for every copy still being made from
 -- it (dbcommands.c createdb locks its template, get_db_info(dbtemplate, ShareLock), until it
 -- commits), so once it is gone no spare can appear, and the list below is complete.
+-- Whoever else holds the template is ended first (end-holders.sql); a copy the keeper (the
+-- admin) is making is waited for, a minute at most (a Job that fails is retried).
+SET lock_timeout = '60s';
+SELECT 'pg_database' AS holders_of, coalesce((SELECT oid FROM pg_database WHERE datname = :'db'), 0) AS holders_oid \gset
+\ir end-holders.sql
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', :'db') \gexec
 -- Its spare clones (template-spares.sql): their objects belong to the role.
 SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', datname) FROM pg_database

@@ -4,7 +4,9 @@
 //! sessions open.
 
 mod attacks;
+mod attacks2;
 mod cnpg;
+mod hostile;
 mod isolation;
 mod provisioning;
 mod seeding;
