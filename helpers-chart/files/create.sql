@@ -7,26 +7,8 @@
 -- adds -v template=T -v template_role=O -v clone=N (template-clone.sql). The admin owns
 -- the database and the role owns what its code makes inside: access.sql says why.
 \set ON_ERROR_STOP on
--- Version floors, with a clear message: psql 15 (\getenv below) and PostgreSQL 15: before
--- it a role administered itself when it was the session user (PostgreSQL 15 release notes,
--- "Remove the default ADMIN OPTION privilege a login role has on its own role
--- membership"), so a preview's code could take its role from the admin or add another
--- preview's role to it, and hold teardowns up; 13 and 14 are out of support.
-SELECT set_config('previewd.psql_version', :'VERSION_NUM', false) AS psql_version;
-DO $$ BEGIN
-  IF current_setting('previewd.psql_version')::int < 150000 THEN
-    RAISE EXCEPTION 'previewd needs psql 15 or newer (\getenv), this is %', current_setting('previewd.psql_version');
-  END IF;
-  IF current_setting('server_version_num')::int < 150000 THEN
-    RAISE EXCEPTION 'previewd needs PostgreSQL 15 or newer on a server previews share (before 15 a role administers itself), this is %', current_setting('server_version');
-  END IF;
-  -- A prepared transaction outlives every session and DROP DATABASE ... WITH (FORCE), and
-  -- only its preparer or a superuser may end it: one of a preview's would hold its own
-  -- teardown, or another's (a GRANT to its role), for ever.
-  IF current_setting('max_prepared_transactions')::int > 0 THEN
-    RAISE EXCEPTION 'max_prepared_transactions is %: a preview could keep a transaction that no teardown can end; set it to 0 on a server previews share', current_setting('max_prepared_transactions');
-  END IF;
-END $$;
+-- The server's floors (psql and PostgreSQL 15, no prepared transactions): server.sql.
+\ir server.sql
 
 -- Isolation. PostgreSQL grants CONNECT (and TEMPORARY) on every database to PUBLIC by
 -- default (docs: ddl-priv.html, "Default privileges"), so a new role could connect to
@@ -66,15 +48,6 @@ DO $$ BEGIN
   END IF;
 END $$;
 
--- The most sessions the role may hold (-v max_connections=N, database.max_connections): its
--- app could otherwise take every slot the server has but the superusers', and no other
--- preview, nor a non-superuser admin, could connect. The role cannot raise it (no
--- CREATEROLE).
-\if :{?max_connections}
-\else
-\set max_connections -1
-\endif
-SELECT CASE WHEN :'max_connections' ~ '^(-1|[1-9][0-9]{0,4})$' THEN 'max_connections ok' ELSE (1 / 0)::text END AS check;
 \getenv verifier PREVIEW_VERIFIER
 \if :{?verifier}
 -- A verifier is stored as it is (PostgreSQL src/backend/libpq/crypt.c, encrypt_password:

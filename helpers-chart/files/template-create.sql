@@ -12,21 +12,8 @@
 -- role's objects to the preview's role with REASSIGN OWNED, which also moves every
 -- *database* the role owns, the template included (pg_shdepend.c shdepReassignOwned).
 \set ON_ERROR_STOP on
--- As create.sql: no prepared transactions on a shared server, and a bound on the role's
--- sessions (-v max_connections=N).
-DO $$ BEGIN
-  IF current_setting('server_version_num')::int < 150000 THEN
-    RAISE EXCEPTION 'previewd needs PostgreSQL 15 or newer on a server previews share (before 15 a role administers itself), this is %', current_setting('server_version');
-  END IF;
-  IF current_setting('max_prepared_transactions')::int > 0 THEN
-    RAISE EXCEPTION 'max_prepared_transactions is %: a generation could keep a transaction that no teardown can end; set it to 0 on a server previews share', current_setting('max_prepared_transactions');
-  END IF;
-END $$;
-\if :{?max_connections}
-\else
-\set max_connections -1
-\endif
-SELECT CASE WHEN :'max_connections' ~ '^(-1|[1-9][0-9]{0,4})$' THEN 'max_connections ok' ELSE (1 / 0)::text END AS check;
+-- The server's floors, and the role's session bound (-v max_connections=N): server.sql.
+\ir server.sql
 SELECT coalesce((SELECT NOT datallowconn FROM pg_database WHERE datname = :'db'), false) AS sealed \gset
 \if :sealed
 \echo template :db is sealed: nothing to do
