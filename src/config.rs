@@ -396,7 +396,7 @@ pub enum ConfigError {
         expected: String,
     },
     #[error(
-        "unknown environment variable {0}; previewd reads PREVIEWD_<SECTION>_<KEY> for the keys in the README"
+        "unknown environment variable {0}; previewd reads PREVIEWD_<SECTION>_<KEY> for the keys docs/configuration.md lists"
     )]
     UnknownVariable(String),
 }

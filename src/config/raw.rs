@@ -146,7 +146,7 @@ impl Values {
     fn set_from_file(&mut self, name: &str, shown: &str, value: toml::Value) -> Result<(), String> {
         let Some(key) = keys::find(name) else {
             return Err(format!(
-                "unknown key `{shown}`; the README's configuration table lists every key"
+                "unknown key `{shown}`; docs/configuration.md lists every key"
             ));
         };
         let value = match (key.kind, value) {
