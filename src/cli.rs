@@ -76,6 +76,12 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Check the configuration: the file validated as `serve` would, and the effective
+    /// values printed with where each came from
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
     /// Print a SealedSecret that the sealed-secrets controller holding CERT's key decrypts
     Seal {
         /// The controller's certificate (kubeseal --fetch-cert, or /v1/cert.pem)
@@ -105,8 +111,29 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Validate the file and the PREVIEWD_* variables, print the effective configuration
+    /// (each value's source: default, file or env; secrets masked) and read the clusters'
+    /// sealing certificates; exit 2 on a problem
+    Check {
+        /// Also ask GitHub's API (and, with the kubernetes sink, the Kubernetes API) whether
+        /// they answer; exit 1 when one does not
+        #[arg(long)]
+        reach: bool,
+    },
+}
+
+mod check;
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Config {
+        action: ConfigAction::Check { reach },
+    } = cli.command
+    {
+        return check::run(cli.config.as_deref(), reach);
+    }
     let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
         Ok(config) => config,
         Err(e) => {
@@ -167,6 +194,7 @@ pub fn main() -> ExitCode {
                 values,
             } => seal(&cert, &namespace, &name, &scope, type_, &values),
             Command::Unseal { keys, file } => unseal(&keys, &file),
+            Command::Config { .. } => unreachable!("handled before the configuration loads"),
         }
     });
     match result {

@@ -416,6 +416,7 @@ pub fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+mod explain;
 mod gates;
 mod github;
 mod keys;
@@ -423,6 +424,7 @@ mod raw;
 mod repos;
 mod validate;
 
+pub use explain::{Explained, Setting, Source, is_secret};
 pub use keys::{KEYS, Key, env_name, readme_table};
 
 #[cfg(test)]

@@ -211,6 +211,30 @@ impl GitHub {
         self.holds.next_release()
     }
 
+    /// Whether GitHub's API at `api_url` answers, without credentials: `GET /meta`, which
+    /// github.com and GHES both serve (`previewd config check --reach`). Proves the name
+    /// resolves, TLS holds with the roots this process trusts, and the API answers JSON.
+    pub async fn reach(api_url: &str) -> anyhow::Result<()> {
+        let client = Octocrab::builder()
+            .base_uri(api_url)?
+            .set_connect_timeout(Some(TIMEOUT))
+            .set_read_timeout(Some(TIMEOUT))
+            .build()?;
+        let answer = client
+            ._get("/meta")
+            .await
+            .with_context(|| format!("GET {api_url}/meta"))?;
+        let status = answer.status();
+        let body = client
+            .body_to_string(answer)
+            .await
+            .with_context(|| format!("reading {api_url}/meta"))?;
+        anyhow::ensure!(status.is_success(), "GET {api_url}/meta answered {status}");
+        serde_json::from_str::<serde_json::Value>(&body)
+            .with_context(|| format!("GET {api_url}/meta answered {status} but not JSON"))?;
+        Ok(())
+    }
+
     /// previewd's own login: the token's user, or `<app-slug>[bot]`.
     pub async fn login(&self) -> Result<&str, GitHubError> {
         self.login

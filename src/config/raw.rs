@@ -15,6 +15,15 @@ enum Value {
     Flag(bool),
 }
 
+impl Value {
+    fn shown(&self) -> String {
+        match self {
+            Value::Text(text) => text.clone(),
+            Value::Flag(flag) => flag.to_string(),
+        }
+    }
+}
+
 /// Scalar keys as set, by declared name (`defaults.ttl`).
 #[derive(Debug, Default)]
 pub(super) struct Values(BTreeMap<&'static str, Value>);
@@ -167,6 +176,16 @@ impl Values {
         };
         self.0.insert(key.name, value);
         Ok(())
+    }
+
+    /// `name` as set, whatever its kind (for `config check`).
+    pub(super) fn shown(&self, name: &str) -> Option<String> {
+        self.0.get(name).map(Value::shown)
+    }
+
+    /// Every key set, by declared name, as `shown` gives it.
+    pub(super) fn all_shown(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        self.0.iter().map(|(name, value)| (*name, value.shown()))
     }
 
     /// The text of `name`, if set.

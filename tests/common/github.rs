@@ -126,6 +126,11 @@ impl FakeGitHub {
             ..Hub::default()
         }));
         let router = Router::new()
+            // What github.com answers, cut to a field (`previewd config check --reach`).
+            .route(
+                "/meta",
+                get(|| async { axum::Json(json!({"verifiable_password_authentication": false})) }),
+            )
             .route(
                 "/user",
                 get(|| async { axum::Json(json!({"login": BOT, "id": 1, "type": "Bot"})) }),

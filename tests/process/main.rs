@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod config_check;
 mod connections;
 mod exposure;
 mod gates;
