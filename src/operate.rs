@@ -47,19 +47,7 @@ pub fn table(previews: &[Preview]) -> String {
             p.url.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        out += cells.join("  ").trim_end();
-        out += "\n";
-    }
+    let mut out = columns(&rows, "");
     if previews.is_empty() {
         out += "(no previews)\n";
     }
@@ -80,9 +68,19 @@ pub async fn show(config: &Config, preview: &str) -> anyhow::Result<()> {
     else {
         bail!("previewd has no record of {key}");
     };
+    print!("{}", detail_text(&key, &detail));
+    Ok(())
+}
+
+/// `show`'s text: the preview, then its ledger and history as aligned columns (a long
+/// name pushes its row's next column on, never into it).
+pub fn detail_text(key: &PreviewKey, detail: &view::Detail) -> String {
+    let mut out = String::new();
     match &detail.preview {
         Some(p) => {
-            println!("{key}  {}", p.title);
+            out += &format!("{key}  {}\n", p.title);
+            let time = time_left(p.seconds_left);
+            let mut rows = Vec::new();
             for (label, value) in [
                 ("state", Some(state_name(p.state))),
                 ("url", Some(p.url.as_str())),
@@ -91,32 +89,76 @@ pub async fn show(config: &Config, preview: &str) -> anyhow::Result<()> {
                 ("commit", Some(p.head_sha.as_str())),
                 ("cluster", p.cluster.as_deref()),
                 ("last error", p.last_error.as_deref()),
+                ("time left", Some(time.as_str())),
             ] {
                 if let Some(value) = value {
-                    println!("  {label:<11}{value}");
+                    rows.push(vec![label.to_owned(), value.to_owned()]);
                 }
             }
-            println!("  {:<11}{}", "time left", time_left(p.seconds_left));
+            out += &columns(&rows, "  ");
         }
-        None => println!("{key}  (destroyed; its history remains)"),
+        None => out += &format!("{key}  (destroyed; its history remains)\n"),
     }
     if !detail.ledger.is_empty() {
-        println!("ledger:");
-        for item in &detail.ledger {
-            println!("  {:<12}{:<40}{}", item.kind, item.name, item.state);
+        out += "ledger:\n";
+        let rows: Vec<Vec<String>> = detail
+            .ledger
+            .iter()
+            .map(|item| {
+                let name = if item.namespace.is_empty() {
+                    item.name.clone()
+                } else {
+                    format!("{}/{}", item.namespace, item.name)
+                };
+                let mut row = vec![item.kind.clone(), name, item.state.clone()];
+                row.extend(item.detail.clone());
+                row
+            })
+            .collect();
+        out += &columns(&rows, "  ");
+    }
+    out += "history:\n";
+    let rows: Vec<Vec<String>> = detail
+        .history
+        .iter()
+        .map(|h| {
+            vec![
+                crate::comment::stamp(h.at),
+                h.what.clone(),
+                h.actor.clone(),
+                h.reason.clone(),
+            ]
+        })
+        .collect();
+    out += &columns(&rows, "  ");
+    out
+}
+
+/// `rows` as columns two spaces apart, each as wide as its widest cell, after `indent`.
+fn columns<R: AsRef<[String]>>(rows: &[R], indent: &str) -> String {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        for (i, cell) in row.as_ref().iter().enumerate() {
+            let width = cell.chars().count();
+            match widths.get_mut(i) {
+                Some(w) => *w = (*w).max(width),
+                None => widths.push(width),
+            }
         }
     }
-    println!("history:");
-    for h in &detail.history {
-        println!(
-            "  {}  {:<18}{:<12}{}",
-            crate::comment::stamp(h.at),
-            h.what,
-            h.actor,
-            h.reason
-        );
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .as_ref()
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out += indent;
+        out += cells.join("  ").trim_end();
+        out += "\n";
     }
-    Ok(())
+    out
 }
 
 /// Records the teardown (with the operator as its actor), then follows it until the
@@ -222,4 +264,59 @@ pub async fn destroy_template(config: &Config, repo: &str) -> anyhow::Result<()>
     }
     println!("{repo}: every template generation will be dropped by the running previewd");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::view::{Detail, HistoryItem, LedgerItem};
+
+    fn item(kind: &str, namespace: &str, name: &str, state: &str) -> LedgerItem {
+        LedgerItem {
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            state: state.into(),
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn show_keeps_every_ledger_and_history_column_apart_however_long_the_names() {
+        let detail = Detail {
+            preview: None,
+            ledger: vec![
+                item(
+                    "Application",
+                    "argocd",
+                    "pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers",
+                    "applied",
+                ),
+                item(
+                    "PostgreSQL database",
+                    "",
+                    "pv_codertocat_hello_world_4d960c3af87af320_pr_2",
+                    "applied",
+                ),
+            ],
+            history: vec![HistoryItem {
+                at: 1_700_000_000,
+                what: "deploy-requested".into(),
+                actor: "a-very-long-github-login-name".into(),
+                reason: "opened".into(),
+                head_sha: None,
+            }],
+        };
+        let key: PreviewKey = "codertocat/hello-world#2".parse().unwrap();
+        let text = detail_text(&key, &detail);
+        for glued in [
+            "helpersapplied",
+            "pr_2applied",
+            "requesteda-very",
+            "nameopened",
+        ] {
+            assert!(!text.contains(glued), "{glued} in\n{text}");
+        }
+        insta::assert_snapshot!(text);
+    }
 }
