@@ -23,4 +23,6 @@ pub struct App {
     /// The process's metrics registry: the edge counts deliveries into it and `/metrics`
     /// renders it; `serve` hands the same one to the reconciler, sweeper and GitHub client.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Unverified refused deliveries, summed up in the log a minute at a time.
+    pub refusals: crate::server::refusals::Refusals,
 }

@@ -42,6 +42,7 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
         work,
         buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
         metrics: Arc::default(),
+        refusals: Default::default(),
     });
     Ok(Started {
         app,

@@ -12,7 +12,8 @@ use secrecy::{ExposeSecret, SecretString};
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Rejection {
     #[error(
-        "no webhook secret is configured (github.webhook_secret), so no delivery can be verified"
+        "no webhook secret is configured (set github.webhook_secret, or the environment variable \
+         PREVIEWD_GITHUB_WEBHOOK_SECRET), so no delivery can be verified"
     )]
     NoSecret,
     #[error("missing header {0}")]

@@ -1,7 +1,7 @@
 //! A webhook delivery as an extractor: its headers screened before a byte of the body is
 //! read, the body read within the limits, the signature verified and the payload parsed.
-//! Every refusal is logged and counted here, under the event's name only once the
-//! signature verified.
+//! Every refusal is counted here, under the event's name only once the signature verified,
+//! and logged (unverified ones summed up a minute at a time, `refusals`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,17 +31,23 @@ impl FromRequest<Arc<App>> for Verified {
         let started = Instant::now();
         let (parts, body) = request.into_parts();
         let mut verified = None;
-        match receive(app, &parts.headers, body, &mut verified).await {
+        let mut body_read = false;
+        match receive(app, &parts.headers, body, &mut verified, &mut body_read).await {
             Ok(delivery) => Ok(Self { delivery, started }),
             Err(error) => {
                 let guid = header(&parts.headers, "x-github-delivery").unwrap_or("-");
-                tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
+                if verified.is_some() {
+                    // Signed by whoever holds the secret: GitHub's own, each worth a line.
+                    tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
+                } else {
+                    app.refusals.refused(guid, error.status().as_u16(), &error);
+                }
                 app.metrics.delivery(
                     verified.as_deref(),
                     DeliveryOutcome::Rejected,
                     started.elapsed(),
                 );
-                Err(error)
+                Err(if body_read { error } else { error.unread() })
             }
         }
     }
@@ -57,6 +63,7 @@ async fn receive(
     headers: &HeaderMap,
     body: Body,
     verified: &mut Option<String>,
+    body_read: &mut bool,
 ) -> Result<webhook::Delivery, Error> {
     let received = Headers {
         event: header(headers, "x-github-event"),
@@ -69,6 +76,7 @@ async fn receive(
     // Everything the headers alone decide is decided before a byte of the body is read.
     webhook::screen(secret, received)?;
     let body = read_body(app, body).await?;
+    *body_read = true;
     let delivery = webhook::receive(secret, received, &body).inspect_err(|e| {
         if !matches!(e, Rejection::BadSignature(_)) {
             *verified = received.event.map(str::to_owned);

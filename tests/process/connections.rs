@@ -220,3 +220,62 @@ fn connections_beyond_the_bound_are_closed_at_once() {
     );
     assert!(server.terminate().success());
 }
+
+/// Reads one whole answer (head and `Content-Length` body) from `stream`; `None` when the
+/// connection broke instead.
+fn read_answer(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Option<(u16, bool)> {
+    use std::io::{BufRead, Read};
+    let mut status = String::new();
+    if stream.read_line(&mut status).ok()? == 0 {
+        return None;
+    }
+    let (mut length, mut close) = (0usize, false);
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end().to_ascii_lowercase();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("content-length:") {
+            length = v.trim().parse().ok()?;
+        }
+        close |= line == "connection: close";
+    }
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).ok()?;
+    Some((status.split(' ').nth(1)?.parse().ok()?, close))
+}
+
+#[test]
+fn a_connection_left_open_after_a_refused_delivery_takes_the_next_one() {
+    // A refusal decided on the headers is answered before the body is read; the server
+    // must then either read past that body or say `Connection: close`. A proxy keeping
+    // upstream connections alive sends the next delivery down one it was not told is
+    // closing, and GitHub gets a 502 for it.
+    use std::io::Write;
+    let (_dir, server) = serve_with_secret();
+    let body = "{\"zen\":\"x\"}".repeat(20_000);
+    let unsigned = format!("{}{body}", webhook_head(&server, body.len(), false));
+    let mut stream = std::io::BufReader::new(connect(&server));
+    let (mut reused, mut reopened) = (0, 0);
+    for i in 0..300 {
+        stream
+            .get_mut()
+            .write_all(unsigned.as_bytes())
+            .unwrap_or_else(|e| panic!("request {i} could not be sent on a connection the server had not said it would close: {e}"));
+        let (status, close) = read_answer(&mut stream).unwrap_or_else(|| {
+            panic!("request {i} met a broken connection the server had not said it would close")
+        });
+        assert_eq!(status, 401);
+        if close {
+            reopened += 1;
+            stream = std::io::BufReader::new(connect(&server));
+        } else {
+            reused += 1;
+        }
+    }
+    assert_eq!(reused + reopened, 300);
+}

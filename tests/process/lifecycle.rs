@@ -33,11 +33,9 @@ fn serve_starts_on_embedded_defaults_without_a_config_file() {
     // No webhook secret configured: deliveries are refused, and the answer says why.
     let refused = server.deliver(&Delivery::fixture("ping"));
     assert_eq!(refused.status, 401);
-    assert!(
-        refused.body.contains("github.webhook_secret"),
-        "{}",
-        refused.body
-    );
+    for names in ["github.webhook_secret", "PREVIEWD_GITHUB_WEBHOOK_SECRET"] {
+        assert!(refused.body.contains(names), "{}", refused.body);
+    }
     assert!(server.terminate().success(), "SIGTERM is a clean stop");
 }
 
@@ -94,6 +92,33 @@ fn a_log_that_is_not_a_terminal_gets_plain_lines() {
     assert!(
         !text.contains('\u{1b}'),
         "an escape code in the log: {text:?}"
+    );
+}
+
+/// An unsigned flood writes one line, not one per request, and the rest of the minute one
+/// summary line (at its end, or at a stop before it); a malformed delivery signed with the
+/// secret is logged on its own.
+#[test]
+fn a_flood_of_unsigned_deliveries_is_one_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("previewd.log");
+    let env = [("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET)];
+    let server = Server::start_logging(dir.path(), &env, std::fs::File::create(&log).unwrap());
+    let unsigned = Delivery::fixture("ping").without("X-Hub-Signature-256");
+    for _ in 0..50 {
+        assert_eq!(server.deliver(&unsigned).status, 401);
+    }
+    let malformed = Delivery::raw("pull_request", br#"{"action":"opened"}"#.to_vec());
+    assert_eq!(server.deliver(&malformed).status, 400);
+    assert!(server.terminate().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let rejected: Vec<&str> = text.lines().filter(|l| l.contains("rejected")).collect();
+    assert_eq!(rejected.len(), 3, "{text}");
+    assert!(rejected[0].contains("X-Hub-Signature-256"), "{text}");
+    assert!(rejected[1].contains("payload"), "{text}");
+    assert!(
+        rejected[2].contains("refused=49") && rejected[2].contains("401 ×49"),
+        "{text}"
     );
 }
 

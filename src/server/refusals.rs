@@ -1,0 +1,148 @@
+//! Unverified refused deliveries in the log: the first of a minute as its own line, the
+//! rest of that minute as one summary line when it ends. A flood of unsigned requests
+//! writes two lines a minute, not one per request; `/metrics` counts every one.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long refusals after a logged one are summed up before the summary is written.
+pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// The log's memory of the current minute. Pure: the caller writes the lines and keeps
+/// the timer.
+#[derive(Debug, Default)]
+pub struct Window {
+    /// When the refusal that opened the window was logged.
+    opened: Option<Instant>,
+    /// Refusals held back since, by status code.
+    held: BTreeMap<u16, u64>,
+}
+
+/// What to do with one refusal.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Write it as its own line.
+    Log,
+    /// Count it; when `summary_at` is set, the summary is due then (the first held back
+    /// in this window), and the caller arranges to write it.
+    Hold { summary_at: Option<Instant> },
+}
+
+impl Window {
+    pub fn refused(&mut self, status: u16, now: Instant) -> Decision {
+        match self.opened {
+            Some(opened) if now.saturating_duration_since(opened) < WINDOW => {
+                let first = self.held.is_empty();
+                *self.held.entry(status).or_default() += 1;
+                Decision::Hold {
+                    summary_at: first.then_some(opened + WINDOW),
+                }
+            }
+            _ => {
+                self.opened = Some(now);
+                Decision::Log
+            }
+        }
+    }
+
+    /// The summary of what was held back, and the window closed: `401 ×41, 413 ×2`.
+    pub fn summary(&mut self) -> Option<(u64, String)> {
+        self.opened = None;
+        let held = std::mem::take(&mut self.held);
+        let total = held.values().sum();
+        let text = held
+            .iter()
+            .map(|(status, n)| format!("{status} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        (total > 0).then_some((total, text))
+    }
+}
+
+/// The window of a running server, shared by its handlers.
+#[derive(Debug, Default)]
+pub struct Refusals(Arc<Mutex<Window>>);
+
+impl Refusals {
+    /// Logs one refused, unverified delivery, or counts it towards the minute's summary.
+    pub fn refused(&self, guid: &str, status: u16, reason: &dyn std::fmt::Display) {
+        let decision = self
+            .0
+            .lock()
+            .expect("refusal window")
+            .refused(status, Instant::now());
+        match decision {
+            Decision::Log => tracing::warn!(
+                delivery = %guid, reason = %reason,
+                "delivery rejected (more within a minute are summed up in one line)"
+            ),
+            Decision::Hold { summary_at: None } => {}
+            Decision::Hold {
+                summary_at: Some(at),
+            } => {
+                let window = self.0.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(at.into()).await;
+                    log_summary(&window);
+                });
+            }
+        }
+    }
+}
+
+/// A server stopping within the minute still writes what it held back.
+impl Drop for Refusals {
+    fn drop(&mut self) {
+        log_summary(&self.0);
+    }
+}
+
+fn log_summary(window: &Mutex<Window>) {
+    let summary = window.lock().map(|mut w| w.summary()).ok().flatten();
+    if let Some((total, by_status)) = summary {
+        tracing::warn!(
+            refused = total, by_status = %by_status,
+            "more deliveries rejected in the minute after the last logged one"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_is_one_line_then_one_summary_a_minute() {
+        let start = Instant::now();
+        let mut window = Window::default();
+        assert_eq!(window.refused(401, start), Decision::Log);
+        let due = start + WINDOW;
+        assert_eq!(
+            window.refused(401, start + Duration::from_millis(1)),
+            Decision::Hold {
+                summary_at: Some(due)
+            }
+        );
+        for i in 2..1000 {
+            let status = if i % 100 == 0 { 413 } else { 401 };
+            let at = start + Duration::from_millis(i);
+            assert_eq!(
+                window.refused(status, at),
+                Decision::Hold { summary_at: None }
+            );
+        }
+        assert_eq!(window.summary(), Some((999, "401 ×990, 413 ×9".into())));
+        // The next refusal, after the summary, is a line of its own again.
+        assert_eq!(window.refused(401, due), Decision::Log);
+        assert_eq!(window.summary(), None);
+    }
+
+    #[test]
+    fn a_refusal_a_minute_after_the_last_logged_one_is_logged() {
+        let start = Instant::now();
+        let mut window = Window::default();
+        assert_eq!(window.refused(400, start), Decision::Log);
+        assert_eq!(window.refused(401, start + WINDOW), Decision::Log);
+    }
+}
