@@ -67,11 +67,15 @@ fn cluster_cert(
                     cert.display()
                 );
                 create_local_key_pair(&key, &cert, now)?;
+                // The fix is in the message; the files follow it as fields of their own.
                 tracing::warn!(
-                    key = %key.display(),
-                    cert = %cert.display(),
-                    "created a local sealing key pair: previews on {} are sealed with it; give its key to that cluster's sealed-secrets controller, or set [[clusters]] sealing_cert",
-                    cluster.name
+                    cluster = %cluster.name,
+                    key_file = %key.display(),
+                    cert_file = %cert.display(),
+                    "created a local sealing key pair, and previews on this cluster are sealed \
+                     with it: give key_file to its sealed-secrets controller, or set this \
+                     cluster's sealing_cert to the controller's certificate (kubeseal \
+                     --fetch-cert)."
                 );
             }
             cert

@@ -89,6 +89,28 @@ fn a_log_that_is_not_a_terminal_gets_plain_lines() {
     assert!(server.terminate().success());
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("delivery recorded"), "{text}");
+    // The first start makes the local sealing pair; the line says what to do, then names
+    // the files as fields of their own.
+    let pair = text
+        .lines()
+        .find(|l| l.contains("created a local sealing key pair"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let (message, fields) = pair.split_once("(kubeseal --fetch-cert).").unwrap();
+    assert!(
+        message.contains("give key_file to its sealed-secrets controller"),
+        "{pair}"
+    );
+    let fields: Vec<&str> = fields.split_whitespace().collect();
+    assert_eq!(fields.len(), 3, "{pair}");
+    assert_eq!(fields[0], "cluster=in-cluster", "{pair}");
+    assert!(
+        fields[1].starts_with("key_file=") && fields[1].ends_with(".key"),
+        "{pair}"
+    );
+    assert!(
+        fields[2].starts_with("cert_file=") && fields[2].ends_with(".crt"),
+        "{pair}"
+    );
     assert!(
         !text.contains('\u{1b}'),
         "an escape code in the log: {text:?}"
