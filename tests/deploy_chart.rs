@@ -1,0 +1,575 @@
+//! previewd's own chart (deploy/chart) rendered by the real Helm library (helm-python-sdk,
+//! `tests/deploy/chart.py`), with its default values and with everything on
+//! (`tests/deploy/values-everything.yaml`): every object valid against the Kubernetes and CRD
+//! schemas, `helm lint --strict` clean, the AppProjects what `previewd render --projects`
+//! prints for the configuration the chart carries, and wrong values refused saying why.
+
+#[path = "common/python.rs"]
+mod python;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const EVERYTHING: &str = "tests/deploy/values-everything.yaml";
+
+fn chart() -> String {
+    format!("{ROOT}/deploy/chart")
+}
+
+/// Renders the chart with `args` (`-f FILE`, `--set K=V`), validates and lints it: the
+/// checker's output, the objects in manifest order and NOTES.txt.
+fn render(args: &[&str]) -> (String, Vec<Value>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("objects.json");
+    let notes = dir.path().join("NOTES.txt");
+    let mut all = vec![
+        chart(),
+        "--lint".into(),
+        "--dump".into(),
+        dump.display().to_string(),
+        "--notes".into(),
+        notes.display().to_string(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let (ok, out) = python::run("deploy/chart.py", &all);
+    assert!(ok, "{out}");
+    let objects = serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap();
+    (out, objects, std::fs::read_to_string(notes).unwrap())
+}
+
+fn everything() -> (String, Vec<Value>, String) {
+    render(&["-f", &format!("{ROOT}/{EVERYTHING}")])
+}
+
+/// The values are refused, by the schema or a template, with a message containing `text`.
+fn assert_refused(args: &[&str], text: &str) {
+    let mut all = vec![chart(), "--expect-error".into(), text.into()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let (ok, out) = python::run("deploy/chart.py", &all);
+    assert!(ok, "{args:?} should be refused with {text:?}: {out}");
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+fn kinds(objects: &[Value]) -> Vec<&str> {
+    objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect()
+}
+
+fn container(objects: &[Value]) -> &Value {
+    &find(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn yaml_documents(text: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+#[test]
+fn the_chart_renders_valid_objects_and_lints_clean_with_default_values_and_everything_on() {
+    let (out, objects, _) = render(&[]);
+    assert!(out.contains("lint: 0 warnings or errors"), "{out}");
+    assert!(
+        out.trim_end().ends_with("validated 16 objects, 0 failed"),
+        "{out}"
+    );
+    assert!(!kinds(&objects).contains(&"Ingress"), "the Ingress is off");
+    assert!(!kinds(&objects).contains(&"ServiceMonitor"));
+    assert!(!kinds(&objects).contains(&"Namespace"));
+
+    let (out, objects, _) = everything();
+    assert!(out.contains("lint: 0 warnings or errors"), "{out}");
+    assert!(
+        out.trim_end().ends_with("validated 19 objects, 0 failed"),
+        "{out}"
+    );
+    for kind in ["Namespace", "Ingress", "ServiceMonitor"] {
+        assert!(kinds(&objects).contains(&kind), "{kind}");
+    }
+}
+
+/// The AppProjects the chart applies are exactly those `previewd render --projects` prints
+/// for the previewd.toml its ConfigMap carries, with the environment its Deployment sets
+/// (secrets stand-ins): the configuration loads, and the projects follow it.
+#[test]
+fn the_charts_appprojects_are_what_previewd_renders_for_the_config_it_carries() {
+    for (what, (_, objects, _)) in [
+        ("default values", render(&[])),
+        ("everything on", everything()),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("previewd.toml");
+        let toml = find(&objects, "ConfigMap")["data"]["previewd.toml"]
+            .as_str()
+            .unwrap();
+        std::fs::write(&config, toml).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_previewd"));
+        command.env_clear();
+        for variable in container(&objects)["env"].as_array().unwrap() {
+            let value = match variable["value"].as_str() {
+                Some(value) => value.to_owned(),
+                None => format!("stand-in-for-the-secret-{}", variable["name"]),
+            };
+            command.env(variable["name"].as_str().unwrap(), value);
+        }
+        let output = command
+            .args(["--config", config.to_str().unwrap(), "render", "--projects"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let rendered = yaml_documents(&String::from_utf8(output.stdout).unwrap());
+        let shipped: Vec<Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "AppProject")
+            .cloned()
+            .collect();
+        assert_eq!(rendered.len(), 2, "{what}");
+        assert_eq!(
+            shipped, rendered,
+            "{what}: appProjects is stale; regenerate it with `previewd --config previewd.toml render --projects`"
+        );
+    }
+}
+
+#[test]
+fn the_everything_on_values_hold_two_clusters_and_two_repositories() {
+    let (_, objects, _) = everything();
+    let helpers = objects.iter().find(|o| o["kind"] == "AppProject").unwrap();
+    let mut servers: Vec<&str> = helpers["spec"]["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["server"].as_str().unwrap())
+        .collect();
+    servers.dedup();
+    assert_eq!(
+        servers,
+        [
+            "https://eu-1.k8s.example.com",
+            "https://us-1.k8s.example.com"
+        ]
+    );
+    let apps = objects.iter().rfind(|o| o["kind"] == "AppProject").unwrap();
+    assert_eq!(
+        apps["spec"]["sourceRepos"],
+        json!([
+            "https://github.com/acme/shop.git",
+            "https://github.com/acme/docs-deploy.git"
+        ])
+    );
+}
+
+/// What the chart takes from the configuration: Argo CD's namespace (the Role, the
+/// projects, Argo CD's accounts in the confinement policy), the project names previewd may
+/// use, and the service account previewd runs as in the release's namespace.
+#[test]
+fn the_admission_policies_and_the_role_follow_the_configuration() {
+    let (_, objects, _) = everything();
+    let policies: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .collect();
+    let projects = &policies[0]["spec"];
+    assert_eq!(
+        projects["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:previewd-system:previewd'"
+    );
+    assert_eq!(
+        projects["validations"][0]["expression"],
+        "has(object.spec.project) && object.spec.project in ['pr-helpers', 'pr-apps']"
+    );
+    let confinement = policies[1]["spec"].to_string();
+    assert!(confinement.contains("startsWith('system:serviceaccount:gitops:')"));
+    assert!(!confinement.contains("serviceaccount:argocd:"));
+    for kind in ["Role", "RoleBinding", "AppProject"] {
+        assert!(
+            objects
+                .iter()
+                .filter(|o| o["kind"] == kind)
+                .all(|o| o["metadata"]["namespace"] == "gitops"),
+            "{kind}"
+        );
+    }
+    let binding = find(&objects, "RoleBinding");
+    assert_eq!(
+        binding["subjects"][0],
+        json!({"kind": "ServiceAccount", "name": "previewd", "namespace": "previewd-system"})
+    );
+}
+
+/// previewd keeps its state in SQLite: one writer, so one replica, replaced (never rolled)
+/// with the volume released first, whatever the values say.
+#[test]
+fn previewd_runs_one_replica_whatever_the_values() {
+    for (_, objects, _) in [render(&[]), everything()] {
+        let deployment = find(&objects, "Deployment");
+        assert_eq!(deployment["spec"]["replicas"], 1);
+        assert_eq!(deployment["spec"]["strategy"], json!({"type": "Recreate"}));
+        assert_eq!(
+            find(&objects, "PersistentVolumeClaim")["spec"]["accessModes"],
+            json!(["ReadWriteOnce"])
+        );
+    }
+    assert_refused(&["--set", "replicas=2"], "additional properties 'replicas'");
+    assert_refused(
+        &["--set", "replicaCount=2"],
+        "additional properties 'replicaCount'",
+    );
+}
+
+/// Secrets come from the existing Secret as environment variables (the App's key as a file
+/// readable by previewd's group), never through values or argv; the chart renders no Secret.
+#[test]
+fn secrets_reach_previewd_from_the_existing_secret_only() {
+    let (_, objects, _) = everything();
+    assert!(!kinds(&objects).contains(&"Secret"));
+    let container = container(&objects);
+    let from_secret: Vec<(&str, &str, &str)> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| {
+            let reference = &v["valueFrom"]["secretKeyRef"];
+            Some((
+                v["name"].as_str()?,
+                reference["name"].as_str()?,
+                reference["key"].as_str()?,
+            ))
+        })
+        .collect();
+    assert_eq!(
+        from_secret,
+        [
+            (
+                "PREVIEWD_GITHUB_WEBHOOK_SECRET",
+                "previewd-secrets",
+                "webhook"
+            ),
+            ("PREVIEWD_API_TOKEN", "previewd-secrets", "token"),
+        ]
+    );
+    assert_eq!(
+        container["args"],
+        json!(["--config", "/etc/previewd/previewd.toml", "serve"])
+    );
+    let key_path = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "PREVIEWD_GITHUB_PRIVATE_KEY_PATH")
+        .expect("the App's key path")["value"]
+        .as_str()
+        .unwrap();
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "github-app-key")
+        .unwrap();
+    let pod = &find(&objects, "Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "github-app-key")
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "previewd-secrets");
+    assert_eq!(volume["secret"]["items"][0]["key"], "app.pem");
+    assert_eq!(volume["secret"]["defaultMode"], 0o440);
+    assert_eq!(
+        Path::new(mount["mountPath"].as_str().unwrap())
+            .join(volume["secret"]["items"][0]["path"].as_str().unwrap()),
+        Path::new(key_path)
+    );
+    let (_, with_token, _) = render(&["--set", "secretKeys.githubToken=gh"]);
+    let env = &find(&with_token, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array().unwrap().contains(&json!({
+            "name": "PREVIEWD_GITHUB_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "previewd", "key": "gh"}},
+        })),
+        "{env}"
+    );
+    // A secret written into the configuration is refused, saying where it belongs.
+    for (line, text) in [
+        (
+            "[github]\nwebhook_secret = \"0123456789abcdef0\"",
+            "config sets github.webhook_secret: a secret never goes in values; put it in the Secret \"previewd\" and name its key in secretKeys.webhookSecret",
+        ),
+        ("[api]\ntoken = \"t\"", "config sets api.token"),
+        ("[github]\ntoken = \"t\"", "config sets github.token"),
+    ] {
+        with_config(line, text);
+    }
+}
+
+/// The default configuration with `extra` appended, which must be refused with `text`.
+fn with_config(extra: &str, text: &str) {
+    let defaults: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
+    )
+    .unwrap();
+    let config = format!("{}\n{extra}\n", defaults["config"].as_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("values.yaml");
+    std::fs::write(
+        &file,
+        serde_json::to_string(&json!({"config": config})).unwrap(),
+    )
+    .unwrap();
+    assert_refused(&["-f", file.to_str().unwrap()], text);
+}
+
+/// A configuration the pod could not run is refused at `helm install`, saying why.
+#[test]
+fn the_chart_refuses_a_configuration_its_pod_could_not_run() {
+    let cases = [
+        (
+            "[metrics]\nlisten = \"127.0.0.1:9090\"",
+            "\"127.0.0.1:9090\" is a loopback address",
+        ),
+        (
+            "[metrics]\nlisten = \"0.0.0.0:8080\"",
+            "metrics.listen must use another port than listen",
+        ),
+        (
+            "[github]\napp_id = 1",
+            "name the key of existingSecret that holds the App's private key",
+        ),
+        (
+            "[github]\nprivate_key_path = \"/k.pem\"",
+            "config sets github.private_key_path",
+        ),
+        (
+            "[tls]\nca_key = \"/ca.key\"",
+            "config sets tls.ca_key, a file this chart does not mount",
+        ),
+        (
+            "[[clusters]]\nname = \"us-1\"\nserver = \"https://us-1.example.com\"\nsealing_cert = \"/certs/us-1.pem\"",
+            "config: cluster us-1: sealing_cert \"/certs/us-1.pem\" is not where the chart mounts",
+        ),
+        ("this is not toml", "config is not valid TOML"),
+    ];
+    for (extra, text) in cases {
+        with_config(extra, text);
+    }
+    // Lines that must come first in the file: replace the defaults' own.
+    for (from, to, text) in [
+        (
+            "listen = \"0.0.0.0:8080\"",
+            "listen = \"127.0.0.1:8080\"",
+            "is a loopback address",
+        ),
+        (
+            "state = \"/var/lib/previewd/previewd.db\"",
+            "state = \"previewd.db\"",
+            "state = \"previewd.db\" is not on the volume",
+        ),
+        (
+            "kind = \"kubernetes\"",
+            "kind = \"directory\"",
+            "sink.kind must be \"kubernetes\"",
+        ),
+    ] {
+        replace_in_config(from, to, text);
+    }
+}
+
+/// The default configuration with `from` replaced by `to`, which must be refused with `text`.
+fn replace_in_config(from: &str, to: &str, text: &str) {
+    let defaults: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
+    )
+    .unwrap();
+    let config = defaults["config"].as_str().unwrap();
+    assert!(config.contains(from), "{from}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("values.yaml");
+    let values = json!({"config": config.replacen(from, to, 1)});
+    std::fs::write(&file, values.to_string()).unwrap();
+    assert_refused(&["-f", file.to_str().unwrap()], text);
+}
+
+/// appProjects that are not `previewd render --projects` of the configuration (a cluster or
+/// a repository added, a project renamed, Argo CD elsewhere) are refused with how to
+/// regenerate them.
+#[test]
+fn appprojects_stale_for_the_configuration_are_refused() {
+    let regenerate =
+        "regenerate appProjects with `previewd --config previewd.toml render --projects`";
+    with_config(
+        "[[clusters]]\nname = \"us-1\"\nserver = \"https://us-1.example.com\"",
+        regenerate,
+    );
+    with_config("[[repos]]\nname = \"acme/docs\"", regenerate);
+    with_config(
+        "[[repos]]\nname = \"acme/docs\"\napp_chart = \"chart\"",
+        regenerate,
+    );
+    replace_in_config(
+        "apps_project = \"preview-apps\"",
+        "apps_project = \"apps\"",
+        "config names the projects [previews apps]",
+    );
+    replace_in_config(
+        "argocd_namespace = \"argocd\"",
+        "argocd_namespace = \"gitops\"",
+        "but sink.argocd_namespace is gitops",
+    );
+    replace_in_config(
+        "revision = \"v0.1.0\"",
+        "revision = \"v0.1.0\"\nlegacy_names = true",
+        regenerate,
+    );
+}
+
+/// values.schema.json turns a wrong value into a clear `helm install` error.
+#[test]
+fn the_values_schema_refuses_a_wrong_value() {
+    let cases = [
+        (
+            "image.pullPolicy=Sometimes",
+            "at '/image/pullPolicy': value must be one of",
+        ),
+        (
+            "ingress.enabled=true",
+            "at '/ingress/host': '' does not match pattern",
+        ),
+        ("ingress.annotations.a=1", "at '/ingress/annotations/a'"),
+        ("persistence.size=lots", "at '/persistence/size'"),
+        (
+            "service.port=http",
+            "at '/service/port': got string, want integer",
+        ),
+        ("existingSecret=My_Secret", "at '/existingSecret'"),
+        ("secretKeys.apiToken=", "at '/secretKeys/apiToken'"),
+        (
+            "serviceMonitor.interval=often",
+            "at '/serviceMonitor/interval'",
+        ),
+        (
+            "networkPolicy.prometheus.podLabels=null",
+            "at '/networkPolicy/prometheus",
+        ),
+        ("config=", "at '/config'"),
+        (
+            "ingres.enabled=true",
+            "additional properties 'ingres' not allowed",
+        ),
+    ];
+    for (set, text) in cases {
+        assert_refused(&["--set", set], text);
+    }
+    // What the schema cannot say, the templates do.
+    assert_refused(
+        &["--set", "serviceMonitor.enabled=true"],
+        "serviceMonitor.enabled: set `[metrics] listen = \"0.0.0.0:9090\"` in config",
+    );
+}
+
+/// The ServiceMonitor scrapes the metrics port (`metrics.listen`), where /metrics needs no
+/// token, and only Prometheus reaches that port; nothing hands Prometheus the API token.
+#[test]
+fn the_servicemonitor_scrapes_the_metrics_port_without_the_api_token() {
+    let (_, objects, _) = everything();
+    let monitor = find(&objects, "ServiceMonitor");
+    assert_eq!(
+        monitor["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
+    let endpoints = monitor["spec"]["endpoints"].as_array().unwrap();
+    assert_eq!(
+        endpoints,
+        &[json!({"port": "metrics", "path": "/metrics", "interval": "30s"})]
+    );
+    let service = find(&objects, "Service");
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "metrics", "port": 9090, "targetPort": "metrics"}))
+    );
+    for (key, value) in monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+    {
+        assert_eq!(&service["metadata"]["labels"][key], value);
+    }
+    assert!(
+        container(&objects)["ports"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "metrics", "containerPort": 9090}))
+    );
+    let rules = &find(&objects, "NetworkPolicy")["spec"]["ingress"];
+    assert_eq!(
+        rules[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "kube-prometheus-stack"
+    );
+    assert_eq!(
+        rules[1]["ports"],
+        json!([{"port": "metrics", "protocol": "TCP"}])
+    );
+}
+
+/// The Ingress publishes `POST /webhooks/github` alone (it checks GitHub's signature);
+/// the dashboard, the API and /metrics stay inside the cluster.
+#[test]
+fn the_ingress_publishes_the_webhook_only() {
+    let (_, objects, _) = everything();
+    let ingress = find(&objects, "Ingress");
+    assert_eq!(
+        ingress["metadata"]["annotations"],
+        json!({"cert-manager.io/cluster-issuer": "letsencrypt"})
+    );
+    assert_eq!(ingress["spec"]["ingressClassName"], "traefik");
+    assert_eq!(
+        ingress["spec"]["tls"],
+        json!([{"hosts": ["previewd.example.com"], "secretName": "previewd-webhook-tls"}])
+    );
+    let rules = ingress["spec"]["rules"].as_array().unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["host"], "previewd.example.com");
+    assert_eq!(
+        rules[0]["http"]["paths"],
+        json!([{"path": "/webhooks/github", "pathType": "Exact",
+                "backend": {"service": {"name": "previewd", "port": {"name": "http"}}}}])
+    );
+}
+
+/// NOTES.txt gives the step the chart cannot take: the argocd-cm health checks, as a merge
+/// patch of a file that exists, in Argo CD's namespace.
+#[test]
+fn the_notes_state_the_argocd_cm_patch_step() {
+    let step = "kubectl -n gitops patch configmap argocd-cm --type merge --patch-file deploy/patches/argocd-cm.yaml";
+    let (_, _, notes) = everything();
+    assert!(notes.contains(step), "{notes}");
+    assert!(
+        notes.contains("database.mode is cnpg, so add them"),
+        "{notes}"
+    );
+    assert!(
+        Path::new(ROOT)
+            .join("deploy/patches/argocd-cm.yaml")
+            .is_file()
+    );
+    let (_, _, notes) = render(&[]);
+    assert!(notes.contains(&step.replace("gitops", "argocd")), "{notes}");
+    assert!(notes.contains("--from-literal=webhook-secret="), "{notes}");
+}
