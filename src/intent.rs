@@ -385,12 +385,22 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
     }
     Intent {
         outcome: Outcome::Accepted,
-        detail: format!(
-            "{}: {}",
-            change.what,
-            change.desired.map_or("details refreshed", |d| d.as_str())
-        ),
+        detail: format!("{}: {}", change.what, asks_for(change.desired)),
         change: Change::PullRequest(Box::new(change)),
+    }
+}
+
+/// What the answer to GitHub (and the delivery record) says the PR now asks for, in words.
+fn asks_for(desired: Option<Desired>) -> &'static str {
+    match desired {
+        Some(Desired::Deployed) => "a preview at the head commit",
+        Some(Desired::AwaitingApproval) => {
+            "no preview until a writer approves this fork's head commit"
+        }
+        Some(Desired::Draft) => "no preview while a draft",
+        Some(Desired::OptedOut) => "no preview until one is asked for",
+        Some(Desired::Absent) => "the preview torn down",
+        None => "details refreshed",
     }
 }
 

@@ -52,6 +52,29 @@ fn opened_pr_is_deployed_and_expires_after_the_ttl() {
 }
 
 #[test]
+fn the_answer_says_in_words_what_the_pr_now_asks_for() {
+    let detail = |pr| decide_pr(pr, "").detail;
+    assert_eq!(
+        detail(pr(PrAction::Opened)),
+        "opened: a preview at the head commit"
+    );
+    assert_eq!(
+        detail(PullRequestEvent {
+            open: false,
+            ..pr(PrAction::Closed { merged: false })
+        }),
+        "closed: the preview torn down"
+    );
+    assert_eq!(
+        detail(PullRequestEvent {
+            fork: true,
+            ..pr(PrAction::Opened)
+        }),
+        "opened: no preview until a writer approves this fork's head commit"
+    );
+}
+
+#[test]
 fn fork_pr_awaits_approval() {
     let intent = decide_pr(
         PullRequestEvent {
