@@ -1,8 +1,9 @@
-//! What deploy/ asks of a cluster, evaluated the way the cluster would: admission.yaml's
-//! ValidatingAdmissionPolicies by cel-python (an independent CEL) on requests whose names
-//! previewd itself makes — previewd may write only its two projects' Applications, and Argo
-//! CD may write an app Application's objects only into that preview's own namespace — and
-//! patches/argocd-cm.yaml's Lua health checks by lupa's Lua (`tests/deploy/*.py`).
+//! What deploy/ asks of a cluster, evaluated the way the cluster would: the
+//! ValidatingAdmissionPolicies of manifests/previewd.yaml (the chart's admission.yaml) by
+//! cel-python (an independent CEL) on requests whose names previewd itself makes — previewd
+//! may write only its two projects' Applications, and Argo CD may write an app Application's
+//! objects only into that preview's own namespace — and patches/argocd-cm.yaml's Lua health
+//! checks by lupa's Lua (`tests/deploy/*.py`).
 
 mod common;
 
@@ -312,8 +313,8 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
     check_admission(&cases, 34);
 }
 
-/// deploy/admission.yaml's verdicts on `cases` (see `case`) by cel-python: all `expected`
-/// of them as the cases say.
+/// The admission policies' verdicts (deploy/manifests/previewd.yaml) on `cases` (see `case`)
+/// by cel-python: all `expected` of them as the cases say.
 fn check_admission(cases: &Value, expected: usize) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cases.json");
@@ -321,7 +322,7 @@ fn check_admission(cases: &Value, expected: usize) {
     let (ok, text) = common::python::run(
         "deploy/check_admission.py",
         &[
-            format!("{ROOT}/deploy/admission.yaml"),
+            format!("{ROOT}/deploy/manifests/previewd.yaml"),
             file.display().to_string(),
         ],
     );

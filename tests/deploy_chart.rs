@@ -2,7 +2,8 @@
 //! `tests/deploy/chart.py`), with its default values and with everything on
 //! (`tests/deploy/values-everything.yaml`): every object valid against the Kubernetes and CRD
 //! schemas, `helm lint --strict` clean, the AppProjects what `previewd render --projects`
-//! prints for the configuration the chart carries, and wrong values refused saying why.
+//! prints for the configuration the chart carries, wrong values refused saying why, and the
+//! plain manifests (deploy/manifests/previewd.yaml) the chart rendered, kept equal here.
 
 #[path = "common/python.rs"]
 mod python;
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const EVERYTHING: &str = "tests/deploy/values-everything.yaml";
+const MANIFESTS: &str = "deploy/manifests/previewd.yaml";
 
 fn chart() -> String {
     format!("{ROOT}/deploy/chart")
@@ -572,4 +574,83 @@ fn the_notes_state_the_argocd_cm_patch_step() {
     let (_, _, notes) = render(&[]);
     assert!(notes.contains(&step.replace("gitops", "argocd")), "{notes}");
     assert!(notes.contains("--from-literal=webhook-secret="), "{notes}");
+}
+
+/// deploy/manifests/previewd.yaml is the chart rendered with its default values (and its
+/// Namespace): `UPDATE_DEPLOY=1` writes it anew.
+#[test]
+fn the_plain_manifests_are_the_chart_rendered_with_default_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("previewd.yaml");
+    let (ok, out) = python::run(
+        "deploy/chart.py",
+        &[
+            chart().as_str(),
+            "--set",
+            "namespace.create=true",
+            "--manifests",
+            fresh.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{out}");
+    let fresh = std::fs::read_to_string(fresh).unwrap();
+    let committed = Path::new(ROOT).join(MANIFESTS);
+    if std::env::var_os("UPDATE_DEPLOY").is_some() {
+        std::fs::write(&committed, &fresh).unwrap();
+    }
+    let committed = std::fs::read_to_string(committed).unwrap_or_default();
+    assert!(
+        committed == fresh,
+        "{MANIFESTS} is not the chart rendered: regenerate it with UPDATE_DEPLOY=1 cargo test --test deploy_chart"
+    );
+}
+
+/// `kubectl apply -f deploy/manifests/previewd.yaml` (or `-k deploy`) in one step: the
+/// Namespace first, the admission policies before the Deployment could write anything, and
+/// every namespaced object in a namespace that exists or is made earlier in the file (Argo
+/// CD's is the cluster's).
+#[test]
+fn the_plain_manifests_apply_in_one_step() {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(MANIFESTS)).unwrap();
+    let objects = yaml_documents(&text);
+    let kinds = kinds(&objects);
+    assert_eq!(kinds[0], "Namespace");
+    assert_eq!(objects[0]["metadata"]["name"], "previewd-system");
+    assert_eq!(
+        objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    let position = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
+    assert!(position("ValidatingAdmissionPolicyBinding") < position("Deployment"));
+    assert!(position("AppProject") < position("Deployment"));
+    for object in &objects[1..] {
+        let namespace = &object["metadata"]["namespace"];
+        assert!(
+            namespace.is_null() || namespace == "previewd-system" || namespace == "argocd",
+            "{object}"
+        );
+    }
+    let kustomization: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(Path::new(ROOT).join("deploy/kustomization.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        kustomization["resources"],
+        json!(["manifests/previewd.yaml"])
+    );
+    // Kustomize sorts by kind unless told to keep the file's order.
+    assert_eq!(kustomization["sortOptions"], json!({"order": "fifo"}));
+    // With kubectl at hand, what `kubectl apply -k deploy` sends is the file, in its order.
+    if let Ok(output) = Command::new("kubectl")
+        .args(["kustomize", &format!("{ROOT}/deploy")])
+        .output()
+    {
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let built = yaml_documents(&String::from_utf8(output.stdout).unwrap());
+        assert_eq!(built, objects);
+    }
 }

@@ -1,11 +1,15 @@
-//! deploy/networkpolicy.yaml against the Deployment it guards: it selects previewd's pods,
-//! names ports they have, and admits only the two sources it documents.
+//! The NetworkPolicy of deploy/manifests/previewd.yaml (the chart's networkpolicy.yaml)
+//! against the Deployment it guards: it selects previewd's pods, names ports they have, and
+//! admits only the two sources it documents.
 
 use serde_json::Value;
 
-fn documents(file: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(format!("{}/deploy/{file}", env!("CARGO_MANIFEST_DIR")))
-        .unwrap_or_else(|e| panic!("{file}: {e}"));
+fn documents() -> Vec<Value> {
+    let file = format!(
+        "{}/deploy/manifests/previewd.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
     serde_yaml_ng::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect()
@@ -13,12 +17,13 @@ fn documents(file: &str) -> Vec<Value> {
 
 #[test]
 fn only_the_ingress_controller_and_prometheus_reach_previewd() {
-    let policy = documents("networkpolicy.yaml")
-        .into_iter()
+    let documents = documents();
+    let policy = documents
+        .iter()
         .find(|d| d["kind"] == "NetworkPolicy")
         .expect("a NetworkPolicy");
-    let deployment = documents("deployment.yaml")
-        .into_iter()
+    let deployment = documents
+        .iter()
         .find(|d| d["kind"] == "Deployment")
         .unwrap();
     assert_eq!(

@@ -58,38 +58,43 @@ fn values_the_chart_cannot_render_are_refused_by_its_schema() {
 
 #[test]
 fn the_deploy_manifests_validate_and_their_config_loads() {
-    let deploy = format!("{ROOT}/deploy");
-    let (ok, out) = check(&["--manifests", &deploy]);
+    // deploy/manifests/previewd.yaml: deploy/chart rendered with its default values.
+    let manifests = format!("{ROOT}/deploy/manifests/previewd.yaml");
+    let (ok, out) = check(&["--manifests", &manifests]);
     assert!(
-        ok && out.trim_end().ends_with("validated 18 objects, 0 failed"),
+        ok && out.trim_end().ends_with("validated 17 objects, 0 failed"),
         "{out}"
     );
-    let (ok, out) = check(&["--manifests", &format!("{deploy}/patches")]);
+    let (ok, out) = check(&["--manifests", &format!("{ROOT}/deploy/patches")]);
     assert!(
         ok && out.trim_end().ends_with("validated 1 objects, 0 failed"),
         "{out}"
     );
+    let objects: Vec<Value> =
+        serde_yaml_ng::Deserializer::from_str(&std::fs::read_to_string(&manifests).unwrap())
+            .map(|document| Value::deserialize(document).unwrap())
+            .filter(|object| !object.is_null())
+            .collect();
+    let of_kind =
+        |kind: &str| -> Vec<&Value> { objects.iter().filter(|o| o["kind"] == kind).collect() };
     // The previewd.toml in the ConfigMap is one this version accepts.
-    let text = std::fs::read_to_string(format!("{deploy}/config.yaml")).unwrap();
-    let config_map: Value = serde_yaml_ng::from_str(&text).unwrap();
     let config = Config::from_toml(
-        config_map["data"]["previewd.toml"].as_str().unwrap(),
+        of_kind("ConfigMap")[0]["data"]["previewd.toml"]
+            .as_str()
+            .unwrap(),
         Vec::new(),
     )
     .unwrap();
     assert_eq!(config.sink.kind, previewd::config::SinkKind::Kubernetes);
     // The projects shipped are the ones this configuration needs, and the admission policy
     // admits exactly those.
-    let shipped = std::fs::read_to_string(format!("{deploy}/appprojects.yaml")).unwrap();
-    let generated: String = previewd::projects::projects(&config)
-        .iter()
-        .map(|p| format!("---\n{}", previewd::yaml::to_string(p)))
-        .collect();
-    assert!(
-        shipped.ends_with(&generated),
-        "deploy/appprojects.yaml is stale: regenerate it with `previewd render --projects`"
+    let shipped: Vec<Value> = of_kind("AppProject").into_iter().cloned().collect();
+    assert_eq!(
+        shipped,
+        previewd::projects::projects(&config),
+        "the chart's appProjects are stale: regenerate them with `previewd render --projects`"
     );
-    let admission = std::fs::read_to_string(format!("{deploy}/admission.yaml")).unwrap();
+    let admission = serde_json::to_string(&of_kind("ValidatingAdmissionPolicy")).unwrap();
     assert!(
         admission.contains(&format!(
             "object.spec.project in ['{}', '{}']",
@@ -99,9 +104,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
     );
     // RBAC: writes only to Applications in Argo CD's namespace; cluster-wide, only `get` on
     // exactly what a teardown confirms gone.
-    let rbac = std::fs::read_to_string(format!("{deploy}/rbac.yaml")).unwrap();
-    for document in serde_yaml_ng::Deserializer::from_str(&rbac) {
-        let object = Value::deserialize(document).unwrap();
+    for object in &objects {
         let verbs = |object: &Value| -> Vec<String> {
             object["rules"]
                 .as_array()
@@ -113,7 +116,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
         };
         match object["kind"].as_str().unwrap() {
             "ClusterRole" => {
-                assert!(verbs(&object).iter().all(|v| v == "get"), "{object}");
+                assert!(verbs(object).iter().all(|v| v == "get"), "{object}");
                 let resources: Vec<_> = object["rules"]
                     .as_array()
                     .unwrap()
@@ -128,7 +131,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
             "Role" => {
                 assert_eq!(object["metadata"]["namespace"], "argocd");
                 assert_eq!(object["rules"][0]["resources"], json!(["applications"]));
-                assert!(!verbs(&object).iter().any(|v| v == "*" || v == "update"));
+                assert!(!verbs(object).iter().any(|v| v == "*" || v == "update"));
             }
             _ => {}
         }

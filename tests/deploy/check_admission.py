@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Evaluates deploy/admission.yaml's ValidatingAdmissionPolicies with cel-python (an
-independent implementation of CEL, the language the API server runs) on the requests given
-as JSON: each {"name", "user", "object", "oldObject" (an UPDATE's object before it; absent
+"""Evaluates the ValidatingAdmissionPolicies of a manifest file (deploy/manifests/previewd.yaml,
+from deploy/chart/templates/admission.yaml) with cel-python (an independent implementation of
+CEL, the language the API server runs) on the requests given as JSON: each {"name", "user", "object", "oldObject" (an UPDATE's object before it; absent
 for a CREATE), "admitted": true|false}. Prints one line per case and "N passed, M failed".
 The request is built as the API server builds it: `request.userInfo.username`,
 `request.operation`, `request.kind` (group, version and kind of the object's apiVersion and
 kind), `request.namespace`, `object`, and `oldObject` (null for a CREATE). Matching follows
 the API server: a policy applies when every matchCondition is true; variables are evaluated
 in order; every validation must hold.
-Usage: check_admission.py ADMISSION.yaml CASES.json"""
+Usage: check_admission.py MANIFESTS.yaml CASES.json (its other kinds are ignored)"""
 import json
 import sys
 
@@ -63,9 +63,10 @@ def admitted(policies, user, obj, old=None):
 def main():
     docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
     policies = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
-    bound = {d["spec"]["policyName"] for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"}
-    assert bound == {p["metadata"]["name"] for p in policies}, "every policy is bound, with Deny"
-    assert all(d["spec"]["validationActions"] == ["Deny"] for d in docs if d["kind"].endswith("Binding"))
+    bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert policies, "no ValidatingAdmissionPolicy in %s" % sys.argv[1]
+    assert {d["spec"]["policyName"] for d in bindings} == {p["metadata"]["name"] for p in policies}, "every policy is bound"
+    assert all(d["spec"]["validationActions"] == ["Deny"] for d in bindings), "with Deny"
     passed = failed = 0
     for case in json.load(open(sys.argv[2])):
         try:
