@@ -24,6 +24,9 @@ pub enum Shown {
     WaitingForCi,
     CiFailed,
     Deploying,
+    /// Written to the directory sink, where nothing deploys it or reports its health: it
+    /// stays so (the kubernetes sink reports what Argo CD sees instead).
+    Rendered,
     Ready,
     Failed,
     TearingDown,
@@ -42,6 +45,8 @@ impl Shown {
             (Desired::Deployed, ObservedState::CiFailed) => Self::CiFailed,
             (Desired::Deployed, ObservedState::Queued) => Self::Queued,
             (Desired::Deployed, ObservedState::Ready) => Self::Ready,
+            // Only the directory sink leaves a preview applied with nobody reporting.
+            (Desired::Deployed, ObservedState::Applied) => Self::Rendered,
             (Desired::Deployed, ObservedState::Error | ObservedState::Failed) => Self::Failed,
             (Desired::Deployed, _) => Self::Deploying,
         }
@@ -56,6 +61,9 @@ impl Shown {
             Self::WaitingForCi => "⏳ Waiting for CI to build the image",
             Self::CiFailed => "❌ CI failed: the image is not deployed",
             Self::Deploying => "🚧 Deploying",
+            Self::Rendered => {
+                "📄 Rendered: written to previewd's directory, which nothing here deploys"
+            }
             Self::Ready => "✅ Ready",
             Self::Failed => "❌ Failed",
             Self::TearingDown => "🧹 Tearing down",
@@ -72,6 +80,8 @@ impl Shown {
             Self::Failed | Self::CiFailed => Some("failure"),
             Self::TearingDown | Self::Destroyed => Some("inactive"),
             Self::Queued | Self::AwaitingApproval | Self::Draft | Self::OptedOut => None,
+            // Nothing deploys it: there is no deployment to report on.
+            Self::Rendered => None,
         }
     }
 }

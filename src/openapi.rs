@@ -57,7 +57,7 @@ pub fn document() -> Value {
                         "pr_url": text,
                         "title": text,
                         "author": text,
-                        "state": {"enum": ["queued", "awaiting_approval", "draft", "opted_out", "waiting_for_ci", "ci_failed", "deploying", "ready", "failed", "tearing_down", "destroyed"]},
+                        "state": {"enum": ["queued", "awaiting_approval", "draft", "opted_out", "waiting_for_ci", "ci_failed", "deploying", "rendered", "ready", "failed", "tearing_down", "destroyed"]},
                         "desired": {"enum": ["deployed", "awaiting_approval", "draft", "opted_out", "absent"]},
                         "observed": text,
                         "url": text,

@@ -103,6 +103,7 @@ pub fn state_name(shown: Shown) -> &'static str {
         Shown::WaitingForCi => "waiting_for_ci",
         Shown::CiFailed => "ci_failed",
         Shown::Deploying => "deploying",
+        Shown::Rendered => "rendered",
         Shown::Ready => "ready",
         Shown::Failed => "failed",
         Shown::TearingDown => "tearing_down",
@@ -222,7 +223,7 @@ mod tests {
     fn previews_in_the_same_shown_state_and_cluster_are_counted_together() {
         let rows = vec![
             (Desired::Deployed, ObservedState::Ready, "eu".into(), 2),
-            (Desired::Deployed, ObservedState::Applied, "eu".into(), 1),
+            (Desired::Deployed, ObservedState::Syncing, "eu".into(), 1),
             (Desired::Deployed, ObservedState::Pending, "eu".into(), 3),
             (Desired::Absent, ObservedState::Ready, "eu".into(), 1),
         ];

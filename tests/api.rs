@@ -52,7 +52,7 @@ async fn previews_are_listed_filtered_and_shaped_as_the_openapi_description_says
     assert_eq!(first["repo"], "codertocat/hello-world");
     assert_eq!(first["number"], 2);
     assert_eq!(first["author"], "Codertocat");
-    assert_eq!(first["state"], "deploying");
+    assert_eq!(first["state"], "rendered"); // the directory sink: nobody reports health
     assert_eq!(first["cluster"], "in-cluster");
     assert_eq!(
         first["pr_url"],

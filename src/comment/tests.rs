@@ -313,3 +313,17 @@ fn a_check_name_or_link_from_a_workflow_cannot_inject_markdown() {
     );
     assert!(!body.contains("javascript:"), "{body}");
 }
+
+#[test]
+fn a_preview_the_directory_sink_wrote_is_rendered_not_deploying_for_ever() {
+    assert_eq!(
+        Shown::of(Desired::Deployed, ObservedState::Applied),
+        Shown::Rendered
+    );
+    let text = status(&view(Shown::Rendered));
+    assert!(
+        text.contains("Rendered: written to previewd's directory, which nothing here deploys"),
+        "{text}"
+    );
+    assert_eq!(Shown::Rendered.deployment_state(), None);
+}
