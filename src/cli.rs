@@ -76,6 +76,14 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Send one webhook delivery to the `previewd serve` of this configuration, signed with
+    /// its webhook secret as GitHub signs it (to try previewd, or replay a payload)
+    Deliver {
+        /// The GitHub event (`X-GitHub-Event`): pull_request, issue_comment, …
+        event: String,
+        /// The payload (JSON), as GitHub sends it
+        file: PathBuf,
+    },
     /// Check the configuration: the file validated as `serve` would, and the effective
     /// values printed with where each came from
     Config {
@@ -125,6 +133,7 @@ pub enum ConfigAction {
 }
 
 mod check;
+mod deliver;
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -194,6 +203,7 @@ pub fn main() -> ExitCode {
                 values,
             } => seal(&cert, &namespace, &name, &scope, type_, &values),
             Command::Unseal { keys, file } => unseal(&keys, &file),
+            Command::Deliver { event, file } => deliver::deliver(&config, &event, &file).await,
             Command::Config { .. } => unreachable!("handled before the configuration loads"),
         }
     });

@@ -8,6 +8,7 @@ mod connections;
 mod exposure;
 mod gates;
 mod lifecycle;
+mod walk;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
