@@ -1,6 +1,6 @@
 //! The two AppProjects previewd's Applications run under, generated from the configuration so
 //! that they always cover `[[clusters]]` and `[[repos]]` (`previewd render --projects`;
-//! `deploy/appprojects.yaml` is what it prints for `deploy/config.yaml`). Pure.
+//! the chart's `appProjects` value is what it prints for the chart's `config`). Pure.
 //!
 //! The helpers' project may create what `helpers-chart/` renders, in the preview namespaces
 //! and in the provisioner (and CloudNativePG) namespace. The apps' project runs PR code, fork
@@ -8,7 +8,7 @@
 //! kinds (none that reach beyond a namespace: RBAC, certificates and DNS for any name,
 //! database roles, sealed secrets the controller would open, Applications). What the project
 //! cannot say — each app only in its own namespace, Ingress hosts, `externalIPs` — is
-//! `deploy/admission.yaml`'s. Argo CD checks cluster-scoped objects
+//! the chart's admission policies' (deploy/chart/templates/admission.yaml). Argo CD checks cluster-scoped objects
 //! against the kind whitelist only (argo-cd controller/sync.go validateSyncPermissions), so
 //! the Namespace entry carries the name glob.
 

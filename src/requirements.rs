@@ -1,11 +1,11 @@
-//! What a cluster must run for previews to work (the README's "What a cluster needs"),
+//! What a cluster must run for previews to work (the README's "What a cluster needs", under "Install on a cluster"),
 //! checked where previewd can: on its own cluster, at start, through API discovery. Pure:
 //! what is served in, what is missing out; `sink::kubernetes::KubeSink::served` asks the cluster.
 //!
 //! Version floors that discovery shows: CloudNativePG >= 1.30 serves `databaseroles`;
 //! Argo CD's CRDs and the AppProjects previewd's Applications name must exist. Floors it
 //! cannot see (Argo CD >= 2.10 for PostDelete hooks, external-dns' flags) are in the README;
-//! PostgreSQL >= 13 and psql >= 15 are checked by the chart's own Jobs.
+//! PostgreSQL >= 15 and psql >= 15 are checked by the chart's own Jobs.
 
 use std::collections::BTreeSet;
 

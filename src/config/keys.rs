@@ -1,6 +1,6 @@
 //! Every scalar configuration key, declared once. The file's known keys, the
 //! `PREVIEWD_<SECTION>_<KEY>` variables, the plain defaults validation falls back to and the
-//! README's table are all derived from `KEYS`, so a key cannot be added to one and not the others.
+//! table in docs/configuration.md are all derived from `KEYS`, so a key cannot be added to one and not the others.
 
 /// How a key's value is written in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,9 +16,9 @@ pub enum Kind {
 /// What a key is when it is not set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fallback {
-    /// This value: validation uses it, and the README shows it.
+    /// This value: validation uses it, and docs/configuration.md shows it.
     Is(&'static str),
-    /// Computed or absent; the README says what happens.
+    /// Computed or absent; docs/configuration.md says what happens.
     Says(&'static str),
 }
 
@@ -28,7 +28,7 @@ pub struct Key {
     pub name: &'static str,
     pub kind: Kind,
     pub fallback: Fallback,
-    /// The README's "meaning" column.
+    /// The table's "meaning" column.
     pub doc: &'static str,
 }
 
@@ -44,7 +44,7 @@ const fn key(name: &'static str, kind: Kind, fallback: Fallback, doc: &'static s
     }
 }
 
-/// Every scalar key, in the README's order.
+/// Every scalar key, in the table's order.
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("listen", Text, Is("127.0.0.1:8080"), "HTTP address"),
@@ -136,7 +136,7 @@ pub const KEYS: &[Key] = &[
     key("dns.ttl", Text, Is("5m"), "the DNS records' TTL"),
 ];
 
-/// The array tables, whose fields are checked by their own structs; the README lists them
+/// The array tables, whose fields are checked by their own structs; the table lists them
 /// after the scalar keys: (keys, default, meaning).
 #[rustfmt::skip]
 const TABLES: &[(&str, &str, &str)] = &[
@@ -199,7 +199,7 @@ pub(super) fn default_of(name: &str) -> &'static str {
 pub const README_START: &str = "<!-- config-keys:start (generated from src/config/keys.rs) -->";
 pub const README_END: &str = "<!-- config-keys:end -->";
 
-/// The README's configuration table, between its markers (`UPDATE_README=1 cargo test --lib
+/// docs/configuration.md's table, between its markers (`UPDATE_DOCS=1 cargo test --lib
 /// config::` writes it there).
 pub fn readme_table() -> String {
     let mut out = format!("{README_START}\n| key | default | meaning |\n|---|---|---|\n");
