@@ -54,6 +54,7 @@ pub mod plan;
 pub mod preview;
 pub mod projects;
 pub mod reconcile;
+pub mod refusals;
 pub mod render;
 pub mod requirements;
 pub mod resync;

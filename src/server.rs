@@ -24,7 +24,6 @@ pub mod delivery;
 pub mod edge;
 pub mod error;
 mod pages;
-pub mod refusals;
 pub mod report;
 
 use delivery::Verified;

@@ -40,7 +40,8 @@ impl FromRequest<Arc<App>> for Verified {
                     // Signed by whoever holds the secret: GitHub's own, each worth a line.
                     tracing::warn!(delivery = %guid, reason = %error, "delivery rejected");
                 } else {
-                    app.refusals.refused(guid, error.status().as_u16(), &error);
+                    let detail = format!("delivery={guid} reason={error}");
+                    app.refusals.refused(error.status().as_u16(), &detail);
                 }
                 app.metrics.delivery(
                     verified.as_deref(),

@@ -53,6 +53,8 @@ pub async fn serve(
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_BUF);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    // Anyone can open connections: those over the bound are logged a minute at a time.
+    let over_the_bound = crate::refusals::Refusals::new("too many connections: closing new ones");
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -71,7 +73,8 @@ pub async fn serve(
         };
         while connections.try_join_next().is_some() {}
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, max = limits.max_connections, "too many connections: closing a new one");
+            let detail = format!("peer={peer} max={}", limits.max_connections);
+            over_the_bound.refused(0, &detail);
             continue;
         };
         let service = hyper_util::service::TowerToHyperService::new(router.clone());

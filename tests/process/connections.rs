@@ -195,7 +195,13 @@ fn a_body_that_stops_arriving_is_answered_408_after_thirty_seconds() {
 
 #[test]
 fn connections_beyond_the_bound_are_closed_at_once() {
-    let (_dir, server) = serve_with_secret();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("previewd.log");
+    let server = Server::start_logging(
+        dir.path(),
+        &secret_env(),
+        std::fs::File::create(&log).unwrap(),
+    );
     let mut held: Vec<_> = (0..256).map(|_| connect(&server)).collect();
     std::thread::sleep(Duration::from_millis(300));
     let mut one_more = connect(&server);
@@ -204,6 +210,11 @@ fn connections_beyond_the_bound_are_closed_at_once() {
         Some(0),
         "the 257th connection was kept"
     );
+    // Anyone can do that, over and over: the log says so once, then sums up at the stop.
+    for _ in 0..200 {
+        let mut again = connect(&server);
+        assert_eq!(answer_within(&mut again, Duration::from_secs(2)), Some(0));
+    }
     assert_eq!(
         answer_within(&mut held[0], Duration::from_millis(100)),
         None,
@@ -219,6 +230,13 @@ fn connections_beyond_the_bound_are_closed_at_once() {
         "freed slots serve again"
     );
     assert!(server.terminate().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("too many connections"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[1].contains("200 more"), "{text}");
 }
 
 /// Reads one whole answer (head and `Content-Length` body) from `stream`; `None` when the

@@ -1,6 +1,6 @@
-//! Unverified refused deliveries in the log: the first of a minute as its own line, the
-//! rest of that minute as one summary line when it ends. A flood of unsigned requests
-//! writes two lines a minute, not one per request; `/metrics` counts every one.
+//! Refusals anyone can cause — unverified deliveries, connections over the bound — in the
+//! log: the first of a minute as its own line, the rest of that minute as one summary line
+//! when it ends. A flood writes two lines a minute, not one per request.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -46,45 +46,66 @@ impl Window {
         }
     }
 
-    /// The summary of what was held back, and the window closed: `401 ×41, 413 ×2`.
+    /// The summary of what was held back, and the window closed: `401 ×41, 413 ×2` (a
+    /// code of 0 is shown as the count alone).
     pub fn summary(&mut self) -> Option<(u64, String)> {
         self.opened = None;
         let held = std::mem::take(&mut self.held);
         let total = held.values().sum();
         let text = held
             .iter()
-            .map(|(status, n)| format!("{status} ×{n}"))
+            .map(|(code, n)| match code {
+                0 => n.to_string(),
+                code => format!("{code} ×{n}"),
+            })
             .collect::<Vec<_>>()
             .join(", ");
         (total > 0).then_some((total, text))
     }
 }
 
-/// The window of a running server, shared by its handlers.
-#[derive(Debug, Default)]
-pub struct Refusals(Arc<Mutex<Window>>);
+/// One kind of refusal's window, shared by whoever refuses (`what` names it in the log).
+#[derive(Debug)]
+pub struct Refusals {
+    what: &'static str,
+    window: Arc<Mutex<Window>>,
+}
+
+impl Default for Refusals {
+    fn default() -> Self {
+        Self::new("delivery rejected")
+    }
+}
 
 impl Refusals {
-    /// Logs one refused, unverified delivery, or counts it towards the minute's summary.
-    pub fn refused(&self, guid: &str, status: u16, reason: &dyn std::fmt::Display) {
+    pub fn new(what: &'static str) -> Self {
+        Self {
+            what,
+            window: Arc::default(),
+        }
+    }
+
+    /// Logs one refusal (`code`: its status, or 0), or counts it towards the minute's
+    /// summary; `detail` is the logged one's (`delivery=… reason=…`).
+    pub fn refused(&self, code: u16, detail: &dyn std::fmt::Display) {
         let decision = self
-            .0
+            .window
             .lock()
             .expect("refusal window")
-            .refused(status, Instant::now());
+            .refused(code, Instant::now());
         match decision {
             Decision::Log => tracing::warn!(
-                delivery = %guid, reason = %reason,
-                "delivery rejected (more within a minute are summed up in one line)"
+                "{} (more within a minute are summed up in one line) {detail}",
+                self.what
             ),
             Decision::Hold { summary_at: None } => {}
             Decision::Hold {
                 summary_at: Some(at),
             } => {
-                let window = self.0.clone();
+                let (what, window) = (self.what, self.window.clone());
                 tokio::spawn(async move {
                     tokio::time::sleep_until(at.into()).await;
-                    log_summary(&window);
+                    log_summary(what, &window);
                 });
             }
         }
@@ -94,16 +115,16 @@ impl Refusals {
 /// A server stopping within the minute still writes what it held back.
 impl Drop for Refusals {
     fn drop(&mut self) {
-        log_summary(&self.0);
+        log_summary(self.what, &self.window);
     }
 }
 
-fn log_summary(window: &Mutex<Window>) {
+fn log_summary(what: &str, window: &Mutex<Window>) {
     let summary = window.lock().map(|mut w| w.summary()).ok().flatten();
-    if let Some((total, by_status)) = summary {
+    if let Some((total, by_code)) = summary {
         tracing::warn!(
-            refused = total, by_status = %by_status,
-            "more deliveries rejected in the minute after the last logged one"
+            refused = total, by_code = %by_code,
+            "{what}: {total} more in the minute after the last logged one"
         );
     }
 }
