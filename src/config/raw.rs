@@ -92,7 +92,7 @@ pub(super) struct RawRepo {
 impl Raw {
     /// `text` as TOML; a key that is not declared, or a value of another type, is refused.
     pub(super) fn from_file(text: &str) -> Result<Self, String> {
-        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let file: File = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
         let mut raw = Raw {
             values: Values::default(),
             clusters: file.clusters,
@@ -105,6 +105,16 @@ impl Raw {
                         let name = format!("{name}.{field}");
                         raw.values.set_from_file(&name, &name, value)?;
                     }
+                }
+                // `"github.token" = …` is one key whose name holds a dot, not `token` in
+                // `[github]`: read as such, a tool that reads sections (the chart's checks
+                // for secrets) would not see it.
+                _ if name.contains('.') => {
+                    let (section, field) = name.split_once('.').unwrap_or_default();
+                    return Err(format!(
+                        "the top-level key `\"{name}\"` is quoted with a dot; write `{field}` \
+                         under `[{section}]`"
+                    ));
                 }
                 value => raw.values.set_from_file(&name, &name, value)?,
             }
@@ -168,8 +178,14 @@ impl Values {
                     Kind::Text => "a string",
                     Kind::Number => "a whole number",
                 };
+                // A secret's value stays out of the message, whatever its type.
+                let value = if super::explain::is_secret(key.name) {
+                    String::new()
+                } else {
+                    format!(" {other}")
+                };
                 return Err(format!(
-                    "`{shown}` is {} {other}; expected {expected}",
+                    "`{shown}` is {}{value}; expected {expected}",
                     other.type_str()
                 ));
             }
@@ -216,6 +232,21 @@ impl Values {
     pub(super) fn flag_or_default(&self, name: &str) -> bool {
         self.flag(name)
             .unwrap_or_else(|| keys::default_of(name) == "true")
+    }
+}
+
+/// Where the file stops being TOML, and why, without quoting the line: it may hold a
+/// secret (`webhook_secret = "a\qb"` is an invalid escape).
+fn parse_error(text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim_end();
+    match error.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            format!("TOML parse error at line {line}, column {column}: {message}")
+        }
+        None => format!("TOML parse error: {message}"),
     }
 }
 

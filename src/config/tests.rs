@@ -554,3 +554,41 @@ fn a_database_bound_is_read_in_mib_gib_or_tib_and_refused_naming_the_key_otherwi
         "{from_env}"
     );
 }
+
+#[test]
+fn a_quoted_top_level_key_with_a_dot_is_refused_not_read_as_its_section() {
+    for toml in [
+        "\"github.token\" = \"ghp_x\"\n",
+        "'api.token' = \"t\"\n",
+        "\"sink.kind\" = \"directory\"\n",
+    ] {
+        let error = Config::from_toml(toml, Vec::new()).unwrap_err().to_string();
+        assert!(error.contains("is quoted with a dot"), "{toml}: {error}");
+    }
+    // The same keys written in their sections are fine.
+    Config::from_toml("[sink]\nkind = \"directory\"\n", Vec::new()).unwrap();
+}
+
+#[test]
+fn a_config_error_never_quotes_a_secret() {
+    for toml in [
+        "[github]\nwebhook_secret = \"Zq8\\xVv3-super-secret-value\"\n",
+        "[github]\ntoken = \"ghp_super-secret-value\n",
+        "[api]\ntoken = [\"tok-super-secret-value\"]\n",
+        "[github]\nwebhook_secret = 9999999999999999\n",
+    ] {
+        let error = Config::from_toml(toml, Vec::new()).unwrap_err().to_string();
+        assert!(
+            !error.contains("super-secret") && !error.contains("9999"),
+            "{error}"
+        );
+        assert!(
+            error.contains("line 2") || error.contains("token") || error.contains("secret"),
+            "{error}"
+        );
+    }
+    let error = Config::from_toml("[github]\nwebhook_secret = \"a\\qb\"\n", Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("line 2, column"), "{error}");
+}
