@@ -388,9 +388,52 @@ fn the_chart_refuses_a_configuration_its_pod_could_not_run() {
             "kind = \"directory\"",
             "sink.kind must be \"kubernetes\"",
         ),
+        // A quoted key with a dot is no section's: the secret checks read sections.
+        (
+            "listen = \"0.0.0.0:8080\"",
+            "listen = \"0.0.0.0:8080\"\n\"github.token\" = \"ghp_x\"",
+            "unknown top-level key \"github.token\"",
+        ),
+        (
+            "state = \"/var/lib/previewd/previewd.db\"",
+            "state = \"/var/lib/previewd/../../tmp/x.db\"",
+            "is not on the volume",
+        ),
+        (
+            "listen = \"0.0.0.0:8080\"",
+            "listen = \"[0:0:0:0:0:0:0:1]:8080\"",
+            "is a loopback address",
+        ),
     ] {
         replace_in_config(from, to, text);
     }
+}
+
+/// The default values with `extra` after appProjects, which must be refused with `text`.
+fn with_projects(extra: &str, text: &str) {
+    let defaults: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
+    )
+    .unwrap();
+    let projects = format!("{}{extra}", defaults["appProjects"].as_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("values.yaml");
+    std::fs::write(&file, json!({"appProjects": projects}).to_string()).unwrap();
+    assert_refused(&["-f", file.to_str().unwrap()], text);
+}
+
+/// appProjects carries the two AppProjects and nothing else, however a document is
+/// written: the chart emits what it parsed and checked, never the text as given.
+#[test]
+fn nothing_rides_along_with_the_appprojects() {
+    let binding = "{\"apiVersion\": \"rbac.authorization.k8s.io/v1\", \"kind\": \"ClusterRoleBinding\", \
+                   \"metadata\": {\"name\": \"smuggled\"}, \"roleRef\": {\"apiGroup\": \
+                   \"rbac.authorization.k8s.io\", \"kind\": \"ClusterRole\", \"name\": \"cluster-admin\"}}";
+    let other = "holds something other than AppProjects";
+    with_projects(&format!("---\n{binding}\n"), other);
+    with_projects(&format!("---\n  {binding}\n"), other);
+    with_projects(&format!("--- {binding}\n"), other);
+    with_projects("---\n\"kind\": \"ConfigMap\"\n", other);
 }
 
 /// The default configuration with `from` replaced by `to`, which must be refused with `text`.

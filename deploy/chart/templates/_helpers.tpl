@@ -32,7 +32,7 @@ app.kubernetes.io/name: previewd
 {{- if or (not $port) (eq $host .) -}}
 {{- fail (printf "config: %q is not an address with a port (e.g. \"0.0.0.0:8080\")" .) -}}
 {{- end -}}
-{{- if or (hasPrefix "127." $host) (eq $host "localhost") (eq $host "[::1]") -}}
+{{- if or (hasPrefix "127." $host) (eq $host "localhost") (regexMatch `^\[(0*:)+0*1\]$` $host) -}}
 {{- fail (printf "config: %q is a loopback address, which nothing outside the pod reaches: listen on \"0.0.0.0:%s\"" . $port) -}}
 {{- end -}}
 {{- $port -}}
@@ -51,6 +51,14 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- $c := fromToml .Values.config -}}
 {{- if hasKey $c "Error" -}}
 {{- fail (printf "config is not valid TOML: %s" $c.Error) -}}
+{{- end -}}
+{{- /* Only what previewd reads: the checks below read sections, so a key such as a quoted
+"github.token" at the top must not pass (previewd refuses it too). */ -}}
+{{- $known := list "listen" "state" "log" "public_url" "github" "sink" "defaults" "sweep" "api" "metrics" "chart" "database" "tls" "dns" "clusters" "repos" -}}
+{{- range $key, $_ := $c -}}
+{{- if not (has $key $known) -}}
+{{- fail (printf "config: unknown top-level key %q (a setting of a section goes under [section]; docs/configuration.md lists every key)" $key) -}}
+{{- end -}}
 {{- end -}}
 {{- $github := $c.github | default dict -}}
 {{- $api := $c.api | default dict -}}
@@ -92,7 +100,7 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- fail "config: sink.kind must be \"kubernetes\" on a cluster (previewd writes Argo CD Applications)" -}}
 {{- end -}}
 {{- $state := toString ($c.state | default "") -}}
-{{- if not (hasPrefix "/var/lib/previewd/" $state) -}}
+{{- if or (not (hasPrefix "/var/lib/previewd/" $state)) (contains ".." $state) -}}
 {{- fail (printf "config: state = %q is not on the volume: set it to a file under /var/lib/previewd/ (e.g. \"/var/lib/previewd/previewd.db\")" $state) -}}
 {{- end -}}
 {{- if not (hasKey $c "listen") -}}
@@ -130,6 +138,24 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- end -}}
 
 {{/*
+appProjects as parsed objects, one per YAML document that holds anything but comments
+(however its keys are written): what is checked is what the chart emits.
+*/}}
+{{- define "previewd.projectDocs" -}}
+{{- $docs := list -}}
+{{- range regexSplit `(?m)^---` (printf "---\n%s" .) -1 -}}
+{{- $head := regexFind `^[^\n]*` . -}}
+{{- $body := regexReplaceAll `^[^\n]*` . "" -}}
+{{- if regexMatch `\S` (regexReplaceAll `#.*` $head "") -}}
+{{- $docs = append $docs (dict "Error" "a document on its --- line") -}}
+{{- else if regexMatch `(?m)^[ \t]*[^#\s]` $body -}}
+{{- $docs = append $docs (fromYaml $body) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $docs -}}
+{{- end -}}
+
+{{/*
 A check, not a second generator: appProjects must be `previewd render --projects` output for
 this config. Their names and namespace, their source repositories, the clusters they reach
 and how many destinations each has are compared with what the config says; a mismatch fails
@@ -141,12 +167,7 @@ with how to regenerate them.
 {{- $chart := $c.chart | default dict -}}
 {{- $legacy := $chart.legacy_names | default false -}}
 {{- $servers := .servers | default (list "https://kubernetes.default.svc") -}}
-{{- $docs := list -}}
-{{- range regexSplit "(?m)^---[ \t]*$" .Values.appProjects -1 -}}
-{{- if regexMatch "(?m)^[a-zA-Z]" . -}}
-{{- $docs = append $docs (fromYaml .) -}}
-{{- end -}}
-{{- end -}}
+{{- $docs := include "previewd.projectDocs" .Values.appProjects | fromJsonArray -}}
 {{- $how := "regenerate appProjects with `previewd --config previewd.toml render --projects` (helm: --set-file appProjects=FILE)" -}}
 {{- $names := list -}}
 {{- range $docs -}}
