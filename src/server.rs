@@ -25,6 +25,7 @@ pub mod edge;
 pub mod error;
 mod pages;
 pub mod report;
+mod unread;
 
 use delivery::Verified;
 pub use error::Error;
@@ -84,6 +85,7 @@ pub fn router(app: Arc<App>) -> Router {
             post(report::template_size),
         )
         .merge(local)
+        .layer(axum::middleware::from_fn(unread::close_if_unread))
         .with_state(app)
 }
 

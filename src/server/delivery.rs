@@ -31,8 +31,7 @@ impl FromRequest<Arc<App>> for Verified {
         let started = Instant::now();
         let (parts, body) = request.into_parts();
         let mut verified = None;
-        let mut body_read = false;
-        match receive(app, &parts.headers, body, &mut verified, &mut body_read).await {
+        match receive(app, &parts.headers, body, &mut verified).await {
             Ok(delivery) => Ok(Self { delivery, started }),
             Err(error) => {
                 let guid = header(&parts.headers, "x-github-delivery").unwrap_or("-");
@@ -48,7 +47,7 @@ impl FromRequest<Arc<App>> for Verified {
                     DeliveryOutcome::Rejected,
                     started.elapsed(),
                 );
-                Err(if body_read { error } else { error.unread() })
+                Err(error)
             }
         }
     }
@@ -64,7 +63,6 @@ async fn receive(
     headers: &HeaderMap,
     body: Body,
     verified: &mut Option<String>,
-    body_read: &mut bool,
 ) -> Result<webhook::Delivery, Error> {
     let received = Headers {
         event: header(headers, "x-github-event"),
@@ -77,7 +75,6 @@ async fn receive(
     // Everything the headers alone decide is decided before a byte of the body is read.
     webhook::screen(secret, received)?;
     let body = read_body(app, body).await?;
-    *body_read = true;
     let delivery = webhook::receive(secret, received, &body).inspect_err(|e| {
         if !matches!(e, Rejection::BadSignature(_)) {
             *verified = received.event.map(str::to_owned);

@@ -62,23 +62,12 @@ pub enum Error {
     /// The same failure, answered as a dashboard page.
     #[error(transparent)]
     Page(Box<Error>),
-    /// The same failure, decided before the request's body was read: the answer says
-    /// `Connection: close`. hyper closes such a connection after answering (the unread
-    /// body is still on it), and a client or proxy not told so sends its next request down
-    /// a closing socket (a broken pipe; a 502 from a proxy keeping upstreams alive).
-    #[error(transparent)]
-    Unread(Box<Error>),
 }
 
 impl Error {
     /// The same failure, as a page of the dashboard.
     pub fn page(self) -> Self {
         Self::Page(Box::new(self))
-    }
-
-    /// The same failure, decided before the body was read.
-    pub fn unread(self) -> Self {
-        Self::Unread(Box::new(self))
     }
 
     pub fn status(&self) -> StatusCode {
@@ -98,14 +87,14 @@ impl Error {
             Self::Busy | Self::Unrecorded(_) | Self::State(_) | Self::NotReady(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            Self::Page(inner) | Self::Unread(inner) => inner.status(),
+            Self::Page(inner) => inner.status(),
         }
     }
 
     /// When a retry may succeed, in seconds.
     fn retry_after(&self) -> Option<&'static str> {
         match self {
-            Self::Page(inner) | Self::Unread(inner) => inner.retry_after(),
+            Self::Page(inner) => inner.retry_after(),
             Self::Busy => Some("5"),
             // Only after the busy timeout went by without the lock: a retry will do.
             Self::State(e) if crate::db::is_busy_error(e) => Some("1"),
@@ -117,7 +106,7 @@ impl Error {
     fn message(&self) -> String {
         match self {
             Self::State(e) if crate::db::is_busy_error(e) => "the state is busy; try again".into(),
-            Self::Page(inner) | Self::Unread(inner) => inner.message(),
+            Self::Page(inner) => inner.message(),
             other => other.to_string(),
         }
     }
@@ -137,14 +126,6 @@ impl From<QueryRejection> for Error {
 
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
-        if let Self::Unread(inner) = self {
-            let mut response = inner.into_response();
-            response.headers_mut().insert(
-                header::CONNECTION,
-                header::HeaderValue::from_static("close"),
-            );
-            return response;
-        }
         let failure = match &self {
             Self::Page(inner) => inner.as_ref(),
             other => other,

@@ -297,3 +297,37 @@ fn a_connection_left_open_after_a_refused_delivery_takes_the_next_one() {
     }
     assert_eq!(reused + reopened, 300);
 }
+
+#[test]
+fn any_answer_left_with_an_unread_body_says_the_connection_closes() {
+    // Not only deliveries: a wrong method, a path that does not parse, a refused destroy.
+    use std::io::Write;
+    let (_dir, server) = serve_with_secret();
+    let body = "x".repeat(40_000);
+    for (method, path, status) in [
+        ("GET", "/webhooks/github", 405),
+        ("PUT", "/webhooks/github", 405),
+        ("POST", "/api/templates/a/b/notanumber/size", 400),
+        ("POST", "/api/previews/a/b/1/destroy", 403),
+    ] {
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n{body}",
+            server.addr,
+            body.len()
+        );
+        let mut stream = std::io::BufReader::new(connect(&server));
+        for i in 0..20 {
+            stream
+                .get_mut()
+                .write_all(request.as_bytes())
+                .unwrap_or_else(|e| panic!("{method} {path}, request {i}: {e}"));
+            let (got, close) = read_answer(&mut stream)
+                .unwrap_or_else(|| panic!("{method} {path}, request {i}: a broken connection"));
+            assert_eq!(got, status, "{method} {path}");
+            if close {
+                stream = std::io::BufReader::new(connect(&server));
+            }
+        }
+    }
+    assert!(server.terminate().success());
+}
