@@ -19,7 +19,17 @@ pub fn run(path: Option<&Path>, reach: bool) -> ExitCode {
     };
     print!("{}", explained.text());
     let config = &explained.config;
-    let mut problems = offline_problems(config);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("previewd: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut problems = runtime.block_on(async { offline_problems(config) });
     if let Err(e) = config.check_serving() {
         problems.push(format!("`previewd serve` would refuse to start: {e}"));
     }
@@ -32,16 +42,6 @@ pub fn run(path: Option<&Path>, reach: bool) -> ExitCode {
     if !reach {
         return ExitCode::SUCCESS;
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("previewd: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let failures = runtime.block_on(reach_all(config));
     if failures == 0 {
         ExitCode::SUCCESS
@@ -50,11 +50,22 @@ pub fn run(path: Option<&Path>, reach: bool) -> ExitCode {
     }
 }
 
-/// What can be checked without the network: each cluster's sealing certificate reads and
-/// is current (the implicit local pair is made by `serve`, so it is not asked for here).
+/// What `serve` reads at start and can be checked without the network: the GitHub App's
+/// key, the configured preview CA, and each cluster's sealing certificate (the implicit
+/// local pair and CA are made by `serve`, so they are not asked for here).
 fn offline_problems(config: &Config) -> Vec<String> {
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
     let mut problems = Vec::new();
+    if let Some(app @ GithubCredentials::App { .. }) = &config.github.credentials {
+        if let Err(e) = crate::github::GitHub::new(&config.github.api_url, app) {
+            problems.push(format!("the GitHub App's private key: {e:#}"));
+        }
+    }
+    if config.tls.ca_cert.is_some() {
+        if let Err(e) = crate::ca::from_config(config, now, false) {
+            problems.push(format!("the preview CA (tls.ca_cert, tls.ca_key): {e:#}"));
+        }
+    }
     let mut certs = crate::clusters::sealing_certs(config, now, false);
     for cluster in config.clusters.iter().filter(|c| c.sealing_cert.is_some()) {
         match certs.remove(&cluster.name) {

@@ -90,6 +90,13 @@ impl Validator {
                 })
             })
             .transpose()?;
+        if let Some(metrics) = metrics_listen.filter(|m| collide(m, &listen)) {
+            return Err(self.invalid(
+                "metrics.listen",
+                format!("{metrics} takes the port of listen ({listen})"),
+                "another port than listen's, like 0.0.0.0:9090",
+            ));
+        }
         let defaults = self.policy("defaults", &raw.values, None)?;
         let repos = raw
             .repos
@@ -440,4 +447,10 @@ impl Validator {
             stuck_after: self.duration_of(raw, "sink.stuck_after")?,
         })
     }
+}
+
+/// Whether two listeners would want the same socket (a wildcard address takes the port on
+/// every address).
+fn collide(a: &std::net::SocketAddr, b: &std::net::SocketAddr) -> bool {
+    a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }

@@ -81,3 +81,29 @@ fn a_check_refuses_what_serve_would_refuse() {
         "{text}"
     );
 }
+
+#[test]
+fn a_check_reads_what_serve_reads_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.pem"), "not a key").unwrap();
+    let cases = [
+        (
+            "[github]\napp_id = 12\nprivate_key_path = \"app.pem\"\n",
+            "the GitHub App's private key",
+        ),
+        (
+            "[tls]\nmode = \"sealed\"\nca_cert = \"/nonexistent/ca.pem\"\nca_key = \"/nonexistent/ca.key\"\n",
+            "the preview CA",
+        ),
+        (
+            "[metrics]\nlisten = \"0.0.0.0:8080\"\n",
+            "`metrics.listen`: 0.0.0.0:8080 takes the port of listen",
+        ),
+    ];
+    for (toml, text) in cases {
+        std::fs::write(dir.path().join("previewd.toml"), toml).unwrap();
+        let (code, out) = check(dir.path(), &[], &[]);
+        assert_eq!(code, 2, "{toml}: {out}");
+        assert!(out.contains(text), "{toml}: {out}");
+    }
+}
