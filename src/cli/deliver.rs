@@ -16,6 +16,9 @@ use crate::config::Config;
 /// Largest answer read back; previewd's are a line of JSON.
 const MAX_ANSWER: u64 = 64 * 1024;
 
+/// The whole exchange, connecting included.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub async fn deliver(config: &Config, event: &str, file: &Path) -> anyhow::Result<()> {
     if event.is_empty() || !event.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
         bail!("{event:?} is not a GitHub event name (pull_request, issue_comment, …)");
@@ -27,6 +30,15 @@ pub async fn deliver(config: &Config, event: &str, file: &Path) -> anyhow::Resul
         );
     };
     let body = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    // previewd answers a larger one 413 and closes while it is still being sent.
+    if body.len() > crate::server::MAX_BODY {
+        bail!(
+            "{} is {} bytes; previewd takes deliveries of at most {} bytes",
+            file.display(),
+            body.len(),
+            crate::server::MAX_BODY
+        );
+    }
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose_secret().as_bytes())
         .context("the webhook secret as an HMAC key")?;
     mac.update(&body);
@@ -42,15 +54,21 @@ pub async fn deliver(config: &Config, event: &str, file: &Path) -> anyhow::Resul
          Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    let mut stream = tokio::net::TcpStream::connect(addr)
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .with_context(|| {
+                format!("connecting to previewd at {addr} (is `previewd serve` running?)")
+            })?;
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&body).await?;
+        let mut answer = Vec::new();
+        stream.take(MAX_ANSWER).read_to_end(&mut answer).await?;
+        anyhow::Ok(answer)
+    };
+    let answer = tokio::time::timeout(DEADLINE, exchange)
         .await
-        .with_context(|| {
-            format!("connecting to previewd at {addr} (is `previewd serve` running?)")
-        })?;
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(&body).await?;
-    let mut answer = Vec::new();
-    stream.take(MAX_ANSWER).read_to_end(&mut answer).await?;
+        .map_err(|_| anyhow::anyhow!("previewd at {addr} did not answer within {DEADLINE:?}"))??;
     let answer = String::from_utf8_lossy(&answer);
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     let status = head.lines().next().unwrap_or("").trim();

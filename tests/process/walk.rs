@@ -112,3 +112,23 @@ fn deliver_refuses_without_the_secret_and_says_which_variable() {
         "{stderr}"
     );
 }
+
+#[test]
+fn deliver_refuses_a_payload_previewd_would_not_take_before_sending_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, format!("{{\"x\":\"{}\"}}", "a".repeat(6 << 20))).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_previewd"))
+        .current_dir(dir.path())
+        .args(["deliver", "ping", big.to_str().unwrap()])
+        .env_clear()
+        .env("PREVIEWD_GITHUB_WEBHOOK_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("previewd takes deliveries of at most 5242880 bytes"),
+        "{stderr}"
+    );
+}
