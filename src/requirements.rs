@@ -7,7 +7,9 @@
 //! cannot see (Argo CD >= 2.10 for PostDelete hooks, external-dns' flags) are in the README;
 //! PostgreSQL >= 15 and psql >= 15 are checked by the chart's own Jobs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
 
 use crate::config::{Config, DatabaseMode, TlsMode};
 
@@ -61,11 +63,14 @@ pub fn needed(config: &Config) -> Vec<(&'static str, &'static str, &'static str,
 }
 
 /// What is missing, one sentence each: `served` holds "group/version/plural" of what the
-/// cluster serves, `projects` the AppProjects found (`None`: not allowed to look).
+/// cluster serves, `projects` the AppProjects found, each with its `spec` (`None`: not
+/// allowed to look). A project whose spec is not what this configuration renders is named
+/// too: widened by hand (a namespace glob, a whitelist, a role), or applied for another
+/// configuration.
 pub fn missing(
     config: &Config,
     served: &BTreeSet<String>,
-    projects: Option<&BTreeSet<String>>,
+    projects: Option<&BTreeMap<String, Value>>,
 ) -> Vec<String> {
     let mut missing: Vec<String> = needed(config)
         .into_iter()
@@ -77,24 +82,95 @@ pub fn missing(
         })
         .collect();
     if let Some(projects) = projects {
-        for (key, name) in [
-            ("chart.project", &config.chart.project),
-            ("chart.apps_project", &config.chart.apps_project),
+        for (key, name, want) in [
+            (
+                "chart.project",
+                &config.chart.project,
+                crate::projects::helpers(config),
+            ),
+            (
+                "chart.apps_project",
+                &config.chart.apps_project,
+                crate::projects::apps(config),
+            ),
         ] {
-            if !projects.contains(name) {
-                missing.push(format!(
-                    "AppProject {name:?} ({key}) is missing in {}: apply what `previewd render --projects` prints",
-                    config.sink.argocd_namespace
-                ));
+            let namespace = &config.sink.argocd_namespace;
+            match projects.get(name) {
+                None => missing.push(format!(
+                    "AppProject {name:?} ({key}) is missing in {namespace}: apply what `previewd render --projects` prints"
+                )),
+                Some(spec) if !same(spec, &want["spec"]) => missing.push(format!(
+                    "AppProject {name:?} ({key}) in {namespace} is not what `previewd render --projects` prints for this configuration: apply that again"
+                )),
+                Some(_) => {}
             }
         }
     }
     missing
 }
 
+/// Equal once empty values (`[]`, `{}`, `null`, which a server may write for an absent
+/// field) are left out on both sides.
+fn same(live: &Value, want: &Value) -> bool {
+    fn pruned(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), pruned(v)))
+                    .filter(|(_, v)| !is_empty(v))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(pruned).collect()),
+            other => other.clone(),
+        }
+    }
+    fn is_empty(value: &Value) -> bool {
+        match value {
+            Value::Null => true,
+            Value::Array(items) => items.is_empty(),
+            Value::Object(map) => map.is_empty(),
+            _ => false,
+        }
+    }
+    pruned(live) == pruned(want)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AppProjects as `render --projects` makes them, as the cluster lists them.
+    fn rendered(config: &Config) -> BTreeMap<String, Value> {
+        crate::projects::projects(config)
+            .into_iter()
+            .map(|p| {
+                (
+                    p["metadata"]["name"].as_str().unwrap().to_owned(),
+                    p["spec"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_project_widened_by_hand_is_named_and_empty_fields_are_not() {
+        let config = Config::from_toml(
+            "[[repos]]\nname = \"acme/shop\"\napp_chart = \"deploy/chart\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let mut projects = rendered(&config);
+        // A server writing an absent list as [] changes nothing.
+        projects.get_mut("previews").unwrap()["roles"] = serde_json::json!([]);
+        assert!(missing(&config, &served(&config), Some(&projects)).is_empty());
+        projects.get_mut("preview-apps").unwrap()["destinations"][0]["namespace"] = "*".into();
+        let missing = missing(&config, &served(&config), Some(&projects));
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert!(
+            missing[0].contains("\"preview-apps\" (chart.apps_project) in argocd is not what"),
+            "{missing:?}"
+        );
+    }
 
     fn served(config: &Config) -> BTreeSet<String> {
         needed(config)
@@ -110,9 +186,8 @@ mod tests {
             Vec::new(),
         )
         .unwrap();
-        let projects = BTreeSet::from(["previews".to_owned(), "preview-apps".to_owned()]);
         assert_eq!(
-            missing(&config, &served(&config), Some(&projects)),
+            missing(&config, &served(&config), Some(&rendered(&config))),
             Vec::<String>::new()
         );
     }
@@ -126,7 +201,8 @@ mod tests {
         .unwrap();
         let mut old = served(&config);
         old.remove("postgresql.cnpg.io/v1/databaseroles");
-        let projects = BTreeSet::from(["previews".to_owned()]);
+        let mut projects = rendered(&config);
+        projects.remove("preview-apps");
         let missing = missing(&config, &old, Some(&projects));
         assert_eq!(missing.len(), 2, "{missing:?}");
         assert!(missing[0].contains("CloudNativePG >= 1.30"), "{missing:?}");

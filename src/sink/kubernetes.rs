@@ -258,14 +258,14 @@ impl KubeSink {
 
 impl KubeSink {
     /// What this cluster serves of `needed` ("group/version/plural"), and the AppProjects in
-    /// Argo CD's namespace (`None` when not allowed to list them). A group that is not served
+    /// Argo CD's namespace with their specs (`None` when not allowed to list them). A group that is not served
     /// at all is simply absent; any other failure is an error.
     pub async fn served(
         &self,
         needed: &[(&str, &str, &str, &str)],
     ) -> anyhow::Result<(
         std::collections::BTreeSet<String>,
-        Option<std::collections::BTreeSet<String>>,
+        Option<std::collections::BTreeMap<String, serde_json::Value>>,
     )> {
         let client = self.api.clone().into_client();
         let mut served = std::collections::BTreeSet::new();
@@ -292,11 +292,11 @@ impl KubeSink {
         };
         let namespace = self.api.namespace().unwrap_or("argocd").to_owned();
         let projects: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
-        let projects = match projects.list_metadata(&Default::default()).await {
+        let projects = match projects.list(&Default::default()).await {
             Ok(list) => Some(
                 list.items
                     .into_iter()
-                    .filter_map(|p| p.metadata.name)
+                    .filter_map(|p| Some((p.metadata.name?, p.data.get("spec").cloned()?)))
                     .collect(),
             ),
             Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => None,
