@@ -157,21 +157,8 @@ pub fn main() -> ExitCode {
         }
     }
     init_logging(&config.log);
-    // One thread runs every task (issue #17). With a worker per core, work arriving on one
-    // (a watch event, GitHub's answer) woke the other to steal it: an eighth of a push's
-    // samples were workers parking and waking (futex, epoll_wait). Nothing holds this
-    // thread long: inline reads do not wait (WAL), the intake commits here only when no
-    // other writer holds the state (then one fsync), other SQLite writes run on blocking
-    // threads, and a push is mostly waiting on the network.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("previewd: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
     let result = runtime.block_on(async {
         match cli.command {
@@ -212,6 +199,27 @@ pub fn main() -> ExitCode {
         Err(e) => {
             eprintln!("previewd: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The async runtime every command runs on, or `None` (said on stderr).
+///
+/// One thread runs every task (issue #17). With a worker per core, work arriving on one
+/// (a watch event, GitHub's answer) woke the other to steal it: an eighth of a push's
+/// samples were workers parking and waking (futex, epoll_wait). Nothing holds this
+/// thread long: inline reads do not wait (WAL), the intake commits here only when no
+/// other writer holds the state (then one fsync), other SQLite writes run on blocking
+/// threads, and a push is mostly waiting on the network.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            eprintln!("previewd: cannot start the async runtime: {e}");
+            None
         }
     }
 }

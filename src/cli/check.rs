@@ -19,15 +19,8 @@ pub fn run(path: Option<&Path>, reach: bool) -> ExitCode {
     };
     print!("{}", explained.text());
     let config = &explained.config;
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("previewd: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = super::runtime() else {
+        return ExitCode::FAILURE;
     };
     let mut problems = runtime.block_on(async { offline_problems(config) });
     if let Err(e) = config.check_serving() {
