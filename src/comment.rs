@@ -24,8 +24,9 @@ pub enum Shown {
     WaitingForCi,
     CiFailed,
     Deploying,
-    /// Written to the directory sink, where nothing deploys it or reports its health: it
-    /// stays so (the kubernetes sink reports what Argo CD sees instead).
+    /// Written to the directory sink, whose Applications nobody reports on: it stays so
+    /// (locally nothing deploys them; an app-of-apps reading the directory does so out of
+    /// previewd's sight). The kubernetes sink reports what Argo CD sees instead.
     Rendered,
     Ready,
     Failed,
@@ -61,8 +62,10 @@ impl Shown {
             Self::WaitingForCi => "⏳ Waiting for CI to build the image",
             Self::CiFailed => "❌ CI failed: the image is not deployed",
             Self::Deploying => "🚧 Deploying",
+            // On a PR the same as deploying, as far as previewd can tell: whatever reads its
+            // directory (an app-of-apps) deploys it out of its sight.
             Self::Rendered => {
-                "📄 Rendered: written to previewd's directory, which nothing here deploys"
+                "🚧 Deploying: rendered to previewd's directory, where previewd cannot see how it runs"
             }
             Self::Ready => "✅ Ready",
             Self::Failed => "❌ Failed",
@@ -74,14 +77,12 @@ impl Shown {
     /// The GitHub deployment status this state maps to (none before anything deploys).
     pub fn deployment_state(self) -> Option<&'static str> {
         match self {
-            Self::Deploying => Some("in_progress"),
+            Self::Deploying | Self::Rendered => Some("in_progress"),
             Self::WaitingForCi => Some("queued"),
             Self::Ready => Some("success"),
             Self::Failed | Self::CiFailed => Some("failure"),
             Self::TearingDown | Self::Destroyed => Some("inactive"),
             Self::Queued | Self::AwaitingApproval | Self::Draft | Self::OptedOut => None,
-            // Nothing deploys it: there is no deployment to report on.
-            Self::Rendered => None,
         }
     }
 }
@@ -143,7 +144,10 @@ pub fn status(view: &StatusView) -> String {
         _ => {}
     }
     out += "| | |\n|---|---|\n";
-    if matches!(view.shown, Shown::Ready | Shown::Deploying | Shown::Failed) {
+    if matches!(
+        view.shown,
+        Shown::Ready | Shown::Deploying | Shown::Rendered | Shown::Failed
+    ) {
         out += &format!("| URL | {} |\n", view.url);
     }
     if let Some(position) = view.position.filter(|_| view.shown == Shown::Queued) {

@@ -315,15 +315,15 @@ fn a_check_name_or_link_from_a_workflow_cannot_inject_markdown() {
 }
 
 #[test]
-fn a_preview_the_directory_sink_wrote_is_rendered_not_deploying_for_ever() {
+fn a_preview_the_directory_sink_wrote_is_rendered_and_the_pr_says_previewd_cannot_see_it() {
     assert_eq!(
         Shown::of(Desired::Deployed, ObservedState::Applied),
         Shown::Rendered
     );
     let text = status(&view(Shown::Rendered));
     assert!(
-        text.contains("Rendered: written to previewd's directory, which nothing here deploys"),
+        text.contains("rendered to previewd's directory, where previewd cannot see how it runs"),
         "{text}"
     );
-    assert_eq!(Shown::Rendered.deployment_state(), None);
+    assert_eq!(Shown::Rendered.deployment_state(), Some("in_progress"));
 }
