@@ -434,6 +434,42 @@ fn nothing_rides_along_with_the_appprojects() {
     with_projects(&format!("---\n  {binding}\n"), other);
     with_projects(&format!("--- {binding}\n"), other);
     with_projects("---\n\"kind\": \"ConfigMap\"\n", other);
+    with_projects(
+        "---\napiVersion: example.com/v1\nkind: AppProject\nmetadata: {name: x}\n",
+        other,
+    );
+}
+
+/// What the chart emits reads back as what it checked: a quoted `"<<"` key (a merge key
+/// once emitted) and a string `toYaml` cannot keep (a NEL before `---`) are refused.
+#[test]
+fn appprojects_that_would_not_read_back_as_checked_are_refused() {
+    let defaults: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
+    )
+    .unwrap();
+    let projects = defaults["appProjects"].as_str().unwrap();
+    let description = "  description: \"previewd helper Applications";
+    assert!(projects.contains(description));
+    for (from, to) in [
+        (
+            description.to_owned(),
+            format!("  \"<<\": {{sourceRepos: [\"*\"]}}\n{description}"),
+        ),
+        (
+            description.to_owned(),
+            "  description: \"\\x85--- previewd helper Applications".to_owned(),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("values.yaml");
+        let values = json!({"appProjects": projects.replacen(&from, &to, 1)});
+        std::fs::write(&file, values.to_string()).unwrap();
+        assert_refused(
+            &["-f", file.to_str().unwrap()],
+            "holds something other than AppProjects",
+        );
+    }
 }
 
 /// The default configuration with `from` replaced by `to`, which must be refused with `text`.

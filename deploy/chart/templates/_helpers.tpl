@@ -149,7 +149,13 @@ appProjects as parsed objects, one per YAML document that holds anything but com
 {{- if regexMatch `\S` (regexReplaceAll `#.*` $head "") -}}
 {{- $docs = append $docs (dict "Error" "a document on its --- line") -}}
 {{- else if regexMatch `(?m)^[ \t]*[^#\s]` $body -}}
-{{- $docs = append $docs (fromYaml $body) -}}
+{{- $doc := fromYaml $body -}}
+{{- /* What is emitted must read back as what was checked: a quoted "<<" key is emitted as a
+merge key, and a string that toYaml cannot write comes out empty. */ -}}
+{{- if and (not (hasKey $doc "Error")) (ne (toJson $doc) (toYaml $doc | fromYaml | toJson)) -}}
+{{- $doc = dict "Error" "a document that does not read back as written (a merge key, a line break toYaml cannot keep)" -}}
+{{- end -}}
+{{- $docs = append $docs $doc -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $docs -}}
@@ -171,7 +177,7 @@ with how to regenerate them.
 {{- $how := "regenerate appProjects with `previewd --config previewd.toml render --projects` (helm: --set-file appProjects=FILE)" -}}
 {{- $names := list -}}
 {{- range $docs -}}
-{{- if or (hasKey . "Error") (ne (toString .kind) "AppProject") -}}
+{{- if or (hasKey . "Error") (ne (toString .kind) "AppProject") (ne (toString .apiVersion) "argoproj.io/v1alpha1") -}}
 {{- fail (printf "appProjects holds something other than AppProjects: %s" $how) -}}
 {{- end -}}
 {{- $names = append $names .metadata.name -}}
