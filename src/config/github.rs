@@ -52,7 +52,10 @@ impl Validator {
     pub(super) fn github(&self, raw: &Raw) -> Result<GithubConfig, ConfigError> {
         let webhook_secret = match (
             raw.values.text("github.webhook_secret"),
-            raw.values.text("github.webhook_secret_file"),
+            self.path(
+                "github.webhook_secret_file",
+                raw.values.text("github.webhook_secret_file"),
+            )?,
         ) {
             (Some(_), Some(_)) => {
                 return Err(self.invalid(
@@ -63,10 +66,11 @@ impl Validator {
             }
             (secret, None) => self.webhook_secret("github.webhook_secret", secret)?,
             (None, Some(path)) => {
+                // The path is not repeated: a secret typed where its path belongs would be.
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     self.invalid(
                         "github.webhook_secret_file",
-                        format!("cannot read {path:?}: {e}"),
+                        format!("cannot read the file it names: {e}"),
                         "a readable file holding the secret",
                     )
                 })?;
@@ -78,6 +82,13 @@ impl Validator {
         };
         let api_url = raw.values.text_or_default("github.api_url");
         let plain = api_url.strip_prefix("http://");
+        if api_url.parse::<http::Uri>().is_err() {
+            return Err(self.invalid(
+                "github.api_url",
+                format!("{api_url:?} is not a URL"),
+                "a URL like https://api.github.com or https://ghe.example.com/api/v3",
+            ));
+        }
         if !(api_url.starts_with("https://") || plain.is_some_and(is_loopback_authority)) {
             // Plain HTTP would carry the token and every answer readable and forgeable on
             // the way; only a test server on this host may be spoken to without TLS.
@@ -101,7 +112,11 @@ impl Validator {
                 })
             })
             .transpose()?;
-        let credentials = match (token, app_id, raw.values.text("github.private_key_path")) {
+        let key_path = self.path(
+            "github.private_key_path",
+            raw.values.text("github.private_key_path"),
+        )?;
+        let credentials = match (token, app_id, key_path) {
             (None, None, None) => None,
             (Some(token), None, None) => Some(GithubCredentials::Token(token)),
             (None, Some(app_id), Some(path)) => Some(GithubCredentials::App {

@@ -64,7 +64,31 @@ impl Validator {
                 "the value is empty".into(),
                 "a non-empty secret, or no key at all",
             )),
+            // Sent in a header (a token) or compared byte for byte (the webhook secret): a
+            // line break copied from a file would crash the client or refuse every delivery.
+            Some(s) if s.chars().any(char::is_control) => Err(self.invalid(
+                key,
+                "the value holds a control character (a line break copied from a file?)".into(),
+                "the secret alone, without a trailing newline",
+            )),
             other => Ok(other.map(SecretString::from)),
+        }
+    }
+
+    /// A key naming a file: a value that holds a line break or a PEM header is a secret
+    /// pasted where its path belongs, and is not repeated in the message.
+    pub(super) fn path(
+        &self,
+        key: &str,
+        raw: Option<String>,
+    ) -> Result<Option<String>, ConfigError> {
+        match raw {
+            Some(s) if s.contains('\n') || s.contains("-----BEGIN") => Err(self.invalid(
+                key,
+                "the value looks like a file's contents, not its path (not shown)".into(),
+                "the path of the file",
+            )),
+            other => Ok(other),
         }
     }
 
@@ -401,8 +425,8 @@ impl Validator {
             ));
         }
         let (ca_cert, ca_key) = (
-            raw.values.text("tls.ca_cert"),
-            raw.values.text("tls.ca_key"),
+            self.path("tls.ca_cert", raw.values.text("tls.ca_cert"))?,
+            self.path("tls.ca_key", raw.values.text("tls.ca_key"))?,
         );
         if ca_cert.is_some() != ca_key.is_some() {
             return Err(self.invalid(
