@@ -93,6 +93,7 @@ pub fn router(app: Arc<App>) -> Router {
 pub fn metrics_router(app: Arc<App>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn(unread::close_if_unread))
         .with_state(app)
 }
 

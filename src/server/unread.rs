@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
@@ -27,6 +27,7 @@ pub async fn close_if_unread(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let finished = Arc::new(AtomicBool::new(false));
+    let version = request.version();
     let (parts, body) = request.into_parts();
     let body = Body::new(Watched {
         inner: body,
@@ -37,6 +38,11 @@ pub async fn close_if_unread(request: Request, next: Next) -> Response {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        // An HTTP/1.0 client that asked for keep-alive: answered as 1.1, hyper would add
+        // `keep-alive` to this header (`close, keep-alive`), which such a client obeys.
+        if version == Version::HTTP_10 {
+            *response.version_mut() = Version::HTTP_10;
+        }
     }
     response
 }

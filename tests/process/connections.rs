@@ -331,3 +331,55 @@ fn any_answer_left_with_an_unread_body_says_the_connection_closes() {
     }
     assert!(server.terminate().success());
 }
+
+#[test]
+fn the_metrics_listener_and_http_1_0_clients_are_told_too() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let env = [
+        ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET),
+        ("PREVIEWD_METRICS_LISTEN", metrics.as_str()),
+    ];
+    let server = Server::start(dir.path(), &env);
+    let body = "x".repeat(40_000);
+    // Up to 5 s for the second listener to come up.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut stream = loop {
+        match std::net::TcpStream::connect(&metrics) {
+            Ok(stream) => break std::io::BufReader::new(stream),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{metrics}: {e}"),
+        }
+    };
+    let request = format!(
+        "POST /metrics HTTP/1.1\r\nHost: {metrics}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.get_mut().write_all(request.as_bytes()).unwrap();
+    let (status, close) = read_answer(&mut stream).expect("an answer");
+    assert_eq!(
+        (status, close),
+        (405, true),
+        "POST /metrics on metrics.listen"
+    );
+
+    // HTTP/1.0 asking for keep-alive: the answer must not say keep-alive as well.
+    let mut raw = connect(&server);
+    write!(
+        raw,
+        "GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = Vec::new();
+    let _ = raw.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    let connection: Vec<&str> = answer
+        .lines()
+        .filter(|l| l.starts_with("connection:"))
+        .collect();
+    assert_eq!(connection, ["connection: close"], "{answer}");
+    assert!(server.terminate().success());
+}
