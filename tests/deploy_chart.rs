@@ -323,18 +323,24 @@ fn secrets_reach_previewd_from_the_existing_secret_only() {
 
 /// The default configuration with `extra` appended, which must be refused with `text`.
 fn with_config(extra: &str, text: &str) {
+    let config = format!("{}\n{extra}\n", default_value("config"));
+    refused_with(json!({ "config": config }), text);
+}
+
+/// The chart's default value of `key` (a string: `config`, `appProjects`).
+fn default_value(key: &str) -> String {
     let defaults: Value = serde_yaml_ng::from_str(
         &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
     )
     .unwrap();
-    let config = format!("{}\n{extra}\n", defaults["config"].as_str().unwrap());
+    defaults[key].as_str().unwrap().to_owned()
+}
+
+/// `values` as a values file, which must be refused with `text`.
+fn refused_with(values: Value, text: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("values.yaml");
-    std::fs::write(
-        &file,
-        serde_json::to_string(&json!({"config": config})).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&file, values.to_string()).unwrap();
     assert_refused(&["-f", file.to_str().unwrap()], text);
 }
 
@@ -411,15 +417,8 @@ fn the_chart_refuses_a_configuration_its_pod_could_not_run() {
 
 /// The default values with `extra` after appProjects, which must be refused with `text`.
 fn with_projects(extra: &str, text: &str) {
-    let defaults: Value = serde_yaml_ng::from_str(
-        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
-    )
-    .unwrap();
-    let projects = format!("{}{extra}", defaults["appProjects"].as_str().unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("values.yaml");
-    std::fs::write(&file, json!({"appProjects": projects}).to_string()).unwrap();
-    assert_refused(&["-f", file.to_str().unwrap()], text);
+    let projects = format!("{}{extra}", default_value("appProjects"));
+    refused_with(json!({ "appProjects": projects }), text);
 }
 
 /// appProjects carries the two AppProjects and nothing else, however a document is
@@ -444,11 +443,7 @@ fn nothing_rides_along_with_the_appprojects() {
 /// once emitted) and a string `toYaml` cannot keep (a NEL before `---`) are refused.
 #[test]
 fn appprojects_that_would_not_read_back_as_checked_are_refused() {
-    let defaults: Value = serde_yaml_ng::from_str(
-        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
-    )
-    .unwrap();
-    let projects = defaults["appProjects"].as_str().unwrap();
+    let projects = default_value("appProjects");
     let description = "  description: \"previewd helper Applications";
     assert!(projects.contains(description));
     for (from, to) in [
@@ -461,12 +456,8 @@ fn appprojects_that_would_not_read_back_as_checked_are_refused() {
             "  description: \"\\x85--- previewd helper Applications".to_owned(),
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("values.yaml");
-        let values = json!({"appProjects": projects.replacen(&from, &to, 1)});
-        std::fs::write(&file, values.to_string()).unwrap();
-        assert_refused(
-            &["-f", file.to_str().unwrap()],
+        refused_with(
+            json!({"appProjects": projects.replacen(&from, &to, 1)}),
             "holds something other than AppProjects",
         );
     }
@@ -474,17 +465,9 @@ fn appprojects_that_would_not_read_back_as_checked_are_refused() {
 
 /// The default configuration with `from` replaced by `to`, which must be refused with `text`.
 fn replace_in_config(from: &str, to: &str, text: &str) {
-    let defaults: Value = serde_yaml_ng::from_str(
-        &std::fs::read_to_string(format!("{}/values.yaml", chart())).unwrap(),
-    )
-    .unwrap();
-    let config = defaults["config"].as_str().unwrap();
+    let config = default_value("config");
     assert!(config.contains(from), "{from}");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("values.yaml");
-    let values = json!({"config": config.replacen(from, to, 1)});
-    std::fs::write(&file, values.to_string()).unwrap();
-    assert_refused(&["-f", file.to_str().unwrap()], text);
+    refused_with(json!({"config": config.replacen(from, to, 1)}), text);
 }
 
 /// appProjects that are not `previewd render --projects` of the configuration (a cluster or

@@ -8,14 +8,6 @@ use common::github::FakeGitHub;
 const HELPERS: &str = "rendered/pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml";
 const IMAGE: &str = "ghcr.io/codertocat/hello-world:ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 
-fn eventually(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 fn label_event(action: &str, labels: &[&str], at: &str) -> Delivery {
     Delivery::fixture(&format!("pull_request.{action}"))
         .edit(|body| {

@@ -178,15 +178,6 @@ fn a_named_config_file_must_exist() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/previewd.toml"));
 }
 
-/// Waits up to 20 s for `ready`, failing the test with `what` if it never is.
-fn wait_for(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,20 +199,20 @@ fn a_pr_opened_pushed_and_closed_through_the_binary_leaves_only_its_history() {
             .status,
         202
     );
-    wait_for("the Application file", || {
+    eventually("the Application file", || {
         contains("ec26c3e57ca3a959ca5aad62de7213c562f8c821")
     });
 
     let new_head = "2222222222222222222222222222222222222222";
     let push = Delivery::push(new_head, "2019-05-15T16:00:00Z");
     assert_eq!(server.deliver(&push).status, 202);
-    wait_for("the new head in the file", || contains(new_head));
+    eventually("the new head in the file", || contains(new_head));
 
     let close =
         Delivery::fixture("pull_request.closed.unmerged").updated_at("2019-05-15T17:00:00Z");
     assert_eq!(server.deliver(&close).status, 202);
-    wait_for("the file to go", || !file.exists());
-    wait_for("the preview row to be removed", || {
+    eventually("the file to go", || !file.exists());
+    eventually("the preview row to be removed", || {
         count(&state, "SELECT COUNT(*) FROM previews") == 0
     });
     assert!(server.terminate().success());

@@ -33,14 +33,6 @@ fn deliver(dir: &Path, server: &Server, event: &str, example: &str) -> String {
     previewd(dir, server, &["deliver", event, &file])
 }
 
-fn eventually(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn one_pull_request_from_opened_to_closed_with_what_ships() {
     let dir = tempfile::tempdir().unwrap();
