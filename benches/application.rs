@@ -13,8 +13,8 @@
 //! Run: `cargo bench --bench application` (option: `-- --reads 1000`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use previewd::argocd::{Application, RENDERING_INFO, Written, verdict};
 use previewd::render::APPLIED_HASH;
+use previewd::sink::argocd::{Application, RENDERING_INFO, Written, verdict};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 

@@ -7,7 +7,8 @@
 
 use std::time::Instant;
 
-use previewd::db::{self, Inline, Observation};
+use previewd::db::{self, Inline};
+use previewd::plan::Observation;
 use previewd::preview::ObservedState;
 
 const NOW: i64 = 1_800_000_000;

@@ -134,6 +134,7 @@ pub enum ConfigAction {
 
 mod check;
 mod deliver;
+pub mod operate;
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -164,16 +165,16 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Serve => crate::serve::serve(config).await,
             Command::Sweep { dry_run } => sweep(config, dry_run).await,
-            Command::List { json } => crate::operate::list(&config, json).await,
-            Command::Show { preview } => crate::operate::show(&config, &preview).await,
+            Command::List { json } => crate::cli::operate::list(&config, json).await,
+            Command::Show { preview } => crate::cli::operate::show(&config, &preview).await,
             Command::Destroy {
                 preview,
                 actor,
                 no_wait,
-            } => crate::operate::destroy(&config, &preview, &actor, !no_wait).await,
-            Command::Templates => crate::operate::templates(&config).await,
+            } => crate::cli::operate::destroy(&config, &preview, &actor, !no_wait).await,
+            Command::Templates => crate::cli::operate::templates(&config).await,
             Command::DestroyTemplate { repo } => {
-                crate::operate::destroy_template(&config, &repo).await
+                crate::cli::operate::destroy_template(&config, &repo).await
             }
             Command::Render {
                 event: Some(event),

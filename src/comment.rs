@@ -469,7 +469,7 @@ pub fn when(at: i64, now: i64) -> String {
 
 /// What failed, in words fit for a public PR: a fixed phrase chosen by the shape of the
 /// error, never its text (hook output, hostnames, SQL and internal addresses stay on the
-/// dashboard). The shapes are `argocd::verdict`'s: `hook Kind/name failed: …`,
+/// dashboard). The shapes are `sink::argocd::verdict`'s: `hook Kind/name failed: …`,
 /// `resource Kind/name failed: …`, `<Condition>: …`, `Kind/name is degraded: …`; the hook
 /// names are the helper chart's (`-migrate`, `-seed`, `-db-…`). The first failure decides.
 pub fn what_failed(error: &str) -> &'static str {

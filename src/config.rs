@@ -246,7 +246,7 @@ pub struct RepoConfig {
 pub struct AppConfig {
     /// Image repository; previews run the tag `image_tag` renders (the head SHA by default).
     pub image: Option<String>,
-    pub image_tag: crate::image_tag::ImageTag,
+    pub image_tag: crate::config::image_tag::ImageTag,
     pub migrate_command: Vec<String>,
     /// A seed set shipped with previewd (see `seeds/`).
     pub seed: Option<String>,
@@ -419,12 +419,14 @@ pub fn is_dns_label(s: &str) -> bool {
 mod explain;
 mod gates;
 mod github;
+pub mod image_tag;
 mod keys;
 mod raw;
 mod repos;
 mod validate;
 
-pub use explain::{Explained, Setting, Source, is_secret};
+pub use explain::{Explained, Setting, Source};
+pub use keys::is_secret;
 pub use keys::{KEYS, Key, env_name, readme_table};
 
 #[cfg(test)]

@@ -4,24 +4,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 
 use crate::intent::Outcome;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
-
-/// WAL so readers never block the writer; `synchronous=FULL` so a commit survives power
-/// loss; foreign keys so teardown cascades; a busy timeout for a second process (a CLI).
-fn options(path: &Path) -> SqliteConnectOptions {
-    SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Full)
-        .foreign_keys(true)
-        .busy_timeout(Duration::from_secs(5))
-}
 
 /// The state's instance id, read without creating, migrating or writing anything: for the
 /// offline commands (`previewd render`), which must leave a running `serve`'s state as it
@@ -56,7 +44,7 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
         // An in-process database has no connection to lose; sqlx's check before handing one
         // out is a round trip to its thread: one more hop for every query (issue #17).
         .test_before_acquire(false)
-        .connect_with(options(path))
+        .connect_with(connection::options(path))
         .await
         .with_context(|| format!("opening state {}", path.display()))?;
     MIGRATOR
@@ -76,30 +64,6 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
 /// `BEGIN IMMEDIATE` takes the write lock up front, so it waits the busy timeout instead.
 pub async fn begin_write(pool: &SqlitePool) -> sqlx::Result<sqlx::Transaction<'static, Sqlite>> {
     pool.begin_with("BEGIN IMMEDIATE").await
-}
-
-/// The database was busy past the busy timeout (SQLITE_BUSY, SQLITE_LOCKED and their
-/// extended codes) or no pooled connection came free: a reason to try again shortly, never
-/// a failure to record or to show on a pull request.
-pub fn is_busy(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::Database(e) => e
-            .code()
-            .and_then(|code| code.parse::<i32>().ok())
-            // Extended result codes keep the primary code in their low byte.
-            .is_some_and(|code| matches!(code & 0xff, 5 | 6)),
-        sqlx::Error::PoolTimedOut => true,
-        _ => false,
-    }
-}
-
-/// [`is_busy`] anywhere in an error's chain (for errors wrapped in context).
-pub fn is_busy_error(error: &anyhow::Error) -> bool {
-    error.chain().any(|e| {
-        e.downcast_ref::<sqlx::Error>().is_some_and(is_busy)
-            || e.downcast_ref::<rusqlite::Error>()
-                .is_some_and(inline::is_busy)
-    })
 }
 
 pub async fn ping(pool: &SqlitePool) -> sqlx::Result<()> {
@@ -167,6 +131,7 @@ pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> s
     .map(drop)
 }
 
+mod connection;
 mod file;
 mod gates;
 mod github;
@@ -179,6 +144,7 @@ mod sweep;
 mod templates;
 mod views;
 pub mod write;
+pub use connection::{is_busy, is_busy_error};
 pub use file::*;
 pub use gates::*;
 pub use github::*;
@@ -204,10 +170,11 @@ mod tests {
         let pool = open(&path).await.unwrap();
         let mut holder = begin_write(&pool).await.unwrap();
         holder.execute("DELETE FROM leases").await.unwrap();
-        let mut other =
-            SqliteConnection::connect_with(&options(&path).busy_timeout(Duration::ZERO))
-                .await
-                .unwrap();
+        let mut other = SqliteConnection::connect_with(
+            &connection::options(&path).busy_timeout(Duration::ZERO),
+        )
+        .await
+        .unwrap();
         let busy = other
             .execute("BEGIN IMMEDIATE")
             .await

@@ -208,6 +208,23 @@ pub(crate) fn log_transient(error: &GitHubError, what: &str) {
     }
 }
 
+/// The installation a stored id names (`None` where none was recorded, or it does not fit).
+fn installation(id: Option<i64>) -> Option<u64> {
+    id.and_then(|id| u64::try_from(id).ok())
+}
+
+/// A stored value GitHub's API cannot be called with: the state holds what it should not.
+fn shape(what: &str) -> GitHubError {
+    GitHubError::Shape {
+        path: what.into(),
+        message: "not stored as expected".into(),
+    }
+}
+
+mod look;
+mod obey;
+mod report;
+
 #[cfg(test)]
 mod tests {
     use super::*;

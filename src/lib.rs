@@ -26,8 +26,6 @@
 //! whose own task posts the sticky comment and Deployment status (`github`).
 #![forbid(unsafe_code)]
 
-pub mod app;
-pub mod argocd;
 pub mod ca;
 pub mod checks;
 pub mod cli;
@@ -41,20 +39,16 @@ pub mod db;
 pub mod duration;
 pub mod feedback;
 pub mod github;
-pub mod image_tag;
 pub mod intake;
 pub mod intent;
 pub mod ledger;
 pub mod metrics;
 pub mod naming;
-pub mod openapi;
-pub mod operate;
 pub mod paths;
 pub mod plan;
 pub mod preview;
 pub mod projects;
 pub mod reconcile;
-pub mod refusals;
 pub mod render;
 pub mod requirements;
 pub mod resync;
@@ -65,7 +59,6 @@ pub mod serve;
 pub mod server;
 pub mod sink;
 pub mod sweep;
-pub mod template;
 pub mod view;
 pub mod webhook;
 pub mod work;

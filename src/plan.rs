@@ -23,7 +23,7 @@ pub enum Observed {
     },
 }
 
-/// Argo CD's verdict on the rendering previewd applied (see `argocd::verdict`).
+/// Argo CD's verdict on the rendering previewd applied (see `sink::argocd::verdict`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
     /// Not (yet) synced and healthy at what previewd applied: a sync or a rollout runs, or
@@ -142,7 +142,57 @@ pub struct Step {
     pub requeue: bool,
 }
 
+/// What a look found that changes a preview's recorded state (`db::record_state` and
+/// `db::record_applied` write it, the latter on the commit of an apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation<'a> {
+    pub state: ObservedState,
+    pub message: Option<&'a str>,
+    /// A history row of this kind, `message` its reason (once per distinct failure).
+    pub history: Option<&'a str>,
+    /// Ready at this seed generation: every applied ledger item is confirmed present, and
+    /// the clone (if any) made for this seed generation is done.
+    pub ready_at_seed: Option<i64>,
+}
+
+/// Where a preview's row says it stood when it was last looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded<'a> {
+    pub state: ObservedState,
+    pub error: Option<&'a str>,
+    /// The seed generation the preview runs (`/preview reseed` moves it on).
+    pub seed_generation: i64,
+}
+
 impl Step {
+    /// What this step says about the preview that its row does not: `None` when the state
+    /// and its failure are as recorded. A failure goes to the history once per distinct
+    /// message, not once per look; a preview ready now is ready at the row's seed generation.
+    pub fn observation(&self, recorded: Recorded<'_>) -> Option<Observation<'_>> {
+        let message = self.message.as_deref();
+        if recorded.state == self.state && recorded.error == message {
+            return None;
+        }
+        Some(Observation {
+            state: self.state,
+            message,
+            history: message.map(|_| match self.state {
+                ObservedState::CiFailed => "ci_failed",
+                _ => "failed",
+            }),
+            ready_at_seed: (self.state == ObservedState::Ready).then_some(recorded.seed_generation),
+        })
+    }
+
+    /// Whether carrying this step out writes an Application (and so needs its manifests).
+    pub fn writes(&self) -> bool {
+        self.helper.action == Action::Apply
+            || self
+                .app
+                .as_ref()
+                .is_some_and(|app| app.action == Action::Apply)
+    }
+
     /// Nothing to write, nothing to ask of Argo CD, nothing to look at soon, and the preview
     /// already recorded as `state` with `message` (what it was last seen as).
     pub fn changes_nothing(&self, state: ObservedState, message: Option<&str>) -> bool {

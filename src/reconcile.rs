@@ -19,16 +19,14 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::db::{self, PreviewRow};
 use crate::feedback::Nudge;
-use crate::ledger;
 use crate::metrics::Metrics;
 use crate::naming::Names;
-use crate::plan::{self, Action, Observed};
+use crate::plan;
 use crate::preview::{Desired, ObservedState, PreviewKey};
-use crate::render;
 use crate::seal::SealingCert;
 use crate::sink::{Owner, Sink};
 use crate::work::{Later, Pending};
-use calls::stale;
+use step::At;
 
 mod orphans;
 
@@ -303,7 +301,7 @@ impl Reconciler {
         if let Ok(Some(row)) = db::preview_row(&self.db, id) {
             // One history row per distinct error, not one per retry: it commits with the
             // state that remembers the error.
-            let seen = db::Observation {
+            let seen = plan::Observation {
                 state: ObservedState::Error,
                 message: Some(&message),
                 history: (row.last_error.as_deref() != Some(message.as_str())).then_some("error"),
@@ -334,15 +332,15 @@ impl Reconciler {
         self.reconcile_row(row, Read::Earlier).await
     }
 
-    /// The next step for the preview of `row`.
+    /// The next step for the preview of `row`: torn down, kept frozen, or planned on what
+    /// Argo CD reports and carried out (`step.rs`).
     async fn reconcile_row(&self, row: PreviewRow, read: Read) -> anyhow::Result<()> {
         let id = row.id;
-        let desired = row.desired;
         let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
         let names = self.names_of(&row, &key).await?;
         let owner = Owner::preview(&names, key.number, self.instance().await?);
         let now = self.clock.now();
-        if desired == Desired::Absent {
+        if row.desired == Desired::Absent {
             self.memo.forget(id);
             return self.tear_down(&row, &names, &owner, now).await;
         }
@@ -353,9 +351,9 @@ impl Reconciler {
             return self.keep_frozen(&row, &key, &names, &owner, now).await;
         }
         let wait = self.wait_of(&row, &key).await?;
-        let image_ready = wait == Wait::Passed;
-        let rendering = match desired {
+        let rendering = match row.desired {
             Desired::Deployed => {
+                let image_ready = wait == Wait::Passed;
                 match self.rendering(&row, &key, &names, now, image_ready).await? {
                     Some(rendering) => Some(rendering),
                     None => return Ok(()), // queued: no cluster has room
@@ -363,166 +361,32 @@ impl Reconciler {
             }
             _ => None,
         };
-        let hash = rendering.as_ref().map(|r| r.helper_hash.as_str());
-        let app_hash = rendering.as_ref().and_then(|r| r.app_hash.as_deref());
-        let decide = |helper: &Observed, app: Option<&Observed>| {
-            let health = self.sink.reports_health();
-            plan::step(desired, hash, helper, app_hash.zip(app), health, &wait)
+        let at = At {
+            row: &row,
+            key: &key,
+            names: &names,
+            owner: &owner,
+            now,
         };
-        // A look takes what the sink's watch saw (`Watched`): an idle pass over thousands of
-        // previews, and a push, ask the API server to read nothing.
-        let seen = self.seen_by_watch(&names, &owner, app_hash.is_some());
-        if read == Read::Earlier
-            && let Some((helper, app)) = &seen
-            && decide(helper, app.as_ref()).changes_nothing(row.observed, row.last_error.as_deref())
-        {
+        let Some(looked) = self.look(&at, read, rendering.as_ref(), &wait).await? else {
             self.settled(id);
             return Ok(());
-        }
-        let (seen_helper, seen_app) =
-            seen.map_or((None, None), |(helper, app)| (Some(helper), app));
-        let helper = self
-            .observe_unless_seen(seen_helper, &names.application, &owner)
-            .await?;
-        let app = match app_hash {
-            Some(_) => Some(
-                self.observe_unless_seen(seen_app, &names.app_application, &owner)
-                    .await?,
-            ),
-            None => None,
         };
-        let step = decide(&helper, app.as_ref());
-        // The manifests themselves only when something is to be written.
-        let writes = matches!(step.helper.action, Action::Apply)
-            || matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
-        if writes && read == Read::Earlier {
+        if looked.step.writes() && read == Read::Earlier {
             let now_row = db::preview_row(&self.db, id)?;
             if !now_row.is_some_and(|now_row| row.unchanged_in(&now_row)) {
                 // Changed since the page was read: decided again on what it is now.
                 return Box::pin(self.reconcile(id)).await;
             }
         }
-        let (rendered, mut new_secrets) = match rendering {
-            Some(rendering) if writes => {
-                let whole = self.whole(&row, &names, rendering, now).await?;
-                (Some(whole.rendered), whole.new_secrets)
+        // The manifests themselves only when something is to be written.
+        let whole = match rendering {
+            Some(rendering) if looked.step.writes() => {
+                Some(self.whole(&row, &names, rendering, now).await?)
             }
-            _ => (None, None),
+            _ => None,
         };
-        let app_rendering = rendered.as_ref().and_then(|r| r.app.as_ref());
-        let sha = &row.head_sha[..7];
-        let (state, message) = (step.state, step.message.as_deref());
-        let mut seen = (row.observed != state || row.last_error.as_deref() != message).then(|| {
-            // Once per distinct failure, not once per look.
-            let history = message.map(|_| match state {
-                ObservedState::CiFailed => "ci_failed",
-                _ => "failed",
-            });
-            db::Observation {
-                state,
-                message,
-                history,
-                // Ready at this seed generation: its clone (if any) is done.
-                ready_at_seed: (state == ObservedState::Ready).then_some(row.seed_generation),
-            }
-        });
-        if let Some(message) = seen.as_ref().and_then(|seen| seen.message) {
-            if state == ObservedState::CiFailed {
-                tracing::info!(preview = %key, sha, error = message, "CI failed on the head");
-            } else {
-                tracing::warn!(preview = %key, sha, error = message, "Argo CD reports a failure");
-            }
-        }
-        // The look's state rides on the commit of its last apply, not a commit of its own.
-        let app_applies =
-            app.is_some() && matches!(&step.app, Some(act) if matches!(act.action, Action::Apply));
-        let mut applied = false;
-        match step.helper.action {
-            Action::Conflict => {
-                return self
-                    .report_conflict(&row, &names.application, &helper, now)
-                    .await;
-            }
-            Action::Apply => {
-                let rendered = rendered.as_ref().context("nothing to apply")?;
-                let render::Stamped { manifest, hash } = &rendered.helper;
-                let secrets = new_secrets.take();
-                db::record_intended(&self.db, id, &rendered.entries, secrets, now).await?;
-                let written = self.retry("apply", || {
-                    self.sink.apply(&names.application, manifest, &owner)
-                });
-                if stale(written.await)? {
-                    self.requeue(id);
-                    return Ok(());
-                }
-                let reason = format!("helper Application {} applied at {sha}", names.application);
-                let seen = if app_applies { None } else { seen.take() };
-                db::record_applied(
-                    &self.db,
-                    id,
-                    &rendered.entries,
-                    Some(hash),
-                    &reason,
-                    seen.as_ref(),
-                    now,
-                )
-                .await?;
-                tracing::info!(preview = %key, sha, "applied");
-                applied = true;
-            }
-            _ => {}
-        }
-        if step.helper.sync {
-            self.request_sync(&names.application, &owner).await?;
-        }
-        if let (Some(act), Some(app)) = (&step.app, &app) {
-            match act.action {
-                Action::Conflict => {
-                    return self
-                        .report_conflict(&row, &names.app_application, app, now)
-                        .await;
-                }
-                Action::Apply => {
-                    let rendering = app_rendering.context("nothing to apply")?;
-                    let entry = [ledger::app_entry(&names, &self.config)];
-                    db::record_intended(&self.db, id, &entry, None, now).await?;
-                    let written = self.retry("apply", || {
-                        self.sink
-                            .apply(&names.app_application, &rendering.manifest, &owner)
-                    });
-                    if stale(written.await)? {
-                        self.requeue(id);
-                        return Ok(());
-                    }
-                    let reason = format!(
-                        "app Application {} applied at {sha}: the helpers are ready",
-                        names.app_application
-                    );
-                    let seen = seen.take();
-                    db::record_applied(&self.db, id, &entry, None, &reason, seen.as_ref(), now)
-                        .await?;
-                    applied = true;
-                }
-                _ => {}
-            }
-            if act.sync {
-                self.request_sync(&names.app_application, &owner).await?;
-            }
-        }
-        if let Some(seen) = &seen {
-            db::record_state(&self.db, id, seen, now).await?;
-        }
-        if step.requeue {
-            // A step forward (an Application applied, a new state) starts the looks afresh:
-            // the next phase is watched as closely as the first, not at the doubled delay.
-            if applied || row.observed != state {
-                self.settled(id);
-            }
-            self.requeue_following(id, &names);
-        } else {
-            self.settled(id);
-        }
-        Ok(())
+        self.carry_out(&at, looked, whole).await
     }
 
     /// Whether the PR's image may run: `wait_for` on the head, unless a writer's `/preview
@@ -544,11 +408,9 @@ impl Reconciler {
 }
 
 mod calls;
-mod look;
-mod obey;
 mod owned;
 mod place;
 mod rendering;
-mod report;
+mod step;
 mod teardown;
-mod templates;
+pub mod templates;

@@ -1,7 +1,7 @@
 //! Rendering, pure: a preview and the configuration in, everything previewd applies for it
 //! out (`preview`): the helper Application, with everything `helpers-chart/` needs in
 //! `helm.valuesObject`, the app's own, and the ledger they make. No I/O; `status` is never
-//! written, and `operation` only by the kubernetes sink's writer (`argocd::sync_request`).
+//! written, and `operation` only by the kubernetes sink's writer (`sink::argocd::sync_request`).
 
 use std::collections::BTreeMap;
 

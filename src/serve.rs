@@ -9,11 +9,11 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::db;
 use crate::intake::Intake;
+use crate::server::app::App;
 use crate::server::{self, MAX_BUFFERED, edge};
 use crate::work::Pending;
 

@@ -13,17 +13,20 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::app::App;
 use crate::db;
 use crate::intake::Recorded;
 use crate::intent::{self, Outcome};
 use crate::metrics::{self, DeliveryOutcome};
+use crate::server::app::App;
 
 pub mod api;
+pub mod app;
 pub mod delivery;
 pub mod edge;
 pub mod error;
+pub mod openapi;
 mod pages;
+pub mod refusals;
 pub mod report;
 mod unread;
 
@@ -37,6 +40,9 @@ pub const MAX_BODY: usize = 5 * 1024 * 1024;
 /// Delivery bodies being read at once, in bytes: six at the size limit. 48 unfinished
 /// 5 MiB bodies once took the process from 11 to 255 MiB, the pod's limit.
 pub const MAX_BUFFERED: usize = 32 * 1024 * 1024;
+
+/// A template's size report (from its build Job) is one small JSON object.
+pub const MAX_REPORT: usize = 1024;
 
 /// A delivery's body must have arrived this long after its headers.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);

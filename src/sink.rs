@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::Observed;
 
+pub mod argocd;
 mod directory;
 pub mod kubernetes;
 mod watch;

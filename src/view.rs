@@ -1,5 +1,5 @@
 //! The read model: previews, their ledgers and histories as people and tools see them.
-//! Typed, serialized as the API's JSON (`openapi` describes it, a test holds the two
+//! Typed, serialized as the API's JSON (`server::openapi` describes it, a test holds the two
 //! together), and the same values the dashboard, the CLI and the metrics read. Built from
 //! `db` rows; pure. Reading them from the state is `read`.
 

@@ -6,16 +6,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::keys::{Fallback, KEYS, env_name};
+use super::keys::{Fallback, KEYS, env_name, is_secret};
 use super::raw::Raw;
 use super::{Config, ConfigError, DEFAULT_FILE};
-
-/// Keys whose values are secrets: shown as set or not, never as written.
-const SECRETS: &[&str] = &["github.webhook_secret", "github.token", "api.token"];
-
-pub fn is_secret(key: &str) -> bool {
-    SECRETS.contains(&key)
-}
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,7 +248,7 @@ mod tests {
         ] {
             assert!(!text.contains(secret), "{secret} printed:\n{text}");
         }
-        for key in SECRETS {
+        for key in super::super::keys::SECRETS {
             assert_eq!(setting(&e, key).value, "(set; hidden)");
         }
         assert_eq!(

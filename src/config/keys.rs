@@ -170,6 +170,13 @@ const TABLES: &[(&str, &str, &str)] = &[
 ];
 
 /// `defaults.ttl` -> `PREVIEWD_DEFAULTS_TTL`.
+/// Keys whose values are secrets: shown as set or not, never as written.
+pub(super) const SECRETS: &[&str] = &["github.webhook_secret", "github.token", "api.token"];
+
+pub fn is_secret(key: &str) -> bool {
+    SECRETS.contains(&key)
+}
+
 pub fn env_name(key: &str) -> String {
     format!("PREVIEWD_{}", key.replace('.', "_").to_ascii_uppercase())
 }

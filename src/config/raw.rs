@@ -179,7 +179,7 @@ impl Values {
                     Kind::Number => "a whole number",
                 };
                 // A secret's value stays out of the message, whatever its type.
-                let value = if super::explain::is_secret(key.name) {
+                let value = if keys::is_secret(key.name) {
                     String::new()
                 } else {
                     format!(" {other}")

@@ -28,14 +28,16 @@ impl Validator {
             ));
         }
         let image_tag = match &r.image_tag {
-            None => crate::image_tag::ImageTag::default(),
-            Some(template) => crate::image_tag::ImageTag::parse(template).map_err(|why| {
-                self.invalid(
-                    &key("image_tag"),
-                    why,
-                    "a tag template of {sha}, {sha7} and {number}, like pr-{number}-{sha7}",
-                )
-            })?,
+            None => crate::config::image_tag::ImageTag::default(),
+            Some(template) => {
+                crate::config::image_tag::ImageTag::parse(template).map_err(|why| {
+                    self.invalid(
+                        &key("image_tag"),
+                        why,
+                        "a tag template of {sha}, {sha7} and {number}, like pr-{number}-{sha7}",
+                    )
+                })?
+            }
         };
         if r.image.is_none() && !(r.migrate_command.is_empty() && r.seed_command.is_empty()) {
             return Err(self.invalid(

@@ -4,7 +4,7 @@
 use sqlx::{SqliteConnection, SqlitePool};
 
 use super::Inline;
-use super::inline::text_enum;
+use super::connection::text_enum;
 
 use crate::checks::{CheckReport, CheckState, Source};
 use crate::preview::{Desired, PreviewKey};
@@ -327,7 +327,7 @@ mod tests {
     async fn upgrading_a_state_keeps_every_previews_ledger_secrets_and_commands() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
-        let pool = sqlx::SqlitePool::connect_with(super::super::options(&path))
+        let pool = sqlx::SqlitePool::connect_with(super::super::connection::options(&path))
             .await
             .unwrap();
         let before = sqlx::migrate::Migrator {

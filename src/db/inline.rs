@@ -61,7 +61,7 @@ impl Inline {
         let idle = self.idle().pop();
         let mut conn = match idle {
             Some(conn) => conn,
-            None => super::write::open(&self.shared.path)?,
+            None => super::connection::open(&self.shared.path)?,
         };
         let result = f(&mut conn);
         // Back for the next statement, unless enough wait, or it is somehow still inside a
@@ -112,26 +112,6 @@ impl Inline {
         .await
         .context("a write to the state stopped")?
     }
-}
-
-/// A text column as one of previewd's enums (stored as their serde names).
-pub(super) fn text_enum<T: serde::de::DeserializeOwned>(
-    row: &rusqlite::Row<'_>,
-    column: usize,
-) -> rusqlite::Result<T> {
-    use serde::de::IntoDeserializer;
-    let text = row.get_ref(column)?.as_str()?;
-    T::deserialize(text.into_deserializer()).map_err(|e: serde::de::value::Error| {
-        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
-    })
-}
-
-/// Whether `error` is the database being busy (locked past the busy timeout).
-pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
-    matches!(
-        error.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 #[cfg(test)]
@@ -246,7 +226,7 @@ mod tests {
     async fn a_write_begun_while_another_holds_the_lock_waits_for_its_commit() {
         let (_dir, _pool, inline) = state().await;
         for _ in 0..2 {
-            let conn = super::super::write::open(&inline.shared.path).unwrap();
+            let conn = super::super::connection::open(&inline.shared.path).unwrap();
             conn.busy_timeout(std::time::Duration::ZERO).unwrap();
             inline.idle().push(conn);
         }
@@ -289,7 +269,8 @@ mod tests {
             .await
             .unwrap();
         let conn = inline.idle().pop();
-        let conn = conn.unwrap_or_else(|| super::super::write::open(&inline.shared.path).unwrap());
+        let conn =
+            conn.unwrap_or_else(|| super::super::connection::open(&inline.shared.path).unwrap());
         conn.busy_timeout(std::time::Duration::ZERO).unwrap();
         inline.idle().push(conn);
         let busy = inline

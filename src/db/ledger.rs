@@ -4,7 +4,8 @@ use rusqlite::params;
 use sqlx::SqlitePool;
 
 use super::Inline;
-use super::previews::{NewSecrets, Noted, Observation};
+use super::previews::{NewSecrets, Noted};
+use crate::plan::Observation;
 
 use crate::ledger::Entry;
 

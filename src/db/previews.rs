@@ -5,8 +5,9 @@ use rusqlite::{OptionalExtension, params};
 use sqlx::SqlitePool;
 
 use super::Inline;
-use super::inline::text_enum;
+use super::connection::text_enum;
 
+use crate::plan::Observation;
 use crate::preview::{Desired, ObservedState};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,18 +186,6 @@ pub fn unplaced(db: &Inline) -> anyhow::Result<Vec<PreviewRow>> {
         .query_map([], PreviewRow::read)?
         .collect()
     })
-}
-
-/// What a look found that changes a preview's recorded state.
-#[derive(Debug, Clone, Copy)]
-pub struct Observation<'a> {
-    pub state: ObservedState,
-    pub message: Option<&'a str>,
-    /// A history row of this kind, `message` its reason (once per distinct failure).
-    pub history: Option<&'a str>,
-    /// Ready at this seed generation: every applied ledger item is confirmed present, and
-    /// the clone (if any) made for this seed generation is done.
-    pub ready_at_seed: Option<i64>,
 }
 
 /// Records `seen` in one commit: the state, its history row, the ledger's confirmation.

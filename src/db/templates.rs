@@ -113,7 +113,7 @@ pub async fn all_generations(pool: &SqlitePool) -> sqlx::Result<Vec<TemplateRow>
     .await
 }
 
-/// A generation to start: `repo`'s next, numbered `at_least` or more (`template::plan`'s).
+/// A generation to start: `repo`'s next, numbered `at_least` or more (`reconcile::templates::decide::plan`'s).
 #[derive(Debug, Clone, Copy)]
 pub struct NewGeneration<'a> {
     pub repo: &'a str,

@@ -5,39 +5,19 @@
 //! connection and runs a whole batch on it, on the runtime's thread (`intake`). The statements
 //! are the ones the async functions beside them ran; tests/intake covers each.
 
-use std::path::Path;
-use std::time::Duration;
-
-use anyhow::Context;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::inline::text_enum;
+use super::connection::text_enum;
 use super::{DeliveryRow, HistoryRow};
 use crate::checks::CheckReport;
 use crate::intent::{Ended, Outcome, PrChange, StoredPr};
 use crate::preview::{Desired, PreviewKey};
 use crate::webhook::{CommandComment, InstallationChange};
 
-pub(crate) use super::inline::is_busy;
+pub(crate) use super::connection::is_busy_rusqlite as is_busy;
 pub use rusqlite::{Connection as WriterConnection, Error, Result};
 
-/// The writer's connection, with the pool's settings (`db::options`): WAL, `synchronous =
-/// FULL` so an acknowledged delivery survives power loss, foreign keys, a busy timeout. The
-/// state must already be migrated (`db::open`).
-pub fn open(path: &Path) -> anyhow::Result<Connection> {
-    let conn = Connection::open(path)
-        .with_context(|| format!("opening state {} for writing", path.display()))?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    conn.pragma_update(None, "foreign_keys", true)?;
-    // Every statement the writer runs, prepared once.
-    conn.set_prepared_statement_cache_capacity(64);
-    Ok(conn)
-}
-
-/// How long a write waits for another process's lock on the state.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub use super::connection::open;
 
 fn word<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_value(value)

@@ -395,3 +395,99 @@ fn only_a_ready_preview_already_recorded_ready_changes_nothing() {
         );
     }
 }
+
+fn recorded(state: ObservedState, error: Option<&str>) -> Recorded<'_> {
+    Recorded {
+        state,
+        error,
+        seed_generation: 3,
+    }
+}
+
+fn on_kube(helper: &Observed, wait: &Wait) -> Step {
+    step(Desired::Deployed, Some("h"), helper, None, true, wait)
+}
+
+#[test]
+fn a_state_already_recorded_is_not_observed_again() {
+    let syncing = on_kube(&ready("h", Some(false)), &Wait::Passed);
+    assert_eq!(
+        syncing.observation(recorded(ObservedState::Syncing, None)),
+        None
+    );
+}
+
+#[test]
+fn a_preview_ready_now_is_ready_at_its_seed_generation_with_no_history() {
+    let ready_now = on_kube(&ready("h", Some(true)), &Wait::Passed);
+    assert_eq!(
+        ready_now.observation(recorded(ObservedState::Syncing, None)),
+        Some(Observation {
+            state: ObservedState::Ready,
+            message: None,
+            history: None,
+            ready_at_seed: Some(3),
+        })
+    );
+}
+
+#[test]
+fn a_failure_goes_to_the_history_once_per_distinct_message() {
+    let failed = Observed::Present {
+        hash: Some("h".into()),
+        health: Some(Health::Failed("hook Job x-migrate failed".into())),
+    };
+    let step = on_kube(&failed, &Wait::Passed);
+    let seen = step.observation(recorded(ObservedState::Syncing, None));
+    assert_eq!(seen.and_then(|s| s.history), Some("failed"));
+    assert_eq!(seen.and_then(|s| s.ready_at_seed), None);
+    assert_eq!(
+        step.observation(recorded(
+            ObservedState::Failed,
+            Some("hook Job x-migrate failed")
+        )),
+        None,
+        "the same failure, seen again"
+    );
+    let other = step.observation(recorded(ObservedState::Failed, Some("an older failure")));
+    assert_eq!(other.and_then(|s| s.history), Some("failed"), "a new one");
+}
+
+#[test]
+fn a_failed_check_is_history_of_its_own_kind() {
+    let ci = Wait::Failed {
+        name: "build".into(),
+        conclusion: "failure".into(),
+        url: None,
+    };
+    let step = on_kube(&ready("h", Some(true)), &ci);
+    let seen = step.observation(recorded(ObservedState::WaitingForCi, None));
+    assert_eq!(
+        seen.map(|s| (s.state, s.history)),
+        Some((ObservedState::CiFailed, Some("ci_failed")))
+    );
+    assert_eq!(
+        seen.and_then(|s| s.message),
+        Some("check build ended failure")
+    );
+}
+
+#[test]
+fn a_step_writes_when_either_application_is_applied() {
+    let app = |observed: &Observed| {
+        step(
+            Desired::Deployed,
+            Some("h"),
+            &ready("h", Some(true)),
+            Some(("a", observed)),
+            true,
+            &Wait::Passed,
+        )
+    };
+    assert!(
+        on_kube(&Observed::Missing, &Wait::Passed).writes(),
+        "the helpers"
+    );
+    assert!(app(&Observed::Missing).writes(), "the app");
+    assert!(!app(&ready("a", Some(true))).writes(), "neither");
+}

@@ -89,7 +89,7 @@ impl Reconciler {
             tracing::error!(repo = %row.repo, number = row.number, %message, "name conflict");
             // The history row with the state it records, in one commit: had the state not
             // been written, the next look would tell the same conflict again.
-            let seen = db::Observation {
+            let seen = plan::Observation {
                 state: ObservedState::Failed,
                 message: Some(&message),
                 history: Some("conflict"),

@@ -197,7 +197,7 @@ impl Reconciler {
         tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
         self.metrics.stuck_teardown();
         // With the state that stops it being told again: one commit.
-        let seen = db::Observation {
+        let seen = plan::Observation {
             state: ObservedState::TeardownStuck,
             message: Some(&message),
             history: Some("teardown_stuck"),

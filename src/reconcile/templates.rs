@@ -1,9 +1,10 @@
 //! The template pass (#16): each repository's template generations started, applied,
-//! watched and retired as `template::plan` decides, and the generation each preview's
+//! watched and retired as `decide::plan` decides, and the generation each preview's
 //! database is cloned from. The one place a generation's Application is written.
 
 use anyhow::Context;
 
+use self::decide::{Gen, GenState, Wanted};
 use super::Reconciler;
 use crate::config::DatabaseMode;
 use crate::db::{self, PreviewRow, TemplateRow};
@@ -13,7 +14,6 @@ use crate::preview::{CloneSource, PreviewKey, RepoName};
 use crate::render::SealedSecret;
 use crate::render::template::{self as rendering, Generation};
 use crate::sink::Owner;
-use crate::template::{self, Gen, GenState, Wanted};
 
 /// How stale `template_repos.last_used_at` may get while a preview lives (seconds).
 const USED_EVERY: i64 = 3600;
@@ -58,7 +58,7 @@ impl Reconciler {
             });
         }
         let live = db::live_previews(&self.pool, repo).await?;
-        let plan = template::plan(policy, wanted.as_ref(), &gens, live, now);
+        let plan = decide::plan(policy, wanted.as_ref(), &gens, live, now);
         if let Some(reason) = plan.destroy {
             db::destroy_template(&self.pool, repo, reason, now).await?;
             tracing::info!(repo, reason, "template database to be dropped");
@@ -66,7 +66,7 @@ impl Reconciler {
         for id in &plan.time_out {
             let message = format!(
                 "did not finish building within {}",
-                crate::duration::format(template::BUILD_DEADLINE)
+                crate::duration::format(decide::BUILD_DEADLINE)
             );
             tracing::warn!(repo, error = %message, "template build timed out");
             db::set_generation_state(&self.pool, *id, "failed", Some(&message), now).await?;
@@ -380,3 +380,5 @@ fn current_of(rows: &[TemplateRow]) -> Option<&TemplateRow> {
         .filter(|g| g.state == GenState::Ready.as_str())
         .max_by_key(|g| g.generation)
 }
+
+pub mod decide;

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::app::App;
 use crate::config::Config;
 use crate::db;
 use crate::preview::PreviewKey;
+use crate::server::app::App;
 use crate::view::{self, Detail, Filters, Page, Paging};
 
 use super::error::Error;
@@ -103,7 +103,7 @@ pub async fn destroy(
 }
 
 pub async fn openapi() -> Json<Value> {
-    Json(crate::openapi::document())
+    Json(crate::server::openapi::document())
 }
 
 /// Reads need the token when `api.token` is set: `Authorization: Bearer TOKEN`, or Basic

@@ -10,8 +10,8 @@ use axum::body::{Body, HttpBody};
 use axum::extract::{FromRequest, Request};
 use axum::http::HeaderMap;
 
-use crate::app::App;
 use crate::metrics::DeliveryOutcome;
+use crate::server::app::App;
 use crate::webhook::{self, Headers, Rejection};
 
 use super::error::Error;

@@ -54,7 +54,7 @@ pub async fn serve(
         .max_buf_size(MAX_BUF);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     // Anyone can open connections: those over the bound are logged a minute at a time.
-    let over_the_bound = crate::refusals::Refusals::new("too many connections: closing new ones");
+    let over_the_bound = super::refusals::Refusals::new("too many connections: closing new ones");
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);

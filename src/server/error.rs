@@ -12,7 +12,7 @@ use crate::intake::IntakeError;
 use crate::view::PagingError;
 use crate::webhook::Rejection;
 
-use super::{BODY_TIMEOUT, MAX_BODY};
+use super::{BODY_TIMEOUT, MAX_BODY, MAX_REPORT};
 
 /// Why a request was not answered as asked.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +43,7 @@ pub enum Error {
     /// A template size report whose token is not its generation's (#16).
     #[error("the report token is not this template generation's")]
     ReportRefused,
-    #[error("a size report is at most {} bytes", super::report::MAX_REPORT)]
+    #[error("a size report is at most {MAX_REPORT} bytes")]
     ReportTooLarge,
     #[error("destroy through the API needs api.token to be set")]
     DestroyNeedsToken,

@@ -8,8 +8,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use crate::app::App;
 use crate::dashboard;
+use crate::server::app::App;
 use crate::view::{self, Destroyed, Paging};
 
 use super::error::Error;

@@ -11,13 +11,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::BODY_TIMEOUT;
 use super::error::Error;
-use crate::app::App;
+use super::{BODY_TIMEOUT, MAX_REPORT};
 use crate::db;
-
-/// A report is one small JSON object.
-pub const MAX_REPORT: usize = 1024;
+use crate::server::app::App;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

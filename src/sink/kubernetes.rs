@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::watched::{Watched, labels_of};
 use super::{Conflict, Owner, Stale};
-use crate::argocd::{Application, Written, sync_request, verdict};
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
+use crate::sink::argocd::{Application, Written, sync_request, verdict};
 
 pub const FIELD_MANAGER: &str = "previewd";
 /// Applications' metadata listed at a time (about 1 KB each).

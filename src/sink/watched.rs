@@ -14,9 +14,9 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::Owner;
-use crate::argocd::{Application, verdict};
 use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
+use crate::sink::argocd::{Application, verdict};
 
 /// One Application as last seen.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ For each PR:
   Argo CD    for each of the PR's two Applications (helpers, then app, which previewd applies
              only once the helpers are ready): from the watch event in which previewd's write
              creates it to the first watch event in which it satisfies previewd's own readiness
-             rule (src/argocd.rs `verdict` == Ready: Synced at the spec's source and revision,
+             rule (src/sink/argocd.rs `verdict` == Ready: Synced at the spec's source and revision,
              Healthy, the operation previewd asked for Succeeded, nothing running), minus any
              stretch in which Argo CD sat idle waiting for previewd to ask for a sync. The sum
              over both Applications is subtracted. Watch events are timestamped on receipt by
@@ -61,13 +61,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import faithful as F  # noqa: E402  (the emulator, previewd, GitHub stand-in and config helpers)
 
 APPLIED_HASH = "previewd.dev/applied-hash"  # src/render.rs
-RENDERING_INFO = "previewd.dev/rendering"  # src/argocd.rs
+RENDERING_INFO = "previewd.dev/rendering"  # src/sink/argocd.rs
 FIRST_PR = 100
 TARGET_MS = 100
 
 
 def normalized(v):
-    """src/argocd.rs `normalized`: empty values dropped, recursively."""
+    """src/sink/argocd.rs `normalized`: empty values dropped, recursively."""
     if isinstance(v, dict):
         out = {k: normalized(x) for k, x in v.items()}
         return {k: x for k, x in out.items() if x not in (None, False, "", [], {})}
@@ -81,7 +81,7 @@ def same_source(a, b):
 
 
 def verdict(app):
-    """src/argocd.rs `verdict`, the parts that decide Ready: 'ready', 'progressing',
+    """src/sink/argocd.rs `verdict`, the parts that decide Ready: 'ready', 'progressing',
     'needs-sync' (Argo CD idle, waiting for previewd to ask) or 'failed'."""
     spec, st = app.get("spec") or {}, app.get("status") or {}
     source = spec.get("source")

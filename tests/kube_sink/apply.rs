@@ -227,7 +227,7 @@ async fn a_rendering_whose_sync_did_not_run_is_asked_for_again() {
     let hash = &asked.metadata.annotations.as_ref().unwrap()[previewd::sink::APPLIED_HASH];
     assert_eq!(
         asked.rest["operation"]["info"],
-        json!([{"name": previewd::argocd::RENDERING_INFO, "value": hash}])
+        json!([{"name": previewd::sink::argocd::RENDERING_INFO, "value": hash}])
     );
 }
 

@@ -17,10 +17,10 @@ use std::sync::{Arc, Mutex};
 use common::TestApp;
 use kube::api::{Api, Patch, PatchParams};
 use kube_fake_client::{ClientBuilder, Error, interceptor};
-use previewd::argocd::Application;
 use previewd::reconcile::Reconciler;
 use previewd::seal::SealingCert;
 use previewd::sink::Sink;
+use previewd::sink::argocd::Application;
 use previewd::sink::kubernetes::KubeSink;
 use serde_json::json;
 

@@ -722,7 +722,7 @@ async fn a_size_past_the_documented_maximum_is_refused_however_it_is_spelled() {
     reconciler.pass().await.unwrap();
     let token = report_token(&app, 1).await;
     let size = "/api/templates/codertocat/hello-world/1/size";
-    let document = previewd::openapi::document();
+    let document = previewd::server::openapi::document();
     let maximum =
         document["paths"]["/api/templates/{owner}/{repo}/{generation}/size"]["post"]["requestBody"]
             ["content"]["application/json"]["schema"]["properties"]["bytes"]["maximum"]

@@ -4,6 +4,7 @@
 //! waiting and once per resync (a lost check webhook must not leave it waiting for ever).
 //! What GitHub answers is recorded, then the reconciler is told.
 
+use super::installation;
 use crate::checks::CheckReport;
 use crate::config::Trigger;
 use crate::db::{self, LookUp, PathsFound};
@@ -41,7 +42,10 @@ impl Feedback {
                 continue;
             };
             let key = PreviewKey::new(repo, number);
-            if github.held(&key.repo, installation(&look)).is_some() {
+            if github
+                .held(&key.repo, installation(look.installation_id))
+                .is_some()
+            {
                 continue;
             }
             let changed = if look.files {
@@ -97,7 +101,7 @@ impl Feedback {
             return false;
         }
         let files = match github
-            .pull_files(&key.repo, installation(look), key.number)
+            .pull_files(&key.repo, installation(look.installation_id), key.number)
             .await
         {
             Ok(files) => files,
@@ -150,7 +154,12 @@ impl Feedback {
             return false;
         };
         let reports: Vec<CheckReport> = match github
-            .commit_checks(&key.repo, installation(look), &sha, &policy.gates.wait_for)
+            .commit_checks(
+                &key.repo,
+                installation(look.installation_id),
+                &sha,
+                &policy.gates.wait_for,
+            )
             .await
         {
             Ok(reports) => reports,
@@ -170,8 +179,4 @@ impl Feedback {
         let _ = db::checks_looked(&self.pool, look.id, &look.head_sha).await;
         recorded
     }
-}
-
-fn installation(look: &LookUp) -> Option<u64> {
-    look.installation_id.and_then(|id| u64::try_from(id).ok())
 }

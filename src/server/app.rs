@@ -24,5 +24,5 @@ pub struct App {
     /// renders it; `serve` hands the same one to the reconciler, sweeper and GitHub client.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Unverified refused deliveries, summed up in the log a minute at a time.
-    pub refusals: crate::refusals::Refusals,
+    pub refusals: super::refusals::Refusals,
 }

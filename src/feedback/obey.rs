@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::{installation, shape};
 use crate::command::{self, Asker, Command, Gate};
 use crate::comment::{self, Outcome};
+use crate::config::Policy;
 use crate::db::{self, CommandRow, Effect, PreviewRow};
 use crate::feedback::{self, Answer, Feedback};
 use crate::github::GitHubError;
@@ -109,7 +111,33 @@ impl Feedback {
             }
             _ => false,
         };
-        let (effects, outcome) = self.decide(parsed, row.as_ref(), cmd, now, status, base_known)?;
+        let repo: Option<RepoName> = row.as_ref().map(|r| r.repo.parse()).transpose()?;
+        let asked = Asked {
+            command: parsed,
+            actor: &cmd.actor,
+            // When the approver looked: the comment's own time, the clock the push's is in.
+            seen_at: cmd.commented_at.unwrap_or(cmd.created_at),
+            now,
+            preview: row.as_ref(),
+            policy: repo
+                .as_ref()
+                .and_then(|repo| self.config.policy_for(repo))
+                .unwrap_or(&self.config.defaults),
+            template: repo
+                .as_ref()
+                .is_some_and(|repo| self.config.template_for(repo).is_some()),
+            template_base_known: base_known,
+            status,
+        };
+        let (effects, outcome) = decide(asked);
+        if let Some(row) = &row {
+            tracing::info!(
+                actor = cmd.actor,
+                ?parsed,
+                preview = row.id,
+                "command accepted"
+            );
+        }
         let id = row.as_ref().map(|r| r.id);
         // Only what did something earns a rocket; the rest is answered, and confused.
         let status = if outcome.did_something() {
@@ -167,169 +195,6 @@ impl Feedback {
             other => other.context("asking GitHub for the commenter's permission")?,
         };
         Ok(permission.can_write())
-    }
-
-    /// What an authorized command does: its effects on the preview and the reply.
-    fn decide<'a>(
-        &self,
-        parsed: Command,
-        row: Option<&'a PreviewRow>,
-        cmd: &'a CommandRow,
-        now: i64,
-        status: Option<String>,
-        template_base_known: bool,
-    ) -> anyhow::Result<(Vec<Effect<'a>>, Outcome<'a>)> {
-        let actor = &cmd.actor;
-        // When the approver looked: the comment's own time, the clock the push's is in.
-        let seen_at = cmd.commented_at.unwrap_or(cmd.created_at);
-        let Some(row) = row else {
-            return Ok(match parsed {
-                Command::Help => (vec![], Outcome::Help),
-                Command::Status => (vec![], Outcome::Status(comment::no_preview_status())),
-                Command::Destroy => (vec![], Outcome::AlreadyGone),
-                _ => (vec![], Outcome::NoPreview),
-            });
-        };
-        let repo: RepoName = row.repo.parse()?;
-        let policy = self
-            .config
-            .policy_for(&repo)
-            .unwrap_or(&self.config.defaults);
-        let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-        let lifetime_end = row.created_at.saturating_add(secs(policy.max_lifetime));
-        let live = row.desired != Desired::Absent;
-        Ok(match parsed {
-            Command::Help => (vec![], Outcome::Help),
-            Command::Status => (
-                vec![],
-                Outcome::Status(match status {
-                    Some(status) => status,
-                    None => comment::status(&self.status_view(row)?),
-                }),
-            ),
-            Command::Destroy if !live => (vec![], Outcome::AlreadyGone),
-            // Being torn down: only a destroyed (not a closed or merged) PR's preview may come back.
-            _ if !live
-                && (parsed != Command::Deploy
-                    || row.end_reason.as_deref() != Some("destroyed")) =>
-            {
-                (vec![], Outcome::NoPreview)
-            }
-            Command::Extend(by) => {
-                let until = row
-                    .expires_at
-                    .max(now)
-                    .saturating_add(secs(by))
-                    .min(lifetime_end);
-                let capped = until == lifetime_end;
-                (
-                    vec![Effect::ExpireAt(until)],
-                    Outcome::Extended { until, capped, now },
-                )
-            }
-            Command::Destroy => (vec![Effect::Destroy], Outcome::Destroying),
-            Command::Keep if !policy.allow_keep => (vec![], Outcome::KeepNotAllowed),
-            Command::Keep => {
-                let until = now.saturating_add(secs(policy.keep_for)).min(lifetime_end);
-                (
-                    vec![Effect::Keep(true), Effect::ExpireAt(until)],
-                    Outcome::Kept { until, now },
-                )
-            }
-            Command::Unkeep => {
-                let until = now.saturating_add(secs(policy.ttl)).min(lifetime_end);
-                (
-                    vec![Effect::Keep(false), Effect::ExpireAt(until)],
-                    Outcome::Unkept,
-                )
-            }
-            Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
-            Command::RefreshTemplate if self.config.template_for(&repo).is_none() => {
-                (vec![], Outcome::NoTemplate)
-            }
-            Command::RefreshTemplate if !template_base_known => (vec![], Outcome::NoTemplateBase),
-            Command::RefreshTemplate => (
-                vec![Effect::RefreshTemplate { by: actor }],
-                Outcome::RefreshingTemplate,
-            ),
-            Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
-            // A fork's code runs only as the commit the maintainer names, never as whatever
-            // the head is when the command runs (a push seconds before the comment): the
-            // name must prefix the head, and the full head it prefixes is what is approved
-            // (`Effect::Approve` writes it only while it is still the head).
-            Command::Approve(None) if row.fork => (
-                vec![],
-                Outcome::ApprovalNeedsCommit {
-                    head: &row.head_sha,
-                },
-            ),
-            Command::Approve(Some(named)) if row.fork && !named.names(&row.head_sha) => (
-                vec![],
-                Outcome::NotTheHead {
-                    named,
-                    head: &row.head_sha,
-                },
-            ),
-            // A push after the comment: the approver cannot have seen this head. Ties are
-            // refused too: GitHub's clocks count whole seconds.
-            Command::Approve(_) if row.fork && row.head_changed_at >= seen_at => {
-                (vec![], Outcome::ChangedSinceApproval)
-            }
-            Command::Approve(_) if row.fork => (
-                vec![Effect::Approve {
-                    sha: &row.head_sha,
-                    seen_at,
-                }],
-                Outcome::Approved { sha: &row.head_sha },
-            ),
-            Command::Approve(_) => (vec![], Outcome::NotAFork),
-            // On a fork, deploying is no approval: it names no commit.
-            Command::Deploy
-                if row.fork && row.approved_sha.as_deref() != Some(row.head_sha.as_str()) =>
-            {
-                (
-                    vec![],
-                    Outcome::ApprovalNeedsCommit {
-                        head: &row.head_sha,
-                    },
-                )
-            }
-            // Back from a destroy: a fresh lifetime of `ttl` from now. So for a PR that gets
-            // its first preview now (opted out until this command): its lifetime starts now.
-            Command::Deploy if !live || row.desired == Desired::OptedOut => {
-                let lifetime_end = if live {
-                    now.saturating_add(secs(policy.max_lifetime))
-                } else {
-                    lifetime_end
-                };
-                (
-                    vec![
-                        Effect::Deploy {
-                            by: actor,
-                            seen_at,
-                            past_failed_wait: false,
-                        },
-                        Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
-                    ],
-                    Outcome::Deploying,
-                )
-            }
-            // Past every gate: the trigger, paths, an ignored author, and a failed wait for
-            // CI on the head the writer saw (a wait still running stays: the image may not
-            // exist yet).
-            Command::Deploy => (
-                vec![Effect::Deploy {
-                    by: actor,
-                    seen_at,
-                    past_failed_wait: row.observed == ObservedState::CiFailed,
-                }],
-                Outcome::Deploying,
-            ),
-        })
-        .map(|(effects, outcome)| {
-            tracing::info!(actor, ?parsed, preview = row.id, "command accepted");
-            (effects, outcome)
-        })
     }
 
     /// The effects, the outcome and the history row, in one transaction.
@@ -477,13 +342,309 @@ impl Feedback {
     }
 }
 
-pub(crate) fn installation(id: Option<i64>) -> Option<u64> {
-    id.and_then(|id| u64::try_from(id).ok())
+/// Everything an authorized command's decision reads.
+struct Asked<'a> {
+    command: Command,
+    actor: &'a str,
+    /// When the commenter looked at the PR (a fork's approval names what they saw).
+    seen_at: i64,
+    now: i64,
+    preview: Option<&'a PreviewRow>,
+    /// The repository's policy (the defaults for one no longer configured).
+    policy: &'a Policy,
+    /// The repository builds a template database.
+    template: bool,
+    /// A commit of the default branch is known to build the template from.
+    template_base_known: bool,
+    /// For `status`: the preview's status as the sticky comment says it, CI's verdict in.
+    status: Option<String>,
 }
 
-fn shape(what: &str) -> GitHubError {
-    GitHubError::Shape {
-        path: what.into(),
-        message: "not stored as expected".into(),
+/// What an authorized command does: its effects on the preview and the reply. Pure.
+fn decide(asked: Asked<'_>) -> (Vec<Effect<'_>>, Outcome<'_>) {
+    let Asked {
+        command: parsed,
+        actor,
+        seen_at,
+        now,
+        policy,
+        ..
+    } = asked;
+    let status = || {
+        asked
+            .status
+            .clone()
+            .unwrap_or_else(comment::no_preview_status)
+    };
+    let Some(row) = asked.preview else {
+        return match parsed {
+            Command::Help => (vec![], Outcome::Help),
+            Command::Status => (vec![], Outcome::Status(status())),
+            Command::Destroy => (vec![], Outcome::AlreadyGone),
+            _ => (vec![], Outcome::NoPreview),
+        };
+    };
+    let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    let lifetime_end = row.created_at.saturating_add(secs(policy.max_lifetime));
+    let live = row.desired != Desired::Absent;
+    match parsed {
+        Command::Help => (vec![], Outcome::Help),
+        Command::Status => (vec![], Outcome::Status(status())),
+        Command::Destroy if !live => (vec![], Outcome::AlreadyGone),
+        // Being torn down: only a destroyed (not a closed or merged) PR's preview may come back.
+        _ if !live
+            && (parsed != Command::Deploy || row.end_reason.as_deref() != Some("destroyed")) =>
+        {
+            (vec![], Outcome::NoPreview)
+        }
+        Command::Extend(by) => {
+            let until = row
+                .expires_at
+                .max(now)
+                .saturating_add(secs(by))
+                .min(lifetime_end);
+            let capped = until == lifetime_end;
+            (
+                vec![Effect::ExpireAt(until)],
+                Outcome::Extended { until, capped, now },
+            )
+        }
+        Command::Destroy => (vec![Effect::Destroy], Outcome::Destroying),
+        Command::Keep if !policy.allow_keep => (vec![], Outcome::KeepNotAllowed),
+        Command::Keep => {
+            let until = now.saturating_add(secs(policy.keep_for)).min(lifetime_end);
+            (
+                vec![Effect::Keep(true), Effect::ExpireAt(until)],
+                Outcome::Kept { until, now },
+            )
+        }
+        Command::Unkeep => {
+            let until = now.saturating_add(secs(policy.ttl)).min(lifetime_end);
+            (
+                vec![Effect::Keep(false), Effect::ExpireAt(until)],
+                Outcome::Unkept,
+            )
+        }
+        Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
+        Command::RefreshTemplate if !asked.template => (vec![], Outcome::NoTemplate),
+        Command::RefreshTemplate if !asked.template_base_known => (vec![], Outcome::NoTemplateBase),
+        Command::RefreshTemplate => (
+            vec![Effect::RefreshTemplate { by: actor }],
+            Outcome::RefreshingTemplate,
+        ),
+        Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
+        // A fork's code runs only as the commit the maintainer names, never as whatever
+        // the head is when the command runs (a push seconds before the comment): the
+        // name must prefix the head, and the full head it prefixes is what is approved
+        // (`Effect::Approve` writes it only while it is still the head).
+        Command::Approve(None) if row.fork => (
+            vec![],
+            Outcome::ApprovalNeedsCommit {
+                head: &row.head_sha,
+            },
+        ),
+        Command::Approve(Some(named)) if row.fork && !named.names(&row.head_sha) => (
+            vec![],
+            Outcome::NotTheHead {
+                named,
+                head: &row.head_sha,
+            },
+        ),
+        // A push after the comment: the approver cannot have seen this head. Ties are
+        // refused too: GitHub's clocks count whole seconds.
+        Command::Approve(_) if row.fork && row.head_changed_at >= seen_at => {
+            (vec![], Outcome::ChangedSinceApproval)
+        }
+        Command::Approve(_) if row.fork => (
+            vec![Effect::Approve {
+                sha: &row.head_sha,
+                seen_at,
+            }],
+            Outcome::Approved { sha: &row.head_sha },
+        ),
+        Command::Approve(_) => (vec![], Outcome::NotAFork),
+        // On a fork, deploying is no approval: it names no commit.
+        Command::Deploy
+            if row.fork && row.approved_sha.as_deref() != Some(row.head_sha.as_str()) =>
+        {
+            (
+                vec![],
+                Outcome::ApprovalNeedsCommit {
+                    head: &row.head_sha,
+                },
+            )
+        }
+        // Back from a destroy: a fresh lifetime of `ttl` from now. So for a PR that gets
+        // its first preview now (opted out until this command): its lifetime starts now.
+        Command::Deploy if !live || row.desired == Desired::OptedOut => {
+            let lifetime_end = if live {
+                now.saturating_add(secs(policy.max_lifetime))
+            } else {
+                lifetime_end
+            };
+            (
+                vec![
+                    Effect::Deploy {
+                        by: actor,
+                        seen_at,
+                        past_failed_wait: false,
+                    },
+                    Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
+                ],
+                Outcome::Deploying,
+            )
+        }
+        // Past every gate: the trigger, paths, an ignored author, and a failed wait for
+        // CI on the head the writer saw (a wait still running stays: the image may not
+        // exist yet).
+        Command::Deploy => (
+            vec![Effect::Deploy {
+                by: actor,
+                seen_at,
+                past_failed_wait: row.observed == ObservedState::CiFailed,
+            }],
+            Outcome::Deploying,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    const HOUR: i64 = 3600;
+
+    fn defaults() -> Config {
+        Config::from_toml("", Vec::new()).unwrap()
+    }
+
+    /// A deployed preview of a fork's PR created at 0, its head pushed at `HOUR`.
+    fn preview() -> PreviewRow {
+        PreviewRow {
+            id: 7,
+            repo: "octo/app".into(),
+            number: 12,
+            title: "Add a thing".into(),
+            author: "mallory".into(),
+            head_sha: "c0ffee0123456789c0ffee0123456789c0ffee01".into(),
+            fork: true,
+            approved_sha: None,
+            desired: Desired::Deployed,
+            observed: ObservedState::Ready,
+            end_reason: None,
+            last_error: None,
+            cluster: None,
+            applied_hash: None,
+            teardown_started_at: None,
+            seed_generation: 0,
+            expires_at: 2 * HOUR,
+            installation_id: None,
+            keep: false,
+            redeploy_generation: 0,
+            created_at: 0,
+            head_changed_at: HOUR,
+            names: None,
+            draft: false,
+            labeled: false,
+            deploy_by: None,
+            paths_file: None,
+            paths_sha: None,
+            wait_override_sha: None,
+            template_generation: None,
+            template_seed: None,
+        }
+    }
+
+    fn asked<'a>(command: &str, row: &'a PreviewRow, config: &'a Config) -> Asked<'a> {
+        Asked {
+            command: command::parse(command).unwrap(),
+            actor: "maintainer",
+            seen_at: 2 * HOUR,
+            now: 2 * HOUR,
+            preview: Some(row),
+            policy: &config.defaults,
+            template: false,
+            template_base_known: false,
+            status: None,
+        }
+    }
+
+    #[test]
+    fn an_extension_ends_at_the_lifetime_cap() {
+        let (config, row) = (defaults(), preview());
+        let cap = i64::try_from(config.defaults.max_lifetime.as_secs()).unwrap();
+        let (effects, outcome) = decide(asked("/preview extend 365d", &row, &config));
+        assert_eq!(effects, vec![Effect::ExpireAt(cap)]);
+        assert!(matches!(outcome, Outcome::Extended { until, capped: true, .. } if until == cap));
+    }
+
+    #[test]
+    fn a_forks_approval_names_the_head_the_approver_saw() {
+        let (config, row) = (defaults(), preview());
+        let (effects, outcome) = decide(asked("/preview approve", &row, &config));
+        assert!(effects.is_empty());
+        assert!(matches!(outcome, Outcome::ApprovalNeedsCommit { .. }));
+
+        let (effects, _) = decide(asked("/preview approve c0ffee0", &row, &config));
+        assert_eq!(
+            effects,
+            vec![Effect::Approve {
+                sha: &row.head_sha,
+                seen_at: 2 * HOUR
+            }]
+        );
+
+        let before_the_push = Asked {
+            seen_at: HOUR,
+            ..asked("/preview approve c0ffee0", &row, &config)
+        };
+        let (effects, outcome) = decide(before_the_push);
+        assert!(effects.is_empty(), "a tie with the push is refused too");
+        assert_eq!(outcome, Outcome::ChangedSinceApproval);
+    }
+
+    #[test]
+    fn only_a_destroyed_preview_comes_back_on_deploy_not_a_closed_ones() {
+        let config = defaults();
+        let gone = |reason: &str| PreviewRow {
+            desired: Desired::Absent,
+            fork: false,
+            end_reason: Some(reason.into()),
+            ..preview()
+        };
+        let closed = gone("closed");
+        let (effects, outcome) = decide(asked("/preview deploy", &closed, &config));
+        assert!(effects.is_empty());
+        assert_eq!(outcome, Outcome::NoPreview);
+
+        let destroyed = gone("destroyed");
+        let (effects, outcome) = decide(asked("/preview deploy", &destroyed, &config));
+        assert_eq!(outcome, Outcome::Deploying);
+        assert!(matches!(
+            effects[0],
+            Effect::Deploy {
+                by: "maintainer",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn without_a_preview_status_says_so_and_destroy_is_already_done() {
+        let (config, row) = (defaults(), preview());
+        let none = |command: &str| {
+            decide(Asked {
+                preview: None,
+                ..asked(command, &row, &config)
+            })
+            .1
+        };
+        assert_eq!(none("/preview destroy"), Outcome::AlreadyGone);
+        assert_eq!(
+            none("/preview status"),
+            Outcome::Status(comment::no_preview_status())
+        );
+        assert_eq!(none("/preview extend 1d"), Outcome::NoPreview);
     }
 }

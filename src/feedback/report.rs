@@ -6,7 +6,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::obey::installation;
+use super::{installation, shape};
 use crate::comment::{self, Shown, StatusView};
 use crate::db::{self, PreviewRow, Thread};
 use crate::feedback::{self, Feedback};
@@ -489,13 +489,6 @@ impl Feedback {
 enum Part {
     Comment,
     Deployment,
-}
-
-fn shape(what: &str) -> GitHubError {
-    GitHubError::Shape {
-        path: what.into(),
-        message: "not stored as expected".into(),
-    }
 }
 
 /// The PR a report is published on, and the client that publishes it.

@@ -1,0 +1,89 @@
+//! How the state's file is opened, by either driver: one list of settings for sqlx's pool and
+//! for the rusqlite connections (`db::inline`, `db::write`), and what their errors mean.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use rusqlite::Connection;
+use sqlx::sqlite::SqliteConnectOptions;
+
+/// WAL so readers never block the writer; `synchronous=FULL` so a commit survives power
+/// loss; foreign keys so teardown cascades. Every connection, of either driver, runs these.
+const PRAGMAS: &[(&str, &str)] = &[
+    ("journal_mode", "WAL"),
+    ("synchronous", "FULL"),
+    ("foreign_keys", "ON"),
+];
+
+/// How long a statement waits for another connection's (or process's: a CLI) write lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The pool's options (`db::open`).
+pub(super) fn options(path: &Path) -> SqliteConnectOptions {
+    PRAGMAS.iter().fold(
+        SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .busy_timeout(BUSY_TIMEOUT),
+        |options, (key, value)| options.pragma(*key, *value),
+    )
+}
+
+/// A rusqlite connection with the pool's settings. The state must already be migrated
+/// (`db::open`).
+pub fn open(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open(path)
+        .with_context(|| format!("opening state {} for writing", path.display()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    for (key, value) in PRAGMAS {
+        conn.pragma_update(None, key, value)?;
+    }
+    // Every statement a connection runs, prepared once.
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// A text column as one of previewd's enums (stored as their serde names).
+pub(super) fn text_enum<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    column: usize,
+) -> rusqlite::Result<T> {
+    use serde::de::IntoDeserializer;
+    let text = row.get_ref(column)?.as_str()?;
+    T::deserialize(text.into_deserializer()).map_err(|e: serde::de::value::Error| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// The database was busy past the busy timeout (SQLITE_BUSY, SQLITE_LOCKED and their
+/// extended codes) or no pooled connection came free: a reason to try again shortly, never
+/// a failure to record or to show on a pull request.
+pub fn is_busy(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(e) => e
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            // Extended result codes keep the primary code in their low byte.
+            .is_some_and(|code| matches!(code & 0xff, 5 | 6)),
+        sqlx::Error::PoolTimedOut => true,
+        _ => false,
+    }
+}
+
+/// [`is_busy`], for rusqlite's errors.
+pub(crate) fn is_busy_rusqlite(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// [`is_busy`] anywhere in an error's chain (for errors wrapped in context).
+pub fn is_busy_error(error: &anyhow::Error) -> bool {
+    error.chain().any(|e| {
+        e.downcast_ref::<sqlx::Error>().is_some_and(is_busy)
+            || e.downcast_ref::<rusqlite::Error>()
+                .is_some_and(is_busy_rusqlite)
+    })
+}
