@@ -24,6 +24,8 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
+use crate::clusters::LocalKeys;
+
 /// Issued certificates stay valid this long after the preview's latest possible end (its
 /// max_lifetime, which no extension passes): slack for the sweep and the teardown, so that
 /// a preview never serves an expired certificate, and little more than its life.
@@ -357,11 +359,12 @@ fn facts(cert_pem: &str) -> Result<(i64, Vec<String>), CaError> {
 }
 
 /// The preview CA for `tls.mode = "sealed"`: the configured one, or one kept beside the
-/// state (made and renewed when `create_local`, by `serve`). `None` in the other TLS modes.
+/// state (made and renewed with [`LocalKeys::Create`], by `serve`). `None` in the other TLS
+/// modes.
 pub fn from_config(
     config: &crate::config::Config,
     now: i64,
-    create_local: bool,
+    local: LocalKeys,
 ) -> anyhow::Result<Option<PreviewCa>> {
     use anyhow::Context;
     if config.tls.mode != crate::config::TlsMode::Sealed {
@@ -403,14 +406,15 @@ pub fn from_config(
         domains,
         leaf_secs,
     };
-    if create_local {
+    let create = local == LocalKeys::Create;
+    if create {
         crate::clusters::repair_pair(&key, &cert)?;
     }
     let current = if cert.exists() {
         Current::load(&read(&cert)?, &read(&key)?)?
     } else {
         anyhow::ensure!(
-            create_local,
+            create,
             "no preview CA yet ({} is created by `previewd serve`)",
             cert.display()
         );
@@ -419,7 +423,7 @@ pub fn from_config(
     let ca = PreviewCa {
         current: RwLock::new(current),
         // Only `serve` writes the state; the CLI issues from what is there.
-        renewal: create_local.then_some(renewal),
+        renewal: create.then_some(renewal),
     };
     ca.renew_if_due(now, now)?;
     Ok(Some(ca))

@@ -414,7 +414,8 @@ fn sealed_secrets(
     names: &crate::naming::Names,
 ) -> anyhow::Result<Vec<crate::render::SealedSecret>> {
     let now = crate::clock::Clock::now(&crate::clock::SystemClock);
-    let mut certs = crate::clusters::sealing_certs(config, now, false);
+    let mut certs =
+        crate::clusters::sealing_certs(config, now, crate::clusters::LocalKeys::Existing);
     let cert = match certs.remove(cluster) {
         Some(Ok(cert)) => cert,
         Some(Err(e)) => {
@@ -423,7 +424,7 @@ fn sealed_secrets(
         }
         None => return Ok(Vec::new()),
     };
-    let ca = match crate::ca::from_config(config, now, false) {
+    let ca = match crate::ca::from_config(config, now, crate::clusters::LocalKeys::Existing) {
         Ok(ca) => ca,
         Err(e) => {
             eprintln!("note: TLS secret left out ({e:#})");

@@ -30,12 +30,25 @@ pub fn local_key_paths(state: &Path) -> (PathBuf, PathBuf) {
     )
 }
 
-/// Loads every cluster's certificate. `create_local` makes the local key pair if missing
-/// (`serve`); otherwise a cluster without a certificate maps to an error the caller reports.
+/// What may become of a key pair previewd keeps beside the state (the local sealing key,
+/// the preview CA): only `serve` makes one that is missing (and renews the CA); the other
+/// commands use what is there, so that no command but `serve` leaves key material behind.
+/// A named mode, not a bare `bool`, so a call site says which it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalKeys {
+    /// Make what is missing, renew what is due (`serve`).
+    Create,
+    /// Use only what exists: a missing one is an error the caller reports.
+    Existing,
+}
+
+/// Loads every cluster's certificate. With [`LocalKeys::Create`] the local key pair is made
+/// if missing (`serve`); otherwise a cluster without a certificate maps to an error the
+/// caller reports.
 pub fn sealing_certs(
     config: &Config,
     now: i64,
-    create_local: bool,
+    local: LocalKeys,
 ) -> BTreeMap<String, anyhow::Result<SealingCert>> {
     config
         .clusters
@@ -43,7 +56,7 @@ pub fn sealing_certs(
         .map(|cluster| {
             (
                 cluster.name.clone(),
-                cluster_cert(cluster, &config.state, now, create_local),
+                cluster_cert(cluster, &config.state, now, local),
             )
         })
         .collect()
@@ -53,7 +66,7 @@ fn cluster_cert(
     cluster: &Cluster,
     state: &Path,
     now: i64,
-    create_local: bool,
+    local: LocalKeys,
 ) -> anyhow::Result<SealingCert> {
     let path = match &cluster.sealing_cert {
         Some(path) => path.clone(),
@@ -62,7 +75,7 @@ fn cluster_cert(
             repair_pair(&key, &cert)?;
             if !cert.exists() {
                 anyhow::ensure!(
-                    create_local,
+                    local == LocalKeys::Create,
                     "no local sealing key yet ({} is created by `previewd serve`)",
                     cert.display()
                 );

@@ -201,7 +201,9 @@ async fn reconciler(
 ) -> anyhow::Result<crate::reconcile::Reconciler> {
     let now = app.clock.now();
     let mut certs = std::collections::BTreeMap::new();
-    for (cluster, cert) in crate::clusters::sealing_certs(&app.config, now, true) {
+    for (cluster, cert) in
+        crate::clusters::sealing_certs(&app.config, now, crate::clusters::LocalKeys::Create)
+    {
         let cert = cert?;
         let rotation = crate::clusters::check_rotation(&app.pool, &cluster, &cert, now).await?;
         tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
@@ -227,7 +229,7 @@ async fn reconciler(
         app.config.clone(),
         sink,
         certs,
-        crate::ca::from_config(&app.config, now, true)?,
+        crate::ca::from_config(&app.config, now, crate::clusters::LocalKeys::Create)?,
         app.clock.clone(),
     ))
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use previewd::ca::{MARGIN_SECS, PreviewCa};
+use previewd::clusters::LocalKeys;
 use previewd::config::Config;
 
 const NOW: i64 = 1_795_910_400; // 2026-11-29T00:00:00Z
@@ -175,7 +176,7 @@ fn forged(ca_pem: &str, ca_key: &str, host: &str) -> String {
 fn the_ca_previewd_makes_vouches_only_for_the_configured_domains_and_for_months() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), TWO_DOMAINS);
-    let ca = previewd::ca::from_config(&config, NOW, true)
+    let ca = previewd::ca::from_config(&config, NOW, LocalKeys::Create)
         .unwrap()
         .unwrap();
     let ca_pem = std::fs::read_to_string(dir.path().join("previewd-ca.crt")).unwrap();
@@ -267,7 +268,7 @@ fn the_ca_is_renewed_before_a_leaf_could_outlive_it_and_its_old_leaves_stay_vali
     let dir = tempfile::tempdir().unwrap();
     let config = config_in(dir.path(), TWO_DOMAINS);
     let leaf_secs = 14 * 86_400 + MARGIN_SECS + 3600;
-    let first = previewd::ca::from_config(&config, NOW, true)
+    let first = previewd::ca::from_config(&config, NOW, LocalKeys::Create)
         .unwrap()
         .unwrap();
     let first_pem = ca_file(dir.path());
@@ -277,12 +278,12 @@ fn the_ca_is_renewed_before_a_leaf_could_outlive_it_and_its_old_leaves_stay_vali
 
     // A start while one leaf lifetime still fits keeps the CA.
     let due = NOW + 90 * 86_400 - leaf_secs;
-    let kept = previewd::ca::from_config(&config, due - 60, true)
+    let kept = previewd::ca::from_config(&config, due - 60, LocalKeys::Create)
         .unwrap()
         .unwrap();
     assert_eq!(kept.cert_pem(), first_pem);
     // A start after that makes a new one, beside the state.
-    let renewed = previewd::ca::from_config(&config, due + 60, true)
+    let renewed = previewd::ca::from_config(&config, due + 60, LocalKeys::Create)
         .unwrap()
         .unwrap();
     assert_ne!(renewed.cert_pem(), first_pem);
@@ -315,13 +316,15 @@ fn the_ca_is_renewed_before_a_leaf_could_outlive_it_and_its_old_leaves_stay_vali
 #[test]
 fn the_ca_is_renewed_when_the_domains_change_or_when_it_has_no_name_constraints() {
     let dir = tempfile::tempdir().unwrap();
-    let first = previewd::ca::from_config(&config_in(dir.path(), TWO_DOMAINS), NOW, true)
-        .unwrap()
-        .unwrap();
+    let first =
+        previewd::ca::from_config(&config_in(dir.path(), TWO_DOMAINS), NOW, LocalKeys::Create)
+            .unwrap()
+            .unwrap();
     let one_domain = "[tls]\nmode = \"sealed\"\n[defaults]\ndomain = \"preview.example.com\"\n";
-    let renewed = previewd::ca::from_config(&config_in(dir.path(), one_domain), NOW, true)
-        .unwrap()
-        .unwrap();
+    let renewed =
+        previewd::ca::from_config(&config_in(dir.path(), one_domain), NOW, LocalKeys::Create)
+            .unwrap()
+            .unwrap();
     assert_ne!(renewed.cert_pem(), first.cert_pem());
     assert!(
         renewed
@@ -337,9 +340,10 @@ fn the_ca_is_renewed_when_the_domains_change_or_when_it_has_no_name_constraints(
     let old = params.self_signed(&key).unwrap().pem();
     std::fs::write(dir.path().join("previewd-ca.crt"), &old).unwrap();
     std::fs::write(dir.path().join("previewd-ca.key"), key.serialize_pem()).unwrap();
-    let renewed = previewd::ca::from_config(&config_in(dir.path(), one_domain), NOW, true)
-        .unwrap()
-        .unwrap();
+    let renewed =
+        previewd::ca::from_config(&config_in(dir.path(), one_domain), NOW, LocalKeys::Create)
+            .unwrap()
+            .unwrap();
     assert_ne!(renewed.cert_pem(), old);
 }
 

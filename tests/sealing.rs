@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Delivery, TestApp};
-use previewd::clusters::{self, Rotation};
+use previewd::clusters::{self, LocalKeys, Rotation};
 use previewd::seal::SealingCert;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/sealed");
@@ -257,18 +257,18 @@ fn the_default_cluster_gets_a_local_key_pair_created_once() {
         vec![("PREVIEWD_STATE".into(), state.display().to_string())],
     )
     .unwrap();
-    let first = clusters::sealing_certs(&config, NOW, false)
+    let first = clusters::sealing_certs(&config, NOW, LocalKeys::Existing)
         .remove("in-cluster")
         .unwrap();
     assert!(
         first.unwrap_err().to_string().contains("previewd serve"),
         "render never creates keys"
     );
-    let created = clusters::sealing_certs(&config, NOW, true)
+    let created = clusters::sealing_certs(&config, NOW, LocalKeys::Create)
         .remove("in-cluster")
         .unwrap()
         .unwrap();
-    let again = clusters::sealing_certs(&config, NOW, true)
+    let again = clusters::sealing_certs(&config, NOW, LocalKeys::Create)
         .remove("in-cluster")
         .unwrap()
         .unwrap();
@@ -299,7 +299,7 @@ fn a_configured_cluster_needs_an_unexpired_certificate() {
         Vec::new(),
     )
     .unwrap();
-    let mut certs = clusters::sealing_certs(&config, test_cert().not_after + 1, true);
+    let mut certs = clusters::sealing_certs(&config, test_cert().not_after + 1, LocalKeys::Create);
     assert!(format!("{:#}", certs.remove("a").unwrap().unwrap_err()).contains("expired"));
     assert!(
         certs

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::http::request;
+use previewd::clusters::LocalKeys;
 use previewd::config::Config;
 
 const NOW: i64 = 1_795_910_400; // 2026-11-29T00:00:00Z
@@ -102,21 +103,21 @@ fn a_key_left_without_its_certificate_no_longer_stops_startup() {
     for key in [&sealing_key, &ca_key] {
         std::fs::write(key, "-----BEGIN PRIVATE KEY-----\nMIIE").unwrap();
     }
-    let certs = previewd::clusters::sealing_certs(&config, NOW, true);
+    let certs = previewd::clusters::sealing_certs(&config, NOW, LocalKeys::Create);
     assert!(certs["in-cluster"].is_ok(), "{:?}", certs["in-cluster"]);
-    let ca = match previewd::ca::from_config(&config, NOW, true) {
+    let ca = match previewd::ca::from_config(&config, NOW, LocalKeys::Create) {
         Ok(Some(ca)) => ca,
         other => panic!("no CA: {:?}", other.err()),
     };
 
     // And the pair made is the one loaded on the next start.
-    let again = previewd::clusters::sealing_certs(&config, NOW, false);
+    let again = previewd::clusters::sealing_certs(&config, NOW, LocalKeys::Existing);
     assert_eq!(
         again["in-cluster"].as_ref().unwrap().fingerprint,
         certs["in-cluster"].as_ref().unwrap().fingerprint
     );
     assert_eq!(
-        previewd::ca::from_config(&config, NOW, false)
+        previewd::ca::from_config(&config, NOW, LocalKeys::Existing)
             .unwrap()
             .unwrap()
             .cert_pem(),

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::clusters::LocalKeys;
 use crate::config::{Config, Explained, GithubCredentials, SinkKind};
 
 /// Exit 0 when everything checked holds, 2 for a configuration error, 1 when a system
@@ -55,11 +56,11 @@ fn offline_problems(config: &Config) -> Vec<String> {
         }
     }
     if config.tls.ca_cert.is_some() {
-        if let Err(e) = crate::ca::from_config(config, now, false) {
+        if let Err(e) = crate::ca::from_config(config, now, LocalKeys::Existing) {
             problems.push(format!("the preview CA (tls.ca_cert, tls.ca_key): {e:#}"));
         }
     }
-    let mut certs = crate::clusters::sealing_certs(config, now, false);
+    let mut certs = crate::clusters::sealing_certs(config, now, LocalKeys::Existing);
     for cluster in config.clusters.iter().filter(|c| c.sealing_cert.is_some()) {
         match certs.remove(&cluster.name) {
             Some(Ok(cert)) => println!(
