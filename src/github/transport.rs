@@ -35,6 +35,17 @@ impl Fetched {
     }
 }
 
+/// Whether a request may be sent again after a 5xx or no answer: only where a resend cannot
+/// repeat a write GitHub may already have done (a GET, a PATCH, an idempotent write). A named
+/// mode, not a bare `bool`, so that `send(.., Resend::Safe, etag)` says what it allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resend {
+    /// Retried on a 5xx or a transport error, up to [`ATTEMPTS`] in all.
+    Safe,
+    /// Sent once: GitHub may have done it even when no answer came back.
+    Never,
+}
+
 /// Where a listing's items are on each of its pages.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Items {
@@ -110,8 +121,11 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, GitHubError> {
-        let retry_safe = matches!(method, Method::GET | Method::PATCH);
-        self.send(client, method, path, body, retry_safe, None)
+        let resend = match method {
+            Method::GET | Method::PATCH => Resend::Safe,
+            _ => Resend::Never,
+        };
+        self.send(client, method, path, body, resend, None)
             .await
             .map(Fetched::into_value)
     }
@@ -123,7 +137,8 @@ impl GitHub {
         path: &str,
         etag: Option<&str>,
     ) -> Result<Fetched, GitHubError> {
-        self.send(client, Method::GET, path, None, true, etag).await
+        self.send(client, Method::GET, path, None, Resend::Safe, etag)
+            .await
     }
 
     pub(super) async fn call_idempotent(
@@ -133,7 +148,7 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, GitHubError> {
-        self.send(client, method, path, body, true, None)
+        self.send(client, method, path, body, Resend::Safe, None)
             .await
             .map(Fetched::into_value)
     }
@@ -147,12 +162,12 @@ impl GitHub {
         method: Method,
         path: &str,
         body: Option<&Value>,
-        retry_safe: bool,
+        resend: Resend,
         etag: Option<&str>,
     ) -> Result<Fetched, GitHubError> {
         let Some(key) = &caller.hold else {
             return self
-                .exchange(&caller.client, method, path, body, retry_safe, etag)
+                .exchange(&caller.client, method, path, body, resend, etag)
                 .await;
         };
         if let Some(wait) = self.holds.left(key) {
@@ -163,7 +178,7 @@ impl GitHub {
             });
         }
         let result = self
-            .exchange(&caller.client, method, path, body, retry_safe, etag)
+            .exchange(&caller.client, method, path, body, resend, etag)
             .await;
         match &result {
             Err(GitHubError::RateLimited { wait, .. }) => self.holds.hold(key, Some(*wait)),
@@ -182,7 +197,7 @@ impl GitHub {
         method: Method,
         path: &str,
         body: Option<&Value>,
-        retry_safe: bool,
+        resend: Resend,
         etag: Option<&str>,
     ) -> Result<Fetched, GitHubError> {
         let conditional = etag.and_then(|tag| {
@@ -238,7 +253,7 @@ impl GitHub {
                         });
                     }
                     let message = message_of(&text);
-                    if status < 500 || !retry_safe || attempt >= ATTEMPTS {
+                    if status < 500 || resend == Resend::Never || attempt >= ATTEMPTS {
                         return Err(GitHubError::Status {
                             status,
                             method,
@@ -249,7 +264,7 @@ impl GitHub {
                     format!("{status}: {message}")
                 }
             };
-            if !retry_safe || attempt >= ATTEMPTS {
+            if resend == Resend::Never || attempt >= ATTEMPTS {
                 return Err(GitHubError::Transport {
                     method,
                     path: path.into(),
