@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use previewd::clock::ManualClock;
 use previewd::config::Config;
-use previewd::sweep::Sweeper;
+use previewd::sweep::{Pass, Sweeper};
 
 const NOW: i64 = 1_800_000_000;
 
@@ -74,11 +74,11 @@ async fn measure(total: usize, due: usize) {
     let config = Config::from_toml("[defaults]\nwarn_before = \"24h\"\n", Vec::new()).unwrap();
     let clock = Arc::new(ManualClock::at(NOW));
     let sweeper = Sweeper::new(pool.clone(), config.clone(), clock.clone());
-    sweeper.pass(false).await.unwrap(); // warms the page cache and the statement cache
+    sweeper.pass(Pass::Record).await.unwrap(); // warms the page cache and the statement cache
     let mut idle = Vec::new();
     for _ in 0..20 {
         let started = Instant::now();
-        sweeper.pass(false).await.unwrap();
+        sweeper.pass(Pass::Record).await.unwrap();
         idle.push(started.elapsed().as_secs_f64() * 1000.0);
     }
     idle.sort_by(f64::total_cmp);
@@ -89,7 +89,7 @@ async fn measure(total: usize, due: usize) {
     let pool = state(dir.path(), total, due).await;
     let sweeper = Sweeper::new(pool.clone(), config, clock);
     let started = Instant::now();
-    let (_, report) = sweeper.pass(false).await.unwrap().unwrap();
+    let (_, report) = sweeper.pass(Pass::Record).await.unwrap().unwrap();
     let busy = started.elapsed().as_secs_f64() * 1000.0;
     assert_eq!(report.expired, due);
     println!(

@@ -231,7 +231,12 @@ async fn sweep(config: Config, dry_run: bool) -> anyhow::Result<()> {
     let sink = crate::sink::Sink::from_config(&config).await?;
     let clock = std::sync::Arc::new(crate::clock::SystemClock);
     let sweeper = crate::sweep::Sweeper::new(pool, config.clone(), clock).with_sink(sink);
-    let Some((plan, report)) = sweeper.pass(dry_run).await? else {
+    let mode = if dry_run {
+        crate::sweep::Pass::DryRun
+    } else {
+        crate::sweep::Pass::Record
+    };
+    let Some((plan, report)) = sweeper.pass(mode).await? else {
         println!("another sweeper holds the lease: nothing done");
         return Ok(());
     };

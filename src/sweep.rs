@@ -64,6 +64,25 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// Whether a pass records what is due or only says what it would record (`previewd sweep
+/// --dry-run`). A named mode, not a bare `bool`, so that `pass(Pass::DryRun)` says what it
+/// does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Under the lease: expiries, warnings and forgetting recorded.
+    Record,
+    /// No lease taken and nothing changed; orphans are looked for all the same.
+    DryRun,
+}
+
+/// Whether a plan looks for orphaned Applications, which lists every Application the sink
+/// holds: so only every [`ORPHANS_EVERY`] passes, and on a dry run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Orphans {
+    Look,
+    Skip,
+}
+
 /// What one pass does (or, dry, would do).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -179,7 +198,7 @@ impl Sweeper {
 
     /// One pass, its outcome logged: a failed pass is tried again at the next tick.
     async fn pass_logged(&self) {
-        match self.pass(false).await {
+        match self.pass(Pass::Record).await {
             Ok(Some((_, report))) if report != Report::default() => {
                 tracing::info!(?report, "swept");
             }
@@ -192,10 +211,11 @@ impl Sweeper {
 
     /// One pass: `None` when another sweeper holds the lease. A dry run takes no lease and
     /// changes nothing.
-    pub async fn pass(&self, dry_run: bool) -> anyhow::Result<Option<(Plan, Report)>> {
+    pub async fn pass(&self, mode: Pass) -> anyhow::Result<Option<(Plan, Report)>> {
         let now = self.clock.now();
-        if dry_run {
-            return Ok(Some((self.plan(now, true).await?, Report::default())));
+        if mode == Pass::DryRun {
+            let plan = self.plan(now, Orphans::Look).await?;
+            return Ok(Some((plan, Report::default())));
         }
         if !db::take_lease(&self.pool, LEASE, &self.holder, now + LEASE_FOR, now).await? {
             tracing::debug!("another sweeper holds the lease; skipping this pass");
@@ -206,7 +226,12 @@ impl Sweeper {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let started = std::time::Instant::now();
         let result = async {
-            let plan = self.plan(now, pass % ORPHANS_EVERY == 0).await?;
+            let orphans = if pass % ORPHANS_EVERY == 0 {
+                Orphans::Look
+            } else {
+                Orphans::Skip
+            };
+            let plan = self.plan(now, orphans).await?;
             let report = self.apply(&plan, now).await?;
             anyhow::Ok((plan, report))
         }
@@ -217,7 +242,7 @@ impl Sweeper {
     }
 
     /// What is due at `now`, read-only.
-    pub async fn plan(&self, now: i64, with_orphans: bool) -> anyhow::Result<Plan> {
+    pub async fn plan(&self, now: i64, orphans: Orphans) -> anyhow::Result<Plan> {
         let longest_warning = std::iter::once(&self.config.defaults)
             .chain(self.config.repos.iter().map(|r| &r.policy))
             .map(|p| secs(p.warn_before))
@@ -260,7 +285,7 @@ impl Sweeper {
                 plan.warn.push((row, reason, notice));
             }
         }
-        if with_orphans {
+        if orphans == Orphans::Look {
             plan.orphans = self.orphans().await?;
         }
         Ok(plan)

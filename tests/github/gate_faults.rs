@@ -248,7 +248,7 @@ async fn a_comment_triggered_preview_is_not_born_expired() {
         app.app.config.clone(),
         std::sync::Arc::new(app.clock.clone()),
     )
-    .pass(false)
+    .pass(previewd::sweep::Pass::Record)
     .await
     .unwrap();
     assert_eq!(

@@ -106,7 +106,7 @@ async fn resync_does_not_bring_back_a_destroyed_preview_after_retention() {
         app.app.config.clone(),
         Arc::new(app.clock.clone()),
     )
-    .pass(false)
+    .pass(previewd::sweep::Pass::Record)
     .await
     .unwrap();
     assert!(

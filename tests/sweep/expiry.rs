@@ -13,15 +13,15 @@ async fn a_preview_is_warned_exactly_once_then_expires_and_its_history_stays() {
     reconciler.pass().await.unwrap();
 
     app.clock.advance(47 * HOUR);
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(
         app.recorded("expiry_warning").await,
         0,
         "not yet in the window"
     );
     app.clock.advance(2 * HOUR);
-    sweeper.pass(false).await.unwrap();
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(
         app.recorded("expiry_warning").await,
         1,
@@ -34,7 +34,7 @@ async fn a_preview_is_warned_exactly_once_then_expires_and_its_history_stays() {
     );
 
     app.clock.advance(24 * HOUR);
-    let (_, report) = sweeper.pass(false).await.unwrap().unwrap();
+    let (_, report) = sweeper.pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.expired, 1);
     reconciler.pass().await.unwrap();
     assert_eq!(app.count("previews").await, 0, "torn down, row gone");
@@ -49,7 +49,7 @@ async fn an_extended_preview_is_not_warned_again_until_its_new_window() {
     app.send(&opened(2, "alice")).await;
     reconciler.pass().await.unwrap();
     app.clock.advance(50 * HOUR);
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(app.recorded("expiry_warning").await, 1);
 
     // A push restarts the clock: a new expiry, 72 h from now.
@@ -58,16 +58,16 @@ async fn an_extended_preview_is_not_warned_again_until_its_new_window() {
         "2019-05-15T16:00:00Z",
     ))
     .await;
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     app.clock.advance(40 * HOUR);
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(
         app.recorded("expiry_warning").await,
         1,
         "outside the new window"
     );
     app.clock.advance(10 * HOUR);
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(
         app.recorded("expiry_warning").await,
         2,
@@ -92,14 +92,14 @@ async fn a_pinned_preview_is_untouched_until_its_maximum_lifetime() {
     ))
     .await;
     app.clock.advance(2 * DAY);
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(
         app.recorded("expired").await,
         0,
         "past its ttl, and a push did not shorten the keep"
     );
     app.clock.advance(DAY);
-    sweeper.pass(false).await.unwrap();
+    sweeper.pass(Pass::Record).await.unwrap();
     assert_eq!(
         app.recorded("expired").await,
         1,
@@ -130,8 +130,8 @@ async fn a_backlog_of_expiries_is_worked_off_over_passes_a_bounded_read_each() {
     }
     tx.commit().await.unwrap();
     let sweeper = sweeper(&app);
-    let (_, first) = sweeper.pass(false).await.unwrap().unwrap();
-    let (_, second) = sweeper.pass(false).await.unwrap().unwrap();
+    let (_, first) = sweeper.pass(Pass::Record).await.unwrap().unwrap();
+    let (_, second) = sweeper.pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(
         (first.expired as i64, second.expired as i64),
         (previewd::db::DUE_PER_PASS, 100)

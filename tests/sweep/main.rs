@@ -15,7 +15,7 @@ use std::sync::Arc;
 use common::{Delivery, TestApp};
 use previewd::reconcile::Reconciler;
 use previewd::sink::{DirectorySink, Sink};
-use previewd::sweep::Sweeper;
+use previewd::sweep::{Orphans, Pass, Sweeper};
 use serde_json::json;
 
 pub(crate) const HOUR: i64 = 3600;

@@ -38,7 +38,7 @@ async fn orphan_removal_looks_again_before_deleting_and_spares_what_a_preview_no
     let hand_made = "pv-hand-made-0000000000000000-pr-8-helpers";
     file(hand_made, false);
     let sweeper = sweeper(&app);
-    let plan = sweeper.plan(common::NOW, true).await.unwrap();
+    let plan = sweeper.plan(common::NOW, Orphans::Look).await.unwrap();
     assert_eq!(plan.orphans.len(), 3, "{:?}", plan.orphans);
 
     // PR 4 is opened (and owns that name) between the plan and its removal.
@@ -122,7 +122,10 @@ async fn a_template_generations_application_is_not_an_orphan() {
         .join("rendered")
         .join("pv-codertocat-hello-worl-4d960c3af87af320-tpl-1-helpers.yaml");
     assert!(generation.exists(), "generation 1 is written");
-    let plan = sweeper(&app).plan(common::NOW, true).await.unwrap();
+    let plan = sweeper(&app)
+        .plan(common::NOW, Orphans::Look)
+        .await
+        .unwrap();
     assert!(plan.orphans.is_empty(), "{:?}", plan.orphans);
 }
 
@@ -150,7 +153,10 @@ async fn a_template_generations_application_is_not_an_orphan_however_many_genera
                 'ready', 0, 0 FROM n",
     )
     .await;
-    let plan = sweeper(&app).plan(common::NOW, true).await.unwrap();
+    let plan = sweeper(&app)
+        .plan(common::NOW, Orphans::Look)
+        .await
+        .unwrap();
     assert!(
         plan.orphans.is_empty(),
         "codertocat/hello-world's generation 1 (its row recorded) counted as an orphan: {:?}",

@@ -15,7 +15,7 @@ async fn a_crash_in_the_middle_of_a_sweep_leaves_nothing_done_twice_or_forgotten
     app.clock.advance(2 * DAY);
     let first = sweeper(&app);
     let now = app.clock.now();
-    let mut plan = first.plan(now, false).await.unwrap();
+    let mut plan = first.plan(now, Orphans::Skip).await.unwrap();
     assert_eq!(plan.expire.len(), 4);
     // The process dies after two of the four expiries were recorded.
     plan.expire.truncate(2);
@@ -23,10 +23,10 @@ async fn a_crash_in_the_middle_of_a_sweep_leaves_nothing_done_twice_or_forgotten
     drop(first);
 
     let restarted = sweeper(&app);
-    let (_, report) = restarted.pass(false).await.unwrap().unwrap();
+    let (_, report) = restarted.pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.expired, 2, "only the two not yet recorded");
     assert_eq!(app.recorded("expired").await, 4, "each once");
-    restarted.pass(false).await.unwrap();
+    restarted.pass(Pass::Record).await.unwrap();
     assert_eq!(app.recorded("expired").await, 4);
 }
 
@@ -43,12 +43,12 @@ async fn two_sweepers_on_one_state_never_both_act() {
             .await
             .unwrap()
     );
-    assert!(b.pass(false).await.unwrap().is_none(), "b skips");
+    assert!(b.pass(Pass::Record).await.unwrap().is_none(), "b skips");
     assert_eq!(app.recorded("expired").await, 0);
     previewd::db::release_lease(app.pool(), "sweep", "a-holder")
         .await
         .unwrap();
-    let (_, report) = a.pass(false).await.unwrap().unwrap();
+    let (_, report) = a.pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.expired, 1);
     // A lease left by a crashed holder lapses.
     assert!(
@@ -57,7 +57,7 @@ async fn two_sweepers_on_one_state_never_both_act() {
             .unwrap()
     );
     app.clock.advance(301);
-    assert!(b.pass(false).await.unwrap().is_some());
+    assert!(b.pass(Pass::Record).await.unwrap().is_some());
 }
 
 #[tokio::test]
@@ -120,7 +120,7 @@ async fn a_dry_run_changes_no_row_and_no_file() {
         names
     };
     let (rows_before, files_before) = (dump(&app).await, files(&app));
-    let (plan, _) = sweeper(&app).pass(true).await.unwrap().unwrap();
+    let (plan, _) = sweeper(&app).pass(Pass::DryRun).await.unwrap().unwrap();
     let lines = plan.lines(true);
     assert!(
         lines
@@ -188,6 +188,6 @@ async fn a_sweeper_told_to_stop_stops_before_a_pass_that_is_due() {
     let desired: Vec<String> = app.scalars("SELECT desired FROM previews").await;
     assert_eq!(desired, ["deployed"], "no pass ran, so nothing expired");
     // Due indeed: one pass expires it.
-    let (_, report) = sweeper(&app).pass(false).await.unwrap().unwrap();
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.expired, 1);
 }

@@ -80,7 +80,7 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
         .await
         .unwrap();
 
-    let (_, report) = sweeper(&app).pass(false).await.unwrap().unwrap();
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
 
     // The dashboard lists the 20 most recently destroyed: #100 and #1..=#19 keep their history.
     for n in (1..=19).chain([100]) {
@@ -123,7 +123,7 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
     assert_eq!(report.forgotten, 6 * 2 + 25 * 3);
 
     // Nothing is forgotten twice, and history stays append-only outside retention.
-    let (_, again) = sweeper(&app).pass(false).await.unwrap().unwrap();
+    let (_, again) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!((again.forgotten, again.pruned), (0, 0));
     let tamper = sqlx::query("DELETE FROM history WHERE number = 100")
         .execute(app.pool())
@@ -147,7 +147,7 @@ async fn a_busy_previews_history_is_capped_to_its_newest_rows_in_batches() {
     }
     tx.commit().await.unwrap();
 
-    let (_, report) = sweeper(&app).pass(false).await.unwrap().unwrap();
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     let kept: Vec<String> = app
         .scalars("SELECT what FROM history WHERE number = 2 ORDER BY at, id")
         .await;
@@ -190,7 +190,7 @@ async fn a_busy_previews_history_is_capped_after_hundreds_of_other_prs_were_writ
     }
     tx.commit().await.unwrap();
 
-    sweeper(&app).pass(false).await.unwrap().unwrap();
+    sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     let kept: i64 = app
         .scalar("SELECT count(*) FROM history WHERE number = 2")
         .await;
