@@ -364,8 +364,11 @@ fn record_one(
             outcome: outcome.unwrap_or(intent.outcome),
         });
     }
-    let mut moved = true;
-    let (outcome, detail) = apply(conn, delivery, intent, now, &mut moved)?;
+    let Applied {
+        outcome,
+        detail,
+        moved,
+    } = apply(conn, delivery, intent, now)?;
     if (outcome, detail.as_str()) != (intent.outcome, intent.detail.as_str()) {
         db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now))?;
     }
@@ -376,15 +379,37 @@ fn record_one(
     })
 }
 
+/// What [`apply`] made of an intent, all of it in what it returns (no out-parameter): the
+/// outcome to record and whether the reconciler has news.
+struct Applied {
+    /// The intent's outcome, or `Ignored`/`Refused` when the state already knew better.
+    outcome: Outcome,
+    detail: String,
+    /// Whether what was written is news to the reconciler: false when a PR change moved
+    /// only its times (a redelivered state).
+    moved: bool,
+}
+
+impl Applied {
+    /// `outcome` and its detail, news to the reconciler as all is but a PR change that
+    /// moved only its times.
+    fn outcome(outcome: Outcome, detail: impl Into<String>) -> Self {
+        Self {
+            outcome,
+            detail: detail.into(),
+            moved: true,
+        }
+    }
+}
+
 /// Writes the intent; the outcome can drop to `Ignored` when the state already knows better.
-/// `moved` is cleared when a PR change moved only its times (nothing for the reconciler).
 fn apply(
     conn: &WriterConnection,
     delivery: &Delivery,
     intent: &Intent,
     now: i64,
-    moved: &mut bool,
-) -> db::Result<(Outcome, String)> {
+) -> db::Result<Applied> {
+    let mut moved = true;
     let history = |repo, number, what, actor, reason, head_sha| HistoryRow {
         repo,
         number,
@@ -415,9 +440,9 @@ fn apply(
                 } else {
                     "no preview for this PR, or a newer event is already recorded"
                 };
-                return Ok((Outcome::Ignored, why.into()));
+                return Ok(Applied::outcome(Outcome::Ignored, why));
             };
-            *moved = applied.moved;
+            moved = applied.moved;
             let now_wants = applied.desired;
             // Only a PR that gets a preview (not one opted out, a draft, an unapproved fork)
             // starts a template.
@@ -454,11 +479,11 @@ fn apply(
                 None,
             );
             db::add_history(conn, &row)?;
-            return Ok((Outcome::Refused, detail));
+            return Ok(Applied::outcome(Outcome::Refused, detail));
         }
         Change::Command(command) | Change::FrozenCommand(command) => {
             if !db::queue_command(conn, command, now)? {
-                return Ok((Outcome::Ignored, "command already queued".into()));
+                return Ok(Applied::outcome(Outcome::Ignored, "command already queued"));
             }
             let row = history(
                 command.key.repo.as_str(),
@@ -484,14 +509,17 @@ fn apply(
         Change::Check(check) => {
             let (repo, sha) = (check.repo.as_str(), check.sha.as_str());
             if db::previews_at(conn, repo, sha)?.is_empty() {
-                return Ok((Outcome::Ignored, "no preview waits on this commit".into()));
+                return Ok(Applied::outcome(
+                    Outcome::Ignored,
+                    "no preview waits on this commit",
+                ));
             }
             match &check.report {
                 Some(report) => {
                     if db::record_check(conn, repo, sha, report)?.is_empty() {
-                        return Ok((
+                        return Ok(Applied::outcome(
                             Outcome::Ignored,
-                            "a report as new is already recorded".into(),
+                            "a report as new is already recorded",
                         ));
                     }
                 }
@@ -500,7 +528,11 @@ fn apply(
             }
         }
     }
-    Ok((intent.outcome, intent.detail.clone()))
+    Ok(Applied {
+        outcome: intent.outcome,
+        detail: intent.detail.clone(),
+        moved,
+    })
 }
 
 #[cfg(test)]
