@@ -80,7 +80,7 @@ pub async fn destroy(
     }
     // Bearer only: a browser resends cached Basic credentials with any cross-site form
     // post, and a destroy must not be one click on someone else's page away.
-    if !authorized(&app.config, &headers, false) {
+    if !authorized(&app.config, &headers, Credentials::Bearer) {
         return Err(Error::Unauthorized);
     }
     let Path((owner, repo, number)) = path?;
@@ -113,13 +113,26 @@ pub async fn require_token(
     request: Request,
     next: Next,
 ) -> Result<Response, Error> {
-    if app.config.api_token.is_none() || authorized(&app.config, request.headers(), true) {
+    if app.config.api_token.is_none()
+        || authorized(&app.config, request.headers(), Credentials::BearerOrBasic)
+    {
         return Ok(next.run(request).await);
     }
     Err(Error::Unauthorized)
 }
 
-fn authorized(config: &Config, headers: &HeaderMap, allow_basic: bool) -> bool {
+/// How a request may offer the token. A named choice, not a bare `bool`, so that each route
+/// says which it takes: a browser resends cached Basic credentials on its own, so only reads
+/// (the dashboard) take them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Credentials {
+    /// `Authorization: Bearer TOKEN` only.
+    Bearer,
+    /// That, or Basic auth with the token as password.
+    BearerOrBasic,
+}
+
+fn authorized(config: &Config, headers: &HeaderMap, accepted: Credentials) -> bool {
     let Some(token) = &config.api_token else {
         return false;
     };
@@ -129,9 +142,10 @@ fn authorized(config: &Config, headers: &HeaderMap, allow_basic: bool) -> bool {
     else {
         return false;
     };
+    let takes_basic = accepted == Credentials::BearerOrBasic;
     let offered = if let Some(bearer) = value.strip_prefix("Bearer ") {
         bearer.trim().to_owned()
-    } else if let Some(basic) = value.strip_prefix("Basic ").filter(|_| allow_basic) {
+    } else if let Some(basic) = value.strip_prefix("Basic ").filter(|_| takes_basic) {
         use base64::Engine;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(basic.trim())
