@@ -44,9 +44,20 @@ pub fn api_of(kind: &str) -> Option<ApiRef> {
     })
 }
 
+/// Whether a preview's host is published by a DNSEndpoint (`dns.enabled` and a target for its
+/// cluster), which the ledger then lists. A named choice, not a bare `bool`, so that
+/// `provisioned(names, config, Dns::Off)` says what it leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dns {
+    /// A DNSEndpoint in the preview's namespace names its host.
+    Endpoint,
+    /// No record is made (and a template generation never has one).
+    Off,
+}
+
 /// Everything one preview's Applications make that teardown must see gone. (Sealed and TLS
 /// Secrets, Jobs and ConfigMaps live in the namespace and go with it.)
-pub fn provisioned(names: &Names, config: &Config, dns: bool) -> Vec<Entry> {
+pub fn provisioned(names: &Names, config: &Config, dns: Dns) -> Vec<Entry> {
     let argocd = &config.sink.argocd_namespace;
     let mut entries = vec![
         entry("Application", argocd, &names.application),
@@ -72,7 +83,7 @@ pub fn provisioned(names: &Names, config: &Config, dns: bool) -> Vec<Entry> {
             &format!("{}-tls", names.slug),
         ));
     }
-    if dns {
+    if dns == Dns::Endpoint {
         entries.push(entry(
             "DNSEndpoint",
             &names.slug,
@@ -136,7 +147,7 @@ mod tests {
             Vec::new(),
         )
         .unwrap();
-        let kinds: Vec<_> = provisioned(&names(), &config, true)
+        let kinds: Vec<_> = provisioned(&names(), &config, Dns::Endpoint)
             .into_iter()
             .chain([app_entry(&names(), &config)])
             .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))

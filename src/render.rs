@@ -110,7 +110,10 @@ pub fn preview(
     sealed: &[SealedSecret],
     instance: &str,
 ) -> Result<Rendered, RenderError> {
-    let dns = dns_target(config, cluster_of(preview, config)?).is_some();
+    let dns = match dns_target(config, cluster_of(preview, config)?) {
+        Some(_) => ledger::Dns::Endpoint,
+        None => ledger::Dns::Off,
+    };
     let helper = helper_application(preview, names, config, sealed)?;
     let app = app_application(preview, names, config)?;
     Ok(Rendered {
