@@ -79,7 +79,9 @@ pub enum Pass {
 /// holds: so only every [`ORPHANS_EVERY`] passes, and on a dry run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Orphans {
+    /// List the sink's Applications and name those without a preview.
     Look,
+    /// Not this pass.
     Skip,
 }
 
