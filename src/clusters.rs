@@ -11,6 +11,7 @@ use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 use sqlx::SqlitePool;
 
 use crate::config::{Cluster, Config};
+use crate::preview::HistoryKind;
 use crate::seal::SealingCert;
 
 /// The local key pair is RSA-4096 with a 10-year certificate, like the controller's own.
@@ -286,18 +287,14 @@ pub async fn check_rotation(
                 "cluster {cluster} sealing key changed from {old} to {}: sealed values kept (the controller keeps its old keys); new ones are sealed for the new key",
                 cert.fingerprint
             );
-            let previews = sqlx::query!(
-                "INSERT INTO history (repo, number, what, actor, reason, at)
-                 SELECT p.repo, p.number, 'resealed', 'previewd', ?2, ?3 FROM previews p
-                 WHERE p.cluster = ?1 AND p.desired != 'absent'
-                   AND EXISTS (SELECT 1 FROM sealed_secrets s WHERE s.preview_id = p.id)",
+            let previews = crate::db::history::add_for_sealed_on(
+                &mut tx,
                 cluster,
-                reason,
+                HistoryKind::Resealed,
+                &reason,
                 now,
             )
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            .await?;
             tracing::warn!(
                 cluster,
                 previews,

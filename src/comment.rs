@@ -4,7 +4,7 @@
 use crate::checks::Wait;
 use crate::command::{Command, ParseError, ShaPrefix};
 use crate::intent::OptOut;
-use crate::preview::{Desired, ObservedState};
+use crate::preview::{Desired, EndReason, ObservedState};
 
 mod gates;
 pub use gates::opted_out;
@@ -101,7 +101,7 @@ pub struct StatusView<'a> {
     /// This preview's page on previewd's dashboard (`public_url`), where the details are.
     pub dashboard: Option<String>,
     /// Why it ended (closed, merged, destroyed, expired), once it has.
-    pub end_reason: Option<&'a str>,
+    pub end_reason: Option<EndReason>,
     /// Place in the queue (1 = next), while queued.
     pub position: Option<i64>,
     /// Why there is no preview, and the label that asks for one (`Shown::OptedOut`).
@@ -121,7 +121,7 @@ pub fn status(view: &StatusView) -> String {
         Shown::Destroyed => {
             out += &format!(
                 "The preview of `{short}` is gone ({}): everything previewd provisioned was deleted.\n",
-                view.end_reason.unwrap_or("closed")
+                view.end_reason.map_or("closed", EndReason::as_str)
             );
             out += "Push a commit or reopen the PR to get a new one.\n";
             return out;

@@ -178,8 +178,8 @@ pub fn list_page(
                  <td data-label=\"Age\">{}</td><td class=\"muted\">{}</td></tr>",
                 escape(&t.repo),
                 t.generation,
-                escape(&t.state),
-                escape(&t.state),
+                escape(t.state.as_str()),
+                escape(t.state.as_str()),
                 escape(t.base_sha.get(..7).unwrap_or(&t.base_sha)),
                 t.size_bytes
                     .map_or_else(|| "—".to_owned(), crate::view::size),
@@ -247,7 +247,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
                 escape(&item.kind),
                 escape(&item.namespace),
                 escape(&item.name),
-                escape(&item.state),
+                escape(item.state.as_str()),
                 escape(item.detail.as_deref().unwrap_or(""))
             );
         }
@@ -313,7 +313,7 @@ mod tests {
         let t = Template {
             repo: "o/r".into(),
             generation: 2,
-            state: "failed".into(),
+            state: crate::preview::GenState::Failed,
             base_sha: "f95f852bd8fca8fcc58a9a2d6c842781e32a215e".into(),
             cluster: "in-cluster".into(),
             database: "pv_o_r_tpl_2".into(),

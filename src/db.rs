@@ -100,41 +100,11 @@ pub struct DeliveryRow<'a> {
     pub received_at: i64,
 }
 
-// ---- history ----
-
-pub struct HistoryRow<'a> {
-    pub repo: &'a str,
-    pub number: u32,
-    pub what: &'a str,
-    pub actor: &'a str,
-    pub reason: &'a str,
-    pub head_sha: Option<&'a str>,
-    pub delivery: Option<&'a str>,
-    pub at: i64,
-}
-
-pub async fn add_history(conn: &mut SqliteConnection, row: &HistoryRow<'_>) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, head_sha, delivery, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        row.repo,
-        row.number,
-        row.what,
-        row.actor,
-        row.reason,
-        row.head_sha,
-        row.delivery,
-        row.at,
-    )
-    .execute(conn)
-    .await
-    .map(drop)
-}
-
 mod connection;
 mod file;
 mod gates;
 mod github;
+pub mod history;
 mod inline;
 mod ledger;
 mod lock;
@@ -148,6 +118,7 @@ pub use connection::{is_busy, is_busy_error};
 pub use file::*;
 pub use gates::*;
 pub use github::*;
+pub use history::HistoryRow;
 pub use inline::Inline;
 pub use ledger::*;
 pub use lock::WriteLock;
@@ -162,6 +133,7 @@ mod tests {
     use sqlx::{Connection, Executor};
 
     use super::*;
+    use crate::preview::EndReason;
 
     #[tokio::test]
     async fn a_lock_held_past_the_busy_timeout_is_a_busy_error_even_in_context() {
@@ -294,11 +266,11 @@ mod tests {
             "what was posted is kept"
         );
         // Said: not owed any more; a final posted for another ending clears nothing.
-        final_posted(&pool, "acme/api", 1, Some("merged"), 12)
+        final_posted(&pool, "acme/api", 1, Some(EndReason::Merged), 12)
             .await
             .unwrap();
         assert!(owed(&Inline::of(&pool)).unwrap().finals);
-        final_posted(&pool, "acme/api", 1, saved.end_reason.as_deref(), 12)
+        final_posted(&pool, "acme/api", 1, saved.end_reason, 12)
             .await
             .unwrap();
         assert!(!owed(&Inline::of(&pool)).unwrap().finals);

@@ -19,7 +19,7 @@ use crate::command::Asker;
 use crate::config::Config;
 use crate::db;
 use crate::github::{GitHub, GitHubError};
-use crate::preview::PreviewKey;
+use crate::preview::{CommandStatus, InstallationId, PreviewKey};
 use crate::work::Work;
 
 /// The worker looks at what is owed at least this often, woken or not.
@@ -181,7 +181,7 @@ pub enum Answer {
 
 /// The answer to a command with `status` (`done`, `failed`, `refused`) from someone with or
 /// without `standing`, who was answered `answered` times in the last hour.
-pub fn answer_for(standing: bool, status: &str, answered: i64) -> Answer {
+pub fn answer_for(standing: bool, status: CommandStatus, answered: i64) -> Answer {
     let bound = if standing {
         ANSWERS_PER_HOUR
     } else {
@@ -191,7 +191,7 @@ pub fn answer_for(standing: bool, status: &str, answered: i64) -> Answer {
         Answer::Silent
     } else if standing {
         Answer::Full
-    } else if status == "done" {
+    } else if status == CommandStatus::Done {
         Answer::Reaction("rocket")
     } else {
         Answer::Reaction("confused")
@@ -208,9 +208,9 @@ pub(crate) fn log_transient(error: &GitHubError, what: &str) {
     }
 }
 
-/// The installation a stored id names (`None` where none was recorded, or it does not fit).
-fn installation(id: Option<i64>) -> Option<u64> {
-    id.and_then(|id| u64::try_from(id).ok())
+/// The installation GitHub's calls take (`None` where none was recorded).
+fn installation(id: Option<InstallationId>) -> Option<u64> {
+    id.map(|InstallationId(id)| id)
 }
 
 /// A stored value GitHub's API cannot be called with: the state holds what it should not.
@@ -247,17 +247,26 @@ mod tests {
 
     #[test]
     fn an_outsider_gets_one_reaction_then_nothing_past_the_bound() {
-        assert_eq!(answer_for(false, "done", 0), Answer::Reaction("rocket"));
         assert_eq!(
-            answer_for(false, "refused", 2),
+            answer_for(false, CommandStatus::Done, 0),
+            Answer::Reaction("rocket")
+        );
+        assert_eq!(
+            answer_for(false, CommandStatus::Refused, 2),
             Answer::Reaction("confused")
         );
         assert_eq!(
-            answer_for(false, "done", OUTSIDER_ANSWERS_PER_HOUR),
+            answer_for(false, CommandStatus::Done, OUTSIDER_ANSWERS_PER_HOUR),
             Answer::Silent
         );
-        assert_eq!(answer_for(true, "refused", 0), Answer::Full);
-        assert_eq!(answer_for(true, "done", ANSWERS_PER_HOUR - 1), Answer::Full);
-        assert_eq!(answer_for(true, "done", ANSWERS_PER_HOUR), Answer::Silent);
+        assert_eq!(answer_for(true, CommandStatus::Refused, 0), Answer::Full);
+        assert_eq!(
+            answer_for(true, CommandStatus::Done, ANSWERS_PER_HOUR - 1),
+            Answer::Full
+        );
+        assert_eq!(
+            answer_for(true, CommandStatus::Done, ANSWERS_PER_HOUR),
+            Answer::Silent
+        );
     }
 }

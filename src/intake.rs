@@ -15,6 +15,7 @@ use crate::clock::Clock;
 use crate::db::write::{self as db, WriterConnection};
 use crate::db::{DeliveryRow, HistoryRow};
 use crate::intent::{Change, Intent, Outcome};
+use crate::preview::HistoryKind;
 use crate::webhook::Delivery;
 use crate::work::Work;
 
@@ -426,7 +427,7 @@ fn apply(
             let row = history(
                 key.repo.as_str(),
                 key.number,
-                "refused",
+                HistoryKind::Refused,
                 actor,
                 &intent.detail,
                 None,
@@ -473,7 +474,7 @@ fn apply(
             let row = history(
                 command.key.repo.as_str(),
                 command.key.number,
-                "refused",
+                HistoryKind::Refused,
                 &command.actor,
                 &detail,
                 None,
@@ -488,7 +489,7 @@ fn apply(
             let row = history(
                 command.key.repo.as_str(),
                 command.key.number,
-                "command",
+                HistoryKind::Command,
                 &command.actor,
                 &command.line,
                 None,

@@ -3,7 +3,7 @@
 
 use crate::config::{Config, Gates, Policy, Trigger};
 use crate::naming::Names;
-use crate::preview::{Desired, PreviewKey};
+use crate::preview::{Desired, EndReason, HistoryKind, PreviewKey};
 use crate::webhook::{
     CheckEvent, CommandComment, Delivery, Event, InstallationChange, PrAction, PullRequestEvent,
 };
@@ -80,7 +80,7 @@ pub struct PrChange {
     pub create: bool,
     /// The names a new row records (a live preview keeps its own).
     pub names: Names,
-    pub end_reason: Option<&'static str>,
+    pub end_reason: Option<EndReason>,
     /// New expiry (Unix seconds) when this event restarts the clock (a push).
     pub expires_at: Option<i64>,
     /// Cap on any expiry: the preview's creation + `max_lifetime`.
@@ -88,7 +88,7 @@ pub struct PrChange {
     /// The event's time, or now when the payload has none.
     pub pr_updated_at: i64,
     /// The history row written when the change applies: what and why.
-    pub what: &'static str,
+    pub what: HistoryKind,
     pub reason: String,
     /// The PR carries the repository's `trigger_label`.
     pub labeled: bool,
@@ -334,7 +334,8 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
         expires_at: Some(now.saturating_add(secs(policy.ttl))),
         max_lifetime_secs: secs(policy.max_lifetime),
         pr_updated_at: pr.updated_at.unwrap_or(now),
-        what: "",
+        // Each action below names what happened.
+        what: HistoryKind::Edited,
         reason: gate_reason,
         labeled,
         opt_out: OptOut::of(gates, &pr.author, labeled),
@@ -343,17 +344,21 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
         template_base: None,
     };
     match pr.action {
-        PrAction::Opened => change.what = "opened",
-        PrAction::Reopened => change.what = "reopened",
-        PrAction::Synchronize => change.what = "pushed",
-        PrAction::ReadyForReview => change.what = "ready_for_review",
+        PrAction::Opened => change.what = HistoryKind::Opened,
+        PrAction::Reopened => change.what = HistoryKind::Reopened,
+        PrAction::Synchronize => change.what = HistoryKind::Pushed,
+        PrAction::ReadyForReview => change.what = HistoryKind::ReadyForReview,
         PrAction::ConvertedToDraft => {
-            change.what = "converted_to_draft";
+            change.what = HistoryKind::ConvertedToDraft;
             change.expires_at = None;
         }
         PrAction::Closed { merged } => {
-            let why = if merged { "merged" } else { "closed" };
-            change.what = "closed";
+            let why = if merged {
+                EndReason::Merged
+            } else {
+                EndReason::Closed
+            };
+            change.what = HistoryKind::Closed;
             change.desired = Some(Desired::Absent);
             change.end_reason = Some(why);
             change.create = false;
@@ -369,14 +374,14 @@ fn pull_request(pr: &PullRequestEvent, policy: &Policy, now: i64) -> Intent {
         {
             change.label_event = true;
             if pr.action == PrAction::Labeled {
-                change.what = "labeled";
+                change.what = HistoryKind::Labeled;
             } else {
-                change.what = "unlabeled";
+                change.what = HistoryKind::Unlabeled;
                 change.expires_at = None;
             }
         }
         PrAction::Labeled | PrAction::Unlabeled | PrAction::Edited => {
-            change.what = "edited";
+            change.what = HistoryKind::Edited;
             change.desired = None;
             change.create = false;
             change.expires_at = None;

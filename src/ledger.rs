@@ -3,6 +3,7 @@
 
 use crate::config::{Config, DatabaseMode, TlsMode};
 use crate::naming::Names;
+use crate::preview::LedgerState;
 
 /// The in-cluster API address: the only destination previewd's own client can look into.
 pub const LOCAL_SERVER: &str = "https://kubernetes.default.svc";
@@ -115,17 +116,17 @@ fn entry(kind: &str, namespace: &str, name: &str) -> Entry {
 pub const SHARED_DATABASE: &str = "PostgreSQL database";
 
 /// How an item's removal is known when previewd cannot look it up itself.
-pub fn unseen_gone_detail(kind: &str, config: &Config) -> (&'static str, &'static str) {
+pub fn unseen_gone_detail(kind: &str, config: &Config) -> (LedgerState, &'static str) {
     match kind {
         SHARED_DATABASE if !config.database.drop_on_delete => {
-            ("kept", "kept: database.drop_on_delete is false")
+            (LedgerState::Kept, "kept: database.drop_on_delete is false")
         }
         SHARED_DATABASE => (
-            "gone",
+            LedgerState::Gone,
             "dropped by the chart's PostDelete Job, which Argo CD runs before it releases the Application",
         ),
         _ => (
-            "gone",
+            LedgerState::Gone,
             "removed by Argo CD's cascade before it released the Application",
         ),
     }

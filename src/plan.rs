@@ -2,7 +2,7 @@
 //! sink reports. The reconciler carries it out; nothing here touches the world.
 
 use crate::checks::Wait;
-use crate::preview::{Desired, ObservedState};
+use crate::preview::{Desired, HistoryKind, ObservedState};
 
 /// What the sink reports for a preview's helper Application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +149,7 @@ pub struct Observation<'a> {
     pub state: ObservedState,
     pub message: Option<&'a str>,
     /// A history row of this kind, `message` its reason (once per distinct failure).
-    pub history: Option<&'a str>,
+    pub history: Option<HistoryKind>,
     /// Ready at this seed generation: every applied ledger item is confirmed present, and
     /// the clone (if any) made for this seed generation is done.
     pub ready_at_seed: Option<i64>,
@@ -177,8 +177,8 @@ impl Step {
             state: self.state,
             message,
             history: message.map(|_| match self.state {
-                ObservedState::CiFailed => "ci_failed",
-                _ => "failed",
+                ObservedState::CiFailed => HistoryKind::CiFailed,
+                _ => HistoryKind::Failed,
             }),
             ready_at_seed: (self.state == ObservedState::Ready).then_some(recorded.seed_generation),
         })

@@ -5,6 +5,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+mod stored;
+pub use stored::{CommandStatus, EndReason, GenState, HistoryKind, LedgerState, UnknownText};
+
+/// A GitHub App installation, as GitHub numbers it: which credentials act on a repository.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct InstallationId(pub u64);
+
 /// `owner/name` of a GitHub repository, lower-cased: GitHub names are case-insensitive,
 /// and a preview must not be duplicated because a payload spelled its repo differently.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -22,7 +22,7 @@ use crate::feedback::Nudge;
 use crate::metrics::Metrics;
 use crate::naming::Names;
 use crate::plan;
-use crate::preview::{Desired, ObservedState, PreviewKey};
+use crate::preview::{Desired, HistoryKind, ObservedState, PreviewKey};
 use crate::seal::SealingCert;
 use crate::sink::{Owner, Sink};
 use crate::work::{Later, Pending};
@@ -304,7 +304,8 @@ impl Reconciler {
             let seen = plan::Observation {
                 state: ObservedState::Error,
                 message: Some(&message),
-                history: (row.last_error.as_deref() != Some(message.as_str())).then_some("error"),
+                history: (row.last_error.as_deref() != Some(message.as_str()))
+                    .then_some(HistoryKind::Error),
                 ready_at_seed: None,
             };
             let _ = db::record_state(&self.db, id, &seen, now).await;
@@ -336,7 +337,7 @@ impl Reconciler {
     /// Argo CD reports and carried out (`step.rs`).
     async fn reconcile_row(&self, row: PreviewRow, read: Read) -> anyhow::Result<()> {
         let id = row.id;
-        let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
+        let key = row.key.clone();
         let names = self.names_of(&row, &key).await?;
         let owner = Owner::preview(&names, key.number, self.instance().await?);
         let now = self.clock.now();
@@ -402,7 +403,7 @@ impl Reconciler {
         {
             return Ok(Wait::Passed);
         }
-        let reports = db::checks_of(&self.db, &row.repo, &row.head_sha)?;
+        let reports = db::checks_of(&self.db, row.key.repo.as_str(), &row.head_sha)?;
         Ok(checks::verdict(wait_for, &reports))
     }
 }

@@ -259,11 +259,9 @@ impl Sweeper {
             ..Plan::default()
         };
         for row in db::due_before(&self.pool, now.saturating_add(longest_warning)).await? {
-            let policy = row
-                .repo
-                .parse()
-                .ok()
-                .and_then(|repo| self.config.policy_for(&repo))
+            let policy = self
+                .config
+                .policy_for(&row.repo)
                 .unwrap_or(&self.config.defaults);
             if row.expires_at <= now {
                 let reason = if row.keep {
@@ -306,13 +304,13 @@ impl Sweeper {
             let expired = db::expire(&self.pool, &due, now).await?;
             report.expired += expired.len();
             for (row, _) in batch.iter().filter(|(row, _)| expired.contains(&row.id)) {
-                self.notify(&row.repo, row.number);
+                self.notify(row.key());
             }
         }
         for (row, reason, notice) in &plan.warn {
             if db::warn(&self.pool, row, reason, notice, now).await? {
                 report.warned += 1;
-                self.notify(&row.repo, row.number);
+                self.notify(row.key());
             }
         }
         self.forget(plan, now, &mut report).await?;
@@ -418,12 +416,10 @@ impl Sweeper {
             .collect())
     }
 
-    fn notify(&self, repo: &str, number: i64) {
-        let (Some(work), Ok(repo), Ok(number)) = (&self.work, repo.parse(), u32::try_from(number))
-        else {
-            return;
-        };
-        work.notify(PreviewKey::new(repo, number));
+    fn notify(&self, key: PreviewKey) {
+        if let Some(work) = &self.work {
+            work.notify(key);
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::comment::Shown;
 use crate::config::Config;
 use crate::db::{HistoryEntry, LedgerRow, PreviewSummary};
 use crate::naming::Names;
-use crate::preview::{Desired, ObservedState, PreviewKey};
+use crate::preview::{Desired, LedgerState, ObservedState, PreviewKey};
 
 pub mod read;
 mod templates;
@@ -55,7 +55,7 @@ pub struct LedgerItem {
     pub kind: String,
     pub namespace: String,
     pub name: String,
-    pub state: String,
+    pub state: LedgerState,
     pub detail: Option<String>,
 }
 
@@ -172,7 +172,7 @@ impl From<&LedgerRow> for LedgerItem {
             kind: r.kind.clone(),
             namespace: r.namespace.clone(),
             name: r.name.clone(),
-            state: r.state.clone(),
+            state: r.state,
             detail: r.detail.clone(),
         }
     }

@@ -110,7 +110,7 @@ pub fn detail_text(key: &PreviewKey, detail: &view::Detail) -> String {
                 } else {
                     format!("{}/{}", item.namespace, item.name)
                 };
-                let mut row = vec![item.kind.clone(), name, item.state.clone()];
+                let mut row = vec![item.kind.clone(), name, item.state.to_string()];
                 row.extend(item.detail.clone());
                 row
             })
@@ -172,8 +172,7 @@ pub async fn destroy(
     let key: PreviewKey = preview.parse().context("expected OWNER/REPO#N")?;
     let pool = crate::db::open(&config.state).await?;
     let repo = key.repo.as_str();
-    let number = i64::from(key.number);
-    match crate::db::request_destroy(&pool, repo, number, actor, SystemClock.now()).await? {
+    match crate::db::request_destroy(&pool, repo, key.number, actor, SystemClock.now()).await? {
         None => bail!("previewd has no live preview for {key}"),
         Some(false) => println!("{key} is already being torn down"),
         Some(true) => println!("{key}: teardown recorded (by {actor})"),
@@ -185,14 +184,15 @@ pub async fn destroy(
     let mut last = String::new();
     let mut hinted = false;
     while started.elapsed() < FOLLOW_FOR {
-        let Some(row) = crate::db::preview_summary(&pool, repo, number).await? else {
+        let Some(row) = crate::db::preview_summary(&pool, repo, i64::from(key.number)).await?
+        else {
             println!("{key}: destroyed; everything it provisioned is gone");
             return Ok(());
         };
         let ledger = crate::db::ledger(&pool, row.id).await?;
         let waiting: Vec<String> = ledger
             .iter()
-            .filter(|l| l.state != "gone" && l.state != "kept")
+            .filter(|l| !l.state.is_final())
             .map(|l| format!("{} {} ({})", l.kind, l.name, l.state))
             .collect();
         let now = format!(
@@ -276,7 +276,7 @@ mod tests {
             kind: kind.into(),
             namespace: namespace.into(),
             name: name.into(),
-            state: state.into(),
+            state: state.parse().expect("a ledger state"),
             detail: None,
         }
     }

@@ -103,7 +103,7 @@ fn fork_status_says_how_to_approve() {
 #[test]
 fn destroyed_status_says_why_and_how_to_get_a_new_one() {
     let mut gone = view(Shown::Destroyed);
-    gone.end_reason = Some("merged");
+    gone.end_reason = Some(EndReason::Merged);
     insta::assert_snapshot!(status(&gone));
 }
 

@@ -87,3 +87,133 @@ pub fn is_busy_error(error: &anyhow::Error) -> bool {
                 .is_some_and(is_busy_rusqlite)
     })
 }
+
+/// rusqlite reads and writes the stored words as their text (`preview::stored`), and the
+/// newtypes as what they wrap, checked.
+mod columns {
+    use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+
+    use crate::preview::{
+        CommandStatus, Desired, EndReason, HistoryKind, InstallationId, LedgerState, ObservedState,
+        RepoName,
+    };
+
+    macro_rules! as_text {
+        ($($ty:ty),*) => {$(
+            impl FromSql for $ty {
+                fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                    value.as_str()?.parse().map_err(|e| FromSqlError::Other(Box::new(e)))
+                }
+            }
+
+            impl ToSql for $ty {
+                fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                    Ok(ToSqlOutput::from(self.as_str()))
+                }
+            }
+        )*};
+    }
+
+    as_text!(EndReason, HistoryKind, LedgerState, CommandStatus, RepoName);
+
+    macro_rules! as_enum_text {
+        ($($ty:ty),*) => {$(
+            impl FromSql for $ty {
+                fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                    use serde::de::IntoDeserializer;
+                    let text = value.as_str()?;
+                    <$ty as serde::Deserialize>::deserialize(text.into_deserializer())
+                        .map_err(|e: serde::de::value::Error| FromSqlError::Other(Box::new(e)))
+                }
+            }
+
+            impl ToSql for $ty {
+                fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                    Ok(ToSqlOutput::from(self.as_str()))
+                }
+            }
+        )*};
+    }
+
+    as_enum_text!(Desired, ObservedState);
+
+    impl FromSql for InstallationId {
+        fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+            let id = value.as_i64()?;
+            u64::try_from(id)
+                .map(InstallationId)
+                .map_err(|_| FromSqlError::OutOfRange(id))
+        }
+    }
+
+    impl ToSql for InstallationId {
+        fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+            let id = i64::try_from(self.0)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            Ok(ToSqlOutput::from(id))
+        }
+    }
+}
+
+/// sqlx reads and writes the newtypes as what they wrap, checked (the stored words derive
+/// `sqlx::Type` where they are declared).
+mod sqlx_columns {
+    use sqlx::encode::IsNull;
+    use sqlx::error::BoxDynError;
+    use sqlx::sqlite::{SqliteTypeInfo, SqliteValueRef};
+    use sqlx::{Decode, Encode, Sqlite, Type};
+
+    use crate::preview::{InstallationId, RepoName};
+
+    impl Type<Sqlite> for RepoName {
+        fn type_info() -> SqliteTypeInfo {
+            <&str as Type<Sqlite>>::type_info()
+        }
+
+        fn compatible(ty: &SqliteTypeInfo) -> bool {
+            <&str as Type<Sqlite>>::compatible(ty)
+        }
+    }
+
+    impl<'r> Decode<'r, Sqlite> for RepoName {
+        fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+            Ok(<&str as Decode<Sqlite>>::decode(value)?.parse()?)
+        }
+    }
+
+    impl<'q> Encode<'q, Sqlite> for RepoName {
+        fn encode_by_ref(
+            &self,
+            buf: &mut <Sqlite as sqlx::Database>::ArgumentBuffer<'q>,
+        ) -> Result<IsNull, BoxDynError> {
+            <String as Encode<Sqlite>>::encode(self.as_str().to_owned(), buf)
+        }
+    }
+
+    impl Type<Sqlite> for InstallationId {
+        fn type_info() -> SqliteTypeInfo {
+            <i64 as Type<Sqlite>>::type_info()
+        }
+
+        fn compatible(ty: &SqliteTypeInfo) -> bool {
+            <i64 as Type<Sqlite>>::compatible(ty)
+        }
+    }
+
+    impl<'r> Decode<'r, Sqlite> for InstallationId {
+        fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+            Ok(InstallationId(u64::try_from(
+                <i64 as Decode<Sqlite>>::decode(value)?,
+            )?))
+        }
+    }
+
+    impl<'q> Encode<'q, Sqlite> for InstallationId {
+        fn encode_by_ref(
+            &self,
+            buf: &mut <Sqlite as sqlx::Database>::ArgumentBuffer<'q>,
+        ) -> Result<IsNull, BoxDynError> {
+            <i64 as Encode<Sqlite>>::encode(i64::try_from(self.0)?, buf)
+        }
+    }
+}

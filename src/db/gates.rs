@@ -7,7 +7,7 @@ use super::Inline;
 use super::connection::text_enum;
 
 use crate::checks::{CheckReport, CheckState, Source};
-use crate::preview::{Desired, PreviewKey};
+use crate::preview::{Desired, HistoryKind, InstallationId, PreviewKey};
 
 /// Records `report` for `sha` of `repo` if a live preview of the repository is at that head
 /// and the report is newer than the one kept (`CheckReport::supersedes`). Returns the
@@ -128,7 +128,7 @@ pub struct LookUp {
     pub repo: String,
     pub number: i64,
     pub head_sha: String,
-    pub installation_id: Option<i64>,
+    pub installation_id: Option<InstallationId>,
     /// `paths` decides and this head's files were not listed.
     pub files: bool,
     /// The head's checks were not looked up.
@@ -173,7 +173,8 @@ pub async fn lookups_due(
                           AND repo IN (SELECT value FROM json_each(?3))) AS checks
                FROM previews WHERE desired IN ('opted_out', 'deployed'))
            SELECT id AS "id!", repo AS "repo!", number AS "number!", head_sha AS "head_sha!",
-                  installation_id, files AS "files!: bool", checks AS "checks!: bool"
+                  installation_id AS "installation_id: InstallationId",
+                  files AS "files!: bool", checks AS "checks!: bool"
            FROM due WHERE files OR checks ORDER BY id LIMIT ?4"#,
         files,
         labeled,
@@ -301,14 +302,14 @@ pub async fn record_paths(
         let row = super::HistoryRow {
             repo: found.repo,
             number: found.number,
-            what: "paths_matched",
+            what: HistoryKind::PathsMatched,
             actor: "previewd",
             reason: &reason,
             head_sha: Some(found.sha),
             delivery: None,
             at: now,
         };
-        super::add_history(&mut tx, &row).await?;
+        super::history::add(&mut tx, &row).await?;
     }
     tx.commit().await?;
     Ok(admitted)

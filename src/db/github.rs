@@ -4,19 +4,20 @@
 use rusqlite::OptionalExtension;
 use sqlx::{SqliteConnection, SqlitePool};
 
-use super::Inline;
+use super::{HistoryRow, Inline};
+use crate::preview::{CommandStatus, EndReason, HistoryKind, InstallationId, PreviewKey, RepoName};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandRow {
     pub id: i64,
-    pub repo: String,
-    pub number: i64,
+    pub repo: RepoName,
+    pub number: u32,
     pub comment_id: i64,
     pub actor: String,
     pub association: String,
     pub line: String,
-    pub installation_id: Option<i64>,
-    pub status: String,
+    pub installation_id: Option<InstallationId>,
+    pub status: CommandStatus,
     pub reply: Option<String>,
     pub reply_comment_id: Option<i64>,
     /// When intake queued it (previewd's clock).
@@ -27,6 +28,13 @@ pub struct CommandRow {
     pub standing: Option<bool>,
     /// Permanent refusals of its answer so far.
     pub answer_failures: i64,
+}
+
+impl CommandRow {
+    /// The PR it was asked on.
+    pub fn key(&self) -> PreviewKey {
+        PreviewKey::new(self.repo.clone(), self.number)
+    }
 }
 
 /// What the feedback worker owes besides the reports of the previews it was told about.
@@ -73,8 +81,9 @@ pub fn owed(db: &Inline) -> anyhow::Result<Owed> {
 pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at,
-                standing AS "standing: bool", answer_failures
+        r#"SELECT id AS "id!", repo AS "repo: RepoName", number AS "number: u32", comment_id, actor, association, line,
+                installation_id AS "installation_id: InstallationId", status AS "status: CommandStatus",
+                reply, reply_comment_id, created_at, commented_at, standing AS "standing: bool", answer_failures
          FROM commands WHERE status = 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -85,8 +94,9 @@ pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>
 pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
     sqlx::query_as!(
         CommandRow,
-        r#"SELECT id AS "id!", repo, number, comment_id, actor, association, line, installation_id, status, reply, reply_comment_id, created_at, commented_at,
-                standing AS "standing: bool", answer_failures
+        r#"SELECT id AS "id!", repo AS "repo: RepoName", number AS "number: u32", comment_id, actor, association, line,
+                installation_id AS "installation_id: InstallationId", status AS "status: CommandStatus",
+                reply, reply_comment_id, created_at, commented_at, standing AS "standing: bool", answer_failures
          FROM commands WHERE answered = 0 AND status != 'pending' ORDER BY id"#
     )
     .fetch_all(pool)
@@ -98,8 +108,8 @@ pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandR
 pub async fn finish_command(
     tx: &mut SqliteConnection,
     command: &CommandRow,
-    status: &str,
-    what: &str,
+    status: CommandStatus,
+    what: HistoryKind,
     reply: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
@@ -116,17 +126,11 @@ pub async fn finish_command(
         return Ok(false);
     }
     let reason = format!("{}: {reply}", command.line);
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        command.repo,
-        command.number,
-        what,
-        command.actor,
-        reason,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
+    let history = HistoryRow {
+        actor: &command.actor,
+        ..HistoryRow::by_previewd(command.repo.as_str(), command.number, what, &reason, now)
+    };
+    super::history::add(&mut *tx, &history).await?;
     Ok(true)
 }
 
@@ -329,14 +333,14 @@ pub enum Effect<'a> {
 pub struct Thread {
     pub repo: String,
     pub number: i64,
-    pub installation_id: Option<i64>,
+    pub installation_id: Option<InstallationId>,
     pub head_sha: Option<String>,
     pub comment_id: Option<i64>,
     pub body_hash: Option<String>,
     pub deployment_id: Option<i64>,
     pub deployment_sha: Option<String>,
     pub deployment_state: Option<String>,
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     pub final_pending: bool,
     /// The permanent error its reporting ended on: nothing more is sent for this PR.
     pub given_up: Option<String>,
@@ -373,8 +377,9 @@ pub fn thread(db: &Inline, repo: &str, number: i64) -> anyhow::Result<Option<Thr
 pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
     sqlx::query_as!(
         Thread,
-        r#"SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
-                  deployment_sha, deployment_state, end_reason, final_pending AS "final_pending: bool",
+        r#"SELECT repo, number, installation_id AS "installation_id: InstallationId", head_sha,
+                  comment_id, body_hash, deployment_id, deployment_sha, deployment_state,
+                  end_reason AS "end_reason: EndReason", final_pending AS "final_pending: bool",
                   given_up
            FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
              AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)"#
@@ -427,7 +432,7 @@ pub async fn final_posted(
     pool: &SqlitePool,
     repo: &str,
     number: i64,
-    end_reason: Option<&str>,
+    end_reason: Option<EndReason>,
     now: i64,
 ) -> sqlx::Result<()> {
     sqlx::query!(
@@ -515,9 +520,9 @@ pub async fn mark_final_report(
     tx: &mut SqliteConnection,
     repo: &str,
     number: i64,
-    installation_id: Option<i64>,
+    installation_id: Option<InstallationId>,
     head_sha: &str,
-    end_reason: Option<&str>,
+    end_reason: Option<EndReason>,
     now: i64,
 ) -> sqlx::Result<()> {
     sqlx::query!(

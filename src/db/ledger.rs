@@ -6,6 +6,7 @@ use sqlx::SqlitePool;
 use super::Inline;
 use super::previews::{NewSecrets, Noted};
 use crate::plan::Observation;
+use crate::preview::{HistoryKind, LedgerState};
 
 use crate::ledger::Entry;
 
@@ -14,8 +15,7 @@ pub struct LedgerRow {
     pub kind: String,
     pub namespace: String,
     pub name: String,
-    /// applied, confirmed, deleting, gone, kept
-    pub state: String,
+    pub state: LedgerState,
     pub detail: Option<String>,
 }
 
@@ -49,7 +49,7 @@ pub async fn record_applied(
                     applied_hash = COALESCE(?2, applied_hash), updated_at = ?3 WHERE id = ?1",
         )?
         .execute(params![id, hash, now])?;
-        super::previews::history_of(tx, id, "applied", &reason, now)?;
+        super::history::write_of(tx, id, HistoryKind::Applied, &reason, now)?;
         noted.map_or(Ok(()), |noted| noted.write(tx, id, now))
     })
     .await
@@ -114,11 +114,11 @@ pub async fn record_ledger(
     pool: &SqlitePool,
     id: i64,
     entry: &Entry,
-    state: &str,
+    state: LedgerState,
     detail: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
-    let confirmed = matches!(state, "gone" | "kept").then_some(now);
+    let confirmed = state.is_final().then_some(now);
     sqlx::query!(
         "INSERT INTO ledger (preview_id, kind, namespace, name, state, detail, created_at, confirmed_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -141,7 +141,8 @@ pub async fn record_ledger(
 /// A preview's ledger, in the order it was written.
 pub async fn ledger(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
     let rows = sqlx::query!(
-        r#"SELECT kind, COALESCE(namespace, '') AS "namespace!: String", name, state, detail
+        r#"SELECT kind, COALESCE(namespace, '') AS "namespace!: String", name,
+                  state AS "state: LedgerState", detail
            FROM ledger WHERE preview_id = ?1 ORDER BY id"#,
         id
     )

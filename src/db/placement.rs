@@ -5,7 +5,8 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::Inline;
-use super::previews::history_of;
+use super::history::write_of;
+use crate::preview::HistoryKind;
 
 /// One preview's placement, as `reconcile::place` decided it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub async fn record_placements(
                           WHERE id = ?1 AND cluster IS NULL",
                     )?
                     .execute(params![p.id, cluster, p.seeded_at])?;
-                    ("placed", format!("on cluster {cluster}"))
+                    (HistoryKind::Placed, format!("on cluster {cluster}"))
                 }
                 None if p.already_queued => continue,
                 None => {
@@ -46,10 +47,10 @@ pub async fn record_placements(
                         "UPDATE previews SET observed = 'queued', updated_at = ?2 WHERE id = ?1",
                     )?
                     .execute(params![p.id, now])?;
-                    ("queued", "every cluster is at capacity".to_owned())
+                    (HistoryKind::Queued, "every cluster is at capacity".to_owned())
                 }
             };
-            history_of(tx, p.id, what, &reason, now)?;
+            write_of(tx, p.id, what, &reason, now)?;
         }
         Ok(())
     })
@@ -119,7 +120,7 @@ pub async fn evict(
         if done == 0 {
             return Ok(false);
         }
-        history_of(tx, victim, "evicted", &reason, now)?;
+        write_of(tx, victim, HistoryKind::Evicted, &reason, now)?;
         tx.prepare_cached(
             "INSERT INTO notices (repo, number, installation_id, kind, body, created_at)
              SELECT repo, number, installation_id, 'evicted', ?2, ?3 FROM previews WHERE id = ?1",

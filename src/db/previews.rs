@@ -4,17 +4,15 @@
 use rusqlite::{OptionalExtension, params};
 use sqlx::SqlitePool;
 
-use super::Inline;
-use super::connection::text_enum;
+use super::{HistoryRow, Inline};
 
 use crate::plan::Observation;
-use crate::preview::{Desired, ObservedState};
+use crate::preview::{Desired, EndReason, HistoryKind, InstallationId, ObservedState, PreviewKey};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreviewRow {
     pub id: i64,
-    pub repo: String,
-    pub number: i64,
+    pub key: PreviewKey,
     pub title: String,
     pub author: String,
     pub head_sha: String,
@@ -22,14 +20,14 @@ pub struct PreviewRow {
     pub approved_sha: Option<String>,
     pub desired: Desired,
     pub observed: ObservedState,
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     pub last_error: Option<String>,
     pub cluster: Option<String>,
     pub applied_hash: Option<String>,
     pub teardown_started_at: Option<i64>,
     pub seed_generation: i64,
     pub expires_at: i64,
-    pub installation_id: Option<i64>,
+    pub installation_id: Option<InstallationId>,
     pub keep: bool,
     pub redeploy_generation: i64,
     pub created_at: i64,
@@ -111,7 +109,7 @@ pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
         .await
 }
 
-/// A preview's columns, in `PreviewRow::read`'s order.
+/// A preview's columns, as `PreviewRow::read` reads them (by name).
 const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved_sha, desired, observed,
      end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
      installation_id, keep, redeploy_generation, created_at, head_changed_at, names,
@@ -121,37 +119,36 @@ const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved
 impl PreviewRow {
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
-            id: r.get(0)?,
-            repo: r.get(1)?,
-            number: r.get(2)?,
-            title: r.get(3)?,
-            author: r.get(4)?,
-            head_sha: r.get(5)?,
-            fork: r.get(6)?,
-            approved_sha: r.get(7)?,
-            desired: text_enum(r, 8)?,
-            observed: text_enum(r, 9)?,
-            end_reason: r.get(10)?,
-            last_error: r.get(11)?,
-            cluster: r.get(12)?,
-            applied_hash: r.get(13)?,
-            teardown_started_at: r.get(14)?,
-            seed_generation: r.get(15)?,
-            expires_at: r.get(16)?,
-            installation_id: r.get(17)?,
-            keep: r.get(18)?,
-            redeploy_generation: r.get(19)?,
-            created_at: r.get(20)?,
-            head_changed_at: r.get(21)?,
-            names: r.get(22)?,
-            draft: r.get(23)?,
-            labeled: r.get(24)?,
-            deploy_by: r.get(25)?,
-            paths_file: r.get(26)?,
-            paths_sha: r.get(27)?,
-            wait_override_sha: r.get(28)?,
-            template_generation: r.get(29)?,
-            template_seed: r.get(30)?,
+            id: r.get("id")?,
+            key: PreviewKey::new(r.get("repo")?, r.get("number")?),
+            title: r.get("title")?,
+            author: r.get("author")?,
+            head_sha: r.get("head_sha")?,
+            fork: r.get("fork")?,
+            approved_sha: r.get("approved_sha")?,
+            desired: r.get("desired")?,
+            observed: r.get("observed")?,
+            end_reason: r.get("end_reason")?,
+            last_error: r.get("last_error")?,
+            cluster: r.get("cluster")?,
+            applied_hash: r.get("applied_hash")?,
+            teardown_started_at: r.get("teardown_started_at")?,
+            seed_generation: r.get("seed_generation")?,
+            expires_at: r.get("expires_at")?,
+            installation_id: r.get("installation_id")?,
+            keep: r.get("keep")?,
+            redeploy_generation: r.get("redeploy_generation")?,
+            created_at: r.get("created_at")?,
+            head_changed_at: r.get("head_changed_at")?,
+            names: r.get("names")?,
+            draft: r.get("draft")?,
+            labeled: r.get("labeled")?,
+            deploy_by: r.get("deploy_by")?,
+            paths_file: r.get("paths_file")?,
+            paths_sha: r.get("paths_sha")?,
+            wait_override_sha: r.get("wait_override_sha")?,
+            template_generation: r.get("template_generation")?,
+            template_seed: r.get("template_seed")?,
         })
     }
 }
@@ -205,7 +202,7 @@ pub async fn record_state(
 pub(super) struct Noted {
     state: &'static str,
     message: Option<String>,
-    history: Option<(String, String)>,
+    history: Option<(HistoryKind, String)>,
     ready_at_seed: Option<i64>,
 }
 
@@ -217,7 +214,7 @@ impl From<&Observation<'_>> for Noted {
             history: seen
                 .history
                 .zip(seen.message)
-                .map(|(what, message)| (what.to_owned(), message.to_owned())),
+                .map(|(what, message)| (what, message.to_owned())),
             ready_at_seed: seen.ready_at_seed,
         }
     }
@@ -244,7 +241,7 @@ impl Noted {
             .execute(params![id, seed])?;
         }
         if let Some((what, message)) = &self.history {
-            history_of(tx, id, what, message, now)?;
+            super::history::write_of(tx, id, *what, message, now)?;
         }
         tx.prepare_cached(
             "UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1",
@@ -291,15 +288,25 @@ pub async fn start_teardown(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Resul
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, head_sha, at)
-         SELECT repo, number, 'teardown_started', 'previewd', 'PR ' || COALESCE(end_reason, 'closed'), head_sha, ?2
-         FROM previews WHERE id = ?1",
-        id,
-        now
+    let row = sqlx::query!(
+        r#"SELECT repo, number AS "number: u32", head_sha, end_reason AS "end_reason: EndReason"
+           FROM previews WHERE id = ?1"#,
+        id
     )
-    .execute(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
+    let reason = format!("PR {}", row.end_reason.map_or("closed", EndReason::as_str));
+    let history = HistoryRow {
+        head_sha: Some(&row.head_sha),
+        ..HistoryRow::by_previewd(
+            &row.repo,
+            row.number,
+            HistoryKind::TeardownStarted,
+            &reason,
+            now,
+        )
+    };
+    super::history::add(&mut tx, &history).await?;
     tx.commit().await?;
     Ok(true)
 }
@@ -438,7 +445,9 @@ pub async fn forget_preview(
 ) -> sqlx::Result<bool> {
     let mut tx = super::begin_write(pool).await?;
     let row = sqlx::query!(
-        "SELECT repo, number, head_sha, installation_id, end_reason FROM previews WHERE id = ?1 AND desired = 'absent'",
+        r#"SELECT repo, number, head_sha, installation_id AS "installation_id: InstallationId",
+                  end_reason AS "end_reason: EndReason"
+           FROM previews WHERE id = ?1 AND desired = 'absent'"#,
         id
     )
     .fetch_optional(&mut *tx)
@@ -455,23 +464,19 @@ pub async fn forget_preview(
     sqlx::query!("DELETE FROM previews WHERE id = ?1", id)
         .execute(&mut *tx)
         .await?;
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, head_sha, at) VALUES (?1, ?2, 'destroyed', 'previewd', ?3, ?4, ?5)",
-        row.repo,
-        row.number,
-        reason,
-        row.head_sha,
-        now,
-    )
-    .execute(&mut *tx)
-    .await?;
+    let number = u32::try_from(row.number).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    let history = HistoryRow {
+        head_sha: Some(&row.head_sha),
+        ..HistoryRow::by_previewd(&row.repo, number, HistoryKind::Destroyed, reason, now)
+    };
+    super::history::add(&mut tx, &history).await?;
     super::mark_final_report(
         &mut tx,
         &row.repo,
         row.number,
         row.installation_id,
         &row.head_sha,
-        row.end_reason.as_deref(),
+        row.end_reason,
         now,
     )
     .await?;
@@ -479,63 +484,16 @@ pub async fn forget_preview(
     Ok(true)
 }
 
+/// A history row by previewd about `key`, in a commit of its own.
 pub async fn add_history_now(
     pool: &SqlitePool,
-    repo: &str,
-    number: i64,
-    what: &str,
+    key: &PreviewKey,
+    what: HistoryKind,
     reason: &str,
     now: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, ?3, 'previewd', ?4, ?5)",
-        repo,
-        number,
-        what,
-        reason,
-        now
-    )
-    .execute(pool)
-    .await
-    .map(drop)
-}
-
-/// A history row about the preview with row `id` (by previewd), inside the caller's
-/// transaction: the rows that record a state change and the change commit together.
-/// [`add_history_of`] in an inline write (`db::Inline`).
-pub(super) fn history_of(
-    tx: &rusqlite::Transaction<'_>,
-    id: i64,
-    what: &str,
-    reason: &str,
-    now: i64,
-) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
-    )?
-    .execute(params![id, what, reason, now])
-    .map(drop)
-}
-
-pub async fn add_history_of(
-    tx: &mut sqlx::SqliteConnection,
-    id: i64,
-    what: &str,
-    reason: &str,
-    now: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         SELECT repo, number, ?2, 'previewd', ?3, ?4 FROM previews WHERE id = ?1",
-        id,
-        what,
-        reason,
-        now
-    )
-    .execute(tx)
-    .await
-    .map(drop)
+    let row = HistoryRow::by_previewd(key.repo.as_str(), key.number, what, reason, now);
+    super::history::add(&mut *pool.acquire().await?, &row).await
 }
 
 #[cfg(test)]

@@ -3,19 +3,27 @@
 //! transaction (so a crash in the middle never acts twice), the lease, notices, and the
 //! orphans recorded for removal. Retention is `retention`.
 
+use super::HistoryRow;
+use crate::preview::{HistoryKind, InstallationId, RepoName};
 use sqlx::SqlitePool;
 
 /// A preview near or past its expiry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DueRow {
     pub id: i64,
-    pub repo: String,
-    pub number: i64,
+    pub repo: RepoName,
+    pub number: u32,
     pub author: String,
-    pub installation_id: Option<i64>,
+    pub installation_id: Option<InstallationId>,
     pub expires_at: i64,
     pub keep: bool,
     pub warned_expires_at: Option<i64>,
+}
+
+impl DueRow {
+    pub fn key(&self) -> crate::preview::PreviewKey {
+        crate::preview::PreviewKey::new(self.repo.clone(), self.number)
+    }
 }
 
 /// Previews one pass looks at, at most: a backlog (after an outage) is worked off over a
@@ -28,7 +36,9 @@ pub const DUE_PER_PASS: i64 = 2_000;
 pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRow>> {
     sqlx::query_as!(
         DueRow,
-        r#"SELECT id AS "id!", repo, number, author, installation_id, expires_at, keep AS "keep: bool", warned_expires_at
+        r#"SELECT id AS "id!", repo AS "repo: RepoName", number AS "number: u32", author,
+                  installation_id AS "installation_id: InstallationId", expires_at, keep AS "keep: bool",
+                  warned_expires_at
            FROM previews INDEXED BY previews_by_expiry
            WHERE expires_at <= ?1 AND desired NOT IN ('absent', 'opted_out') ORDER BY expires_at, id LIMIT ?2"#,
         until,
@@ -70,7 +80,7 @@ async fn expire_one(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    super::add_history_of(tx, id, "expired", reason, now).await?;
+    super::history::add_of(tx, id, HistoryKind::Expired, reason, now).await?;
     Ok(true)
 }
 
@@ -96,15 +106,14 @@ pub async fn warn(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at) VALUES (?1, ?2, 'expiry_warning', 'previewd', ?3, ?4)",
-        row.repo,
+    let history = HistoryRow::by_previewd(
+        row.repo.as_str(),
         row.number,
+        HistoryKind::ExpiryWarning,
         reason,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
+        now,
+    );
+    super::history::add(&mut tx, &history).await?;
     sqlx::query!(
         "INSERT INTO notices (repo, number, installation_id, kind, body, created_at) VALUES (?1, ?2, ?3, 'expiry_warning', ?4, ?5)",
         row.repo,
@@ -158,7 +167,7 @@ pub struct Notice {
     pub id: i64,
     pub repo: String,
     pub number: i64,
-    pub installation_id: Option<i64>,
+    pub installation_id: Option<InstallationId>,
     pub body: String,
 }
 
@@ -166,7 +175,8 @@ pub struct Notice {
 pub async fn unposted_notices(pool: &SqlitePool) -> sqlx::Result<Vec<Notice>> {
     sqlx::query_as!(
         Notice,
-        r#"SELECT id AS "id!", repo, number, installation_id, body FROM notices WHERE posted_at IS NULL ORDER BY id LIMIT 100"#
+        r#"SELECT id AS "id!", repo, number, installation_id AS "installation_id: InstallationId", body
+           FROM notices WHERE posted_at IS NULL ORDER BY id LIMIT 100"#
     )
     .fetch_all(pool)
     .await

@@ -5,6 +5,7 @@
 use sqlx::SqlitePool;
 
 use crate::ledger::Entry;
+use crate::preview::GenState;
 use crate::render::SealedSecret;
 
 /// One generation, as recorded.
@@ -16,7 +17,7 @@ pub struct TemplateRow {
     pub base_sha: String,
     pub cluster: String,
     pub names: String,
-    pub state: String,
+    pub state: GenState,
     pub message: Option<String>,
     pub applied_hash: Option<String>,
     pub created_at: i64,
@@ -92,7 +93,7 @@ pub async fn template_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
 pub async fn generations(pool: &SqlitePool, repo: &str) -> sqlx::Result<Vec<TemplateRow>> {
     sqlx::query_as!(
         TemplateRow,
-        r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state, message,
+        r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state AS "state: GenState", message,
                   applied_hash, created_at, ready_at, size_bytes
              FROM templates WHERE repo = ?1 ORDER BY generation DESC"#,
         repo
@@ -105,7 +106,7 @@ pub async fn generations(pool: &SqlitePool, repo: &str) -> sqlx::Result<Vec<Temp
 pub async fn all_generations(pool: &SqlitePool) -> sqlx::Result<Vec<TemplateRow>> {
     sqlx::query_as!(
         TemplateRow,
-        r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state, message,
+        r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state AS "state: GenState", message,
                   applied_hash, created_at, ready_at, size_bytes
              FROM templates ORDER BY repo, generation DESC LIMIT 1000"#
     )
@@ -173,7 +174,7 @@ pub async fn start_generation(
 pub async fn set_generation_state(
     pool: &SqlitePool,
     id: i64,
-    state: &str,
+    state: GenState,
     message: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {

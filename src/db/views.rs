@@ -3,7 +3,8 @@
 
 use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 
-use crate::preview::{Desired, ObservedState};
+use super::HistoryRow;
+use crate::preview::{Desired, HistoryKind, ObservedState};
 
 /// How many recently destroyed previews the dashboard lists; retention keeps their history.
 pub const RECENTLY_DESTROYED_SHOWN: i64 = 20;
@@ -185,7 +186,7 @@ pub async fn preview_counts(
 pub async fn request_destroy(
     pool: &SqlitePool,
     repo: &str,
-    number: i64,
+    number: u32,
     actor: &str,
     now: i64,
 ) -> sqlx::Result<Option<bool>> {
@@ -209,16 +210,17 @@ pub async fn request_destroy(
     )
     .execute(&mut *tx)
     .await?;
-    sqlx::query!(
-        "INSERT INTO history (repo, number, what, actor, reason, at)
-         VALUES (?1, ?2, 'destroy_requested', ?3, 'an operator asked for its teardown', ?4)",
-        repo,
-        number,
+    let history = HistoryRow {
         actor,
-        now
-    )
-    .execute(&mut *tx)
-    .await?;
+        ..HistoryRow::by_previewd(
+            repo,
+            number,
+            HistoryKind::DestroyRequested,
+            "an operator asked for its teardown",
+            now,
+        )
+    };
+    super::history::add(&mut tx, &history).await?;
     tx.commit().await?;
     Ok(Some(true))
 }

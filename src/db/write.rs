@@ -7,8 +7,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::DeliveryRow;
 use super::connection::text_enum;
-use super::{DeliveryRow, HistoryRow};
 use crate::checks::CheckReport;
 use crate::intent::{Ended, Outcome, PrChange, StoredPr};
 use crate::preview::{Desired, PreviewKey};
@@ -79,23 +79,7 @@ pub fn record_delivery(conn: &Connection, row: &DeliveryRow<'_>) -> Result<()> {
     .map(drop)
 }
 
-pub fn add_history(conn: &Connection, row: &HistoryRow<'_>) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO history (repo, number, what, actor, reason, head_sha, delivery, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        row.repo,
-        row.number,
-        row.what,
-        row.actor,
-        row.reason,
-        row.head_sha,
-        row.delivery,
-        row.at
-    ])
-    .map(drop)
-}
+pub use super::history::write as add_history;
 
 // ---- pull requests ----
 

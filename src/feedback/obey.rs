@@ -16,7 +16,9 @@ use crate::config::Policy;
 use crate::db::{self, CommandRow, Effect, PreviewRow};
 use crate::feedback::{self, Answer, Feedback};
 use crate::github::GitHubError;
-use crate::preview::{Desired, ObservedState, PreviewKey, RepoName};
+use crate::preview::{
+    CommandStatus, Desired, EndReason, HistoryKind, ObservedState, PreviewKey, RepoName,
+};
 
 /// Marks our reply to one command, so a retried post finds it instead of posting twice.
 fn reply_marker(comment_id: i64) -> String {
@@ -31,8 +33,7 @@ impl Feedback {
         for command in db::pending_commands(&self.pool).await? {
             match self.run_command(&command).await {
                 Ok(Some(_)) => {
-                    let key =
-                        PreviewKey::new(command.repo.parse()?, u32::try_from(command.number)?);
+                    let key = command.key();
                     self.changed(&key);
                     touched.push(key);
                 }
@@ -55,7 +56,7 @@ impl Feedback {
 
     async fn run_command(&self, cmd: &CommandRow) -> anyhow::Result<Option<i64>> {
         let now = self.clock.now();
-        let row = match db::preview_id(&self.db, &cmd.repo, u32::try_from(cmd.number)?)? {
+        let row = match db::preview_id(&self.db, cmd.repo.as_str(), cmd.number)? {
             Some(id) => db::preview_row(&self.db, id)?,
             None => None,
         };
@@ -65,8 +66,16 @@ impl Feedback {
                 let reply = comment::reply(&Outcome::Invalid(error), &cmd.actor);
                 let author = row.as_ref().map_or("", |r| r.author.as_str());
                 self.record_standing(cmd, author, false).await?;
-                self.finish(cmd, None, &[], "failed", "command_invalid", &reply, now)
-                    .await?;
+                self.finish(
+                    cmd,
+                    None,
+                    &[],
+                    CommandStatus::Failed,
+                    HistoryKind::CommandInvalid,
+                    &reply,
+                    now,
+                )
+                .await?;
                 return Ok(None);
             }
         };
@@ -92,8 +101,16 @@ impl Feedback {
                 command: parsed,
             };
             let reply = comment::reply(&outcome, &cmd.actor);
-            self.finish(cmd, None, &[], "refused", "command_refused", &reply, now)
-                .await?;
+            self.finish(
+                cmd,
+                None,
+                &[],
+                CommandStatus::Refused,
+                HistoryKind::CommandRefused,
+                &reply,
+                now,
+            )
+            .await?;
             tracing::info!(actor = cmd.actor, line = cmd.line, "command refused");
             return Ok(None);
         }
@@ -107,11 +124,13 @@ impl Feedback {
         // `refresh-template` needs a commit of the default branch to build from.
         let base_known = match (&row, parsed) {
             (Some(row), Command::RefreshTemplate) => {
-                db::template_repo(&self.pool, &row.repo).await?.is_some()
+                db::template_repo(&self.pool, row.key.repo.as_str())
+                    .await?
+                    .is_some()
             }
             _ => false,
         };
-        let repo: Option<RepoName> = row.as_ref().map(|r| r.repo.parse()).transpose()?;
+        let repo: Option<&RepoName> = row.as_ref().map(|r| &r.key.repo);
         let asked = Asked {
             command: parsed,
             actor: &cmd.actor,
@@ -141,19 +160,27 @@ impl Feedback {
         let id = row.as_ref().map(|r| r.id);
         // Only what did something earns a rocket; the rest is answered, and confused.
         let status = if outcome.did_something() {
-            "done"
+            CommandStatus::Done
         } else {
-            "failed"
+            CommandStatus::Failed
         };
         let reply = comment::reply(&outcome, &cmd.actor);
         if !self
-            .finish(cmd, id, &effects, status, "command", &reply, now)
+            .finish(cmd, id, &effects, status, HistoryKind::Command, &reply, now)
             .await?
         {
             // The approval's guard held (a push between reading and writing): say so.
             let reply = comment::reply(&Outcome::ChangedSinceApproval, &cmd.actor);
-            self.finish(cmd, id, &[], "failed", "command", &reply, now)
-                .await?;
+            self.finish(
+                cmd,
+                id,
+                &[],
+                CommandStatus::Failed,
+                HistoryKind::Command,
+                &reply,
+                now,
+            )
+            .await?;
         }
         Ok(id)
     }
@@ -181,9 +208,8 @@ impl Feedback {
         let Some(github) = &self.github else {
             return Ok(cmd.association == "OWNER");
         };
-        let repo: RepoName = cmd.repo.parse()?;
         let permission = match github
-            .permission(&repo, installation(cmd.installation_id), &cmd.actor)
+            .permission(&cmd.repo, installation(cmd.installation_id), &cmd.actor)
             .await
         {
             // GitHub will not say (the App may not read collaborators, the repository is
@@ -204,8 +230,8 @@ impl Feedback {
         cmd: &CommandRow,
         preview: Option<i64>,
         effects: &[Effect<'_>],
-        status: &str,
-        what: &str,
+        status: CommandStatus,
+        what: HistoryKind,
         reply: &str,
         now: i64,
     ) -> anyhow::Result<bool> {
@@ -238,7 +264,7 @@ impl Feedback {
         for cmd in unanswered {
             let now = self.clock.now();
             let Some(github) = &self.github else {
-                self.log_unreported(&cmd.repo, cmd.number);
+                self.log_unreported(cmd.repo.as_str(), i64::from(cmd.number));
                 let _ = db::mark_answered(&self.pool, cmd.id, "silent", now).await;
                 continue;
             };
@@ -250,7 +276,7 @@ impl Feedback {
                 cmd.association.as_str(),
                 "OWNER" | "MEMBER" | "COLLABORATOR"
             ));
-            let answer = feedback::answer_for(standing, &cmd.status, answered);
+            let answer = feedback::answer_for(standing, cmd.status, answered);
             let result = match answer {
                 Answer::Silent => {
                     tracing::debug!(
@@ -290,11 +316,10 @@ impl Feedback {
         cmd: &CommandRow,
         content: &str,
     ) -> Result<(), GitHubError> {
-        let repo: RepoName = cmd.repo.parse().map_err(|_| shape(&cmd.repo))?;
         let comment_id = u64::try_from(cmd.comment_id).map_err(|_| shape("comment id"))?;
         github
             .react(
-                &repo,
+                &cmd.repo,
                 installation(cmd.installation_id),
                 comment_id,
                 content,
@@ -307,21 +332,18 @@ impl Feedback {
         github: &crate::github::GitHub,
         cmd: &CommandRow,
     ) -> Result<(), GitHubError> {
-        let repo: RepoName = cmd.repo.parse().map_err(|_| shape(&cmd.repo))?;
+        let (repo, number) = (&cmd.repo, cmd.number);
         let installation = installation(cmd.installation_id);
         let comment_id = u64::try_from(cmd.comment_id).map_err(|_| shape("comment id"))?;
-        let number = u32::try_from(cmd.number).map_err(|_| shape("number"))?;
-        let accepted = cmd.status == "done";
+        let accepted = cmd.status == CommandStatus::Done;
         if accepted {
-            github
-                .react(&repo, installation, comment_id, "eyes")
-                .await?;
+            github.react(repo, installation, comment_id, "eyes").await?;
         }
         if cmd.reply_comment_id.is_none() {
             let marker = reply_marker(cmd.comment_id);
             let login = github.login().await?.to_owned();
             let existing = github
-                .comments(&repo, installation, number)
+                .comments(repo, installation, number)
                 .await?
                 .into_iter()
                 .find(|c| c.author == login && c.body.contains(&marker));
@@ -330,14 +352,14 @@ impl Feedback {
                 None => {
                     let body = format!("{marker}\n{}", cmd.reply.as_deref().unwrap_or_default());
                     github
-                        .create_comment(&repo, installation, number, &body)
+                        .create_comment(repo, installation, number, &body)
                         .await?
                 }
             };
             let _ = db::set_reply_comment(&self.pool, cmd.id, id as i64).await;
         }
         let done = if accepted { "rocket" } else { "confused" };
-        github.react(&repo, installation, comment_id, done).await?;
+        github.react(repo, installation, comment_id, done).await?;
         Ok(())
     }
 }
@@ -393,7 +415,7 @@ fn decide(asked: Asked<'_>) -> (Vec<Effect<'_>>, Outcome<'_>) {
         Command::Destroy if !live => (vec![], Outcome::AlreadyGone),
         // Being torn down: only a destroyed (not a closed or merged) PR's preview may come back.
         _ if !live
-            && (parsed != Command::Deploy || row.end_reason.as_deref() != Some("destroyed")) =>
+            && (parsed != Command::Deploy || row.end_reason != Some(EndReason::Destroyed)) =>
         {
             (vec![], Outcome::NoPreview)
         }
@@ -523,8 +545,7 @@ mod tests {
     fn preview() -> PreviewRow {
         PreviewRow {
             id: 7,
-            repo: "octo/app".into(),
-            number: 12,
+            key: PreviewKey::new("octo/app".parse().unwrap(), 12),
             title: "Add a thing".into(),
             author: "mallory".into(),
             head_sha: "c0ffee0123456789c0ffee0123456789c0ffee01".into(),
@@ -607,18 +628,18 @@ mod tests {
     #[test]
     fn only_a_destroyed_preview_comes_back_on_deploy_not_a_closed_ones() {
         let config = defaults();
-        let gone = |reason: &str| PreviewRow {
+        let gone = |reason: EndReason| PreviewRow {
             desired: Desired::Absent,
             fork: false,
-            end_reason: Some(reason.into()),
+            end_reason: Some(reason),
             ..preview()
         };
-        let closed = gone("closed");
+        let closed = gone(EndReason::Closed);
         let (effects, outcome) = decide(asked("/preview deploy", &closed, &config));
         assert!(effects.is_empty());
         assert_eq!(outcome, Outcome::NoPreview);
 
-        let destroyed = gone("destroyed");
+        let destroyed = gone(EndReason::Destroyed);
         let (effects, outcome) = decide(asked("/preview deploy", &destroyed, &config));
         assert_eq!(outcome, Outcome::Deploying);
         assert!(matches!(

@@ -13,7 +13,7 @@ use crate::feedback::{self, Feedback};
 use crate::github::{GitHub, GitHubError};
 use crate::intent::OptOut;
 use crate::naming::Names;
-use crate::preview::{Desired, PreviewKey, RepoName};
+use crate::preview::{Desired, RepoName};
 
 impl Feedback {
     /// Reports on every preview (nothing is sent where nothing changed), then posts what is
@@ -44,7 +44,7 @@ impl Feedback {
                 continue;
             };
             let Some(github) = &self.github else {
-                self.log_unreported(&row.repo, row.number);
+                self.log_unreported(row.key.repo.as_str(), i64::from(row.key.number));
                 continue;
             };
             let result = async {
@@ -64,7 +64,7 @@ impl Feedback {
                     return Ok(());
                 }
                 let thread = self
-                    .thread_of(&row.repo, row.number)
+                    .thread_of(row.key.repo.as_str(), i64::from(row.key.number))
                     .await
                     .map_err(stored)?;
                 if thread.given_up.is_some() {
@@ -85,8 +85,14 @@ impl Feedback {
                 if !e.is_permanent() {
                     self.owe(row.id);
                 }
-                self.report_failed(&row.repo, row.number, &row.head_sha, part, &e)
-                    .await;
+                self.report_failed(
+                    row.key.repo.as_str(),
+                    i64::from(row.key.number),
+                    &row.head_sha,
+                    part,
+                    &e,
+                )
+                .await;
             }
         }
     }
@@ -185,7 +191,7 @@ impl Feedback {
         };
         for thread in finals {
             let head = thread.head_sha.clone().unwrap_or_default();
-            let reason = thread.end_reason.clone();
+            let reason = thread.end_reason;
             let view = StatusView {
                 shown: Shown::Destroyed,
                 url: String::new(),
@@ -195,7 +201,7 @@ impl Feedback {
                 keep: false,
                 last_error: None,
                 dashboard: None,
-                end_reason: reason.as_deref(),
+                end_reason: reason,
                 position: None,
                 opt_out: None,
                 ci: None,
@@ -205,8 +211,7 @@ impl Feedback {
             match self.publish(github, thread, &stored, &view).await {
                 Ok(_) => {
                     let now = self.clock.now();
-                    let _ =
-                        db::final_posted(&self.pool, &repo, number, reason.as_deref(), now).await;
+                    let _ = db::final_posted(&self.pool, &repo, number, reason, now).await;
                 }
                 Err((part, e)) => self.report_failed(&repo, number, &head, part, &e).await,
             }
@@ -430,12 +435,11 @@ impl Feedback {
                 .map(|n| n + 1);
         }
         if matches!(view.shown, Shown::WaitingForCi | Shown::CiFailed) {
-            let repo: RepoName = row.repo.parse()?;
             let wait_for = self
                 .config
-                .policy_for(&repo)
+                .policy_for(&row.key.repo)
                 .map_or(&[][..], |p| &p.gates.wait_for[..]);
-            let reports = db::checks_of(&self.db, &row.repo, &row.head_sha)?;
+            let reports = db::checks_of(&self.db, row.key.repo.as_str(), &row.head_sha)?;
             view.ci = Some((
                 crate::checks::verdict(wait_for, &reports),
                 row.head_changed_at,
@@ -446,12 +450,12 @@ impl Feedback {
 
     /// What the status comment shows for a preview.
     pub(crate) fn status_view<'a>(&self, row: &'a PreviewRow) -> anyhow::Result<StatusView<'a>> {
-        let key = PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?);
+        let key = &row.key;
         let policy = self
             .config
             .policy_for(&key.repo)
             .unwrap_or(&self.config.defaults);
-        let names = Names::recorded(row.names.as_deref(), &key, &policy.domain)?;
+        let names = Names::recorded(row.names.as_deref(), key, &policy.domain)?;
         Ok(StatusView {
             shown: Shown::of(row.desired, row.observed),
             url: format!("https://{}", names.host),
@@ -468,7 +472,7 @@ impl Feedback {
                     key.number
                 )
             }),
-            end_reason: row.end_reason.as_deref(),
+            end_reason: row.end_reason,
             position: None,
             opt_out: OptOut::of_stored(
                 &policy.gates,

@@ -4,7 +4,7 @@
 //! transaction.
 
 use super::{OptOut, PrChange};
-use crate::preview::Desired;
+use crate::preview::{Desired, EndReason};
 
 /// The columns of a PR's stored preview that a PR change reads or writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub struct StoredPr {
     pub fork: bool,
     pub draft: bool,
     pub desired: Desired,
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     /// Read only: a fork's approved head (set by `/preview approve`).
     pub approved_sha: Option<String>,
     /// GitHub's time of the newest event that moved the preview's state.
@@ -81,7 +81,7 @@ pub fn admitted(
     base: Desired,
     change: &PrChange,
     old: Option<&StoredPr>,
-) -> (Desired, Option<&'static str>) {
+) -> (Desired, Option<EndReason>) {
     let opted_in = old.is_some_and(|o| o.deploy_by.is_some());
     let matched = old.is_some_and(|o| o.paths_file.is_some());
     let why = match change.opt_out {
@@ -93,14 +93,14 @@ pub fn admitted(
     // The trigger label taken away ends the preview, whoever opted it in.
     let unlabeled = change.label_event && !change.labeled && old.is_some_and(|o| o.labeled);
     if unlabeled && has_preview {
-        return (Desired::Absent, Some("unlabeled"));
+        return (Desired::Absent, Some(EndReason::Unlabeled));
     }
     // One being torn down has no preview to keep but Applications still to delete: it stays
     // ending (`OptedOut` would tell the reconciler there is nothing to tear down).
     let ending = old.is_some_and(|o| o.desired == Desired::Absent);
     match why {
         None => (base, None),
-        Some(OptOut::Label) if has_preview => (Desired::Absent, Some("unlabeled")),
+        Some(OptOut::Label) if has_preview => (Desired::Absent, Some(EndReason::Unlabeled)),
         Some(_) if has_preview => (base, None),
         Some(_) if ending => (Desired::Absent, None),
         Some(_) => (Desired::OptedOut, None),
@@ -174,7 +174,7 @@ fn created(
             fork: pr.fork,
             draft: pr.draft,
             desired,
-            end_reason: change.end_reason.or(end_reason).map(str::to_owned),
+            end_reason: change.end_reason.or(end_reason),
             approved_sha: None,
             pr_updated_at: at,
             created_at: now,
@@ -218,8 +218,8 @@ fn created(
     };
     // Still ending: why it ends stays what it was.
     let end_reason = match change.end_reason.or(end_reason) {
-        None if desired == Desired::Absent => old.end_reason.clone(),
-        why => why.map(str::to_owned),
+        None if desired == Desired::Absent => old.end_reason,
+        why => why,
     };
     Some(StoredPr {
         repo_id: pr.repo_id as i64,
@@ -242,7 +242,7 @@ fn updated(old: &StoredPr, change: &PrChange, now: i64) -> Option<StoredPr> {
     // that arrives after them must still apply.
     if let Some(desired) = change.desired {
         new.desired = desired;
-        new.end_reason = change.end_reason.map(str::to_owned);
+        new.end_reason = change.end_reason;
         new.pr_updated_at = change.pr_updated_at;
     }
     Some(new)

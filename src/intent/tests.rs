@@ -105,10 +105,10 @@ fn drafts_wait_unless_the_policy_deploys_them() {
 fn closed_pr_is_absent_with_its_reason_and_never_created() {
     let merged = decide_pr(pr(PrAction::Closed { merged: true }), "");
     assert_eq!(change(&merged).desired, Some(Desired::Absent));
-    assert_eq!(change(&merged).end_reason, Some("merged"));
+    assert_eq!(change(&merged).end_reason, Some(EndReason::Merged));
     assert!(!change(&merged).create);
     let closed = decide_pr(pr(PrAction::Closed { merged: false }), "");
-    assert_eq!(change(&closed).end_reason, Some("closed"));
+    assert_eq!(change(&closed).end_reason, Some(EndReason::Closed));
 }
 
 #[test]

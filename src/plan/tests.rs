@@ -439,7 +439,7 @@ fn a_failure_goes_to_the_history_once_per_distinct_message() {
     };
     let step = on_kube(&failed, &Wait::Passed);
     let seen = step.observation(recorded(ObservedState::Syncing, None));
-    assert_eq!(seen.and_then(|s| s.history), Some("failed"));
+    assert_eq!(seen.and_then(|s| s.history), Some(HistoryKind::Failed));
     assert_eq!(seen.and_then(|s| s.ready_at_seed), None);
     assert_eq!(
         step.observation(recorded(
@@ -450,7 +450,11 @@ fn a_failure_goes_to_the_history_once_per_distinct_message() {
         "the same failure, seen again"
     );
     let other = step.observation(recorded(ObservedState::Failed, Some("an older failure")));
-    assert_eq!(other.and_then(|s| s.history), Some("failed"), "a new one");
+    assert_eq!(
+        other.and_then(|s| s.history),
+        Some(HistoryKind::Failed),
+        "a new one"
+    );
 }
 
 #[test]
@@ -464,7 +468,7 @@ fn a_failed_check_is_history_of_its_own_kind() {
     let seen = step.observation(recorded(ObservedState::WaitingForCi, None));
     assert_eq!(
         seen.map(|s| (s.state, s.history)),
-        Some((ObservedState::CiFailed, Some("ci_failed")))
+        Some((ObservedState::CiFailed, Some(HistoryKind::CiFailed)))
     );
     assert_eq!(
         seen.and_then(|s| s.message),

@@ -6,7 +6,7 @@ use super::Reconciler;
 use crate::db::{self, PreviewRow};
 use crate::naming::Names;
 use crate::plan::{self, Observed};
-use crate::preview::{ObservedState, PreviewKey};
+use crate::preview::{HistoryKind, ObservedState, PreviewKey};
 use crate::sink::{self, Owner};
 
 impl Reconciler {
@@ -86,13 +86,13 @@ impl Reconciler {
         }
         .to_string();
         if row.last_error.as_deref() != Some(message.as_str()) {
-            tracing::error!(repo = %row.repo, number = row.number, %message, "name conflict");
+            tracing::error!(preview = %row.key, %message, "name conflict");
             // The history row with the state it records, in one commit: had the state not
             // been written, the next look would tell the same conflict again.
             let seen = plan::Observation {
                 state: ObservedState::Failed,
                 message: Some(&message),
-                history: Some("conflict"),
+                history: Some(HistoryKind::Conflict),
                 ready_at_seed: None,
             };
             db::record_state(&self.db, row.id, &seen, now).await?;

@@ -48,7 +48,9 @@ impl Reconciler {
                     Some((_, used)) => *used += 1,
                     None => load.push((cluster.clone(), 1)),
                 }
-                *placed_now.entry(format!("repo:{}", row.repo)).or_default() += 1;
+                *placed_now
+                    .entry(format!("repo:{}", row.key.repo))
+                    .or_default() += 1;
                 *placed_now
                     .entry(format!("author:{}", row.author))
                     .or_default() += 1;
@@ -70,11 +72,11 @@ impl Reconciler {
     /// placement, at its seed generation, rather than in a commit of its own at its first
     /// rendering (`Reconciler::clone_source` decides the same, and decides the rest).
     fn seeds_without_a_template(&self, row: &PreviewRow) -> anyhow::Result<Option<i64>> {
-        let repo: crate::preview::RepoName = row.repo.parse()?;
+        let repo = &row.key.repo;
         let undecided = row.template_seed != Some(row.seed_generation);
         Ok((self.config.database.mode != DatabaseMode::Off
             && undecided
-            && self.config.template_for(&repo).is_none())
+            && self.config.template_for(repo).is_none())
         .then_some(row.seed_generation))
     }
 
@@ -85,17 +87,17 @@ impl Reconciler {
         row: &PreviewRow,
         placed_now: &HashMap<String, i64>,
     ) -> anyhow::Result<Quota> {
-        let repo: crate::preview::RepoName = row.repo.parse()?;
         let policy = self
             .config
-            .policy_for(&repo)
+            .policy_for(&row.key.repo)
             .unwrap_or(&self.config.defaults);
         if policy.max_per_repo.is_none() && policy.max_per_author.is_none() {
             return Ok(Quota::Room);
         }
-        let (repo_live, author_live) = db::live_counts(&self.db, &row.repo, &row.author)?;
+        let (repo_live, author_live) =
+            db::live_counts(&self.db, row.key.repo.as_str(), &row.author)?;
         let now_placed = |key: String| placed_now.get(&key).copied().unwrap_or(0);
-        let repo_live = repo_live + now_placed(format!("repo:{}", row.repo));
+        let repo_live = repo_live + now_placed(format!("repo:{}", row.key.repo));
         let author_live = author_live + now_placed(format!("author:{}", row.author));
         let repo_full = policy
             .max_per_repo
@@ -111,11 +113,11 @@ impl Reconciler {
         }
         let by_author = !repo_full;
         let Some((victim, victim_repo, victim_number, cluster)) =
-            db::eviction_victim(&self.db, &row.repo, &row.author, by_author)?
+            db::eviction_victim(&self.db, row.key.repo.as_str(), &row.author, by_author)?
         else {
             return Ok(Quota::Full); // everything at the cap is pinned
         };
-        let newcomer = format!("{}#{}", row.repo, row.number);
+        let newcomer = row.key.to_string();
         let reason = format!(
             "evicted for {newcomer}: at the cap, and the least recently active unpinned preview"
         );

@@ -192,7 +192,7 @@ impl Reconciler {
             return Ok((stored.into_iter().map(|(secret, _)| secret).collect(), None));
         }
         // A certificate that outlives any extension: no preview may run past max_lifetime.
-        let repo = row.repo.parse()?;
+        let repo = row.key.repo.clone();
         let policy = self
             .config
             .policy_for(&repo)

@@ -9,7 +9,7 @@ use crate::db::{self, LedgerRow, PreviewRow};
 use crate::ledger::{self, Entry};
 use crate::naming::Names;
 use crate::plan::{self, Teardown};
-use crate::preview::ObservedState;
+use crate::preview::{EndReason, HistoryKind, LedgerState, ObservedState};
 use crate::sink::Owner;
 
 impl Reconciler {
@@ -50,7 +50,9 @@ impl Reconciler {
                     .await?
                     .into_iter()
                     .any(|item| {
-                        item.kind == "Application" && &item.name == name && item.state != "gone"
+                        item.kind == "Application"
+                            && &item.name == name
+                            && item.state != LedgerState::Gone
                     });
                 if applied {
                     return self.report_conflict(row, name, observed, now).await;
@@ -91,7 +93,7 @@ impl Reconciler {
                 }
                 Teardown::Confirm => return self.confirm_and_forget(row, now).await,
             };
-            db::record_ledger(&self.pool, row.id, &entry, "deleting", None, now).await?;
+            db::record_ledger(&self.pool, row.id, &entry, LedgerState::Deleting, None, now).await?;
             self.retry("delete", || self.sink.delete(name, owner))
                 .await?;
         }
@@ -108,7 +110,7 @@ impl Reconciler {
         let mut summary = Vec::new();
         for item in db::ledger(&self.pool, row.id).await? {
             let (state, detail) = self.confirm(&item, visible).await?;
-            if state == "deleting" {
+            if state == LedgerState::Deleting {
                 waiting.push(format!("{} {}", item.kind, item.name));
             } else {
                 summary.push(format!("{} {} {state}", item.kind, item.name));
@@ -125,7 +127,7 @@ impl Reconciler {
         }
         let reason = format!(
             "PR {}: {}",
-            row.end_reason.as_deref().unwrap_or("closed"),
+            row.end_reason.map_or("closed", EndReason::as_str),
             if summary.is_empty() {
                 "nothing had been provisioned".to_owned()
             } else {
@@ -137,7 +139,7 @@ impl Reconciler {
             let took = now - row.teardown_started_at.unwrap_or(now);
             self.metrics
                 .torn_down(Duration::from_secs(took.max(0) as u64));
-            tracing::info!(repo = %row.repo, number = row.number, "preview destroyed");
+            tracing::info!(preview = %row.key, "preview destroyed");
         }
         Ok(())
     }
@@ -147,9 +149,9 @@ impl Reconciler {
         &self,
         item: &LedgerRow,
         visible: bool,
-    ) -> anyhow::Result<(&'static str, String)> {
+    ) -> anyhow::Result<(LedgerState, String)> {
         if item.kind == "Application" {
-            return Ok(("gone", "deleted; Argo CD released it".into()));
+            return Ok((LedgerState::Gone, "deleted; Argo CD released it".into()));
         }
         if let Some(api) = ledger::api_of(&item.kind).filter(|_| visible) {
             let entry = item.entry();
@@ -157,9 +159,12 @@ impl Reconciler {
                 .retry("look up", || self.sink.exists(api, &entry))
                 .await?;
             match exists {
-                Some(true) => return Ok(("deleting", "still present".into())),
+                Some(true) => return Ok((LedgerState::Deleting, "still present".into())),
                 Some(false) => {
-                    return Ok(("gone", "confirmed absent through the Kubernetes API".into()));
+                    return Ok((
+                        LedgerState::Gone,
+                        "confirmed absent through the Kubernetes API".into(),
+                    ));
                 }
                 None => {}
             }
@@ -194,13 +199,13 @@ impl Reconciler {
             "teardown has waited {} {waiting}",
             crate::duration::format(Duration::from_secs((now - started) as u64))
         );
-        tracing::warn!(repo = %row.repo, number = row.number, %message, "teardown stuck");
+        tracing::warn!(preview = %row.key, %message, "teardown stuck");
         self.metrics.stuck_teardown();
         // With the state that stops it being told again: one commit.
         let seen = plan::Observation {
             state: ObservedState::TeardownStuck,
             message: Some(&message),
-            history: Some("teardown_stuck"),
+            history: Some(HistoryKind::TeardownStuck),
             ready_at_seed: None,
         };
         db::record_state(&self.db, row.id, &seen, now).await

@@ -10,7 +10,7 @@ use crate::config::DatabaseMode;
 use crate::db::{self, PreviewRow, TemplateRow};
 use crate::naming::Names;
 use crate::plan::{Health, Observed};
-use crate::preview::{CloneSource, PreviewKey, RepoName};
+use crate::preview::{CloneSource, HistoryKind, PreviewKey, RepoName};
 use crate::render::SealedSecret;
 use crate::render::template::{self as rendering, Generation};
 use crate::sink::Owner;
@@ -52,7 +52,7 @@ impl Reconciler {
                 id: row.id,
                 generation: row.generation,
                 base_sha: row.base_sha.clone(),
-                state: GenState::parse(&row.state).context("unknown template state")?,
+                state: row.state,
                 created_at: row.created_at,
                 clones_pending: db::clones_pending(&self.pool, repo, row.generation).await?,
             });
@@ -69,7 +69,8 @@ impl Reconciler {
                 crate::duration::format(decide::BUILD_DEADLINE)
             );
             tracing::warn!(repo, error = %message, "template build timed out");
-            db::set_generation_state(&self.pool, *id, "failed", Some(&message), now).await?;
+            db::set_generation_state(&self.pool, *id, GenState::Failed, Some(&message), now)
+                .await?;
         }
         // A template destroyed while a preview still waits to clone it: that preview is
         // seeded instead (a clone that already ran stays; its seed record makes the seed a
@@ -89,7 +90,7 @@ impl Reconciler {
         for row in db::generations(&self.pool, repo).await? {
             if plan.retire.contains(&row.id) {
                 self.retire_generation(&name, &row, now).await?;
-            } else if row.state == GenState::Building.as_str() {
+            } else if row.state == GenState::Building {
                 self.build_generation(&name, &row, now).await?;
             }
         }
@@ -218,13 +219,14 @@ impl Reconciler {
         };
         match verdict {
             Some(Ok(())) => {
-                db::set_generation_state(&self.pool, row.id, "ready", None, now).await?;
+                db::set_generation_state(&self.pool, row.id, GenState::Ready, None, now).await?;
                 tracing::info!(%repo, generation = row.generation, "template generation ready");
             }
             Some(Err(message)) => {
                 let message = format!("generation {} failed to build: {message}", row.generation);
                 tracing::warn!(%repo, error = %message, "template build failed; previews keep the current generation or seed");
-                db::set_generation_state(&self.pool, row.id, "failed", Some(&message), now).await?;
+                db::set_generation_state(&self.pool, row.id, GenState::Failed, Some(&message), now)
+                    .await?;
             }
             None => {}
         }
@@ -240,9 +242,15 @@ impl Reconciler {
         now: i64,
     ) -> anyhow::Result<()> {
         let (_, names, owner) = self.generation_of(row).await?;
-        if row.state != GenState::Retiring.as_str() {
-            db::set_generation_state(&self.pool, row.id, "retiring", row.message.as_deref(), now)
-                .await?;
+        if row.state != GenState::Retiring {
+            db::set_generation_state(
+                &self.pool,
+                row.id,
+                GenState::Retiring,
+                row.message.as_deref(),
+                now,
+            )
+            .await?;
         }
         let mut observed = self.observe(&names.application, &owner).await?;
         if matches!(observed, Observed::Present { .. }) {
@@ -338,7 +346,7 @@ impl Reconciler {
             if templated {
                 db::template_used(&self.pool, key.repo.as_str(), now).await?;
                 if cloned.is_none() {
-                    let building = rows.iter().find(|g| g.state == GenState::Building.as_str());
+                    let building = rows.iter().find(|g| g.state == GenState::Building);
                     let why = match (current, building) {
                         (Some(g), _) => format!(
                             "seeded: template generation {} lives on cluster {}'s database server",
@@ -350,7 +358,7 @@ impl Reconciler {
                         ),
                         (None, None) => "seeded: no template generation is ready".into(),
                     };
-                    db::add_history_now(&self.pool, &row.repo, row.number, "template", &why, now)
+                    db::add_history_now(&self.pool, &row.key, HistoryKind::Template, &why, now)
                         .await?;
                 }
             }
@@ -377,7 +385,7 @@ impl Reconciler {
 /// The generation previews clone now: the newest ready one of the recorded rows.
 fn current_of(rows: &[TemplateRow]) -> Option<&TemplateRow> {
     rows.iter()
-        .filter(|g| g.state == GenState::Ready.as_str())
+        .filter(|g| g.state == GenState::Ready)
         .max_by_key(|g| g.generation)
 }
 

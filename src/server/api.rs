@@ -85,7 +85,7 @@ pub async fn destroy(
     }
     let Path((owner, repo, number)) = path?;
     let repo = format!("{owner}/{repo}").to_ascii_lowercase();
-    let asked = db::request_destroy(&app.pool, &repo, i64::from(number), "api", app.clock.now())
+    let asked = db::request_destroy(&app.pool, &repo, number, "api", app.clock.now())
         .await
         .map_err(|e| Error::State(e.into()))?;
     match asked {

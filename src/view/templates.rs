@@ -5,12 +5,13 @@ use serde::Serialize;
 use sqlx::SqlitePool;
 
 use crate::db;
+use crate::preview::GenState;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Template {
     pub repo: String,
     pub generation: i64,
-    pub state: String,
+    pub state: GenState,
     pub base_sha: String,
     pub cluster: String,
     pub database: String,

@@ -223,7 +223,7 @@ fn a_close_records_its_reason_and_its_time() {
     let closed = change(PrAction::Closed { merged: true }, 1_100);
     let ended = merge(Some(&stored()), None, &closed, NOW).unwrap();
     assert_eq!(ended.desired, Desired::Absent);
-    assert_eq!(ended.end_reason.as_deref(), Some("merged"));
+    assert_eq!(ended.end_reason, Some(EndReason::Merged));
     assert_eq!((ended.pr_updated_at, ended.updated_at), (1_100, NOW));
     assert_eq!(ended.expires_at, stored().expires_at, "no clock restarts");
 }
@@ -232,7 +232,7 @@ fn a_close_records_its_reason_and_its_time() {
 fn an_edit_refreshes_the_details_but_neither_the_state_nor_the_event_clock() {
     let old = StoredPr {
         desired: Desired::Absent,
-        end_reason: Some("closed".into()),
+        end_reason: Some(EndReason::Closed),
         ..stored()
     };
     let edit = change_of(PullRequestEvent {
@@ -246,7 +246,7 @@ fn an_edit_refreshes_the_details_but_neither_the_state_nor_the_event_clock() {
         ("Search, faster", true)
     );
     assert_eq!(edited.desired, Desired::Absent);
-    assert_eq!(edited.end_reason.as_deref(), Some("closed"));
+    assert_eq!(edited.end_reason, Some(EndReason::Closed));
     assert_eq!(edited.pr_updated_at, 1_000, "an older close still applies");
     let older_close = change(PrAction::Closed { merged: false }, 1_200);
     assert!(merge(Some(&edited), None, &older_close, NOW).is_some());

@@ -3,6 +3,7 @@
 //! carries it out (`reconcile::templates`); nothing here touches the world.
 
 use crate::config::TemplatePolicy;
+pub use crate::preview::GenState;
 
 /// One recorded generation, as deciding needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,35 +15,6 @@ pub struct Gen {
     pub created_at: i64,
     /// Previews whose clone of it is decided but not seen done.
     pub clones_pending: i64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GenState {
-    Building,
-    Ready,
-    Failed,
-    Retiring,
-}
-
-impl GenState {
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "building" => Self::Building,
-            "ready" => Self::Ready,
-            "failed" => Self::Failed,
-            "retiring" => Self::Retiring,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Building => "building",
-            Self::Ready => "ready",
-            Self::Failed => "failed",
-            Self::Retiring => "retiring",
-        }
-    }
 }
 
 /// What is known of the repository's template besides its generations.

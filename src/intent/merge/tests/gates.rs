@@ -61,7 +61,7 @@ fn removing_the_trigger_label_tears_the_preview_down_saying_why() {
     let unlabel = change_under(LABEL, labeled(PrAction::Unlabeled, 1_100, &[]));
     let new = merge(Some(&old), None, &unlabel, NOW).unwrap();
     assert_eq!(new.desired, Desired::Absent);
-    assert_eq!(new.end_reason.as_deref(), Some("unlabeled"));
+    assert_eq!(new.end_reason, Some(EndReason::Unlabeled));
 }
 
 #[test]
@@ -91,8 +91,8 @@ fn a_push_without_the_label_while_the_preview_is_torn_down_keeps_it_ending() {
     ] {
         let new = merge(Some(&ending), None, &change_under(LABEL, later), NOW).unwrap();
         assert_eq!(
-            (new.desired, new.end_reason.as_deref()),
-            (Desired::Absent, Some("unlabeled"))
+            (new.desired, new.end_reason),
+            (Desired::Absent, Some(EndReason::Unlabeled))
         );
     }
     // The label back before the teardown finished: the preview comes back.
