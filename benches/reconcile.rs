@@ -158,7 +158,7 @@ async fn throughput(dir: &Path, previews: usize) {
             dir.join("throughput"),
         ));
         Arc::new(previewd::reconcile::Reconciler::new(
-            app.pool.clone(),
+            app.state.clone(),
             config.clone(),
             sink,
             certs,

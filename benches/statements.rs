@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use previewd::db::{self, Inline};
+use previewd::db::{self, State};
 use previewd::plan::Observation;
 use previewd::preview::ObservedState;
 
@@ -88,7 +88,7 @@ fn main() {
             .unwrap();
         }
         tx.commit().await.unwrap();
-        let inline = Inline::of(&pool);
+        let state = State::from(&pool);
         // The query `db::preview_row` runs, as the pool ran it before (issue #17).
         let row_sql = "SELECT id, repo, number, title, author, head_sha, fork, approved_sha, desired, observed,
              end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
@@ -106,7 +106,7 @@ fn main() {
             })
             .await;
             let by_inline = measure(reads, |id| {
-                let row = db::preview_row(&inline, id).unwrap();
+                let row = db::preview_row(&state, id).unwrap();
                 assert!(row.is_some());
                 std::future::ready(())
             })
@@ -116,7 +116,7 @@ fn main() {
             let by_pool = measure(writes, |id| {
                 let pool = pool.clone();
                 async move {
-                    let mut tx = db::begin_write(&pool).await.unwrap();
+                    let mut tx = db::begin_write(&State::from(&pool)).await.unwrap();
                     sqlx::query("UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1")
                         .bind(id)
                         .bind("syncing")
@@ -130,7 +130,7 @@ fn main() {
             })
             .await;
             let by_inline = measure(writes, |id| {
-                let inline = inline.clone();
+                let state = state.clone();
                 async move {
                     let seen = Observation {
                         state: ObservedState::Syncing,
@@ -138,7 +138,7 @@ fn main() {
                         history: None,
                         ready_at_seed: None,
                     };
-                    db::record_state(&inline, id, &seen, NOW).await.unwrap();
+                    db::record_state(&state, id, &seen, NOW).await.unwrap();
                 }
             })
             .await;

@@ -227,10 +227,10 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 
 /// `previewd sweep [--dry-run]`: one pass under the lease; the plan is printed either way.
 async fn sweep(config: Config, dry_run: bool) -> anyhow::Result<()> {
-    let pool = crate::db::open(&config.state).await?;
+    let state = crate::db::State::open(&config.state).await?;
     let sink = crate::sink::Sink::from_config(&config).await?;
     let clock = std::sync::Arc::new(crate::clock::SystemClock);
-    let sweeper = crate::sweep::Sweeper::new(pool, config.clone(), clock).with_sink(sink);
+    let sweeper = crate::sweep::Sweeper::new(state, config.clone(), clock).with_sink(sink);
     let mode = if dry_run {
         crate::sweep::Pass::DryRun
     } else {

@@ -8,10 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use rsa::PrivateKey;
 use rsa::pkcs8::{EncodePrivateKey, LineEnding};
-use sqlx::SqlitePool;
 
 use crate::config::{Cluster, Config};
-use crate::preview::HistoryKind;
 use crate::seal::SealingCert;
 
 /// The local key pair is RSA-4096 with a 10-year certificate, like the controller's own.
@@ -240,70 +238,35 @@ fn sync_dir(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What a rotation check did for one cluster.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Rotation {
-    FirstSeen,
-    Unchanged,
-    /// The certificate changed: this many live previews keep what was sealed for the old one.
-    Renewed {
-        previews: u64,
-    },
-}
+pub use crate::db::Rotation;
 
 /// Records `cert` for `cluster`; when it differs from the one seen before, says so in the
-/// history of each of the cluster's live previews. Their sealed values stay as they are: the
-/// sealed-secrets controller keeps every key it ever had (a renewal adds one) and still opens
-/// them, while re-sealing would mean new database passwords that the running pods do not
-/// have. Only values sealed from now on use the new certificate. One transaction.
+/// history of each of the cluster's live previews (`db::record_sealing_cert`). Their sealed
+/// values stay as they are: the sealed-secrets controller keeps every key it ever had (a
+/// renewal adds one) and still opens them, while re-sealing would mean new database
+/// passwords that the running pods do not have. Only values sealed from now on use the new
+/// certificate.
 pub async fn check_rotation(
-    pool: &SqlitePool,
+    state: &crate::db::State,
     cluster: &str,
     cert: &SealingCert,
     now: i64,
 ) -> anyhow::Result<Rotation> {
-    let mut tx = crate::db::begin_write(pool).await?;
-    let previous = sqlx::query_scalar!(
-        "SELECT fingerprint FROM cluster_certs WHERE cluster = ?1",
-        cluster
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    sqlx::query!(
-        "INSERT INTO cluster_certs (cluster, fingerprint, not_after, seen_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (cluster) DO UPDATE SET fingerprint = ?2, not_after = ?3, seen_at = ?4",
+    let rotation = crate::db::record_sealing_cert(
+        state,
         cluster,
-        cert.fingerprint,
+        cert.fingerprint.as_str(),
         cert.not_after,
         now,
     )
-    .execute(&mut *tx)
     .await?;
-    let rotation = match previous {
-        None => Rotation::FirstSeen,
-        Some(old) if old == cert.fingerprint => Rotation::Unchanged,
-        Some(old) => {
-            let reason = format!(
-                "cluster {cluster} sealing key changed from {old} to {}: sealed values kept (the controller keeps its old keys); new ones are sealed for the new key",
-                cert.fingerprint
-            );
-            let previews = crate::db::history::add_for_sealed_on(
-                &mut tx,
-                cluster,
-                HistoryKind::Resealed,
-                &reason,
-                now,
-            )
-            .await?;
-            tracing::warn!(
-                cluster,
-                previews,
-                "sealing certificate changed: live previews keep their sealed values"
-            );
-            Rotation::Renewed { previews }
-        }
-    };
-    tx.commit().await?;
+    if let Rotation::Renewed { previews } = rotation {
+        tracing::warn!(
+            cluster,
+            previews,
+            "sealing certificate changed: live previews keep their sealed values"
+        );
+    }
     Ok(rotation)
 }
 

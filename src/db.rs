@@ -62,11 +62,13 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
 /// busy handler only runs for a transaction that holds no lock yet (sqlite3.c 3.46,
 /// `sqlite3BtreeBeginTrans`: the retry loop requires `pBt->inTransaction==TRANS_NONE`).
 /// `BEGIN IMMEDIATE` takes the write lock up front, so it waits the busy timeout instead.
-pub async fn begin_write(pool: &SqlitePool) -> sqlx::Result<sqlx::Transaction<'static, Sqlite>> {
+pub async fn begin_write(state: &State) -> sqlx::Result<sqlx::Transaction<'static, Sqlite>> {
+    let pool = state.pool();
     pool.begin_with("BEGIN IMMEDIATE").await
 }
 
-pub async fn ping(pool: &SqlitePool) -> sqlx::Result<()> {
+pub async fn ping(state: &State) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query_scalar!("SELECT 1 AS one")
         .fetch_one(pool)
         .await
@@ -100,6 +102,7 @@ pub struct DeliveryRow<'a> {
     pub received_at: i64,
 }
 
+mod certs;
 mod connection;
 mod file;
 mod gates;
@@ -110,10 +113,12 @@ mod ledger;
 mod lock;
 mod placement;
 mod previews;
+mod state;
 mod sweep;
 mod templates;
 mod views;
 pub mod write;
+pub use certs::{Rotation, record_sealing_cert};
 pub use connection::{is_busy, is_busy_error};
 pub use file::*;
 pub use gates::*;
@@ -124,6 +129,7 @@ pub use ledger::*;
 pub use lock::WriteLock;
 pub use placement::*;
 pub use previews::*;
+pub use state::State;
 pub use sweep::*;
 pub use templates::*;
 pub use views::*;
@@ -140,7 +146,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         let pool = open(&path).await.unwrap();
-        let mut holder = begin_write(&pool).await.unwrap();
+        let mut holder = begin_write(&State::from(&pool)).await.unwrap();
         holder.execute("DELETE FROM leases").await.unwrap();
         let mut other = SqliteConnection::connect_with(
             &connection::options(&path).busy_timeout(Duration::ZERO),
@@ -168,7 +174,7 @@ mod tests {
             finals: false,
             notices: false,
         };
-        assert_eq!(owed(&Inline::of(&pool)).unwrap(), nothing);
+        assert_eq!(owed(&State::from(&pool)).unwrap(), nothing);
         let run = |sql: &'static str| {
             let pool = pool.clone();
             async move { pool.execute(sql).await.unwrap() }
@@ -183,11 +189,11 @@ mod tests {
         )
         .await;
         run("INSERT INTO github_threads (repo, number, final_pending, updated_at) VALUES ('acme/api', 1, 0, 0)").await;
-        assert_eq!(owed(&Inline::of(&pool)).unwrap(), nothing);
+        assert_eq!(owed(&State::from(&pool)).unwrap(), nothing);
         run("INSERT INTO commands (repo, number, comment_id, actor, association, line, status, created_at, answered)
              VALUES ('acme/api', 1, 2, 'dev', 'OWNER', '/preview keep', 'done', 0, 0)").await;
         assert_eq!(
-            owed(&Inline::of(&pool)).unwrap(),
+            owed(&State::from(&pool)).unwrap(),
             Owed {
                 commands: true,
                 ..nothing
@@ -201,7 +207,7 @@ mod tests {
         )
         .await;
         assert_eq!(
-            owed(&Inline::of(&pool)).unwrap(),
+            owed(&State::from(&pool)).unwrap(),
             Owed {
                 commands: true,
                 ..nothing
@@ -211,7 +217,7 @@ mod tests {
         run("DELETE FROM commands").await;
         run("UPDATE github_threads SET final_pending = 1").await;
         assert_eq!(
-            owed(&Inline::of(&pool)).unwrap(),
+            owed(&State::from(&pool)).unwrap(),
             Owed {
                 finals: true,
                 ..nothing
@@ -220,7 +226,7 @@ mod tests {
         run("UPDATE github_threads SET given_up = 0").await;
         run("INSERT INTO notices (repo, number, kind, body, created_at) VALUES ('acme/api', 1, 'expiry_warning', 'soon', 0)").await;
         assert_eq!(
-            owed(&Inline::of(&pool)).unwrap(),
+            owed(&State::from(&pool)).unwrap(),
             Owed {
                 notices: true,
                 ..nothing
@@ -247,32 +253,42 @@ mod tests {
             number: 1,
             ..Thread::default()
         };
-        save_thread(&Inline::of(&pool), &read, 1).await.unwrap();
-        assert!(forget_preview(&pool, 7, "closed", 10).await.unwrap());
+        save_thread(&State::from(&pool), &read, 1).await.unwrap();
+        assert!(
+            forget_preview(&State::from(&pool), 7, "closed", 10)
+                .await
+                .unwrap()
+        );
         let posted = Thread {
             head_sha: Some("abc".into()),
             body_hash: Some("tearing down".into()),
             ..read
         };
-        save_thread(&Inline::of(&pool), &posted, 11).await.unwrap();
+        save_thread(&State::from(&pool), &posted, 11).await.unwrap();
         assert!(
-            owed(&Inline::of(&pool)).unwrap().finals,
+            owed(&State::from(&pool)).unwrap().finals,
             "the destroyed report is still owed"
         );
-        let saved = thread(&Inline::of(&pool), "acme/api", 1).unwrap().unwrap();
+        let saved = thread(&State::from(&pool), "acme/api", 1).unwrap().unwrap();
         assert_eq!(
             saved.body_hash.as_deref(),
             Some("tearing down"),
             "what was posted is kept"
         );
         // Said: not owed any more; a final posted for another ending clears nothing.
-        final_posted(&pool, "acme/api", 1, Some(EndReason::Merged), 12)
+        final_posted(
+            &State::from(&pool),
+            "acme/api",
+            1,
+            Some(EndReason::Merged),
+            12,
+        )
+        .await
+        .unwrap();
+        assert!(owed(&State::from(&pool)).unwrap().finals);
+        final_posted(&State::from(&pool), "acme/api", 1, saved.end_reason, 12)
             .await
             .unwrap();
-        assert!(owed(&Inline::of(&pool)).unwrap().finals);
-        final_posted(&pool, "acme/api", 1, saved.end_reason, 12)
-            .await
-            .unwrap();
-        assert!(!owed(&Inline::of(&pool)).unwrap().finals);
+        assert!(!owed(&State::from(&pool)).unwrap().finals);
     }
 }

@@ -10,7 +10,6 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::SqlitePool;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -35,9 +34,7 @@ pub const ANSWERS_PER_HOUR: i64 = 30;
 pub const OUTSIDER_ANSWERS_PER_HOUR: i64 = 3;
 
 pub struct Feedback {
-    pub(crate) pool: SqlitePool,
-    /// The same state, for the statements a report runs (`db::Inline`).
-    pub(crate) db: db::Inline,
+    pub(crate) state: db::State,
     pub(crate) config: Config,
     pub(crate) clock: Arc<dyn Clock>,
     /// `None` without credentials: commands still run, nothing is sent.
@@ -52,14 +49,13 @@ pub struct Feedback {
 
 impl Feedback {
     pub fn new(
-        pool: SqlitePool,
+        state: impl Into<db::State>,
         config: Config,
         clock: Arc<dyn Clock>,
         github: Option<Arc<GitHub>>,
     ) -> Self {
         Self {
-            db: db::Inline::of(&pool),
-            pool,
+            state: state.into(),
             config,
             clock,
             github,
@@ -96,7 +92,7 @@ impl Feedback {
             // Looked at once; a failed look owes everything.
             let owed = match all {
                 true => db::Owed::EVERYTHING,
-                false => db::owed(&self.db).unwrap_or(db::Owed::EVERYTHING),
+                false => db::owed(&self.state).unwrap_or(db::Owed::EVERYTHING),
             };
             if owed.commands
                 && let Err(e) = self.obey().await

@@ -435,7 +435,7 @@ fn apply(
             db::add_history(conn, &row)?;
         }
         Change::PullRequest(change) => {
-            let Some(applied) = db::apply_pr_change(conn, change, now)? else {
+            let Some(applied) = apply_pr(conn, change, &delivery.guid, now)? else {
                 let why = if change.create {
                     "a newer event for this PR is already recorded"
                 } else {
@@ -444,28 +444,6 @@ fn apply(
                 return Ok(Applied::outcome(Outcome::Ignored, why));
             };
             moved = applied.moved;
-            let now_wants = applied.desired;
-            // Only a PR that gets a preview (not one opted out, a draft, an unapproved fork)
-            // starts a template.
-            let deployed = now_wants == crate::preview::Desired::Deployed;
-            if let Some(base) = change.template_base.as_ref().filter(|_| deployed) {
-                db::first_template_base(conn, change.pr.key.repo.as_str(), base.as_str(), now)?;
-            }
-            // A redelivery is a delivery (recorded above), not something that happened to
-            // the preview: no history row, which a replay would otherwise add without end.
-            if change.desired.is_some() && !applied.again {
-                let reason = crate::intent::history_reason(change, now_wants);
-                let pr = &change.pr;
-                let row = history(
-                    pr.key.repo.as_str(),
-                    pr.key.number,
-                    change.what,
-                    &pr.sender,
-                    &reason,
-                    Some(pr.head_sha.as_str()),
-                );
-                db::add_history(conn, &row)?;
-            }
         }
         Change::FrozenCommand(command)
             if !db::has_preview(conn, command.key.repo.as_str(), command.key.number)? =>
@@ -508,24 +486,8 @@ fn apply(
         // Matched by commit, never by the PR a payload may name (a status names none): a
         // report counts only for the previews at that very head.
         Change::Check(check) => {
-            let (repo, sha) = (check.repo.as_str(), check.sha.as_str());
-            if db::previews_at(conn, repo, sha)?.is_empty() {
-                return Ok(Applied::outcome(
-                    Outcome::Ignored,
-                    "no preview waits on this commit",
-                ));
-            }
-            match &check.report {
-                Some(report) => {
-                    if db::record_check(conn, repo, sha, report)?.is_empty() {
-                        return Ok(Applied::outcome(
-                            Outcome::Ignored,
-                            "a report as new is already recorded",
-                        ));
-                    }
-                }
-                // A suite names no check: the previews at its head look theirs up.
-                None => db::look_again_at(conn, repo, sha)?,
+            if let Some(ignored) = apply_check(conn, check)? {
+                return Ok(ignored);
             }
         }
     }
@@ -534,6 +496,71 @@ fn apply(
         detail: intent.detail.clone(),
         moved,
     })
+}
+
+/// A PR change with its history row (none for a redelivery: a replay would add one without
+/// end) and, for a PR that now gets a preview, its repository's first template base. `None`:
+/// the state already knows better.
+fn apply_pr(
+    conn: &WriterConnection,
+    change: &crate::intent::PrChange,
+    delivery: &str,
+    now: i64,
+) -> db::Result<Option<db::Applied>> {
+    let Some(applied) = db::apply_pr_change(conn, change, now)? else {
+        return Ok(None);
+    };
+    let now_wants = applied.desired;
+    // Only a PR that gets a preview (not one opted out, a draft, an unapproved fork) starts
+    // a template.
+    let deployed = now_wants == crate::preview::Desired::Deployed;
+    if let Some(base) = change.template_base.as_ref().filter(|_| deployed) {
+        db::first_template_base(conn, change.pr.key.repo.as_str(), base.as_str(), now)?;
+    }
+    if change.desired.is_some() && !applied.again {
+        let reason = crate::intent::history_reason(change, now_wants);
+        let pr = &change.pr;
+        let row = HistoryRow {
+            repo: pr.key.repo.as_str(),
+            number: pr.key.number,
+            what: change.what,
+            actor: &pr.sender,
+            reason: &reason,
+            head_sha: Some(pr.head_sha.as_str()),
+            delivery: Some(delivery),
+            at: now,
+        };
+        db::add_history(conn, &row)?;
+    }
+    Ok(Some(applied))
+}
+
+/// A CI report, matched by commit, never by the PR a payload may name (a status names none):
+/// it counts only for the previews at that very head. `Some`: ignored, and why.
+fn apply_check(
+    conn: &WriterConnection,
+    check: &crate::webhook::CheckEvent,
+) -> db::Result<Option<Applied>> {
+    let (repo, sha) = (check.repo.as_str(), check.sha.as_str());
+    if db::previews_at(conn, repo, sha)?.is_empty() {
+        return Ok(Some(Applied::outcome(
+            Outcome::Ignored,
+            "no preview waits on this commit",
+        )));
+    }
+    match &check.report {
+        Some(report) => {
+            if db::record_check(conn, repo, sha, report)?.is_empty() {
+                return Ok(Some(Applied::outcome(
+                    Outcome::Ignored,
+                    "a report as new is already recorded",
+                )));
+            }
+        }
+        // A suite names no check: the previews at its head look theirs up.
+        None => db::look_again_at(conn, repo, sha)?,
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

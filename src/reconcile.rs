@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use sqlx::SqlitePool;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::ca::PreviewCa;
 use crate::checks::{self, Wait};
@@ -48,9 +48,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const ATTEMPTS: u32 = 3;
 
 pub struct Reconciler {
-    pool: SqlitePool,
-    /// The same state, for the statements of a look (`db::Inline`: no hop to sqlx's threads).
-    db: db::Inline,
+    state: db::State,
     config: Config,
     sink: Sink,
     certs: BTreeMap<String, SealingCert>,
@@ -85,7 +83,7 @@ enum Read {
 
 impl Reconciler {
     pub fn new(
-        pool: SqlitePool,
+        state: impl Into<db::State>,
         config: Config,
         sink: Sink,
         certs: BTreeMap<String, SealingCert>,
@@ -93,8 +91,7 @@ impl Reconciler {
         clock: Arc<dyn Clock>,
     ) -> Self {
         Self {
-            db: db::Inline::of(&pool),
-            pool,
+            state: state.into(),
             config,
             sink,
             certs,
@@ -122,7 +119,7 @@ impl Reconciler {
 
     /// Commits of the state this reconciler made (each an fsync).
     pub fn commits(&self) -> u64 {
-        self.db.commits()
+        self.state.inline_commits()
     }
 
     fn tell_feedback(&self, ids: &[i64], placed: &[i64]) {
@@ -191,7 +188,7 @@ impl Reconciler {
     pub async fn pass_for(self: &Arc<Self>, keys: &BTreeSet<PreviewKey>) -> anyhow::Result<usize> {
         let mut ids = self.place_waiting().await.context("placing previews")?;
         for key in keys {
-            ids.extend(db::preview_id(&self.db, key.repo.as_str(), key.number)?);
+            ids.extend(db::preview_id(&self.state, key.repo.as_str(), key.number)?);
         }
         ids.sort_unstable();
         ids.dedup();
@@ -240,7 +237,7 @@ impl Reconciler {
         let mut ids = Vec::new();
         loop {
             let after = ids.last().copied().unwrap_or(0);
-            let rows = db::preview_rows(&self.db, after, PAGE).context("listing previews")?;
+            let rows = db::preview_rows(&self.state, after, PAGE).context("listing previews")?;
             if rows.is_empty() {
                 break;
             }
@@ -270,7 +267,10 @@ impl Reconciler {
                 return;
             };
             let me = self.clone();
-            running.spawn(async move {
+            // Every event of one preview's look carries its key (recorded once the row is
+            // read: a look by id does not know it before).
+            let span = tracing::info_span!("reconcile", preview = tracing::field::Empty);
+            let look = async move {
                 let _permit = permit;
                 let started = std::time::Instant::now();
                 let (id, result) = match look {
@@ -282,7 +282,8 @@ impl Reconciler {
                 if let Err(e) = result {
                     me.record_failure(id, &e).await;
                 }
-            });
+            };
+            running.spawn(look.instrument(span));
         }
         while running.join_next().await.is_some() {}
     }
@@ -298,7 +299,7 @@ impl Reconciler {
         let message = format!("{error:#}");
         tracing::warn!(preview = id, error = %message, "reconcile failed");
         let now = self.clock.now();
-        if let Ok(Some(row)) = db::preview_row(&self.db, id) {
+        if let Ok(Some(row)) = db::preview_row(&self.state, id) {
             // One history row per distinct error, not one per retry: it commits with the
             // state that remembers the error.
             let seen = plan::Observation {
@@ -308,13 +309,13 @@ impl Reconciler {
                     .then_some(HistoryKind::Error),
                 ready_at_seed: None,
             };
-            let _ = db::record_state(&self.db, id, &seen, now).await;
+            let _ = db::record_state(&self.state, id, &seen, now).await;
         }
     }
 
     /// The next step for one preview.
     pub async fn reconcile(&self, id: i64) -> anyhow::Result<()> {
-        let Some(row) = db::preview_row(&self.db, id)? else {
+        let Some(row) = db::preview_row(&self.state, id)? else {
             self.settled(id);
             self.memo.forget(id);
             return Ok(());
@@ -338,6 +339,7 @@ impl Reconciler {
     async fn reconcile_row(&self, row: PreviewRow, read: Read) -> anyhow::Result<()> {
         let id = row.id;
         let key = row.key.clone();
+        tracing::Span::current().record("preview", tracing::field::display(&key));
         let names = self.names_of(&row, &key).await?;
         let owner = Owner::preview(&names, key.number, self.instance().await?);
         let now = self.clock.now();
@@ -346,7 +348,7 @@ impl Reconciler {
             return self.tear_down(&row, &names, &owner, now).await;
         }
         if row.teardown_started_at.is_some() {
-            db::clear_teardown(&self.pool, id).await?;
+            db::clear_teardown(&self.state, id).await?;
         }
         if self.config.policy_for(&key.repo).is_none() {
             return self.keep_frozen(&row, &key, &names, &owner, now).await;
@@ -374,7 +376,7 @@ impl Reconciler {
             return Ok(());
         };
         if looked.step.writes() && read == Read::Earlier {
-            let now_row = db::preview_row(&self.db, id)?;
+            let now_row = db::preview_row(&self.state, id)?;
             if !now_row.is_some_and(|now_row| row.unchanged_in(&now_row)) {
                 // Changed since the page was read: decided again on what it is now.
                 return Box::pin(self.reconcile(id)).await;
@@ -403,7 +405,7 @@ impl Reconciler {
         {
             return Ok(Wait::Passed);
         }
-        let reports = db::checks_of(&self.db, row.key.repo.as_str(), &row.head_sha)?;
+        let reports = db::checks_of(&self.state, row.key.repo.as_str(), &row.head_sha)?;
         Ok(checks::verdict(wait_for, &reports))
     }
 }

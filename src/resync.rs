@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::SqlitePool;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -23,7 +23,7 @@ use crate::preview::{PreviewKey, RepoName};
 use crate::webhook::{Delivery, Event, PrAction, PullRequestEvent};
 
 pub struct Resync {
-    pool: SqlitePool,
+    state: crate::db::State,
     config: Config,
     clock: Arc<dyn Clock>,
     /// Lists the open PRs.
@@ -34,14 +34,14 @@ pub struct Resync {
 
 impl Resync {
     pub fn new(
-        pool: SqlitePool,
+        state: impl Into<crate::db::State>,
         config: Config,
         clock: Arc<dyn Clock>,
         github: Arc<GitHub>,
         intake: Intake,
     ) -> Self {
         Self {
-            pool,
+            state: state.into(),
             config,
             clock,
             github,
@@ -64,7 +64,7 @@ impl Resync {
             }
             // Cut short by shutdown, a pass leaves nothing half done: each PR is one delivery.
             let result = tokio::select! {
-                result = self.pass() => result,
+                result = self.pass().instrument(tracing::info_span!("resync")) => result,
                 () = cancel.cancelled() => return,
             };
             if let Err(e) = result {
@@ -80,14 +80,14 @@ impl Resync {
         let (github, intake) = (&self.github, &self.intake);
         // Each preview waiting for CI looks its head's checks up once per resync (the
         // feedback worker asks), so a lost check webhook never leaves it waiting for ever.
-        let waiting = db::look_again_at_checks(&self.pool).await?;
+        let waiting = db::look_again_at_checks(&self.state).await?;
         if waiting > 0 {
             tracing::debug!(
                 waiting,
                 "previews waiting for CI look their checks up again"
             );
         }
-        let tracked = db::tracked_pulls(&self.pool).await?;
+        let tracked = db::tracked_pulls(&self.state).await?;
         let mut repos: BTreeSet<String> = self
             .config
             .repos
@@ -97,7 +97,7 @@ impl Resync {
         // Without [[repos]], every repository previewd has heard of (refused ones excluded by
         // intake's own allow-list check when their events are recorded).
         if self.config.repos.is_empty() {
-            repos.extend(db::known_repos(&self.pool).await?);
+            repos.extend(db::known_repos(&self.state).await?);
         }
         repos.extend(tracked.iter().map(|t| t.repo.clone()));
         let mut recorded = 0;
@@ -181,7 +181,7 @@ impl Resync {
     /// ended because the PR closed comes back: the PR was reopened while a webhook was lost.)
     /// Read from `closed_prs`, which retention keeps: history of a long-gone preview is not.
     async fn ended_on_purpose(&self, repo: &str, pull: &PullInfo) -> anyhow::Result<bool> {
-        let ended = db::ended_on_purpose_at(&self.pool, repo, i64::from(pull.number)).await?;
+        let ended = db::ended_on_purpose_at(&self.state, repo, i64::from(pull.number)).await?;
         Ok(ended.as_deref() == Some(pull.head_sha.as_str()))
     }
 }

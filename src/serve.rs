@@ -30,13 +30,13 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
     if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let pool = db::open(&config.state).await?;
+    let state = db::State::open(&config.state).await?;
     let (work, pending) = crate::work::channel();
     let (intake, writer) =
         Intake::start(db::write::open(&config.state)?, clock.clone(), work.clone());
     let app = Arc::new(App {
         config,
-        pool,
+        state,
         intake,
         clock,
         work,
@@ -81,7 +81,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
     let feedback = Arc::new(
         crate::feedback::Feedback::new(
-            app.pool.clone(),
+            app.state.clone(),
             app.config.clone(),
             app.clock.clone(),
             github.clone(),
@@ -107,7 +107,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         "previewd is serving"
     );
     let sweeper =
-        crate::sweep::Sweeper::new(app.pool.clone(), app.config.clone(), app.clock.clone())
+        crate::sweep::Sweeper::new(app.state.clone(), app.config.clone(), app.clock.clone())
             .with_sink(sink)
             .notifying(app.work.clone())
             .with_metrics(app.metrics.clone());
@@ -116,7 +116,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // intake, which tells the reconciler.
     let resyncing = github.map(|github| {
         let resync = crate::resync::Resync::new(
-            app.pool.clone(),
+            app.state.clone(),
             app.config.clone(),
             app.clock.clone(),
             github,
@@ -205,7 +205,7 @@ async fn reconciler(
         crate::clusters::sealing_certs(&app.config, now, crate::clusters::LocalKeys::Create)
     {
         let cert = cert?;
-        let rotation = crate::clusters::check_rotation(&app.pool, &cluster, &cert, now).await?;
+        let rotation = crate::clusters::check_rotation(&app.state, &cluster, &cert, now).await?;
         tracing::info!(%cluster, fingerprint = %cert.fingerprint, ?rotation, "sealing certificate");
         certs.insert(cluster, cert);
     }
@@ -225,7 +225,7 @@ async fn reconciler(
         }
     }
     Ok(crate::reconcile::Reconciler::new(
-        app.pool.clone(),
+        app.state.clone(),
         app.config.clone(),
         sink,
         certs,

@@ -147,7 +147,7 @@ pub fn is_local_host(host: &str, public_url: Option<&str>) -> bool {
 
 /// Prometheus text, with the previews counted from the state now.
 async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Error> {
-    let counts = db::preview_counts(&app.pool)
+    let counts = db::preview_counts(&app.state)
         .await
         .map_err(|e| Error::NotReady(format!("database: {e}")))?;
     let previews = crate::view::counts(counts);
@@ -212,7 +212,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, Error> {
     if !app.intake.is_running() {
         return Err(Error::NotReady("writer: stopped".into()));
     }
-    match tokio::time::timeout(Duration::from_secs(2), db::ping(&app.pool)).await {
+    match tokio::time::timeout(Duration::from_secs(2), db::ping(&app.state)).await {
         Ok(Ok(())) => Ok("ready\n"),
         Ok(Err(e)) => Err(Error::NotReady(format!("database: {e}"))),
         Err(_) => Err(Error::NotReady("database: timed out".into())),

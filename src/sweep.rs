@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::SqlitePool;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clock::Clock;
 use crate::comment;
@@ -138,7 +138,7 @@ pub struct Report {
 }
 
 pub struct Sweeper {
-    pool: SqlitePool,
+    state: db::State,
     config: Config,
     clock: Arc<dyn Clock>,
     sink: Option<Sink>,
@@ -151,9 +151,9 @@ pub struct Sweeper {
 }
 
 impl Sweeper {
-    pub fn new(pool: SqlitePool, config: Config, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(state: impl Into<db::State>, config: Config, clock: Arc<dyn Clock>) -> Self {
         Self {
-            pool,
+            state: state.into(),
             config,
             clock,
             sink: None,
@@ -200,7 +200,11 @@ impl Sweeper {
 
     /// One pass, its outcome logged: a failed pass is tried again at the next tick.
     async fn pass_logged(&self) {
-        match self.pass(Pass::Record).await {
+        match self
+            .pass(Pass::Record)
+            .instrument(tracing::info_span!("sweep"))
+            .await
+        {
             Ok(Some((_, report))) if report != Report::default() => {
                 tracing::info!(?report, "swept");
             }
@@ -219,7 +223,7 @@ impl Sweeper {
             let plan = self.plan(now, Orphans::Look).await?;
             return Ok(Some((plan, Report::default())));
         }
-        if !db::take_lease(&self.pool, LEASE, &self.holder, now + LEASE_FOR, now).await? {
+        if !db::take_lease(&self.state, LEASE, &self.holder, now + LEASE_FOR, now).await? {
             tracing::debug!("another sweeper holds the lease; skipping this pass");
             return Ok(None);
         }
@@ -238,7 +242,7 @@ impl Sweeper {
             anyhow::Ok((plan, report))
         }
         .await;
-        db::release_lease(&self.pool, LEASE, &self.holder).await?;
+        db::release_lease(&self.state, LEASE, &self.holder).await?;
         self.metrics.swept(started.elapsed());
         result.map(Some)
     }
@@ -258,7 +262,7 @@ impl Sweeper {
             forget_before: now.saturating_sub(RETENTION.max(delivery_retention)),
             ..Plan::default()
         };
-        for row in db::due_before(&self.pool, now.saturating_add(longest_warning)).await? {
+        for row in db::due_before(&self.state, now.saturating_add(longest_warning)).await? {
             let policy = self
                 .config
                 .policy_for(&row.repo)
@@ -301,14 +305,14 @@ impl Sweeper {
                 .iter()
                 .map(|(row, reason)| (row.id, reason.as_str()))
                 .collect();
-            let expired = db::expire(&self.pool, &due, now).await?;
+            let expired = db::expire(&self.state, &due, now).await?;
             report.expired += expired.len();
             for (row, _) in batch.iter().filter(|(row, _)| expired.contains(&row.id)) {
                 self.notify(row.key());
             }
         }
         for (row, reason, notice) in &plan.warn {
-            if db::warn(&self.pool, row, reason, notice, now).await? {
+            if db::warn(&self.state, row, reason, notice, now).await? {
                 report.warned += 1;
                 self.notify(row.key());
             }
@@ -318,7 +322,7 @@ impl Sweeper {
         // instance on the same Argo CD) would make every Application look orphaned.
         let mut removable = self.config.remove_orphans && !plan.orphans.is_empty();
         if removable {
-            let tracked = db::preview_keys(&self.pool).await?.len();
+            let tracked = db::preview_keys(&self.state).await?.len();
             removable = tracked > 0 && plan.orphans.len() <= tracked / 2 + 1;
             if !removable {
                 tracing::warn!(
@@ -349,7 +353,7 @@ impl Sweeper {
                 remove.push(name.clone());
             }
         }
-        report.orphans_recorded = db::record_orphans(&self.pool, &remove, now).await?;
+        report.orphans_recorded = db::record_orphans(&self.state, &remove, now).await?;
         Ok(report)
     }
 
@@ -357,7 +361,7 @@ impl Sweeper {
     /// delivery records past theirs, and each recently busy PR's history beyond the cap.
     async fn forget(&self, plan: &Plan, now: i64, report: &mut Report) -> anyhow::Result<()> {
         // CI reports on commits no live preview is at any more.
-        report.forgotten += db::prune_checks(&self.pool).await?;
+        report.forgotten += db::prune_checks(&self.state).await?;
         for what in db::Retained::ALL {
             let cutoff = match what {
                 db::Retained::Deliveries => plan.prune_before,
@@ -366,7 +370,7 @@ impl Sweeper {
             let mut deleted = 0;
             for _ in 0..BATCHES_PER_PASS {
                 let n = db::forget_batch(
-                    &self.pool,
+                    &self.state,
                     what,
                     cutoff,
                     BATCH,
@@ -386,9 +390,9 @@ impl Sweeper {
             }
         }
         let since = now - CAP_LOOKBACK.max(2 * secs(self.config.sweep_interval));
-        for (repo, number) in db::over_cap(&self.pool, since, HISTORY_CAP, BATCH).await? {
+        for (repo, number) in db::over_cap(&self.state, since, HISTORY_CAP, BATCH).await? {
             for _ in 0..BATCHES_PER_PASS {
-                let n = db::cap_history(&self.pool, &repo, number, HISTORY_CAP, BATCH).await?;
+                let n = db::cap_history(&self.state, &repo, number, HISTORY_CAP, BATCH).await?;
                 report.forgotten += n;
                 if n < BATCH as u64 {
                     break;
@@ -404,12 +408,12 @@ impl Sweeper {
         let Some(sink) = &self.sink else {
             return Ok(Vec::new());
         };
-        let instance = db::instance_id(&self.pool).await?;
+        let instance = db::instance_id(&self.state).await?;
         let listed = sink.list(&instance).await?;
         if listed.is_empty() {
             return Ok(Vec::new());
         }
-        let owned = owned_names(&self.pool, &self.config).await?;
+        let owned = owned_names(&self.state, &self.config).await?;
         Ok(listed
             .into_iter()
             .filter(|name| !owned.contains(name))
@@ -427,11 +431,11 @@ impl Sweeper {
 /// unreadable record owns nothing, so is never counted as orphaned by error: it is an error,
 /// which leaves the whole pass without removals.
 pub(crate) async fn owned_names(
-    pool: &SqlitePool,
+    state: &crate::db::State,
     config: &Config,
 ) -> anyhow::Result<BTreeSet<String>> {
     let mut owned = BTreeSet::new();
-    for (repo, number, names) in db::preview_names(pool).await? {
+    for (repo, number, names) in db::preview_names(state).await? {
         let (Ok(repo), Ok(number)) = (repo.parse(), u32::try_from(number)) else {
             continue;
         };
@@ -446,8 +450,8 @@ pub(crate) async fn owned_names(
     }
     // Template generations' Applications (#16) are owned by their recorded rows: every one,
     // never the API's capped listing (a generation left out would look orphaned).
-    for repo in db::template_repos(pool).await? {
-        for row in db::generations(pool, &repo).await? {
+    for repo in db::template_repos(state).await? {
+        for row in db::generations(state, &repo).await? {
             owned.insert(row.names()?.application);
         }
     }

@@ -160,7 +160,14 @@ async fn a_destroy_that_reads_then_writes_waits_for_another_writer_instead_of_fa
         hold_the_write_lock(&app, "UPDATE previews SET title = 'held' WHERE number = 2").await;
     let pool = app.pool().clone();
     let destroy = tokio::spawn(async move {
-        previewd::db::request_destroy(&pool, "codertocat/hello-world", 2, "api", common::NOW).await
+        previewd::db::request_destroy(
+            &previewd::db::State::from(&pool),
+            "codertocat/hello-world",
+            2,
+            "api",
+            common::NOW,
+        )
+        .await
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     other.execute("COMMIT").await.unwrap();

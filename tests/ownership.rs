@@ -182,7 +182,7 @@ async fn a_push_after_a_destroy_by_githubs_clock_deploys_again() {
     reconciler.pass().await.unwrap();
     // previewd's clock 3 s ahead of GitHub's (NTP-level skew is ms; VMs drift seconds).
     app.clock.advance(3);
-    previewd::db::request_destroy(app.pool(), HELLO, 2, "octocat", common::NOW + 3)
+    previewd::db::request_destroy(app.state(), HELLO, 2, "octocat", common::NOW + 3)
         .await
         .unwrap();
     reconciler.pass().await.unwrap();

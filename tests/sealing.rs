@@ -339,25 +339,25 @@ async fn a_renewed_controller_key_keeps_the_sealed_values_of_live_previews() {
     let other = rsa::PrivateKey::new(&mut getrandom::SysRng, 2048).unwrap();
     let new = SealingCert::from_public_key(other.to_public_key(), i64::MAX);
     assert_eq!(
-        clusters::check_rotation(app.pool(), "eu-1", &old, NOW)
+        clusters::check_rotation(app.state(), "eu-1", &old, NOW)
             .await
             .unwrap(),
         Rotation::FirstSeen
     );
     assert_eq!(
-        clusters::check_rotation(app.pool(), "eu-1", &old, NOW)
+        clusters::check_rotation(app.state(), "eu-1", &old, NOW)
             .await
             .unwrap(),
         Rotation::Unchanged
     );
     assert_eq!(
-        clusters::check_rotation(app.pool(), "eu-1", &new, NOW)
+        clusters::check_rotation(app.state(), "eu-1", &new, NOW)
             .await
             .unwrap(),
         Rotation::Renewed { previews: 1 }
     );
     assert_eq!(
-        clusters::check_rotation(app.pool(), "eu-1", &new, NOW)
+        clusters::check_rotation(app.state(), "eu-1", &new, NOW)
             .await
             .unwrap(),
         Rotation::Unchanged

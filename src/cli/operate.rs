@@ -14,8 +14,8 @@ use anyhow::{Context, bail};
 const FOLLOW_FOR: Duration = Duration::from_secs(15 * 60);
 
 pub async fn list(config: &Config, json: bool) -> anyhow::Result<()> {
-    let pool = crate::db::open(&config.state).await?;
-    let previews = view::list(&pool, config, SystemClock.now(), &Default::default()).await?;
+    let state = crate::db::State::open(&config.state).await?;
+    let previews = view::list(&state, config, SystemClock.now(), &Default::default()).await?;
     if json {
         println!(
             "{}",
@@ -56,9 +56,9 @@ pub fn table(previews: &[Preview]) -> String {
 
 pub async fn show(config: &Config, preview: &str) -> anyhow::Result<()> {
     let key: PreviewKey = preview.parse().context("expected OWNER/REPO#N")?;
-    let pool = crate::db::open(&config.state).await?;
+    let state = crate::db::State::open(&config.state).await?;
     let Some(detail) = view::detail(
-        &pool,
+        &state,
         config,
         SystemClock.now(),
         key.repo.as_str(),
@@ -170,9 +170,9 @@ pub async fn destroy(
     follow: bool,
 ) -> anyhow::Result<()> {
     let key: PreviewKey = preview.parse().context("expected OWNER/REPO#N")?;
-    let pool = crate::db::open(&config.state).await?;
+    let state = crate::db::State::open(&config.state).await?;
     let repo = key.repo.as_str();
-    match crate::db::request_destroy(&pool, repo, key.number, actor, SystemClock.now()).await? {
+    match crate::db::request_destroy(&state, repo, key.number, actor, SystemClock.now()).await? {
         None => bail!("previewd has no live preview for {key}"),
         Some(false) => println!("{key} is already being torn down"),
         Some(true) => println!("{key}: teardown recorded (by {actor})"),
@@ -184,12 +184,12 @@ pub async fn destroy(
     let mut last = String::new();
     let mut hinted = false;
     while started.elapsed() < FOLLOW_FOR {
-        let Some(row) = crate::db::preview_summary(&pool, repo, i64::from(key.number)).await?
+        let Some(row) = crate::db::preview_summary(&state, repo, i64::from(key.number)).await?
         else {
             println!("{key}: destroyed; everything it provisioned is gone");
             return Ok(());
         };
-        let ledger = crate::db::ledger(&pool, row.id).await?;
+        let ledger = crate::db::ledger(&state, row.id).await?;
         let waiting: Vec<String> = ledger
             .iter()
             .filter(|l| !l.state.is_final())
@@ -225,9 +225,9 @@ pub async fn destroy(
 
 /// `previewd templates`: every generation of every repository's template database.
 pub async fn templates(config: &Config) -> anyhow::Result<()> {
-    let pool = crate::db::open(&config.state).await?;
+    let state = crate::db::State::open(&config.state).await?;
     let now = SystemClock.now();
-    let rows = crate::db::all_generations(&pool).await?;
+    let rows = crate::db::all_generations(&state).await?;
     if rows.is_empty() {
         println!("no template databases");
         return Ok(());
@@ -258,8 +258,8 @@ pub async fn templates(config: &Config) -> anyhow::Result<()> {
 /// `previewd destroy-template OWNER/REPO`: records that every generation is to go.
 pub async fn destroy_template(config: &Config, repo: &str) -> anyhow::Result<()> {
     let repo: crate::preview::RepoName = repo.parse().context("expected OWNER/REPO")?;
-    let pool = crate::db::open(&config.state).await?;
-    if !crate::db::destroy_template(&pool, repo.as_str(), "destroyed", SystemClock.now()).await? {
+    let state = crate::db::State::open(&config.state).await?;
+    if !crate::db::destroy_template(&state, repo.as_str(), "destroyed", SystemClock.now()).await? {
         bail!("previewd keeps no template database for {repo}");
     }
     println!("{repo}: every template generation will be dropped by the running previewd");

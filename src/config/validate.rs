@@ -8,7 +8,7 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use super::keys::default_of;
-use super::raw::Raw;
+use super::raw::{Raw, RawCluster};
 use super::*;
 use crate::duration;
 
@@ -93,92 +93,10 @@ impl Validator {
     }
 
     pub(super) fn config(&self, mut raw: Raw) -> Result<Config, ConfigError> {
-        let listen_text = raw.values.text_or_default("listen");
-        let listen = listen_text.parse().map_err(|_| {
-            self.invalid(
-                "listen",
-                format!("{listen_text:?} is not a socket address"),
-                "HOST:PORT, like 127.0.0.1:8080 or [::]:8080",
-            )
-        })?;
-        let metrics_listen = raw
-            .values
-            .text("metrics.listen")
-            .map(|text| {
-                text.parse().map_err(|_| {
-                    self.invalid(
-                        "metrics.listen",
-                        format!("{text:?} is not a socket address"),
-                        "HOST:PORT, like 0.0.0.0:9090",
-                    )
-                })
-            })
-            .transpose()?;
-        if let Some(metrics) = metrics_listen.filter(|m| collide(m, &listen)) {
-            return Err(self.invalid(
-                "metrics.listen",
-                format!("{metrics} takes the port of listen ({listen})"),
-                "another port than listen's, like 0.0.0.0:9090",
-            ));
-        }
+        let (listen, metrics_listen) = self.listens(&raw)?;
         let defaults = self.policy("defaults", &raw.values, None)?;
-        let repos = raw
-            .repos
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let name = r.name.parse().map_err(|e: crate::preview::BadRepoName| {
-                    self.invalid(&format!("repos[{i}].name"), e.to_string(), "owner/repo")
-                })?;
-                let mut policy = self.policy(&format!("repos[{i}]"), &r.policy, Some(&defaults))?;
-                policy.gates = self.gates(i, r)?;
-                Ok(RepoConfig {
-                    name,
-                    policy,
-                    app: self.app(i, r)?,
-                })
-            })
-            .collect::<Result<Vec<_>, ConfigError>>()?;
-        let clusters = if raw.clusters.is_empty() {
-            vec![Cluster {
-                name: "in-cluster".into(),
-                server: "https://kubernetes.default.svc".into(),
-                sealing_cert: None,
-                capacity: None,
-                ingress_target: None,
-                local_sealing: true,
-            }]
-        } else {
-            let mut seen = BTreeSet::new();
-            std::mem::take(&mut raw.clusters)
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    if !seen.insert(c.name.clone()) || !is_dns_label(&c.name) {
-                        return Err(self.invalid(
-                            &format!("clusters[{i}].name"),
-                            format!("{:?} is empty, invalid or repeated", c.name),
-                            "a unique lower-case DNS label",
-                        ));
-                    }
-                    if let Some(target) = c.ingress_target.as_deref().filter(|t| !is_dns_name(t)) {
-                        return Err(self.invalid(
-                            &format!("clusters[{i}].ingress_target"),
-                            format!("{target:?} is not a host name or IPv4 address"),
-                            "a DNS name like ingress.example.com, or an IPv4 address",
-                        ));
-                    }
-                    Ok(Cluster {
-                        name: c.name,
-                        server: c.server,
-                        sealing_cert: c.sealing_cert.map(PathBuf::from),
-                        capacity: c.capacity,
-                        ingress_target: c.ingress_target,
-                        local_sealing: false,
-                    })
-                })
-                .collect::<Result<_, _>>()?
-        };
+        let repos = self.repos(&raw, &defaults)?;
+        let clusters = self.clusters(std::mem::take(&mut raw.clusters))?;
         let log = raw.values.text_or_default("log");
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&log) {
             return Err(self.invalid(
@@ -188,30 +106,7 @@ impl Validator {
             ));
         }
         let configured_url = raw.values.text("public_url").is_some();
-        let public_url = match raw.values.text("public_url") {
-            Some(url) => {
-                let url = url.trim_end_matches('/').to_owned();
-                let rest = url
-                    .strip_prefix("https://")
-                    .or_else(|| url.strip_prefix("http://"));
-                if rest.is_none_or(|host| host.is_empty() || host.contains(char::is_whitespace)) {
-                    return Err(self.invalid(
-                        "public_url",
-                        format!("{url:?} is not an http(s) URL"),
-                        "where people open the dashboard, like https://previewd.example.com",
-                    ));
-                }
-                Some(url)
-            }
-            // On loopback the listen address is where it is reached.
-            None => {
-                let listen: std::net::SocketAddr = listen;
-                listen
-                    .ip()
-                    .is_loopback()
-                    .then(|| format!("http://{listen}"))
-            }
-        };
+        let public_url = self.public_url(&raw, listen)?;
         let github = self.github(&raw)?;
         self.gates_can_ask(&repos, &github)?;
         let database = self.database(&raw)?;
@@ -240,6 +135,123 @@ impl Validator {
                 ttl: self.duration_of(&raw, "dns.ttl")?,
             },
         })
+    }
+
+    /// `listen` and `metrics.listen`, which may not share a port.
+    fn listens(&self, raw: &Raw) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
+        let listen_text = raw.values.text_or_default("listen");
+        let listen = listen_text.parse().map_err(|_| {
+            self.invalid(
+                "listen",
+                format!("{listen_text:?} is not a socket address"),
+                "HOST:PORT, like 127.0.0.1:8080 or [::]:8080",
+            )
+        })?;
+        let metrics_listen = raw
+            .values
+            .text("metrics.listen")
+            .map(|text| {
+                text.parse().map_err(|_| {
+                    self.invalid(
+                        "metrics.listen",
+                        format!("{text:?} is not a socket address"),
+                        "HOST:PORT, like 0.0.0.0:9090",
+                    )
+                })
+            })
+            .transpose()?;
+        if let Some(metrics) = metrics_listen.filter(|m| collide(m, &listen)) {
+            return Err(self.invalid(
+                "metrics.listen",
+                format!("{metrics} takes the port of listen ({listen})"),
+                "another port than listen's, like 0.0.0.0:9090",
+            ));
+        }
+        Ok((listen, metrics_listen))
+    }
+
+    /// Each `[[repos]]` entry, over `defaults`.
+    fn repos(&self, raw: &Raw, defaults: &Policy) -> Result<Vec<RepoConfig>, ConfigError> {
+        raw.repos
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let name = r.name.parse().map_err(|e: crate::preview::BadRepoName| {
+                    self.invalid(&format!("repos[{i}].name"), e.to_string(), "owner/repo")
+                })?;
+                let mut policy = self.policy(&format!("repos[{i}]"), &r.policy, Some(defaults))?;
+                policy.gates = self.gates(i, r)?;
+                Ok(RepoConfig {
+                    name,
+                    policy,
+                    app: self.app(i, r)?,
+                })
+            })
+            .collect()
+    }
+
+    /// `[[clusters]]`, or previewd's own cluster when none is named.
+    fn clusters(&self, raw: Vec<RawCluster>) -> Result<Vec<Cluster>, ConfigError> {
+        if raw.is_empty() {
+            return Ok(vec![Cluster {
+                name: "in-cluster".into(),
+                server: "https://kubernetes.default.svc".into(),
+                sealing_cert: None,
+                capacity: None,
+                ingress_target: None,
+                local_sealing: true,
+            }]);
+        }
+        let mut seen = BTreeSet::new();
+        raw.into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if !seen.insert(c.name.clone()) || !is_dns_label(&c.name) {
+                    return Err(self.invalid(
+                        &format!("clusters[{i}].name"),
+                        format!("{:?} is empty, invalid or repeated", c.name),
+                        "a unique lower-case DNS label",
+                    ));
+                }
+                if let Some(target) = c.ingress_target.as_deref().filter(|t| !is_dns_name(t)) {
+                    return Err(self.invalid(
+                        &format!("clusters[{i}].ingress_target"),
+                        format!("{target:?} is not a host name or IPv4 address"),
+                        "a DNS name like ingress.example.com, or an IPv4 address",
+                    ));
+                }
+                Ok(Cluster {
+                    name: c.name,
+                    server: c.server,
+                    sealing_cert: c.sealing_cert.map(PathBuf::from),
+                    capacity: c.capacity,
+                    ingress_target: c.ingress_target,
+                    local_sealing: false,
+                })
+            })
+            .collect()
+    }
+
+    /// `public_url`, or on loopback the listen address (where it is reached then).
+    fn public_url(&self, raw: &Raw, listen: SocketAddr) -> Result<Option<String>, ConfigError> {
+        let Some(url) = raw.values.text("public_url") else {
+            return Ok(listen
+                .ip()
+                .is_loopback()
+                .then(|| format!("http://{listen}")));
+        };
+        let url = url.trim_end_matches('/').to_owned();
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"));
+        if rest.is_none_or(|host| host.is_empty() || host.contains(char::is_whitespace)) {
+            return Err(self.invalid(
+                "public_url",
+                format!("{url:?} is not an http(s) URL"),
+                "where people open the dashboard, like https://previewd.example.com",
+            ));
+        }
+        Ok(Some(url))
     }
 
     fn chart(&self, raw: &Raw) -> Result<ChartConfig, ConfigError> {

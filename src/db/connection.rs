@@ -44,12 +44,13 @@ pub fn open(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
-/// A text column as one of previewd's enums (stored as their serde names).
+/// A text column (by name or index) as one of previewd's enums (stored as their serde names).
 pub(super) fn text_enum<T: serde::de::DeserializeOwned>(
     row: &rusqlite::Row<'_>,
-    column: usize,
+    column: impl rusqlite::RowIndex,
 ) -> rusqlite::Result<T> {
     use serde::de::IntoDeserializer;
+    let column = column.idx(row.as_ref())?;
     let text = row.get_ref(column)?.as_str()?;
     T::deserialize(text.into_deserializer()).map_err(|e: serde::de::value::Error| {
         rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(e))

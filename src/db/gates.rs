@@ -1,11 +1,11 @@
 //! What the gates of #15 keep: CI reports on live previews' heads (`checks`), and per
 //! preview what its files matched and whether its checks were looked up for this head.
 
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::SqliteConnection;
 
-use super::Inline;
 use super::connection::text_enum;
 
+use super::State;
 use crate::checks::{CheckReport, CheckState, Source};
 use crate::preview::{Desired, HistoryKind, InstallationId, PreviewKey};
 
@@ -88,7 +88,8 @@ pub async fn previews_at(
 }
 
 /// Every report kept for `sha` of `repo`.
-pub fn checks_of(db: &Inline, repo: &str, sha: &str) -> anyhow::Result<Vec<CheckReport>> {
+pub fn checks_of(state: &State, repo: &str, sha: &str) -> anyhow::Result<Vec<CheckReport>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
             "SELECT name, source, state, conclusion, url, at
@@ -96,12 +97,12 @@ pub fn checks_of(db: &Inline, repo: &str, sha: &str) -> anyhow::Result<Vec<Check
         )?
         .query_map(rusqlite::params![repo, sha], |r| {
             Ok(CheckReport {
-                name: r.get(0)?,
-                source: text_enum(r, 1)?,
-                state: text_enum(r, 2)?,
-                conclusion: r.get(3)?,
-                url: r.get(4)?,
-                at: r.get(5)?,
+                name: r.get("name")?,
+                source: text_enum(r, "source")?,
+                state: text_enum(r, "state")?,
+                conclusion: r.get("conclusion")?,
+                url: r.get("url")?,
+                at: r.get("at")?,
             })
         })?
         .collect()
@@ -109,7 +110,8 @@ pub fn checks_of(db: &Inline, repo: &str, sha: &str) -> anyhow::Result<Vec<Check
 }
 
 /// Reports on commits no live preview is at any more (a push moved on, a preview ended).
-pub async fn prune_checks(pool: &SqlitePool) -> sqlx::Result<u64> {
+pub async fn prune_checks(state: &State) -> sqlx::Result<u64> {
+    let pool = state.pool();
     let done = sqlx::query!(
         "DELETE FROM checks WHERE NOT EXISTS (
              SELECT 1 FROM previews p INDEXED BY previews_by_head
@@ -150,11 +152,8 @@ pub struct Gated {
 /// Previews that need a look-up: an opted-out PR of a repository in `files` (its `paths`)
 /// whose files were not listed at its head, or a deployed one of a repository in `checks`
 /// (its `wait_for`) whose checks were not looked up at its head.
-pub async fn lookups_due(
-    pool: &SqlitePool,
-    gated: &Gated,
-    limit: i64,
-) -> sqlx::Result<Vec<LookUp>> {
+pub async fn lookups_due(state: &State, gated: &Gated, limit: i64) -> sqlx::Result<Vec<LookUp>> {
+    let pool = state.pool();
     let json = |repos: &[String]| serde_json::to_string(repos).expect("strings serialize");
     let (files, labeled, checks) = (
         json(&gated.files),
@@ -199,12 +198,12 @@ pub async fn lookups_due(
 
 /// Records what a look-up found, in one transaction; returns whether any report was new.
 pub async fn record_checks(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     sha: &str,
     reports: &[CheckReport],
 ) -> sqlx::Result<bool> {
-    let mut tx = super::begin_write(pool).await?;
+    let mut tx = super::begin_write(state).await?;
     let mut new = false;
     for report in reports {
         new |= !record_check(&mut tx, repo, sha, report).await?.is_empty();
@@ -214,7 +213,8 @@ pub async fn record_checks(
 }
 
 /// Marks `sha`'s files as listed for preview `id` without a match (GitHub refused for good).
-pub async fn files_looked(pool: &SqlitePool, id: i64, sha: &str) -> sqlx::Result<()> {
+pub async fn files_looked(state: &State, id: i64, sha: &str) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET paths_sha = ?2 WHERE id = ?1 AND head_sha = ?2",
         id,
@@ -227,7 +227,8 @@ pub async fn files_looked(pool: &SqlitePool, id: i64, sha: &str) -> sqlx::Result
 
 /// Marks `sha` as looked up for preview `id` (also after a failed look-up: the next
 /// resync tries again, never every pass).
-pub async fn checks_looked(pool: &SqlitePool, id: i64, sha: &str) -> sqlx::Result<()> {
+pub async fn checks_looked(state: &State, id: i64, sha: &str) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET checks_sha = ?2 WHERE id = ?1 AND head_sha = ?2",
         id,
@@ -239,7 +240,8 @@ pub async fn checks_looked(pool: &SqlitePool, id: i64, sha: &str) -> sqlx::Resul
 }
 
 /// Every waiting preview is looked up again (resync: a lost check webhook is healed).
-pub async fn look_again_at_checks(pool: &SqlitePool) -> sqlx::Result<u64> {
+pub async fn look_again_at_checks(state: &State) -> sqlx::Result<u64> {
+    let pool = state.pool();
     let done = sqlx::query!(
         "UPDATE previews SET checks_sha = NULL
          WHERE desired = 'deployed' AND observed IN ('waiting_for_ci', 'ci_failed')"
@@ -269,12 +271,8 @@ pub struct PathsFound<'a> {
 
 /// Records what listing a preview's files found, if its head is still the one listed; a
 /// match admits it (with a history row). Returns whether it now wants to be deployed.
-pub async fn record_paths(
-    pool: &SqlitePool,
-    found: &PathsFound<'_>,
-    now: i64,
-) -> sqlx::Result<bool> {
-    let mut tx = super::begin_write(pool).await?;
+pub async fn record_paths(state: &State, found: &PathsFound<'_>, now: i64) -> sqlx::Result<bool> {
+    let mut tx = super::begin_write(state).await?;
     let admitted = sqlx::query!(
         // Every SET sees the row as it was: the three CASEs test the same admission.
         "UPDATE previews SET paths_sha = ?2, paths_file = ?3, updated_at = ?6,

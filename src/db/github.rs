@@ -4,7 +4,8 @@
 use rusqlite::OptionalExtension;
 use sqlx::{SqliteConnection, SqlitePool};
 
-use super::{HistoryRow, Inline};
+use super::HistoryRow;
+use super::State;
 use crate::preview::{CommandStatus, EndReason, HistoryKind, InstallationId, PreviewKey, RepoName};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,26 +60,29 @@ impl Owed {
 /// One look at what is owed, instead of a query for each: the worker wakes after every look
 /// the reconciler takes, and almost always owes none of it (issue #17: four of the 37
 /// statements a push ran, twice).
-pub fn owed(db: &Inline) -> anyhow::Result<Owed> {
+pub fn owed(state: &State) -> anyhow::Result<Owed> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM commands WHERE status = 'pending' OR answered = 0),
+            "SELECT EXISTS (SELECT 1 FROM commands WHERE status = 'pending' OR answered = 0) AS commands,
                     EXISTS (SELECT 1 FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
-                              AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)),
-                    EXISTS (SELECT 1 FROM notices WHERE posted_at IS NULL)",
+                              AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number))
+                        AS finals,
+                    EXISTS (SELECT 1 FROM notices WHERE posted_at IS NULL) AS notices",
         )?
         .query_row([], |r| {
             Ok(Owed {
-                commands: r.get(0)?,
-                finals: r.get(1)?,
-                notices: r.get(2)?,
+                commands: r.get("commands")?,
+                finals: r.get("finals")?,
+                notices: r.get("notices")?,
             })
         })
     })
 }
 
 /// Commands not yet run, oldest first.
-pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
+pub async fn pending_commands(state: &State) -> sqlx::Result<Vec<CommandRow>> {
+    let pool = state.pool();
     sqlx::query_as!(
         CommandRow,
         r#"SELECT id AS "id!", repo AS "repo: RepoName", number AS "number: u32", comment_id, actor, association, line,
@@ -91,7 +95,8 @@ pub async fn pending_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>
 }
 
 /// Commands that ran but whose answer is not yet on GitHub, oldest first.
-pub async fn unanswered_commands(pool: &SqlitePool) -> sqlx::Result<Vec<CommandRow>> {
+pub async fn unanswered_commands(state: &State) -> sqlx::Result<Vec<CommandRow>> {
+    let pool = state.pool();
     sqlx::query_as!(
         CommandRow,
         r#"SELECT id AS "id!", repo AS "repo: RepoName", number AS "number: u32", comment_id, actor, association, line,
@@ -136,7 +141,8 @@ pub async fn finish_command(
 
 /// The commenter's standing, recorded while the command is still pending (its outcome's
 /// transaction follows): a crash in between runs it again, and records it again.
-pub async fn set_standing(pool: &SqlitePool, id: i64, standing: bool) -> sqlx::Result<()> {
+pub async fn set_standing(state: &State, id: i64, standing: bool) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE commands SET standing = ?2 WHERE id = ?1 AND status = 'pending'",
         id,
@@ -147,7 +153,8 @@ pub async fn set_standing(pool: &SqlitePool, id: i64, standing: bool) -> sqlx::R
     .map(drop)
 }
 
-pub async fn set_reply_comment(pool: &SqlitePool, id: i64, comment_id: i64) -> sqlx::Result<()> {
+pub async fn set_reply_comment(state: &State, id: i64, comment_id: i64) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE commands SET reply_comment_id = ?2 WHERE id = ?1",
         id,
@@ -159,7 +166,8 @@ pub async fn set_reply_comment(pool: &SqlitePool, id: i64, comment_id: i64) -> s
 }
 
 /// `answer`: `replied`, `reacted`, `silent` or `given_up` (see migration 0009).
-pub async fn mark_answered(pool: &SqlitePool, id: i64, answer: &str, now: i64) -> sqlx::Result<()> {
+pub async fn mark_answered(state: &State, id: i64, answer: &str, now: i64) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE commands SET answered = 1, answer = ?2, answered_at = ?3 WHERE id = ?1",
         id,
@@ -172,7 +180,8 @@ pub async fn mark_answered(pool: &SqlitePool, id: i64, answer: &str, now: i64) -
 }
 
 /// Commands of `actor` (any case) answered on GitHub since `since`.
-pub async fn answers_since(pool: &SqlitePool, actor: &str, since: i64) -> sqlx::Result<i64> {
+pub async fn answers_since(state: &State, actor: &str, since: i64) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT COUNT(*) AS "n!: i64" FROM commands
            WHERE lower(actor) = lower(?1) AND answer IN ('replied', 'reacted') AND answered_at >= ?2"#,
@@ -184,7 +193,8 @@ pub async fn answers_since(pool: &SqlitePool, actor: &str, since: i64) -> sqlx::
 }
 
 /// One more permanent refusal of a command's answer; the count so far.
-pub async fn answer_failed(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
+pub async fn answer_failed(state: &State, id: i64) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"UPDATE commands SET answer_failures = answer_failures + 1 WHERE id = ?1
            RETURNING answer_failures AS "n!: i64""#,
@@ -195,7 +205,8 @@ pub async fn answer_failed(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
 }
 
 /// One more permanent refusal of a notice; the count so far.
-pub async fn notice_failed(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
+pub async fn notice_failed(state: &State, id: i64) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"UPDATE notices SET failures = failures + 1 WHERE id = ?1 RETURNING failures AS "n!: i64""#,
         id
@@ -346,7 +357,8 @@ pub struct Thread {
     pub given_up: Option<String>,
 }
 
-pub fn thread(db: &Inline, repo: &str, number: i64) -> anyhow::Result<Option<Thread>> {
+pub fn thread(state: &State, repo: &str, number: i64) -> anyhow::Result<Option<Thread>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
             "SELECT repo, number, installation_id, head_sha, comment_id, body_hash, deployment_id,
@@ -355,18 +367,18 @@ pub fn thread(db: &Inline, repo: &str, number: i64) -> anyhow::Result<Option<Thr
         )?
         .query_row(rusqlite::params![repo, number], |r| {
             Ok(Thread {
-                repo: r.get(0)?,
-                number: r.get(1)?,
-                installation_id: r.get(2)?,
-                head_sha: r.get(3)?,
-                comment_id: r.get(4)?,
-                body_hash: r.get(5)?,
-                deployment_id: r.get(6)?,
-                deployment_sha: r.get(7)?,
-                deployment_state: r.get(8)?,
-                end_reason: r.get(9)?,
-                final_pending: r.get(10)?,
-                given_up: r.get(11)?,
+                repo: r.get("repo")?,
+                number: r.get("number")?,
+                installation_id: r.get("installation_id")?,
+                head_sha: r.get("head_sha")?,
+                comment_id: r.get("comment_id")?,
+                body_hash: r.get("body_hash")?,
+                deployment_id: r.get("deployment_id")?,
+                deployment_sha: r.get("deployment_sha")?,
+                deployment_state: r.get("deployment_state")?,
+                end_reason: r.get("end_reason")?,
+                final_pending: r.get("final_pending")?,
+                given_up: r.get("given_up")?,
             })
         })
         .optional()
@@ -374,7 +386,8 @@ pub fn thread(db: &Inline, repo: &str, number: i64) -> anyhow::Result<Option<Thr
 }
 
 /// Threads whose "destroyed" report has not reached GitHub yet.
-pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
+pub async fn pending_finals(state: &State) -> sqlx::Result<Vec<Thread>> {
+    let pool = state.pool();
     sqlx::query_as!(
         Thread,
         r#"SELECT repo, number, installation_id AS "installation_id: InstallationId", head_sha,
@@ -393,7 +406,8 @@ pub async fn pending_finals(pool: &SqlitePool) -> sqlx::Result<Vec<Thread>> {
 /// the preview's end (`mark_final_report`), which may commit while a report is on its way to
 /// GitHub, and a report saved after it must not take back the "destroyed" it owes
 /// (`final_posted` clears it once said).
-pub async fn save_thread(db: &Inline, t: &Thread, now: i64) -> anyhow::Result<()> {
+pub async fn save_thread(state: &State, t: &Thread, now: i64) -> anyhow::Result<()> {
+    let db = state.inline();
     let t = t.clone();
     db.write(move |tx| {
         tx.prepare_cached(
@@ -429,12 +443,13 @@ pub async fn save_thread(db: &Inline, t: &Thread, now: i64) -> anyhow::Result<()
 /// The "destroyed" report for `end_reason` is on GitHub: not owed any more, unless the
 /// preview ended again since, for another reason.
 pub async fn final_posted(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: i64,
     end_reason: Option<EndReason>,
     now: i64,
 ) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE github_threads SET final_pending = 0, updated_at = ?4
          WHERE repo = ?1 AND number = ?2 AND end_reason IS ?3",
@@ -466,13 +481,14 @@ async fn count_refusal(pool: &SqlitePool, repo: &str, number: i64, now: i64) -> 
 /// One more permanent refusal of a PR's reporting; with `limit` of them in a row, the
 /// thread is given up on `error`. Returns whether it now is.
 pub async fn thread_failed(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: i64,
     error: &str,
     limit: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
+    let pool = state.pool();
     count_refusal(pool, repo, number, now).await?;
     let given_up = sqlx::query!(
         "UPDATE github_threads SET given_up = ?3, final_pending = 0
@@ -493,13 +509,14 @@ pub const GIVEN_UP: &str = "given_up";
 /// One more permanent refusal of the deployment of `head_sha`; with `limit` of them in a
 /// row, that head's deployment is given up (the comment goes on). Returns whether it now is.
 pub async fn deployment_failed(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: i64,
     head_sha: &str,
     limit: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
+    let pool = state.pool();
     count_refusal(pool, repo, number, now).await?;
     let given_up = sqlx::query!(
         "UPDATE github_threads SET deployment_sha = ?3, deployment_state = ?5, failures = 0
@@ -556,7 +573,8 @@ pub struct TrackedPull {
     pub labeled: bool,
 }
 
-pub async fn tracked_pulls(pool: &SqlitePool) -> sqlx::Result<Vec<TrackedPull>> {
+pub async fn tracked_pulls(state: &State) -> sqlx::Result<Vec<TrackedPull>> {
+    let pool = state.pool();
     sqlx::query_as!(
         TrackedPull,
         r#"SELECT repo, number, head_sha, installation_id, desired != 'absent' AS "live!: bool",
@@ -568,7 +586,8 @@ pub async fn tracked_pulls(pool: &SqlitePool) -> sqlx::Result<Vec<TrackedPull>> 
 
 /// Every repository previewd has had previews for (not merely every repository an App
 /// installation grants: resyncing those would deploy every old open PR at once).
-pub async fn known_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+pub async fn known_repos(state: &State) -> sqlx::Result<Vec<String>> {
+    let pool = state.pool();
     sqlx::query_scalar!(r#"SELECT repo AS "repo!" FROM previews UNION SELECT repo FROM history"#)
         .fetch_all(pool)
         .await

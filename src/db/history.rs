@@ -118,7 +118,7 @@ pub fn write_of(
 
 /// A row by previewd for each live preview on `cluster` that holds sealed values, in the
 /// caller's transaction; returns how many.
-pub async fn add_for_sealed_on(
+pub(super) async fn add_for_sealed_on(
     conn: &mut SqliteConnection,
     cluster: &str,
     what: HistoryKind,

@@ -263,7 +263,9 @@ mod tests {
     async fn a_locked_state_is_a_busy_error_to_retry() {
         let (_dir, pool, inline) = state().await;
         // Held by another connection past a busy timeout of nothing.
-        let mut holder = super::super::begin_write(&pool).await.unwrap();
+        let mut holder = super::super::begin_write(&super::super::State::from(&pool))
+            .await
+            .unwrap();
         sqlx::query("DELETE FROM leases")
             .execute(&mut *holder)
             .await

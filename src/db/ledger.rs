@@ -1,13 +1,12 @@
 //! The ledger's queries: what a preview provisioned, and each item's confirmed state.
 
 use rusqlite::params;
-use sqlx::SqlitePool;
 
-use super::Inline;
 use super::previews::{NewSecrets, Noted};
 use crate::plan::Observation;
 use crate::preview::{HistoryKind, LedgerState};
 
+use super::State;
 use crate::ledger::Entry;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +23,7 @@ pub struct LedgerRow {
 /// (`seen`, as `record_state` writes it), in one transaction: one commit, one fsync, where
 /// a push made two (issue #17).
 pub async fn record_applied(
-    db: &Inline,
+    state: &State,
     id: i64,
     entries: &[Entry],
     hash: Option<&str>,
@@ -32,6 +31,7 @@ pub async fn record_applied(
     seen: Option<&Observation<'_>>,
     now: i64,
 ) -> anyhow::Result<()> {
+    let db = state.inline();
     let (items, hash, reason) = (as_json(entries), hash.map(str::to_owned), reason.to_owned());
     let noted = seen.map(Noted::from);
     db.write(move |tx| {
@@ -63,12 +63,13 @@ pub async fn record_applied(
 /// write lock. Only the preview's own look changes its ledger's items before its end.
 /// `secrets`: a first rendering's sealed values, stored in the same commit.
 pub async fn record_intended(
-    db: &Inline,
+    state: &State,
     id: i64,
     entries: &[Entry],
     secrets: Option<NewSecrets>,
     now: i64,
 ) -> anyhow::Result<()> {
+    let db = state.inline();
     let items = as_json(entries);
     let known = db.read(|conn| {
         conn.prepare_cached(
@@ -111,14 +112,15 @@ fn as_json(entries: &[Entry]) -> String {
 
 /// Sets one item's state; `gone` and `kept` are confirmations and stamp `confirmed_at`.
 pub async fn record_ledger(
-    pool: &SqlitePool,
+    state: &State,
     id: i64,
     entry: &Entry,
-    state: LedgerState,
+    to: LedgerState,
     detail: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
-    let confirmed = state.is_final().then_some(now);
+    let pool = state.pool();
+    let confirmed = to.is_final().then_some(now);
     sqlx::query!(
         "INSERT INTO ledger (preview_id, kind, namespace, name, state, detail, created_at, confirmed_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -128,7 +130,7 @@ pub async fn record_ledger(
         entry.kind,
         entry.namespace,
         entry.name,
-        state,
+        to,
         detail,
         now,
         confirmed,
@@ -139,7 +141,8 @@ pub async fn record_ledger(
 }
 
 /// A preview's ledger, in the order it was written.
-pub async fn ledger(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
+pub async fn ledger(state: &State, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
+    let pool = state.pool();
     let rows = sqlx::query!(
         r#"SELECT kind, COALESCE(namespace, '') AS "namespace!: String", name,
                   state AS "state: LedgerState", detail

@@ -4,7 +4,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::Inline;
+use super::State;
 use super::history::write_of;
 use crate::preview::HistoryKind;
 
@@ -24,10 +24,11 @@ pub struct Placement {
 
 /// Writes placement decisions with their history rows, in one transaction.
 pub async fn record_placements(
-    db: &Inline,
+    state: &State,
     placements: Vec<Placement>,
     now: i64,
 ) -> anyhow::Result<()> {
+    let db = state.inline();
     db.write(move |tx| {
         for p in &placements {
             let (what, reason) = match &p.cluster {
@@ -58,7 +59,8 @@ pub async fn record_placements(
 }
 
 /// Live previews per cluster, as the triggers of `migrations/0015_cluster_live.sql` keep them.
-pub fn cluster_load(db: &Inline) -> anyhow::Result<Vec<(String, i64)>> {
+pub fn cluster_load(state: &State) -> anyhow::Result<Vec<(String, i64)>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached("SELECT cluster, live FROM cluster_live WHERE live > 0")?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -67,7 +69,8 @@ pub fn cluster_load(db: &Inline) -> anyhow::Result<Vec<(String, i64)>> {
 }
 
 /// Live previews of a repository and of an author, among those placed on a cluster.
-pub fn live_counts(db: &Inline, repo: &str, author: &str) -> anyhow::Result<(i64, i64)> {
+pub fn live_counts(state: &State, repo: &str, author: &str) -> anyhow::Result<(i64, i64)> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
             "SELECT COALESCE(SUM(repo = ?1), 0), COALESCE(SUM(author = ?2), 0)
@@ -81,11 +84,12 @@ pub fn live_counts(db: &Inline, repo: &str, author: &str) -> anyhow::Result<(i64
 /// The least recently active (earliest expiry) unpinned live preview of `repo` (or of
 /// `author`, when `by_author`): the one eviction replaces. `(id, repo, number, cluster)`.
 pub fn eviction_victim(
-    db: &Inline,
+    state: &State,
     repo: &str,
     author: &str,
     by_author: bool,
 ) -> anyhow::Result<Option<(i64, String, i64, String)>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
             "SELECT id, repo, number, cluster FROM previews
@@ -103,12 +107,13 @@ pub fn eviction_victim(
 /// Evicts one preview for another: intent, history and the notice, in one transaction;
 /// false when it was pinned or ended meanwhile.
 pub async fn evict(
-    db: &Inline,
+    state: &State,
     victim: i64,
     reason: &str,
     notice: &str,
     now: i64,
 ) -> anyhow::Result<bool> {
+    let db = state.inline();
     let (reason, notice) = (reason.to_owned(), notice.to_owned());
     db.write(move |tx| {
         let done = tx
@@ -154,7 +159,7 @@ mod tests {
         .unwrap()
     }
 
-    fn kept(db: &Inline) -> Vec<(String, i64)> {
+    fn kept(db: &State) -> Vec<(String, i64)> {
         let mut load = cluster_load(db).unwrap();
         load.sort();
         load
@@ -179,7 +184,7 @@ mod tests {
         let pool = super::super::open(&dir.path().join("state.db"))
             .await
             .unwrap();
-        let db = Inline::of(&pool);
+        let db = State::from(&pool);
         let conn = Connection::open(dir.path().join("state.db")).unwrap();
         let mut rng = rand::rngs::StdRng::seed_from_u64(17);
         let mut numbers = 0;
@@ -217,8 +222,8 @@ mod tests {
     }
 
     /// A state from before the counts were kept starts with its previews counted.
-    #[test]
-    fn the_migration_counts_the_previews_already_placed() {
+    #[tokio::test]
+    async fn the_migration_counts_the_previews_already_placed() {
         let dir = tempfile::tempdir().unwrap();
         let conn = Connection::open(dir.path().join("state.db")).unwrap();
         let mut migrations: Vec<_> =
@@ -253,7 +258,10 @@ mod tests {
             conn.execute_batch(&std::fs::read_to_string(migration).unwrap())
                 .unwrap();
         }
-        let db = Inline::open(&dir.path().join("state.db"));
+        let path = dir.path().join("state.db");
+        let db = State::from(sqlx::SqlitePool::connect_lazy_with(
+            crate::db::connection::options(&path),
+        ));
         assert_eq!(kept(&db), [("eu-1".into(), 2), ("us-1".into(), 1)]);
         assert_eq!(kept(&db), counted(&conn));
     }

@@ -2,10 +2,10 @@
 //! ledger, and the end of a preview.
 
 use rusqlite::{OptionalExtension, params};
-use sqlx::SqlitePool;
 
-use super::{HistoryRow, Inline};
+use super::HistoryRow;
 
+use super::State;
 use crate::plan::Observation;
 use crate::preview::{Desired, EndReason, HistoryKind, InstallationId, ObservedState, PreviewKey};
 
@@ -71,10 +71,11 @@ impl PreviewRow {
 /// The head a PR's preview was last ended on purpose at (destroyed, expired, evicted), unless
 /// the PR closed since.
 pub async fn ended_on_purpose_at(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: i64,
 ) -> sqlx::Result<Option<String>> {
+    let pool = state.pool();
     let sha: Option<Option<String>> =
         sqlx::query_scalar("SELECT ended_sha FROM closed_prs WHERE repo = ?1 AND number = ?2")
             .bind(repo)
@@ -85,7 +86,8 @@ pub async fn ended_on_purpose_at(
 }
 
 /// Records the names of a preview that has none recorded yet (never overwrites).
-pub async fn record_names(pool: &SqlitePool, id: i64, names: &str) -> sqlx::Result<()> {
+pub async fn record_names(state: &State, id: i64, names: &str) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query("UPDATE previews SET names = ?2 WHERE id = ?1 AND names IS NULL")
         .bind(id)
         .bind(names)
@@ -95,7 +97,8 @@ pub async fn record_names(pool: &SqlitePool, id: i64, names: &str) -> sqlx::Resu
 }
 
 /// A PR's preview, by repository and number.
-pub fn preview_id(db: &Inline, repo: &str, number: u32) -> anyhow::Result<Option<i64>> {
+pub fn preview_id(state: &State, repo: &str, number: u32) -> anyhow::Result<Option<i64>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached("SELECT id FROM previews WHERE repo = ?1 AND number = ?2")?
             .query_row(params![repo, number], |r| r.get(0))
@@ -103,7 +106,8 @@ pub fn preview_id(db: &Inline, repo: &str, number: u32) -> anyhow::Result<Option
     })
 }
 
-pub async fn preview_ids(pool: &SqlitePool) -> sqlx::Result<Vec<i64>> {
+pub async fn preview_ids(state: &State) -> sqlx::Result<Vec<i64>> {
+    let pool = state.pool();
     sqlx::query_scalar!("SELECT id FROM previews ORDER BY id")
         .fetch_all(pool)
         .await
@@ -155,7 +159,8 @@ impl PreviewRow {
 
 /// Up to `limit` previews after id `after`, in id order: a full reconcile pass reads its
 /// rows a page at a time, not one query per preview.
-pub fn preview_rows(db: &Inline, after: i64, limit: i64) -> anyhow::Result<Vec<PreviewRow>> {
+pub fn preview_rows(state: &State, after: i64, limit: i64) -> anyhow::Result<Vec<PreviewRow>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM previews WHERE id > ?1 ORDER BY id LIMIT ?2"
@@ -165,7 +170,8 @@ pub fn preview_rows(db: &Inline, after: i64, limit: i64) -> anyhow::Result<Vec<P
     })
 }
 
-pub fn preview_row(db: &Inline, id: i64) -> anyhow::Result<Option<PreviewRow>> {
+pub fn preview_row(state: &State, id: i64) -> anyhow::Result<Option<PreviewRow>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM previews WHERE id = ?1"))?
             .query_row(params![id], PreviewRow::read)
@@ -174,7 +180,8 @@ pub fn preview_row(db: &Inline, id: i64) -> anyhow::Result<Option<PreviewRow>> {
 }
 
 /// Deployable previews still without a cluster, oldest first.
-pub fn unplaced(db: &Inline) -> anyhow::Result<Vec<PreviewRow>> {
+pub fn unplaced(state: &State) -> anyhow::Result<Vec<PreviewRow>> {
+    let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM previews INDEXED BY previews_unplaced
@@ -189,11 +196,12 @@ pub fn unplaced(db: &Inline) -> anyhow::Result<Vec<PreviewRow>> {
 /// Each was a commit of its own, and each commit is an fsync (issue #17: a new preview
 /// made about 15).
 pub async fn record_state(
-    db: &Inline,
+    state: &State,
     id: i64,
     seen: &Observation<'_>,
     now: i64,
 ) -> anyhow::Result<()> {
+    let db = state.inline();
     let noted = Noted::from(seen);
     db.write(move |tx| noted.write(tx, id, now)).await
 }
@@ -253,13 +261,14 @@ impl Noted {
 
 /// Records what the reconciler saw; `applied_hash` only changes when `Some`.
 pub async fn set_observed(
-    pool: impl sqlx::SqliteExecutor<'_>,
+    state: &State,
     id: i64,
     observed: ObservedState,
     error: Option<&str>,
     applied_hash: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET observed = ?2, last_error = ?3, applied_hash = COALESCE(?4, applied_hash), updated_at = ?5 WHERE id = ?1",
         id,
@@ -275,8 +284,8 @@ pub async fn set_observed(
 
 /// Marks a teardown as begun (once), forgets what was applied, and says so in the history,
 /// in one transaction. Returns false when it had already begun.
-pub async fn start_teardown(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<bool> {
-    let mut tx = super::begin_write(pool).await?;
+pub async fn start_teardown(state: &State, id: i64, now: i64) -> sqlx::Result<bool> {
+    let mut tx = super::begin_write(state).await?;
     let done = sqlx::query!(
         "UPDATE previews SET teardown_started_at = ?2, observed = 'tearing_down', applied_hash = NULL
          WHERE id = ?1 AND teardown_started_at IS NULL",
@@ -312,7 +321,8 @@ pub async fn start_teardown(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Resul
 }
 
 /// A reopened PR's preview is no longer being torn down.
-pub async fn clear_teardown(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
+pub async fn clear_teardown(state: &State, id: i64) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET teardown_started_at = NULL WHERE id = ?1",
         id
@@ -326,9 +336,10 @@ pub async fn clear_teardown(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
 /// that cannot be read makes the whole set empty, so that it is sealed anew rather than
 /// rendered with a Secret missing.
 pub fn sealed_secrets(
-    db: &Inline,
+    state: &State,
     id: i64,
 ) -> anyhow::Result<Vec<(crate::render::SealedSecret, String)>> {
+    let db = state.inline();
     let rows: Vec<(String, String, String, String, String)> = db.read(|conn| {
         conn.prepare_cached(
             "SELECT namespace, name, scope, cert_fingerprint, encrypted_data
@@ -437,13 +448,8 @@ impl NewSecrets {
 
 /// The end: deletes the row (ledger, secrets and commands go with it) and writes the final
 /// history row, in one transaction, only if the preview is still meant to be absent.
-pub async fn forget_preview(
-    pool: &SqlitePool,
-    id: i64,
-    reason: &str,
-    now: i64,
-) -> sqlx::Result<bool> {
-    let mut tx = super::begin_write(pool).await?;
+pub async fn forget_preview(state: &State, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
+    let mut tx = super::begin_write(state).await?;
     let row = sqlx::query!(
         r#"SELECT repo, number, head_sha, installation_id AS "installation_id: InstallationId",
                   end_reason AS "end_reason: EndReason"
@@ -486,12 +492,13 @@ pub async fn forget_preview(
 
 /// A history row by previewd about `key`, in a commit of its own.
 pub async fn add_history_now(
-    pool: &SqlitePool,
+    state: &State,
     key: &PreviewKey,
     what: HistoryKind,
     reason: &str,
     now: i64,
 ) -> sqlx::Result<()> {
+    let pool = state.pool();
     let row = HistoryRow::by_previewd(key.repo.as_str(), key.number, what, reason, now);
     super::history::add(&mut *pool.acquire().await?, &row).await
 }

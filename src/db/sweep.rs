@@ -4,8 +4,8 @@
 //! orphans recorded for removal. Retention is `retention`.
 
 use super::HistoryRow;
+use super::State;
 use crate::preview::{HistoryKind, InstallationId, RepoName};
-use sqlx::SqlitePool;
 
 /// A preview near or past its expiry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,8 @@ pub const DUE_PER_PASS: i64 = 2_000;
 /// Live previews whose expiry is at or before `until`, soonest first, at most [`DUE_PER_PASS`].
 /// A PR with no preview yet (`opted_out`) has nothing to warn of or expire: it is tracked
 /// while it is open, and its close ends it.
-pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRow>> {
+pub async fn due_before(state: &State, until: i64) -> sqlx::Result<Vec<DueRow>> {
+    let pool = state.pool();
     sqlx::query_as!(
         DueRow,
         r#"SELECT id AS "id!", repo AS "repo: RepoName", number AS "number: u32", author,
@@ -51,8 +52,8 @@ pub async fn due_before(pool: &SqlitePool, until: i64) -> sqlx::Result<Vec<DueRo
 /// Records the expiry of each preview still live and still expired at `now`, in one
 /// transaction (one fsync for the lot). Returns the ids recorded (another sweeper, or an
 /// extend in between, makes the condition false for the rest).
-pub async fn expire(pool: &SqlitePool, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
-    let mut tx = super::begin_write(pool).await?;
+pub async fn expire(state: &State, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
+    let mut tx = super::begin_write(state).await?;
     let mut expired = Vec::new();
     for (id, reason) in due {
         if expire_one(&mut tx, *id, reason, now).await? {
@@ -87,13 +88,13 @@ async fn expire_one(
 /// Records the warning for the preview's current expiry (once), its history row and the
 /// notice the reporter posts, in one transaction.
 pub async fn warn(
-    pool: &SqlitePool,
+    state: &State,
     row: &DueRow,
     reason: &str,
     notice: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let mut tx = super::begin_write(pool).await?;
+    let mut tx = super::begin_write(state).await?;
     let done = sqlx::query!(
         "UPDATE previews SET warned_expires_at = expires_at
          WHERE id = ?1 AND expires_at = ?2 AND desired != 'absent'
@@ -131,12 +132,13 @@ pub async fn warn(
 /// Takes (or renews) the lease `name` for `holder` until `until`, unless someone else holds
 /// an unexpired one.
 pub async fn take_lease(
-    pool: &SqlitePool,
+    state: &State,
     name: &str,
     holder: &str,
     until: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
+    let pool = state.pool();
     let done = sqlx::query!(
         "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?3)
          ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
@@ -151,7 +153,8 @@ pub async fn take_lease(
     Ok(done.rows_affected() > 0)
 }
 
-pub async fn release_lease(pool: &SqlitePool, name: &str, holder: &str) -> sqlx::Result<()> {
+pub async fn release_lease(state: &State, name: &str, holder: &str) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "DELETE FROM leases WHERE name = ?1 AND holder = ?2",
         name,
@@ -172,7 +175,8 @@ pub struct Notice {
 }
 
 /// The oldest notices still owed, at most 100 (the rest wait for the next report).
-pub async fn unposted_notices(pool: &SqlitePool) -> sqlx::Result<Vec<Notice>> {
+pub async fn unposted_notices(state: &State) -> sqlx::Result<Vec<Notice>> {
+    let pool = state.pool();
     sqlx::query_as!(
         Notice,
         r#"SELECT id AS "id!", repo, number, installation_id AS "installation_id: InstallationId", body
@@ -182,7 +186,8 @@ pub async fn unposted_notices(pool: &SqlitePool) -> sqlx::Result<Vec<Notice>> {
     .await
 }
 
-pub async fn notice_posted(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result<()> {
+pub async fn notice_posted(state: &State, id: i64, now: i64) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!("UPDATE notices SET posted_at = ?2 WHERE id = ?1", id, now)
         .execute(pool)
         .await
@@ -190,7 +195,8 @@ pub async fn notice_posted(pool: &SqlitePool, id: i64, now: i64) -> sqlx::Result
 }
 
 /// Queued previews ahead of this one (its position in the queue is this plus one).
-pub async fn queue_position(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
+pub async fn queue_position(state: &State, id: i64) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT COUNT(*) AS "n!: i64" FROM previews
            WHERE cluster IS NULL AND desired = 'deployed'
@@ -202,7 +208,8 @@ pub async fn queue_position(pool: &SqlitePool, id: i64) -> sqlx::Result<i64> {
 }
 
 /// Every preview's repository and number (the orphan check derives names from them).
-pub async fn preview_keys(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>> {
+pub async fn preview_keys(state: &State) -> sqlx::Result<Vec<(String, i64)>> {
+    let pool = state.pool();
     let rows = sqlx::query!("SELECT repo, number FROM previews")
         .fetch_all(pool)
         .await?;
@@ -210,7 +217,8 @@ pub async fn preview_keys(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64)>>
 }
 
 /// Every preview's key and recorded names (`Names::to_json`; None before names were recorded).
-pub async fn preview_names(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64, Option<String>)>> {
+pub async fn preview_names(state: &State) -> sqlx::Result<Vec<(String, i64, Option<String>)>> {
+    let pool = state.pool();
     sqlx::query_as("SELECT repo, number, names FROM previews")
         .fetch_all(pool)
         .await
@@ -218,8 +226,8 @@ pub async fn preview_names(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64, 
 
 /// Records `names` as orphans to remove (the reconciler deletes them), in one transaction;
 /// returns how many were not recorded already.
-pub async fn record_orphans(pool: &SqlitePool, names: &[String], now: i64) -> sqlx::Result<u64> {
-    let mut tx = super::begin_write(pool).await?;
+pub async fn record_orphans(state: &State, names: &[String], now: i64) -> sqlx::Result<u64> {
+    let mut tx = super::begin_write(state).await?;
     let mut recorded = 0;
     for name in names {
         let done = sqlx::query("INSERT OR IGNORE INTO orphans (name, found_at) VALUES (?1, ?2)")
@@ -234,14 +242,16 @@ pub async fn record_orphans(pool: &SqlitePool, names: &[String], now: i64) -> sq
 }
 
 /// The orphans recorded for removal, oldest first.
-pub async fn recorded_orphans(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+pub async fn recorded_orphans(state: &State) -> sqlx::Result<Vec<String>> {
+    let pool = state.pool();
     sqlx::query_scalar("SELECT name FROM orphans ORDER BY found_at, name")
         .fetch_all(pool)
         .await
 }
 
 /// `name` is dealt with (deleted, or spared): no longer to remove.
-pub async fn forget_orphan(pool: &SqlitePool, name: &str) -> sqlx::Result<()> {
+pub async fn forget_orphan(state: &State, name: &str) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query("DELETE FROM orphans WHERE name = ?1")
         .bind(name)
         .execute(pool)
@@ -251,7 +261,8 @@ pub async fn forget_orphan(pool: &SqlitePool, name: &str) -> sqlx::Result<()> {
 
 /// This state's identity (made once, at first use): the label that tells its Applications
 /// from another previewd's.
-pub async fn instance_id(pool: &SqlitePool) -> sqlx::Result<String> {
+pub async fn instance_id(state: &State) -> sqlx::Result<String> {
+    let pool = state.pool();
     let fresh = format!("{:016x}", rand::random::<u64>());
     sqlx::query!(
         "INSERT INTO instance (id) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM instance)",

@@ -2,8 +2,7 @@
 //! and sealed secrets, what the next one is built from, and which generation each preview's
 //! database was cloned from.
 
-use sqlx::SqlitePool;
-
+use super::State;
 use crate::ledger::Entry;
 use crate::preview::GenState;
 use crate::render::SealedSecret;
@@ -54,7 +53,8 @@ pub struct TemplateRepoRow {
 
 /// A preview of `repo` was created (or lived): the template is in use, and is wanted back
 /// if it was dropped for being idle.
-pub async fn template_used(pool: &SqlitePool, repo: &str, now: i64) -> sqlx::Result<()> {
+pub async fn template_used(state: &State, repo: &str, now: i64) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE template_repos SET last_used_at = ?2,
                 destroy = CASE WHEN destroy = 'idle' THEN NULL ELSE destroy END
@@ -67,7 +67,8 @@ pub async fn template_used(pool: &SqlitePool, repo: &str, now: i64) -> sqlx::Res
     .map(drop)
 }
 
-pub async fn template_repo(pool: &SqlitePool, repo: &str) -> sqlx::Result<Option<TemplateRepoRow>> {
+pub async fn template_repo(state: &State, repo: &str) -> sqlx::Result<Option<TemplateRepoRow>> {
+    let pool = state.pool();
     sqlx::query_as!(
         TemplateRepoRow,
         r#"SELECT repo AS "repo!", base_sha, refresh, refresh_by, destroy, last_used_at
@@ -80,7 +81,8 @@ pub async fn template_repo(pool: &SqlitePool, repo: &str) -> sqlx::Result<Option
 
 /// Every repository with a template record or a generation: what the template pass visits
 /// (a destroyed template keeps its record: a writer's refresh builds it again from its base).
-pub async fn template_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+pub async fn template_repos(state: &State) -> sqlx::Result<Vec<String>> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT repo AS "repo!" FROM template_repos
            UNION SELECT repo FROM templates ORDER BY 1"#
@@ -90,7 +92,8 @@ pub async fn template_repos(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
 }
 
 /// `repo`'s generations, newest first.
-pub async fn generations(pool: &SqlitePool, repo: &str) -> sqlx::Result<Vec<TemplateRow>> {
+pub async fn generations(state: &State, repo: &str) -> sqlx::Result<Vec<TemplateRow>> {
+    let pool = state.pool();
     sqlx::query_as!(
         TemplateRow,
         r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state AS "state: GenState", message,
@@ -103,7 +106,8 @@ pub async fn generations(pool: &SqlitePool, repo: &str) -> sqlx::Result<Vec<Temp
 }
 
 /// Every generation of every repository (the API and the dashboard), newest first.
-pub async fn all_generations(pool: &SqlitePool) -> sqlx::Result<Vec<TemplateRow>> {
+pub async fn all_generations(state: &State) -> sqlx::Result<Vec<TemplateRow>> {
+    let pool = state.pool();
     sqlx::query_as!(
         TemplateRow,
         r#"SELECT id AS "id!", repo, generation, base_sha, cluster, names, state AS "state: GenState", message,
@@ -130,12 +134,12 @@ pub struct NewGeneration<'a> {
 /// both of which forget every row), so a generation is never named as an earlier one, whose
 /// database may still be on the server.
 pub async fn start_generation(
-    pool: &SqlitePool,
+    state: &State,
     new: NewGeneration<'_>,
     names: impl FnOnce(i64) -> anyhow::Result<String>,
     now: i64,
 ) -> anyhow::Result<(i64, i64)> {
-    let mut tx = super::begin_write(pool).await?;
+    let mut tx = super::begin_write(state).await?;
     let used = sqlx::query_scalar!(
         r#"SELECT max(coalesce((SELECT last_generation FROM template_repos WHERE repo = ?1), 0),
                       coalesce((SELECT max(generation) FROM templates WHERE repo = ?1), 0)) AS "n!: i64""#,
@@ -172,18 +176,19 @@ pub async fn start_generation(
 
 /// A generation's state (and message); `ready` also stamps when.
 pub async fn set_generation_state(
-    pool: &SqlitePool,
+    state: &State,
     id: i64,
-    state: GenState,
+    to: GenState,
     message: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE templates SET state = ?2, message = ?3, updated_at = ?4,
                 ready_at = CASE WHEN ?2 = 'ready' THEN coalesce(ready_at, ?4) ELSE ready_at END
           WHERE id = ?1",
         id,
-        state,
+        to,
         message,
         now
     )
@@ -195,13 +200,13 @@ pub async fn set_generation_state(
 /// What a generation's Application provisions (before it is applied), and the rendering
 /// that was applied (after).
 pub async fn record_generation_applied(
-    pool: &SqlitePool,
+    state: &State,
     id: i64,
     entries: &[Entry],
     hash: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
+    let mut tx = super::begin_write(state).await?;
     for e in entries {
         sqlx::query!(
             "INSERT INTO template_ledger (template_id, kind, namespace, name, state, created_at)
@@ -230,9 +235,10 @@ pub async fn record_generation_applied(
 
 /// A generation's ledger: (kind, namespace, name, state).
 pub async fn generation_ledger(
-    pool: &SqlitePool,
+    state: &State,
     id: i64,
 ) -> sqlx::Result<Vec<(String, Option<String>, String, String)>> {
+    let pool = state.pool();
     let rows = sqlx::query!(
         "SELECT kind, namespace, name, state FROM template_ledger WHERE template_id = ?1 ORDER BY id",
         id
@@ -246,7 +252,8 @@ pub async fn generation_ledger(
 }
 
 /// A generation is gone from the cluster: its row goes, and its ledger and secrets with it.
-pub async fn forget_generation(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
+pub async fn forget_generation(state: &State, id: i64) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!("DELETE FROM templates WHERE id = ?1", id)
         .execute(pool)
         .await
@@ -255,11 +262,12 @@ pub async fn forget_generation(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
 
 /// Every generation of `repo` is to go (`reason`: destroyed, idle, unlisted).
 pub async fn destroy_template(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     reason: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
+    let pool = state.pool();
     let done = sqlx::query!(
         "UPDATE template_repos SET destroy = ?2, refresh = 0, updated_at = ?3 WHERE repo = ?1",
         repo,
@@ -272,7 +280,8 @@ pub async fn destroy_template(
 }
 
 /// The stored sealed values of a generation (as `sealed_secrets` for previews).
-pub async fn generation_secrets(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<SealedSecret>> {
+pub async fn generation_secrets(state: &State, id: i64) -> sqlx::Result<Vec<SealedSecret>> {
+    let pool = state.pool();
     let rows = sqlx::query!(
         "SELECT namespace, name, scope, encrypted_data FROM template_secrets WHERE template_id = ?1 ORDER BY id",
         id
@@ -289,14 +298,14 @@ pub async fn generation_secrets(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<
 /// Stores a generation's sealed Secrets and the digest of its report token (the token is
 /// among the sealed values, never stored in the clear), in one transaction.
 pub async fn store_generation_secrets(
-    pool: &SqlitePool,
+    state: &State,
     id: i64,
     secrets: &[SealedSecret],
     report_digest: Option<&[u8]>,
     fingerprint: &str,
     now: i64,
 ) -> sqlx::Result<()> {
-    let mut tx = super::begin_write(pool).await?;
+    let mut tx = super::begin_write(state).await?;
     sqlx::query!("DELETE FROM template_secrets WHERE template_id = ?1", id)
         .execute(&mut *tx)
         .await?;
@@ -329,10 +338,11 @@ pub async fn store_generation_secrets(
 /// The report-token digest of `repo`'s generation `generation`, while it is building or
 /// ready (a retiring or failed generation takes no report).
 pub async fn report_digest(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     generation: i64,
 ) -> sqlx::Result<Option<Vec<u8>>> {
+    let pool = state.pool();
     let digest = sqlx::query_scalar!(
         "SELECT report_digest FROM templates
           WHERE repo = ?1 AND generation = ?2 AND state IN ('building', 'ready')",
@@ -346,12 +356,13 @@ pub async fn report_digest(
 
 /// Records the size a generation's size Job measured.
 pub async fn record_template_size(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     generation: i64,
     bytes: i64,
     now: i64,
 ) -> sqlx::Result<()> {
+    let pool = state.pool();
     sqlx::query!(
         "UPDATE templates SET size_bytes = ?3, size_at = ?4 WHERE repo = ?1 AND generation = ?2",
         repo,
@@ -367,11 +378,12 @@ pub async fn record_template_size(
 /// Records that the preview's database comes from `generation` (`None`: seeded), decided at
 /// seed generation `seed`.
 pub async fn decide_clone(
-    db: &super::Inline,
+    state: &State,
     id: i64,
     generation: Option<i64>,
     seed: i64,
 ) -> anyhow::Result<()> {
+    let db = state.inline();
     db.write(move |tx| {
         tx.prepare_cached(
             "UPDATE previews SET template_generation = ?2, template_seed = ?3 WHERE id = ?1",
@@ -384,7 +396,8 @@ pub async fn decide_clone(
 
 /// Previews of `repo` whose clone of `generation` is decided but not seen done: the
 /// generation must stay until they are.
-pub async fn clones_pending(pool: &SqlitePool, repo: &str, generation: i64) -> sqlx::Result<i64> {
+pub async fn clones_pending(state: &State, repo: &str, generation: i64) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!: i64" FROM previews
             WHERE repo = ?1 AND template_generation = ?2 AND desired <> 'absent'
@@ -398,7 +411,8 @@ pub async fn clones_pending(pool: &SqlitePool, repo: &str, generation: i64) -> s
 
 /// `repo`'s deployed previews (the template is in use while there are any; a PR opted out,
 /// a draft or an unapproved fork has no database).
-pub async fn live_previews(pool: &SqlitePool, repo: &str) -> sqlx::Result<i64> {
+pub async fn live_previews(state: &State, repo: &str) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!: i64" FROM previews WHERE repo = ?1 AND desired = 'deployed'"#,
         repo
@@ -409,7 +423,8 @@ pub async fn live_previews(pool: &SqlitePool, repo: &str) -> sqlx::Result<i64> {
 
 /// `repo`'s previews still waiting to clone `generation`, which is being dropped, are seeded
 /// instead (`template_generation` cleared at the same decision).
-pub async fn seed_instead(pool: &SqlitePool, repo: &str, generation: i64) -> sqlx::Result<u64> {
+pub async fn seed_instead(state: &State, repo: &str, generation: i64) -> sqlx::Result<u64> {
+    let pool = state.pool();
     let done = sqlx::query!(
         "UPDATE previews SET template_generation = NULL
           WHERE repo = ?1 AND template_generation = ?2 AND desired <> 'absent'

@@ -1,9 +1,10 @@
 //! Read queries for people and tools (the API, the dashboard, the CLI), and the one write
 //! they may make: asking for a preview's destruction.
 
-use sqlx::{QueryBuilder, Sqlite, SqlitePool};
+use sqlx::{QueryBuilder, Sqlite};
 
 use super::HistoryRow;
+use super::State;
 use crate::preview::{Desired, HistoryKind, ObservedState};
 
 /// How many recently destroyed previews the dashboard lists; retention keeps their history.
@@ -54,7 +55,8 @@ pub struct PreviewFilter<'a> {
 }
 
 /// How many previews there are (the dashboard's "N live", above a page of them).
-pub async fn count_previews(pool: &SqlitePool) -> sqlx::Result<i64> {
+pub async fn count_previews(state: &State) -> sqlx::Result<i64> {
+    let pool = state.pool();
     sqlx::query_scalar!(r#"SELECT count(*) AS "count!: i64" FROM previews"#)
         .fetch_one(pool)
         .await
@@ -101,10 +103,11 @@ pub fn previews_query<'a>(filter: &PreviewFilter<'a>, limit: i64) -> QueryBuilde
 
 /// One page of tracked previews (at most `limit`), by repository and number.
 pub async fn previews(
-    pool: &SqlitePool,
+    state: &State,
     filter: &PreviewFilter<'_>,
     limit: i64,
 ) -> sqlx::Result<Vec<PreviewSummary>> {
+    let pool = state.pool();
     previews_query(filter, limit)
         .build_query_as()
         .fetch_all(pool)
@@ -112,10 +115,11 @@ pub async fn previews(
 }
 
 pub async fn preview_summary(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: i64,
 ) -> sqlx::Result<Option<PreviewSummary>> {
+    let pool = state.pool();
     sqlx::query_as!(
         PreviewSummary,
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired AS "desired: Desired",
@@ -135,11 +139,8 @@ pub const HISTORY: &str = "SELECT at, what, actor, reason, head_sha FROM history
      WHERE repo = ?1 AND number = ?2 ORDER BY at DESC, id DESC LIMIT ?3";
 
 /// A PR's newest history, oldest first (it outlives the preview).
-pub async fn history(
-    pool: &SqlitePool,
-    repo: &str,
-    number: i64,
-) -> sqlx::Result<Vec<HistoryEntry>> {
+pub async fn history(state: &State, repo: &str, number: i64) -> sqlx::Result<Vec<HistoryEntry>> {
+    let pool = state.pool();
     let mut rows: Vec<HistoryEntry> = sqlx::query_as(HISTORY)
         .bind(repo)
         .bind(number)
@@ -156,9 +157,10 @@ pub const RECENTLY_DESTROYED: &str = "SELECT repo, number, at, reason FROM histo
 
 /// The most recently destroyed previews: (repo, number, when, reason).
 pub async fn recently_destroyed(
-    pool: &SqlitePool,
+    state: &State,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64, i64, String)>> {
+    let pool = state.pool();
     sqlx::query_as(RECENTLY_DESTROYED)
         .bind(limit)
         .fetch_all(pool)
@@ -167,8 +169,9 @@ pub async fn recently_destroyed(
 
 /// Previews by shown state and cluster, for the metrics.
 pub async fn preview_counts(
-    pool: &SqlitePool,
+    state: &State,
 ) -> sqlx::Result<Vec<(Desired, ObservedState, String, i64)>> {
+    let pool = state.pool();
     let rows = sqlx::query!(
         r#"SELECT desired AS "desired: Desired", observed AS "observed: ObservedState", COALESCE(cluster, '') AS "cluster!: String", COUNT(*) AS "n!: i64"
            FROM previews GROUP BY desired, observed, cluster"#
@@ -184,13 +187,13 @@ pub async fn preview_counts(
 /// An operator (API or CLI) asks for a preview's teardown. `None`: no such preview;
 /// `Some(false)`: it is already ending.
 pub async fn request_destroy(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: u32,
     actor: &str,
     now: i64,
 ) -> sqlx::Result<Option<bool>> {
-    let mut tx = super::begin_write(pool).await?;
+    let mut tx = super::begin_write(state).await?;
     let exists = sqlx::query_scalar!(
         r#"SELECT desired != 'absent' AS "live!: bool" FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,

@@ -108,44 +108,45 @@ pub fn apply_pr_change(conn: &Connection, change: &PrChange, now: i64) -> Result
             "SELECT p.id, p.repo_id, p.installation_id, p.title, p.author, p.head_sha, p.head_ref,
                     p.base_ref, p.fork, p.draft, p.desired, p.end_reason, p.approved_sha,
                     p.pr_updated_at, p.created_at, p.updated_at, p.expires_at, p.head_changed_at,
-                    p.names, p.labeled, p.deploy_by, p.paths_file, c.pr_updated_at, c.ended_at
+                    p.names, p.labeled, p.deploy_by, p.paths_file,
+                    c.pr_updated_at AS closed_at, c.ended_at
              FROM (SELECT ?1 AS repo, ?2 AS number) k
              LEFT JOIN previews p ON p.repo = k.repo AND p.number = k.number
              LEFT JOIN closed_prs c ON c.repo = k.repo AND c.number = k.number",
         )?
         .query_row(params![repo, number], |r| {
-            let id: Option<i64> = r.get(0)?;
+            let id: Option<i64> = r.get("id")?;
             let stored = match id {
                 None => None,
                 Some(_) => Some(StoredPr {
-                    repo_id: r.get(1)?,
-                    installation_id: r.get(2)?,
-                    title: r.get(3)?,
-                    author: r.get(4)?,
-                    head_sha: r.get(5)?,
-                    head_ref: r.get(6)?,
-                    base_ref: r.get(7)?,
-                    fork: r.get(8)?,
-                    draft: r.get(9)?,
-                    desired: text_enum(r, 10)?,
-                    end_reason: r.get(11)?,
-                    approved_sha: r.get(12)?,
-                    pr_updated_at: r.get(13)?,
-                    created_at: r.get(14)?,
-                    updated_at: r.get(15)?,
-                    expires_at: r.get(16)?,
-                    head_changed_at: r.get(17)?,
-                    names: r.get(18)?,
-                    labeled: r.get(19)?,
-                    deploy_by: r.get(20)?,
-                    paths_file: r.get(21)?,
+                    repo_id: r.get("repo_id")?,
+                    installation_id: r.get("installation_id")?,
+                    title: r.get("title")?,
+                    author: r.get("author")?,
+                    head_sha: r.get("head_sha")?,
+                    head_ref: r.get("head_ref")?,
+                    base_ref: r.get("base_ref")?,
+                    fork: r.get("fork")?,
+                    draft: r.get("draft")?,
+                    desired: r.get("desired")?,
+                    end_reason: r.get("end_reason")?,
+                    approved_sha: r.get("approved_sha")?,
+                    pr_updated_at: r.get("pr_updated_at")?,
+                    created_at: r.get("created_at")?,
+                    updated_at: r.get("updated_at")?,
+                    expires_at: r.get("expires_at")?,
+                    head_changed_at: r.get("head_changed_at")?,
+                    names: r.get("names")?,
+                    labeled: r.get("labeled")?,
+                    deploy_by: r.get("deploy_by")?,
+                    paths_file: r.get("paths_file")?,
                 }),
             };
-            let ended = match r.get::<_, Option<i64>>(22)? {
+            let ended = match r.get::<_, Option<i64>>("closed_at")? {
                 None => None,
                 Some(closed_at) => Some(Ended {
                     closed_at,
-                    ended_at: r.get(23)?,
+                    ended_at: r.get("ended_at")?,
                 }),
             };
             Ok((id, stored, ended))
@@ -420,12 +421,12 @@ pub fn record_check(
         )?
         .query_row(params![repo, sha, report.name], |r| {
             Ok(CheckReport {
-                source: text_enum(r, 0)?,
+                source: text_enum(r, "source")?,
                 name: report.name.clone(),
-                state: text_enum(r, 1)?,
-                conclusion: r.get(2)?,
-                url: r.get(3)?,
-                at: r.get(4)?,
+                state: text_enum(r, "state")?,
+                conclusion: r.get("conclusion")?,
+                url: r.get("url")?,
+                at: r.get("at")?,
             })
         })
         .optional()?;

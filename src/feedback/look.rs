@@ -5,6 +5,8 @@
 //! What GitHub answers is recorded, then the reconciler is told.
 
 use super::installation;
+use tracing::Instrument;
+
 use crate::checks::CheckReport;
 use crate::config::Trigger;
 use crate::db::{self, LookUp, PathsFound};
@@ -27,7 +29,7 @@ impl Feedback {
         if gated.files.is_empty() && gated.checks.is_empty() {
             return;
         }
-        let due = match db::lookups_due(&self.pool, &gated, PER_PASS).await {
+        let due = match db::lookups_due(&self.state, &gated, PER_PASS).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the look-ups due failed; next pass");
@@ -48,10 +50,15 @@ impl Feedback {
             {
                 continue;
             }
+            let span = tracing::info_span!("look_up", preview = %key);
             let changed = if look.files {
-                self.look_at_files(&github, &look, &key).await
+                self.look_at_files(&github, &look, &key)
+                    .instrument(span)
+                    .await
             } else {
-                self.look_at_checks(&github, &look, &key).await
+                self.look_at_checks(&github, &look, &key)
+                    .instrument(span)
+                    .await
             };
             if changed {
                 self.changed(&key);
@@ -87,7 +94,7 @@ impl Feedback {
         let Some(paths) = &policy.gates.paths else {
             return false;
         };
-        let Ok(Some(row)) = db::preview_row(&self.db, look.id) else {
+        let Ok(Some(row)) = db::preview_row(&self.state, look.id) else {
             return false;
         };
         if row.head_sha != look.head_sha {
@@ -97,7 +104,7 @@ impl Feedback {
         // and listing its files would change nothing. An ignored author stays one: this head
         // is marked listed (a missing label is left out of the look-ups until it is given).
         if intent::OptOut::of(&policy.gates, &row.author, row.labeled).is_some() {
-            let _ = db::files_looked(&self.pool, look.id, &look.head_sha).await;
+            let _ = db::files_looked(&self.state, look.id, &look.head_sha).await;
             return false;
         }
         let files = match github
@@ -109,7 +116,7 @@ impl Feedback {
             // for this head. Anything else (an outage holds the installation) is retried.
             Err(e) if e.is_permanent() => {
                 tracing::warn!(preview = %key, error = %e, "GitHub will not list the PR's files; asked again at the next push");
-                let _ = db::files_looked(&self.pool, look.id, &look.head_sha).await;
+                let _ = db::files_looked(&self.state, look.id, &look.head_sha).await;
                 return false;
             }
             Err(e) => {
@@ -135,7 +142,7 @@ impl Feedback {
             needs_label: policy.gates.trigger == Trigger::Label,
             expires_at: now.saturating_add(i64::try_from(policy.ttl.as_secs()).unwrap_or(i64::MAX)),
         };
-        match db::record_paths(&self.pool, &found, now).await {
+        match db::record_paths(&self.state, &found, now).await {
             Ok(admitted) => admitted || file.is_none(),
             Err(e) => {
                 tracing::warn!(preview = %key, error = %e, "recording the PR's files failed");
@@ -166,17 +173,17 @@ impl Feedback {
             Err(e) => {
                 // Nothing changes: the preview keeps waiting, visibly; the resync asks again.
                 tracing::warn!(preview = %key, error = %e, "looking up the head's checks failed; tried again at the next resync");
-                let _ = db::checks_looked(&self.pool, look.id, &look.head_sha).await;
+                let _ = db::checks_looked(&self.state, look.id, &look.head_sha).await;
                 return false;
             }
         };
-        let recorded = db::record_checks(&self.pool, key.repo.as_str(), &look.head_sha, &reports)
+        let recorded = db::record_checks(&self.state, key.repo.as_str(), &look.head_sha, &reports)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(preview = %key, error = %e, "recording the head's checks failed");
                 false
             });
-        let _ = db::checks_looked(&self.pool, look.id, &look.head_sha).await;
+        let _ = db::checks_looked(&self.state, look.id, &look.head_sha).await;
         recorded
     }
 }

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use tracing::Instrument;
 
 use super::{installation, shape};
 use crate::command::{self, Asker, Command, Gate};
@@ -30,8 +31,9 @@ impl Feedback {
     /// changed, and answers them; returns those previews.
     pub async fn obey(&self) -> anyhow::Result<Vec<PreviewKey>> {
         let mut touched = Vec::new();
-        for command in db::pending_commands(&self.pool).await? {
-            match self.run_command(&command).await {
+        for command in db::pending_commands(&self.state).await? {
+            let span = tracing::info_span!("command", preview = %command.key(), id = command.id);
+            match self.run_command(&command).instrument(span).await {
                 Ok(Some(_)) => {
                     let key = command.key();
                     self.changed(&key);
@@ -56,8 +58,8 @@ impl Feedback {
 
     async fn run_command(&self, cmd: &CommandRow) -> anyhow::Result<Option<i64>> {
         let now = self.clock.now();
-        let row = match db::preview_id(&self.db, cmd.repo.as_str(), cmd.number)? {
-            Some(id) => db::preview_row(&self.db, id)?,
+        let row = match db::preview_id(&self.state, cmd.repo.as_str(), cmd.number)? {
+            Some(id) => db::preview_row(&self.state, id)?,
             None => None,
         };
         let parsed = match command::parse(&cmd.line) {
@@ -114,40 +116,7 @@ impl Feedback {
             tracing::info!(actor = cmd.actor, line = cmd.line, "command refused");
             return Ok(None);
         }
-        // `status` tells CI's verdict too, which the row alone does not hold.
-        let status = match (&row, parsed) {
-            (Some(row), Command::Status) => {
-                Some(comment::status(&self.full_status_view(row).await?))
-            }
-            _ => None,
-        };
-        // `refresh-template` needs a commit of the default branch to build from.
-        let base_known = match (&row, parsed) {
-            (Some(row), Command::RefreshTemplate) => {
-                db::template_repo(&self.pool, row.key.repo.as_str())
-                    .await?
-                    .is_some()
-            }
-            _ => false,
-        };
-        let repo: Option<&RepoName> = row.as_ref().map(|r| &r.key.repo);
-        let asked = Asked {
-            command: parsed,
-            actor: &cmd.actor,
-            // When the approver looked: the comment's own time, the clock the push's is in.
-            seen_at: cmd.commented_at.unwrap_or(cmd.created_at),
-            now,
-            preview: row.as_ref(),
-            policy: repo
-                .as_ref()
-                .and_then(|repo| self.config.policy_for(repo))
-                .unwrap_or(&self.config.defaults),
-            template: repo
-                .as_ref()
-                .is_some_and(|repo| self.config.template_for(repo).is_some()),
-            template_base_known: base_known,
-            status,
-        };
+        let asked = self.asked(cmd, parsed, row.as_ref(), now).await?;
         let (effects, outcome) = decide(asked);
         if let Some(row) = &row {
             tracing::info!(
@@ -185,6 +154,48 @@ impl Feedback {
         Ok(id)
     }
 
+    /// What deciding `parsed` reads, gathered: the row, the repository's policy, and the
+    /// two things only the state or GitHub's checks can say (`status`, a template's base).
+    async fn asked<'a>(
+        &'a self,
+        cmd: &'a CommandRow,
+        parsed: Command,
+        row: Option<&'a PreviewRow>,
+        now: i64,
+    ) -> anyhow::Result<Asked<'a>> {
+        // `status` tells CI's verdict too, which the row alone does not hold.
+        let status = match (row, parsed) {
+            (Some(row), Command::Status) => {
+                Some(comment::status(&self.full_status_view(row).await?))
+            }
+            _ => None,
+        };
+        // `refresh-template` needs a commit of the default branch to build from.
+        let template_base_known = match (row, parsed) {
+            (Some(row), Command::RefreshTemplate) => {
+                db::template_repo(&self.state, row.key.repo.as_str())
+                    .await?
+                    .is_some()
+            }
+            _ => false,
+        };
+        let repo: Option<&RepoName> = row.map(|r| &r.key.repo);
+        Ok(Asked {
+            command: parsed,
+            actor: &cmd.actor,
+            // When the approver looked: the comment's own time, the clock the push's is in.
+            seen_at: cmd.commented_at.unwrap_or(cmd.created_at),
+            now,
+            preview: row,
+            policy: repo
+                .and_then(|repo| self.config.policy_for(repo))
+                .unwrap_or(&self.config.defaults),
+            template: repo.is_some_and(|repo| self.config.template_for(repo).is_some()),
+            template_base_known,
+            status,
+        })
+    }
+
     /// Whether the commenter has standing (`feedback::standing`), recorded before the
     /// outcome: it decides how the command is answered, and the PR's author may be gone by
     /// then (a destroy).
@@ -199,7 +210,7 @@ impl Feedback {
             association: &cmd.association,
         };
         let standing = feedback::standing(&asker, author, confirmed);
-        Ok(db::set_standing(&self.pool, cmd.id, standing).await?)
+        Ok(db::set_standing(&self.state, cmd.id, standing).await?)
     }
 
     /// Write access, confirmed by GitHub. Without credentials only a repository's OWNER
@@ -235,7 +246,7 @@ impl Feedback {
         reply: &str,
         now: i64,
     ) -> anyhow::Result<bool> {
-        let mut tx = db::begin_write(&self.pool).await?;
+        let mut tx = db::begin_write(&self.state).await?;
         if let Some(id) = preview {
             for effect in effects {
                 let applied = db::command_effect(&mut tx, id, effect, now).await?;
@@ -258,17 +269,17 @@ impl Feedback {
     /// the actor's hourly bound, nothing. A held installation's answers wait; one GitHub
     /// keeps refusing for good is given up after `feedback::PERMANENT_TRIES`.
     async fn answer_commands(&self) {
-        let Ok(unanswered) = db::unanswered_commands(&self.pool).await else {
+        let Ok(unanswered) = db::unanswered_commands(&self.state).await else {
             return;
         };
         for cmd in unanswered {
             let now = self.clock.now();
             let Some(github) = &self.github else {
                 self.log_unreported(cmd.repo.as_str(), i64::from(cmd.number));
-                let _ = db::mark_answered(&self.pool, cmd.id, "silent", now).await;
+                let _ = db::mark_answered(&self.state, cmd.id, "silent", now).await;
                 continue;
             };
-            let answered = db::answers_since(&self.pool, &cmd.actor, now - 3600)
+            let answered = db::answers_since(&self.state, &cmd.actor, now - 3600)
                 .await
                 .unwrap_or(i64::MAX);
             // Ran before standing was recorded: the association alone, as it was then.
@@ -293,15 +304,15 @@ impl Feedback {
             };
             match result {
                 Ok(how) => {
-                    let _ = db::mark_answered(&self.pool, cmd.id, how, now).await;
+                    let _ = db::mark_answered(&self.state, cmd.id, how, now).await;
                 }
                 Err(e) if e.is_permanent() => {
-                    let failures = db::answer_failed(&self.pool, cmd.id)
+                    let failures = db::answer_failed(&self.state, cmd.id)
                         .await
                         .unwrap_or(i64::MAX);
                     if failures >= feedback::PERMANENT_TRIES {
                         tracing::warn!(command = cmd.id, error = %e, "GitHub keeps refusing this command's answer; given up");
-                        let _ = db::mark_answered(&self.pool, cmd.id, "given_up", now).await;
+                        let _ = db::mark_answered(&self.state, cmd.id, "given_up", now).await;
                     }
                 }
                 Err(e) => feedback::log_transient(&e, "answering a command on GitHub"),
@@ -356,7 +367,7 @@ impl Feedback {
                         .await?
                 }
             };
-            let _ = db::set_reply_comment(&self.pool, cmd.id, id as i64).await;
+            let _ = db::set_reply_comment(&self.state, cmd.id, id as i64).await;
         }
         let done = if accepted { "rocket" } else { "confused" };
         github.react(repo, installation, comment_id, done).await?;
@@ -455,17 +466,29 @@ fn decide(asked: Asked<'_>) -> (Vec<Effect<'_>>, Outcome<'_>) {
             Outcome::RefreshingTemplate,
         ),
         Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
-        // A fork's code runs only as the commit the maintainer names, never as whatever
-        // the head is when the command runs (a push seconds before the comment): the
-        // name must prefix the head, and the full head it prefixes is what is approved
-        // (`Effect::Approve` writes it only while it is still the head).
-        Command::Approve(None) if row.fork => (
+        Command::Approve(named) => approve(row, named, seen_at),
+        Command::Deploy => deploy(&asked, row, live),
+    }
+}
+
+/// `/preview approve [SHA]`: a fork's code runs only as the commit the maintainer names,
+/// never as whatever the head is when the command runs (a push seconds before the comment):
+/// the name must prefix the head, and the full head it prefixes is what is approved
+/// (`Effect::Approve` writes it only while it is still the head).
+fn approve(
+    row: &PreviewRow,
+    named: Option<command::ShaPrefix>,
+    seen_at: i64,
+) -> (Vec<Effect<'_>>, Outcome<'_>) {
+    match named {
+        _ if !row.fork => (vec![], Outcome::NotAFork),
+        None => (
             vec![],
             Outcome::ApprovalNeedsCommit {
                 head: &row.head_sha,
             },
         ),
-        Command::Approve(Some(named)) if row.fork && !named.names(&row.head_sha) => (
+        Some(named) if !named.names(&row.head_sha) => (
             vec![],
             Outcome::NotTheHead {
                 named,
@@ -474,60 +497,58 @@ fn decide(asked: Asked<'_>) -> (Vec<Effect<'_>>, Outcome<'_>) {
         ),
         // A push after the comment: the approver cannot have seen this head. Ties are
         // refused too: GitHub's clocks count whole seconds.
-        Command::Approve(_) if row.fork && row.head_changed_at >= seen_at => {
-            (vec![], Outcome::ChangedSinceApproval)
-        }
-        Command::Approve(_) if row.fork => (
+        Some(_) if row.head_changed_at >= seen_at => (vec![], Outcome::ChangedSinceApproval),
+        Some(_) => (
             vec![Effect::Approve {
                 sha: &row.head_sha,
                 seen_at,
             }],
             Outcome::Approved { sha: &row.head_sha },
         ),
-        Command::Approve(_) => (vec![], Outcome::NotAFork),
-        // On a fork, deploying is no approval: it names no commit.
-        Command::Deploy
-            if row.fork && row.approved_sha.as_deref() != Some(row.head_sha.as_str()) =>
-        {
-            (
-                vec![],
-                Outcome::ApprovalNeedsCommit {
-                    head: &row.head_sha,
-                },
-            )
-        }
-        // Back from a destroy: a fresh lifetime of `ttl` from now. So for a PR that gets
-        // its first preview now (opted out until this command): its lifetime starts now.
-        Command::Deploy if !live || row.desired == Desired::OptedOut => {
-            let lifetime_end = if live {
-                now.saturating_add(secs(policy.max_lifetime))
-            } else {
-                lifetime_end
-            };
-            (
-                vec![
-                    Effect::Deploy {
-                        by: actor,
-                        seen_at,
-                        past_failed_wait: false,
-                    },
-                    Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
-                ],
-                Outcome::Deploying,
-            )
-        }
-        // Past every gate: the trigger, paths, an ignored author, and a failed wait for
-        // CI on the head the writer saw (a wait still running stays: the image may not
-        // exist yet).
-        Command::Deploy => (
-            vec![Effect::Deploy {
+    }
+}
+
+/// `/preview deploy` on a PR whose preview is live, or was destroyed.
+fn deploy<'a>(
+    asked: &Asked<'a>,
+    row: &'a PreviewRow,
+    live: bool,
+) -> (Vec<Effect<'a>>, Outcome<'a>) {
+    let (actor, seen_at, now, policy) = (asked.actor, asked.seen_at, asked.now, asked.policy);
+    let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    // On a fork, deploying is no approval: it names no commit.
+    if row.fork && row.approved_sha.as_deref() != Some(row.head_sha.as_str()) {
+        let outcome = Outcome::ApprovalNeedsCommit {
+            head: &row.head_sha,
+        };
+        return (vec![], outcome);
+    }
+    // Back from a destroy: a fresh lifetime of `ttl` from now. So for a PR that gets its
+    // first preview now (opted out until this command): its lifetime starts now.
+    if !live || row.desired == Desired::OptedOut {
+        let lifetime_end = if live {
+            now.saturating_add(secs(policy.max_lifetime))
+        } else {
+            row.created_at.saturating_add(secs(policy.max_lifetime))
+        };
+        let effects = vec![
+            Effect::Deploy {
                 by: actor,
                 seen_at,
-                past_failed_wait: row.observed == ObservedState::CiFailed,
-            }],
-            Outcome::Deploying,
-        ),
+                past_failed_wait: false,
+            },
+            Effect::ExpireAt(now.saturating_add(secs(policy.ttl)).min(lifetime_end)),
+        ];
+        return (effects, Outcome::Deploying);
     }
+    // Past every gate: the trigger, paths, an ignored author, and a failed wait for CI on
+    // the head the writer saw (a wait still running stays: the image may not exist yet).
+    let effects = vec![Effect::Deploy {
+        by: actor,
+        seen_at,
+        past_failed_wait: row.observed == ObservedState::CiFailed,
+    }];
+    (effects, Outcome::Deploying)
 }
 
 #[cfg(test)]

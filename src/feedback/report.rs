@@ -5,6 +5,7 @@
 //! whose reporting GitHub refuses for good `PERMANENT_TRIES` times is given up.
 
 use sha2::{Digest, Sha256};
+use tracing::Instrument;
 
 use super::{installation, shape};
 use crate::comment::{self, Shown, StatusView};
@@ -19,7 +20,7 @@ impl Feedback {
     /// Reports on every preview (nothing is sent where nothing changed), then posts what is
     /// still owed (final reports, notices).
     pub async fn report(&self) {
-        match db::preview_ids(&self.pool).await {
+        match db::preview_ids(&self.state).await {
             Ok(ids) => self.report_owed(&ids, db::Owed::EVERYTHING).await,
             Err(e) => tracing::warn!(error = %e, "listing previews to report on failed"),
         }
@@ -40,7 +41,7 @@ impl Feedback {
     /// The sticky comment and deployment of each of `ids`.
     async fn report_previews(&self, ids: &[i64]) {
         for id in ids {
-            let Ok(Some(row)) = db::preview_row(&self.db, *id) else {
+            let Ok(Some(row)) = db::preview_row(&self.state, *id) else {
                 continue;
             };
             let Some(github) = &self.github else {
@@ -80,6 +81,7 @@ impl Feedback {
                 };
                 self.publish(github, thread, &stored, &view).await.map(drop)
             }
+            .instrument(tracing::info_span!("report", preview = %row.key))
             .await;
             if let Err((part, e)) = result {
                 if !e.is_permanent() {
@@ -119,10 +121,10 @@ impl Feedback {
         );
         let given_up = match part {
             Part::Comment => {
-                db::thread_failed(&self.pool, repo, number, &message, limit, now).await
+                db::thread_failed(&self.state, repo, number, &message, limit, now).await
             }
             Part::Deployment => {
-                db::deployment_failed(&self.pool, repo, number, head_sha, limit, now).await
+                db::deployment_failed(&self.state, repo, number, head_sha, limit, now).await
             }
         };
         match given_up {
@@ -140,7 +142,7 @@ impl Feedback {
     /// for before posting again.
     async fn post_notices(&self) {
         let Some(github) = &self.github else { return };
-        let Ok(notices) = db::unposted_notices(&self.pool).await else {
+        let Ok(notices) = db::unposted_notices(&self.state).await else {
             return;
         };
         for notice in notices {
@@ -166,16 +168,16 @@ impl Feedback {
             .await;
             match result {
                 Ok(()) => {
-                    let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                    let _ = db::notice_posted(&self.state, notice.id, self.clock.now()).await;
                 }
                 // The PR is gone or locked: after a few tries the notice is not owed any more.
                 Err(e) if e.is_permanent() => {
-                    let failures = db::notice_failed(&self.pool, notice.id)
+                    let failures = db::notice_failed(&self.state, notice.id)
                         .await
                         .unwrap_or(i64::MAX);
                     if failures >= feedback::PERMANENT_TRIES {
                         tracing::warn!(notice = notice.id, error = %e, "GitHub keeps refusing this notice; dropped");
-                        let _ = db::notice_posted(&self.pool, notice.id, self.clock.now()).await;
+                        let _ = db::notice_posted(&self.state, notice.id, self.clock.now()).await;
                     }
                 }
                 Err(e) => feedback::log_transient(&e, "posting a notice"),
@@ -186,7 +188,7 @@ impl Feedback {
     /// The "destroyed" report of previews whose row is gone.
     async fn report_finals(&self) {
         let Some(github) = &self.github else { return };
-        let Ok(finals) = db::pending_finals(&self.pool).await else {
+        let Ok(finals) = db::pending_finals(&self.state).await else {
             return;
         };
         for thread in finals {
@@ -211,7 +213,7 @@ impl Feedback {
             match self.publish(github, thread, &stored, &view).await {
                 Ok(_) => {
                     let now = self.clock.now();
-                    let _ = db::final_posted(&self.pool, &repo, number, reason, now).await;
+                    let _ = db::final_posted(&self.state, &repo, number, reason, now).await;
                 }
                 Err((part, e)) => self.report_failed(&repo, number, &head, part, &e).await,
             }
@@ -258,7 +260,7 @@ impl Feedback {
         // again by its marker and the deployment by its SHA; a status may be posted twice.
         let took = !matches!(outcome, Err((Part::Comment, _)));
         if took && thread != *stored {
-            let _ = db::save_thread(&self.db, &thread, self.clock.now()).await;
+            let _ = db::save_thread(&self.state, &thread, self.clock.now()).await;
         }
         outcome.map(|()| thread)
     }
@@ -412,7 +414,7 @@ impl Feedback {
     }
 
     async fn thread_of(&self, repo: &str, number: i64) -> Result<Thread, GitHubError> {
-        Ok(db::thread(&self.db, repo, number)
+        Ok(db::thread(&self.state, repo, number)
             .map_err(|e| shape(&e.to_string()))?
             .unwrap_or_else(|| Thread {
                 repo: repo.to_owned(),
@@ -429,7 +431,7 @@ impl Feedback {
     ) -> anyhow::Result<StatusView<'a>> {
         let mut view = self.status_view(row)?;
         if view.shown == Shown::Queued {
-            view.position = db::queue_position(&self.pool, row.id)
+            view.position = db::queue_position(&self.state, row.id)
                 .await
                 .ok()
                 .map(|n| n + 1);
@@ -439,7 +441,7 @@ impl Feedback {
                 .config
                 .policy_for(&row.key.repo)
                 .map_or(&[][..], |p| &p.gates.wait_for[..]);
-            let reports = db::checks_of(&self.db, row.key.repo.as_str(), &row.head_sha)?;
+            let reports = db::checks_of(&self.state, row.key.repo.as_str(), &row.head_sha)?;
             view.ci = Some((
                 crate::checks::verdict(wait_for, &reports),
                 row.head_changed_at,

@@ -10,7 +10,7 @@ impl Reconciler {
     /// Removes the recorded orphans; returns how many were deleted. One that fails stays
     /// recorded for the next pass.
     pub(super) async fn remove_orphans(&self) -> anyhow::Result<usize> {
-        let recorded = db::recorded_orphans(&self.pool).await?;
+        let recorded = db::recorded_orphans(&self.state).await?;
         if recorded.is_empty() {
             return Ok(0);
         }
@@ -22,11 +22,11 @@ impl Reconciler {
                     application = name,
                     "sweep.remove_orphans is off: orphan left alone"
                 );
-                db::forget_orphan(&self.pool, &name).await?;
+                db::forget_orphan(&self.state, &name).await?;
             }
             return Ok(0);
         }
-        let owned = crate::sweep::owned_names(&self.pool, &self.config).await?;
+        let owned = crate::sweep::owned_names(&self.state, &self.config).await?;
         let owner = Owner::instance(self.instance().await?);
         let mut removed = 0;
         for name in recorded {
@@ -51,7 +51,7 @@ impl Reconciler {
                     }
                 }
             }
-            db::forget_orphan(&self.pool, &name).await?;
+            db::forget_orphan(&self.state, &name).await?;
         }
         Ok(removed)
     }

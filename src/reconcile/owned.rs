@@ -28,7 +28,7 @@ impl Reconciler {
                 tracing::warn!(preview = %key, namespace = %names.slug,
                     "a preview from before names were recorded keeps its names: until none is left, set chart.legacy_names = true and apply `previewd render --projects`, or the AppProjects refuse it");
             }
-            db::record_names(&self.pool, row.id, &names.to_json()).await?;
+            db::record_names(&self.state, row.id, &names.to_json()).await?;
         }
         Ok(names)
     }
@@ -53,7 +53,7 @@ impl Reconciler {
         let (state, message) = plan::state(helper.health(), None);
         if row.observed != state || row.last_error.as_deref() != message {
             tracing::info!(preview = %key, state = %state, "frozen: its repository is no longer in [[repos]]");
-            db::set_observed(&self.pool, row.id, state, message, None, now).await?;
+            db::set_observed(&self.state, row.id, state, message, None, now).await?;
         }
         self.settled(row.id);
         Ok(())
@@ -63,7 +63,7 @@ impl Reconciler {
     pub(super) async fn instance(&self) -> anyhow::Result<&str> {
         let instance = self
             .instance
-            .get_or_try_init(|| db::instance_id(&self.pool))
+            .get_or_try_init(|| db::instance_id(&self.state))
             .await?;
         Ok(instance)
     }
@@ -95,7 +95,7 @@ impl Reconciler {
                 history: Some(HistoryKind::Conflict),
                 ready_at_seed: None,
             };
-            db::record_state(&self.db, row.id, &seen, now).await?;
+            db::record_state(&self.state, row.id, &seen, now).await?;
         }
         self.requeue(row.id);
         Ok(())

@@ -187,7 +187,7 @@ impl Reconciler {
             .certs
             .get(cluster)
             .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
-        let stored = db::sealed_secrets(&self.db, row.id)?;
+        let stored = db::sealed_secrets(&self.state, row.id)?;
         if !stored.is_empty() {
             return Ok((stored.into_iter().map(|(secret, _)| secret).collect(), None));
         }

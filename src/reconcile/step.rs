@@ -166,7 +166,7 @@ impl Reconciler {
             }
         }
         if let Some(seen) = &seen {
-            db::record_state(&self.db, row.id, seen, now).await?;
+            db::record_state(&self.state, row.id, seen, now).await?;
         }
         if step.requeue {
             // A step forward (an Application applied, a new state) starts the looks afresh:
@@ -238,7 +238,7 @@ impl Reconciler {
         seen: Option<&Observation<'_>>,
     ) -> anyhow::Result<Written> {
         let (id, now) = (at.row.id, at.now);
-        db::record_intended(&self.db, id, write.entries, write.secrets, now).await?;
+        db::record_intended(&self.state, id, write.entries, write.secrets, now).await?;
         let written = self.retry("apply", || {
             self.sink.apply(write.name, write.manifest, at.owner)
         });
@@ -247,7 +247,7 @@ impl Reconciler {
             return Ok(Written::Stale);
         }
         db::record_applied(
-            &self.db,
+            &self.state,
             id,
             write.entries,
             write.hash,

@@ -21,7 +21,7 @@ impl Reconciler {
         now: i64,
     ) -> anyhow::Result<()> {
         if row.teardown_started_at.is_none() {
-            db::start_teardown(&self.pool, row.id, now).await?;
+            db::start_teardown(&self.state, row.id, now).await?;
             self.settled(row.id); // a teardown is watched closely from its start
         }
         let argocd = &self.config.sink.argocd_namespace;
@@ -46,7 +46,7 @@ impl Reconciler {
                 // state, a relabelling) still holds what it made: never taken for gone, and
                 // the preview stays until someone sorts it out. One it never applied is
                 // another's and, for this preview, absent.
-                let applied = db::ledger(&self.pool, row.id)
+                let applied = db::ledger(&self.state, row.id)
                     .await?
                     .into_iter()
                     .any(|item| {
@@ -93,7 +93,15 @@ impl Reconciler {
                 }
                 Teardown::Confirm => return self.confirm_and_forget(row, now).await,
             };
-            db::record_ledger(&self.pool, row.id, &entry, LedgerState::Deleting, None, now).await?;
+            db::record_ledger(
+                &self.state,
+                row.id,
+                &entry,
+                LedgerState::Deleting,
+                None,
+                now,
+            )
+            .await?;
             self.retry("delete", || self.sink.delete(name, owner))
                 .await?;
         }
@@ -108,7 +116,7 @@ impl Reconciler {
         let visible = self.sees_cluster_of(row);
         let mut waiting = Vec::new();
         let mut summary = Vec::new();
-        for item in db::ledger(&self.pool, row.id).await? {
+        for item in db::ledger(&self.state, row.id).await? {
             let (state, detail) = self.confirm(&item, visible).await?;
             if state == LedgerState::Deleting {
                 waiting.push(format!("{} {}", item.kind, item.name));
@@ -116,8 +124,15 @@ impl Reconciler {
                 summary.push(format!("{} {} {state}", item.kind, item.name));
             }
             if item.state != state || item.detail.as_deref() != Some(detail.as_str()) {
-                db::record_ledger(&self.pool, row.id, &item.entry(), state, Some(&detail), now)
-                    .await?;
+                db::record_ledger(
+                    &self.state,
+                    row.id,
+                    &item.entry(),
+                    state,
+                    Some(&detail),
+                    now,
+                )
+                .await?;
             }
         }
         if !waiting.is_empty() {
@@ -135,7 +150,7 @@ impl Reconciler {
             }
         );
         self.settled(row.id);
-        if db::forget_preview(&self.pool, row.id, &reason, now).await? {
+        if db::forget_preview(&self.state, row.id, &reason, now).await? {
             let took = now - row.teardown_started_at.unwrap_or(now);
             self.metrics
                 .torn_down(Duration::from_secs(took.max(0) as u64));
@@ -208,6 +223,6 @@ impl Reconciler {
             history: Some(HistoryKind::TeardownStuck),
             ready_at_seed: None,
         };
-        db::record_state(&self.db, row.id, &seen, now).await
+        db::record_state(&self.state, row.id, &seen, now).await
     }
 }

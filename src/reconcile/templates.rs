@@ -23,7 +23,7 @@ impl Reconciler {
     /// logged and retried on the next pass, never another's.
     pub async fn templates(&self) -> anyhow::Result<()> {
         let now = self.clock.now();
-        for repo in db::template_repos(&self.pool).await? {
+        for repo in db::template_repos(&self.state).await? {
             if let Err(e) = self.template_of(&repo, now).await {
                 tracing::warn!(repo, error = %format!("{e:#}"), "template pass failed; retrying on the next pass");
             }
@@ -39,13 +39,13 @@ impl Reconciler {
             .iter()
             .find(|r| r.name == name)
             .and_then(|r| r.app.template);
-        let wanted = db::template_repo(&self.pool, repo).await?.map(|w| Wanted {
+        let wanted = db::template_repo(&self.state, repo).await?.map(|w| Wanted {
             base_sha: w.base_sha,
             refresh: w.refresh,
             destroy: w.destroy,
             last_used_at: w.last_used_at,
         });
-        let rows = db::generations(&self.pool, repo).await?;
+        let rows = db::generations(&self.state, repo).await?;
         let mut gens = Vec::with_capacity(rows.len());
         for row in &rows {
             gens.push(Gen {
@@ -54,13 +54,13 @@ impl Reconciler {
                 base_sha: row.base_sha.clone(),
                 state: row.state,
                 created_at: row.created_at,
-                clones_pending: db::clones_pending(&self.pool, repo, row.generation).await?,
+                clones_pending: db::clones_pending(&self.state, repo, row.generation).await?,
             });
         }
-        let live = db::live_previews(&self.pool, repo).await?;
+        let live = db::live_previews(&self.state, repo).await?;
         let plan = decide::plan(policy, wanted.as_ref(), &gens, live, now);
         if let Some(reason) = plan.destroy {
-            db::destroy_template(&self.pool, repo, reason, now).await?;
+            db::destroy_template(&self.state, repo, reason, now).await?;
             tracing::info!(repo, reason, "template database to be dropped");
         }
         for id in &plan.time_out {
@@ -69,7 +69,7 @@ impl Reconciler {
                 crate::duration::format(decide::BUILD_DEADLINE)
             );
             tracing::warn!(repo, error = %message, "template build timed out");
-            db::set_generation_state(&self.pool, *id, GenState::Failed, Some(&message), now)
+            db::set_generation_state(&self.state, *id, GenState::Failed, Some(&message), now)
                 .await?;
         }
         // A template destroyed while a preview still waits to clone it: that preview is
@@ -80,14 +80,14 @@ impl Reconciler {
                 .iter()
                 .filter(|g| g.clones_pending > 0 && plan.retire.contains(&g.id))
             {
-                db::seed_instead(&self.pool, repo, pending.generation).await?;
+                db::seed_instead(&self.state, repo, pending.generation).await?;
             }
         }
         if let Some((generation, base_sha)) = &plan.build {
             self.start_generation(&name, *generation, base_sha, now)
                 .await?;
         }
-        for row in db::generations(&self.pool, repo).await? {
+        for row in db::generations(&self.state, repo).await? {
             if plan.retire.contains(&row.id) {
                 self.retire_generation(&name, &row, now).await?;
             } else if row.state == GenState::Building {
@@ -101,7 +101,7 @@ impl Reconciler {
                 .as_ref()
                 .is_some_and(|w| now - w.last_used_at >= USED_EVERY)
         {
-            db::template_used(&self.pool, repo, now).await?;
+            db::template_used(&self.state, repo, now).await?;
         }
         Ok(())
     }
@@ -133,7 +133,7 @@ impl Reconciler {
         };
         // Numbered past every generation the repository ever had (`db::start_generation`).
         let names = |n| Ok(Names::template(repo, u32::try_from(n)?, domain).to_json());
-        let (_, generation) = db::start_generation(&self.pool, new, names, now).await?;
+        let (_, generation) = db::start_generation(&self.state, new, names, now).await?;
         tracing::info!(%repo, generation, base_sha, "building a template generation");
         Ok(())
     }
@@ -195,7 +195,7 @@ impl Reconciler {
             }
             Observed::Deleting => None,
             Observed::Missing | Observed::Present { .. } => {
-                db::record_generation_applied(&self.pool, row.id, &rendered.entries, None, now)
+                db::record_generation_applied(&self.state, row.id, &rendered.entries, None, now)
                     .await?;
                 let manifest = &rendered.application.manifest;
                 let written = self.retry("apply", || {
@@ -206,7 +206,7 @@ impl Reconciler {
                     return Ok(());
                 }
                 db::record_generation_applied(
-                    &self.pool,
+                    &self.state,
                     row.id,
                     &[],
                     Some(&rendered.application.hash),
@@ -219,14 +219,20 @@ impl Reconciler {
         };
         match verdict {
             Some(Ok(())) => {
-                db::set_generation_state(&self.pool, row.id, GenState::Ready, None, now).await?;
+                db::set_generation_state(&self.state, row.id, GenState::Ready, None, now).await?;
                 tracing::info!(%repo, generation = row.generation, "template generation ready");
             }
             Some(Err(message)) => {
                 let message = format!("generation {} failed to build: {message}", row.generation);
                 tracing::warn!(%repo, error = %message, "template build failed; previews keep the current generation or seed");
-                db::set_generation_state(&self.pool, row.id, GenState::Failed, Some(&message), now)
-                    .await?;
+                db::set_generation_state(
+                    &self.state,
+                    row.id,
+                    GenState::Failed,
+                    Some(&message),
+                    now,
+                )
+                .await?;
             }
             None => {}
         }
@@ -244,7 +250,7 @@ impl Reconciler {
         let (_, names, owner) = self.generation_of(row).await?;
         if row.state != GenState::Retiring {
             db::set_generation_state(
-                &self.pool,
+                &self.state,
                 row.id,
                 GenState::Retiring,
                 row.message.as_deref(),
@@ -262,7 +268,7 @@ impl Reconciler {
         }
         // Gone, or the name is another's: nothing of this generation is left to delete.
         if matches!(observed, Observed::Missing | Observed::Foreign { .. }) {
-            db::forget_generation(&self.pool, row.id).await?;
+            db::forget_generation(&self.state, row.id).await?;
             tracing::info!(%repo, generation = row.generation, "template generation dropped");
         }
         Ok(())
@@ -275,7 +281,7 @@ impl Reconciler {
         names: &Names,
         now: i64,
     ) -> anyhow::Result<Vec<SealedSecret>> {
-        let stored = db::generation_secrets(&self.pool, row.id).await?;
+        let stored = db::generation_secrets(&self.state, row.id).await?;
         if !stored.is_empty() {
             return Ok(stored);
         }
@@ -298,7 +304,7 @@ impl Reconciler {
             .map(|spec| crate::seal::seal_secret(cert, spec))
             .collect::<Result<Vec<_>, _>>()?;
         db::store_generation_secrets(
-            &self.pool,
+            &self.state,
             row.id,
             &sealed,
             digest.as_ref().map(|d| d.as_slice()),
@@ -328,10 +334,10 @@ impl Reconciler {
         }
         if !decided && !templated {
             // No template: seeded (usually decided with the placement already).
-            db::decide_clone(&self.db, row.id, None, row.seed_generation).await?;
+            db::decide_clone(&self.state, row.id, None, row.seed_generation).await?;
             return Ok(None);
         }
-        let rows = db::generations(&self.pool, key.repo.as_str()).await?;
+        let rows = db::generations(&self.state, key.repo.as_str()).await?;
         let generation = if decided {
             row.template_generation
         } else {
@@ -344,7 +350,7 @@ impl Reconciler {
             let current = current_of(&rows);
             let cloned = current.filter(|g| templated && reachable(g));
             if templated {
-                db::template_used(&self.pool, key.repo.as_str(), now).await?;
+                db::template_used(&self.state, key.repo.as_str(), now).await?;
                 if cloned.is_none() {
                     let building = rows.iter().find(|g| g.state == GenState::Building);
                     let why = match (current, building) {
@@ -358,12 +364,12 @@ impl Reconciler {
                         ),
                         (None, None) => "seeded: no template generation is ready".into(),
                     };
-                    db::add_history_now(&self.pool, &row.key, HistoryKind::Template, &why, now)
+                    db::add_history_now(&self.state, &row.key, HistoryKind::Template, &why, now)
                         .await?;
                 }
             }
             let generation = cloned.map(|g| g.generation);
-            db::decide_clone(&self.db, row.id, generation, row.seed_generation).await?;
+            db::decide_clone(&self.state, row.id, generation, row.seed_generation).await?;
             generation
         };
         let Some(generation) = generation else {

@@ -42,7 +42,7 @@ pub async fn list_previews(
         .as_ref()
         .map(|(repo, number)| (repo.as_str(), *number));
     let now = app.clock.now();
-    let page = view::page(&app.pool, &app.config, now, &filters, limit, after)
+    let page = view::page(&app.state, &app.config, now, &filters, limit, after)
         .await
         .map_err(Error::State)?;
     Ok(Json(page))
@@ -52,7 +52,7 @@ pub async fn one_preview(State(app): State<Arc<App>>, path: PrPath) -> Result<Js
     let Path((owner, repo, number)) = path?;
     let repo = format!("{owner}/{repo}");
     let now = app.clock.now();
-    view::detail(&app.pool, &app.config, now, &repo, i64::from(number))
+    view::detail(&app.state, &app.config, now, &repo, i64::from(number))
         .await
         .map_err(Error::State)?
         .map(Json)
@@ -63,7 +63,7 @@ pub async fn one_preview(State(app): State<Arc<App>>, path: PrPath) -> Result<Js
 
 /// `GET /api/templates`: every generation of every repository's template database (#16).
 pub async fn templates(State(app): State<Arc<App>>) -> Result<Json<Value>, Error> {
-    let templates = view::templates(&app.pool, app.clock.now())
+    let templates = view::templates(&app.state, app.clock.now())
         .await
         .map_err(Error::State)?;
     Ok(Json(json!({"templates": templates})))
@@ -85,7 +85,7 @@ pub async fn destroy(
     }
     let Path((owner, repo, number)) = path?;
     let repo = format!("{owner}/{repo}").to_ascii_lowercase();
-    let asked = db::request_destroy(&app.pool, &repo, number, "api", app.clock.now())
+    let asked = db::request_destroy(&app.state, &repo, number, "api", app.clock.now())
         .await
         .map_err(|e| Error::State(e.into()))?;
     match asked {

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use sqlx::SqlitePool;
-
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::intake::Intake;
@@ -12,7 +10,7 @@ use crate::intake::Intake;
 /// Everything a request handler may touch.
 pub struct App {
     pub config: Config,
-    pub pool: SqlitePool,
+    pub state: crate::db::State,
     pub intake: Intake,
     pub clock: Arc<dyn Clock>,
     /// Tells the reconciler a preview has work (the API's destroy); the reconciler's end

@@ -33,12 +33,12 @@ pub async fn index(
     let read = async {
         let filters = Default::default();
         // One more than shown: a full last page links to no empty one after it.
-        let page = view::page(&app.pool, &app.config, now, &filters, limit + 1, after).await?;
-        let live = crate::db::count_previews(&app.pool).await?;
+        let page = view::page(&app.state, &app.config, now, &filters, limit + 1, after).await?;
+        let live = crate::db::count_previews(&app.state).await?;
         let destroyed =
-            crate::db::recently_destroyed(&app.pool, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
+            crate::db::recently_destroyed(&app.state, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
         let destroyed: Vec<Destroyed> = destroyed.into_iter().map(Destroyed::from).collect();
-        let templates = view::templates(&app.pool, now).await?;
+        let templates = view::templates(&app.state, now).await?;
         anyhow::Ok((page, live, destroyed, templates))
     };
     let (mut page, live, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
@@ -65,7 +65,7 @@ pub async fn preview(
 ) -> Result<Response, Error> {
     let full = format!("{owner}/{repo}");
     let now = app.clock.now();
-    let detail = view::detail(&app.pool, &app.config, now, &full, number)
+    let detail = view::detail(&app.state, &app.config, now, &full, number)
         .await
         .map_err(|e| Error::State(e).page())?
         .ok_or(Error::NotFound("previewd has no record of this pull request").page())?;

@@ -55,7 +55,7 @@ pub async fn template_size(
     let bytes = whole_bytes(&report.bytes)
         .ok_or_else(|| Error::BadBody("bytes is not a whole number of bytes".into()))?;
     let repo = format!("{owner}/{name}");
-    let digest = db::report_digest(&app.pool, &repo, generation.into())
+    let digest = db::report_digest(&app.state, &repo, generation.into())
         .await
         .map_err(|e| Error::State(e.into()))?;
     // One answer for a generation previewd does not know (or no longer builds) and for a
@@ -63,7 +63,7 @@ pub async fn template_size(
     if !digest.is_some_and(|d| crate::secrets::report_token_matches(&report.token, &d)) {
         return Err(Error::ReportRefused);
     }
-    db::record_template_size(&app.pool, &repo, generation.into(), bytes, app.clock.now())
+    db::record_template_size(&app.state, &repo, generation.into(), bytes, app.clock.now())
         .await
         .map_err(|e| Error::State(e.into()))?;
     tracing::info!(

@@ -2,7 +2,6 @@
 //! opaque cursor), every preview, and one PR's detail.
 
 use serde::Deserialize;
-use sqlx::SqlitePool;
 
 use crate::config::Config;
 use crate::db;
@@ -68,7 +67,7 @@ pub fn parse_cursor(cursor: &str) -> Result<(String, i64), PagingError> {
 /// known only once a row is read, so with `state` a page can hold fewer than `limit`;
 /// `next` is still where the following page starts.
 pub async fn page(
-    pool: &SqlitePool,
+    state: &crate::db::State,
     config: &Config,
     now: i64,
     filters: &Filters,
@@ -82,7 +81,7 @@ pub async fn page(
         cluster: filters.cluster.as_deref(),
         after,
     };
-    let rows = db::previews(pool, &filter, i64::from(limit)).await?;
+    let rows = db::previews(state, &filter, i64::from(limit)).await?;
     let next = match rows.last() {
         Some(last) if rows.len() == limit as usize => Some(cursor_after(&last.repo, last.number)),
         _ => None,
@@ -102,7 +101,7 @@ pub async fn page(
 
 /// Every preview matching `filters` (the CLI, the dashboard), a bounded page at a time.
 pub async fn list(
-    pool: &SqlitePool,
+    state: &crate::db::State,
     config: &Config,
     now: i64,
     filters: &Filters,
@@ -111,7 +110,7 @@ pub async fn list(
     let mut after: Option<(String, i64)> = None;
     loop {
         let after_ref = after.as_ref().map(|(r, n)| (r.as_str(), *n));
-        let page = page(pool, config, now, filters, MAX_LIMIT, after_ref).await?;
+        let page = page(state, config, now, filters, MAX_LIMIT, after_ref).await?;
         all.extend(page.previews);
         match page.next {
             Some(next) => after = Some(parse_cursor(&next)?),
@@ -123,20 +122,20 @@ pub async fn list(
 /// One PR's preview (or `None` once destroyed), its ledger and its history; `None` when
 /// previewd never knew the PR.
 pub async fn detail(
-    pool: &SqlitePool,
+    state: &crate::db::State,
     config: &Config,
     now: i64,
     repo: &str,
     number: i64,
 ) -> anyhow::Result<Option<Detail>> {
     let repo = repo.to_ascii_lowercase();
-    let preview = db::preview_summary(pool, &repo, number).await?;
-    let history = db::history(pool, &repo, number).await?;
+    let preview = db::preview_summary(state, &repo, number).await?;
+    let history = db::history(state, &repo, number).await?;
     if preview.is_none() && history.is_empty() {
         return Ok(None);
     }
     let ledger = match &preview {
-        Some(p) => db::ledger(pool, p.id).await?,
+        Some(p) => db::ledger(state, p.id).await?,
         None => Vec::new(),
     };
     Ok(Some(Detail {

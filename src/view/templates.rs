@@ -2,7 +2,6 @@
 //! every repository, with its base commit, state, size and age.
 
 use serde::Serialize;
-use sqlx::SqlitePool;
 
 use crate::db;
 use crate::preview::GenState;
@@ -24,8 +23,8 @@ pub struct Template {
     pub message: Option<String>,
 }
 
-pub async fn templates(pool: &SqlitePool, now: i64) -> anyhow::Result<Vec<Template>> {
-    db::all_generations(pool)
+pub async fn templates(state: &crate::db::State, now: i64) -> anyhow::Result<Vec<Template>> {
+    db::all_generations(state)
         .await?
         .into_iter()
         .map(|row| {

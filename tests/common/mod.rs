@@ -93,7 +93,11 @@ impl TestApp {
     }
 
     pub fn pool(&self) -> &SqlitePool {
-        &self.app.pool
+        self.app.state.pool()
+    }
+
+    pub fn state(&self) -> &previewd::db::State {
+        &self.app.state
     }
 
     /// `request` through the router: the answer's status, headers and body.

@@ -36,7 +36,12 @@ fn deliver(dir: &Path, server: &Server, event: &str, example: &str) -> String {
 #[test]
 fn one_pull_request_from_opened_to_closed_with_what_ships() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), &[("PREVIEWD_GITHUB_WEBHOOK_SECRET", SECRET)]);
+    let log = dir.path().join("previewd.log");
+    let server = Server::start_logging(
+        dir.path(),
+        &[("PREVIEWD_GITHUB_WEBHOOK_SECRET", SECRET)],
+        std::fs::File::create(&log).unwrap(),
+    );
     let d = dir.path();
     let show = || previewd(d, &server, &["show", "codertocat/hello-world#2"]);
 
@@ -86,6 +91,23 @@ fn one_pull_request_from_opened_to_closed_with_what_ships() {
     });
     assert!(!helpers.exists());
     assert!(server.terminate().success());
+    // The preview's look can be followed in the log: each line of it names the preview.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let applied = log
+        .lines()
+        .find(|line| line.contains(" applied "))
+        .unwrap_or_else(|| panic!("no apply in the log:\n{log}"));
+    assert!(
+        applied.contains("reconcile{preview=codertocat/hello-world#2}"),
+        "{applied}"
+    );
+    assert!(
+        log.lines().any(
+            |line| line.contains("reconcile{preview=codertocat/hello-world#2}")
+                && line.contains("preview destroyed")
+        ),
+        "{log}"
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ async fn closed_and_teardown_started(app: &TestApp) {
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     let id: i64 = app.scalar("SELECT id FROM previews").await;
-    previewd::db::start_teardown(app.pool(), id, common::NOW)
+    previewd::db::start_teardown(app.state(), id, common::NOW)
         .await
         .unwrap();
 }
@@ -107,7 +107,7 @@ async fn a_pr_reopened_during_teardown_is_deployed_again_once() {
 async fn a_replayed_opened_with_a_fresh_guid_does_not_bring_back_a_destroyed_preview() {
     let (app, reconciler) = opened_and_reconciled().await;
     assert!(file(&app).is_some());
-    previewd::db::request_destroy(app.pool(), HELLO, 2, "octocat", common::NOW)
+    previewd::db::request_destroy(app.state(), HELLO, 2, "octocat", common::NOW)
         .await
         .unwrap();
     reconciler.pass().await.unwrap();
@@ -151,9 +151,7 @@ async fn a_row_read_before_a_reopen_does_not_tear_the_preview_down() {
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     let id: i64 = app.scalar("SELECT id FROM previews").await;
-    let read_then = previewd::db::preview_row(&previewd::db::Inline::of(app.pool()), id)
-        .unwrap()
-        .unwrap();
+    let read_then = previewd::db::preview_row(app.state(), id).unwrap().unwrap();
     app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
         .await;
     reconciler.reconcile_read_earlier(read_then).await.unwrap();
@@ -175,9 +173,7 @@ async fn a_row_read_before_a_reopen_does_not_tear_the_preview_down() {
 async fn a_row_read_before_a_close_writes_nothing_for_the_closed_pr() {
     let (app, reconciler) = opened_and_reconciled().await;
     let id: i64 = app.scalar("SELECT id FROM previews").await;
-    let read_then = previewd::db::preview_row(&previewd::db::Inline::of(app.pool()), id)
-        .unwrap()
-        .unwrap();
+    let read_then = previewd::db::preview_row(app.state(), id).unwrap().unwrap();
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();

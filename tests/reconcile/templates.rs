@@ -197,7 +197,7 @@ async fn a_push_to_the_default_branch_builds_the_next_generation_only_after_temp
     reconciler.pass().await.unwrap();
     assert!(generation_file(&app, 3).is_some());
     assert!(
-        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+        db::destroy_template(app.state(), HELLO, "destroyed", 0)
             .await
             .unwrap()
     );
@@ -334,7 +334,7 @@ async fn destroy_template_never_drops_the_generation_a_preview_is_still_cloning(
     // The operator runs `previewd destroy-template`; the template pass runs before PR 3's
     // create Job does.
     assert!(
-        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+        db::destroy_template(app.state(), HELLO, "destroyed", 0)
             .await
             .unwrap()
     );
@@ -381,7 +381,7 @@ async fn a_writers_refresh_template_after_destroy_template_builds_a_generation_a
     assert_eq!(states(&app).await, [(1, "ready".into())]);
     // `previewd destroy-template`, carried out to the end.
     assert!(
-        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+        db::destroy_template(app.state(), HELLO, "destroyed", 0)
             .await
             .unwrap()
     );
@@ -568,7 +568,7 @@ async fn report_token(app: &TestApp, n: i64) -> String {
     let id: i64 = app
         .scalar(&format!("SELECT id FROM templates WHERE generation = {n}"))
         .await;
-    let sealed = db::generation_secrets(app.pool(), id).await.unwrap();
+    let sealed = db::generation_secrets(app.state(), id).await.unwrap();
     let report = sealed
         .iter()
         .find(|s| s.name.ends_with("-db-report"))
@@ -793,7 +793,7 @@ async fn generation_numbers_and_names_never_repeat_after_destroy_template_forgot
 
     // destroy-template, carried out to the last row; then a writer's refresh builds anew.
     assert!(
-        db::destroy_template(app.pool(), HELLO, "destroyed", 0)
+        db::destroy_template(app.state(), HELLO, "destroyed", 0)
             .await
             .unwrap()
     );

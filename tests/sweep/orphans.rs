@@ -16,7 +16,7 @@ async fn orphan_removal_looks_again_before_deleting_and_spares_what_a_preview_no
         app.send(&opened(number, author)).await;
     }
     reconciler.pass().await.unwrap();
-    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let instance = previewd::db::instance_id(app.state()).await.unwrap();
     let file = |name: &str, managed: bool| {
         let managed = if managed {
             "    app.kubernetes.io/managed-by: previewd\n"
@@ -67,7 +67,7 @@ async fn a_recorded_orphan_a_preview_came_to_own_is_spared_by_the_reconciler() {
     let reconciler = reconciler(&app);
     let key = "codertocat/hello-world#4".parse().unwrap();
     let four = previewd::naming::Names::of(&key, "preview.localhost").application;
-    previewd::db::record_orphans(app.pool(), std::slice::from_ref(&four), common::NOW)
+    previewd::db::record_orphans(app.state(), std::slice::from_ref(&four), common::NOW)
         .await
         .unwrap();
     app.send(&opened(4, "carol")).await;
@@ -84,7 +84,7 @@ async fn a_recorded_orphan_a_preview_came_to_own_is_spared_by_the_reconciler() {
 async fn recorded_orphans_are_left_alone_once_removal_is_turned_off() {
     let app = TestApp::start().await;
     let reconciler = reconciler(&app);
-    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let instance = previewd::db::instance_id(app.state()).await.unwrap();
     let left_behind = "pv-left-behind-0000000000000000-pr-9-helpers";
     let path = app
         .dir
@@ -97,7 +97,7 @@ async fn recorded_orphans_are_left_alone_once_removal_is_turned_off() {
         format!("kind: Application\nmetadata:\n  labels:\n    app.kubernetes.io/managed-by: previewd\n    previewd.dev/instance: \"{instance}\"\n"),
     )
     .unwrap();
-    previewd::db::record_orphans(app.pool(), &[left_behind.to_owned()], common::NOW)
+    previewd::db::record_orphans(app.state(), &[left_behind.to_owned()], common::NOW)
         .await
         .unwrap();
     reconciler.pass().await.unwrap();

@@ -39,20 +39,20 @@ async fn two_sweepers_on_one_state_never_both_act() {
     let now = app.clock.now();
     // `a` holds the lease (as if mid-pass) while `b` tries.
     assert!(
-        previewd::db::take_lease(app.pool(), "sweep", "a-holder", now + 300, now)
+        previewd::db::take_lease(app.state(), "sweep", "a-holder", now + 300, now)
             .await
             .unwrap()
     );
     assert!(b.pass(Pass::Record).await.unwrap().is_none(), "b skips");
     assert_eq!(app.recorded("expired").await, 0);
-    previewd::db::release_lease(app.pool(), "sweep", "a-holder")
+    previewd::db::release_lease(app.state(), "sweep", "a-holder")
         .await
         .unwrap();
     let (_, report) = a.pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.expired, 1);
     // A lease left by a crashed holder lapses.
     assert!(
-        previewd::db::take_lease(app.pool(), "sweep", "crashed", now + 300, now)
+        previewd::db::take_lease(app.state(), "sweep", "crashed", now + 300, now)
             .await
             .unwrap()
     );
@@ -71,7 +71,7 @@ async fn a_dry_run_changes_no_row_and_no_file() {
         .await;
     // An Application file this state wrote that no preview owns, and one another previewd
     // (another instance label) wrote: only the first is an orphan.
-    let instance = previewd::db::instance_id(app.pool()).await.unwrap();
+    let instance = previewd::db::instance_id(app.state()).await.unwrap();
     let labelled = |id: &str| {
         format!("kind: Application\nmetadata:\n  labels:\n    previewd.dev/instance: \"{id}\"\n")
     };

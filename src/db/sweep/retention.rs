@@ -1,7 +1,7 @@
 //! Retention's queries: what is forgotten, each kind oldest first by its age index and a
 //! small batch per write transaction, so the write lock is never held for a whole pass.
 
-use sqlx::SqlitePool;
+use crate::db::State;
 
 /// What retention deletes, each kind oldest first and a batch at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,13 +79,13 @@ impl Retained {
 /// of its own (so the write lock is held for one small batch, never a whole pass), keeping
 /// the history of the `keep_destroyed` most recently destroyed PRs. Returns how many.
 pub async fn forget_batch(
-    pool: &SqlitePool,
+    state: &State,
     what: Retained,
     cutoff: i64,
     batch: i64,
     keep_destroyed: i64,
 ) -> sqlx::Result<u64> {
-    let mut tx = crate::db::begin_write(pool).await?;
+    let mut tx = crate::db::begin_write(state).await?;
     if what == Retained::History {
         // Lets this transaction, and only it, past the append-only trigger (0008).
         sqlx::query("INSERT INTO history_retention (running) VALUES (1)")
@@ -111,11 +111,12 @@ pub async fn forget_batch(
 /// `cap` rows of it, at most `limit`: read in one query, so that a sweep after a busy hour
 /// (thousands of PRs written, none near the cap) opens no write transaction for them.
 pub async fn over_cap(
-    pool: &SqlitePool,
+    state: &State,
     since: i64,
     cap: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64)>> {
+    let pool = state.pool();
     sqlx::query_as(
         "SELECT recent.repo, recent.number
          FROM (SELECT DISTINCT repo, number FROM history INDEXED BY history_by_age WHERE at >= ?1) AS recent
@@ -133,13 +134,13 @@ pub async fn over_cap(
 /// Deletes at most `batch` of a PR's history rows beyond its newest `cap`, oldest first,
 /// in one write transaction; returns how many.
 pub async fn cap_history(
-    pool: &SqlitePool,
+    state: &State,
     repo: &str,
     number: i64,
     cap: i64,
     batch: i64,
 ) -> sqlx::Result<u64> {
-    let mut tx = crate::db::begin_write(pool).await?;
+    let mut tx = crate::db::begin_write(state).await?;
     // The newest row past the cap: it and everything older go.
     let boundary: Option<(i64, i64)> = sqlx::query_as(
         "SELECT at, id FROM history WHERE repo = ?1 AND number = ?2
