@@ -15,15 +15,16 @@
 //!    reconciler holds the other end, `work::Pending` (sweeper, resync, commands and the
 //!    API's destroy notify the same way).
 //! 5. `reconcile` — `Reconciler::run` takes the key and `Reconciler::reconcile(id)` reads the
-//!    `db::PreviewRow`, renders both Applications with `render::preview` (a
-//!    `render::Rendered`, pure), observes them through the sink, and asks `plan::step` (pure)
-//!    for the whole `plan::Step`.
-//! 6. `sink` — the reconciler executes the step: `Sink::apply` writes the helper Application
-//!    (`sink/kubernetes.rs` to the Argo CD namespace, or a directory), records it in `db`,
-//!    and requeues through `work::Later` while Argo CD syncs.
+//!    `db::PreviewRow` (through `db::State`, the one handle to the state), renders both
+//!    Applications with `render::preview` (a `render::Rendered`, pure), observes them through
+//!    the sink (`reconcile/step.rs`), and asks `plan::step` (pure) for the whole `plan::Step`.
+//! 6. `sink` — the reconciler carries the step out (`step.rs`): `Sink::apply` writes the
+//!    helper Application (`sink/kubernetes.rs` to the Argo CD namespace, or a directory),
+//!    records it in `db`, and requeues through `work::Later` while Argo CD syncs.
 //!
 //! GitHub hears of it afterwards, apart from the pass: the reconciler nudges `feedback`,
-//! whose own task posts the sticky comment and Deployment status (`github`).
+//! whose own task (`feedback/`: report, obey, look) posts the sticky comment and Deployment
+//! status (`github`); `reconcile` never imports a GitHub module (`tests/architecture.rs`).
 #![forbid(unsafe_code)]
 
 pub mod ca;
