@@ -206,7 +206,7 @@ pub(crate) fn log_transient(error: &GitHubError, what: &str) {
 
 /// The installation GitHub's calls take (`None` where none was recorded).
 fn installation(id: Option<InstallationId>) -> Option<u64> {
-    id.map(|InstallationId(id)| id)
+    id.and_then(InstallationId::for_github)
 }
 
 /// A stored value GitHub's API cannot be called with: the state holds what it should not.

@@ -8,9 +8,18 @@ use serde::{Deserialize, Serialize};
 mod stored;
 pub use stored::{CommandStatus, EndReason, GenState, HistoryKind, LedgerState, UnknownText};
 
-/// A GitHub App installation, as GitHub numbers it: which credentials act on a repository.
+/// A GitHub App installation, as the state holds its number: which credentials act on a
+/// repository.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct InstallationId(pub u64);
+pub struct InstallationId(pub i64);
+
+impl InstallationId {
+    /// The id GitHub's calls take; `None` for a number no installation has (a stored value
+    /// out of range names none, and must not keep the row from being read).
+    pub fn for_github(self) -> Option<u64> {
+        u64::try_from(self.0).ok()
+    }
+}
 
 /// `owner/name` of a GitHub repository, lower-cased: GitHub names are case-insensitive,
 /// and a preview must not be duplicated because a payload spelled its repo differently.

@@ -81,7 +81,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
     let feedback = Arc::new(
         crate::feedback::Feedback::new(
-            app.state.clone(),
+            // Connections of its own for its inline statements, apart from the reconciler's.
+            db::State::from(app.state.pool()),
             app.config.clone(),
             app.clock.clone(),
             github.clone(),
@@ -225,7 +226,8 @@ async fn reconciler(
         }
     }
     Ok(crate::reconcile::Reconciler::new(
-        app.state.clone(),
+        // Connections of its own for a look's inline statements (`db::inline`).
+        crate::db::State::from(app.state.pool()),
         app.config.clone(),
         sink,
         certs,

@@ -3,8 +3,13 @@
 //! composition roots know every system, the reconciler never speaks to GitHub, and a module
 //! with one user lives under it (issues #14 and #38).
 
+#[path = "support/rust_files.rs"]
+mod rust_files;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use rust_files::rust_files;
 
 /// Modules that act on something outside the process (or hold the state's connection).
 const SYSTEMS: &[&str] = &["db", "sink", "github", "intake", "server", "serve"];
@@ -40,8 +45,7 @@ type Graph = BTreeMap<String, BTreeSet<String>>;
 /// comments left out. A path names the deepest module it passes through.
 fn modules() -> Graph {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    walk(&src, &mut files);
+    let files = rust_files(&src);
     let mut texts = BTreeMap::new();
     for file in files {
         let relative = file.strip_prefix(&src).expect("under src");
@@ -120,17 +124,6 @@ fn deepest_module(path: &[String], known: &BTreeSet<String>) -> Option<String> {
         .rev()
         .map(|n| path[..n].join("/"))
         .find(|candidate| known.contains(candidate))
-}
-
-fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("readable dir") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            walk(&path, files);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
 }
 
 /// The text with `//` comments (doc comments included) removed; string literals are rare

@@ -3,14 +3,18 @@
 //! inline reads and writes) and sqlx's runtime `query()` strings are checked only here, so a
 //! renamed column cannot wait for the one test that happens to run that statement.
 
+#[path = "support/rust_files.rs"]
+mod rust_files;
+
 use std::path::{Path, PathBuf};
+
+use rust_files::rust_files;
 
 /// The statements of the non-test code under `src/` (a unit test may prepare a wrong one on
 /// purpose), with the file each came from.
 fn statements() -> Vec<(PathBuf, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    walk(&src, &mut files);
+    let files = rust_files(&src);
     let columns = previews_columns(&src);
     let mut found = Vec::new();
     for file in files {
@@ -32,17 +36,6 @@ fn statements() -> Vec<(PathBuf, String)> {
         }
     }
     found
-}
-
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("readable dir") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            walk(&path, files);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
 }
 
 /// `db/previews.rs`' `COLUMNS`, which its statements splice in with `format!`.

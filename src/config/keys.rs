@@ -169,7 +169,6 @@ const TABLES: &[(&str, &str, &str)] = &[
          health gate"),
 ];
 
-/// `defaults.ttl` -> `PREVIEWD_DEFAULTS_TTL`.
 /// Keys whose values are secrets: shown as set or not, never as written.
 pub(super) const SECRETS: &[&str] = &["github.webhook_secret", "github.token", "api.token"];
 
@@ -177,6 +176,7 @@ pub fn is_secret(key: &str) -> bool {
     SECRETS.contains(&key)
 }
 
+/// `defaults.ttl` -> `PREVIEWD_DEFAULTS_TTL`.
 pub fn env_name(key: &str) -> String {
     format!("PREVIEWD_{}", key.replace('.', "_").to_ascii_uppercase())
 }

@@ -140,18 +140,13 @@ mod columns {
 
     impl FromSql for InstallationId {
         fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-            let id = value.as_i64()?;
-            u64::try_from(id)
-                .map(InstallationId)
-                .map_err(|_| FromSqlError::OutOfRange(id))
+            value.as_i64().map(InstallationId)
         }
     }
 
     impl ToSql for InstallationId {
         fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-            let id = i64::try_from(self.0)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            Ok(ToSqlOutput::from(id))
+            Ok(ToSqlOutput::from(self.0))
         }
     }
 }
@@ -203,9 +198,7 @@ mod sqlx_columns {
 
     impl<'r> Decode<'r, Sqlite> for InstallationId {
         fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
-            Ok(InstallationId(u64::try_from(
-                <i64 as Decode<Sqlite>>::decode(value)?,
-            )?))
+            Ok(InstallationId(<i64 as Decode<Sqlite>>::decode(value)?))
         }
     }
 
@@ -214,7 +207,30 @@ mod sqlx_columns {
             &self,
             buf: &mut <Sqlite as sqlx::Database>::ArgumentBuffer<'q>,
         ) -> Result<IsNull, BoxDynError> {
-            <i64 as Encode<Sqlite>>::encode(i64::try_from(self.0)?, buf)
+            <i64 as Encode<Sqlite>>::encode(self.0, buf)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::preview::{EndReason, InstallationId};
+
+    #[test]
+    fn a_stored_installation_out_of_range_still_reads_and_names_none() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let id: InstallationId = conn.query_row("SELECT -1", [], |r| r.get(0)).unwrap();
+        assert_eq!(id.for_github(), None);
+        let id: InstallationId = conn.query_row("SELECT 42", [], |r| r.get(0)).unwrap();
+        assert_eq!(id.for_github(), Some(42));
+    }
+
+    #[test]
+    fn an_unknown_word_is_a_read_error_that_names_it() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let read: rusqlite::Result<EndReason> =
+            conn.query_row("SELECT 'vanished'", [], |r| r.get(0));
+        let error = read.unwrap_err().to_string();
+        assert!(error.contains("\"vanished\""), "{error}");
     }
 }

@@ -122,7 +122,7 @@ impl Feedback {
             tracing::info!(
                 actor = cmd.actor,
                 ?parsed,
-                preview = row.id,
+                preview_id = row.id,
                 "command accepted"
             );
         }

@@ -38,8 +38,9 @@ macro_rules! stored_text {
         }
 
         impl fmt::Display for $name {
+            // `pad`, not `write_str`: a table's `{:<9}` lines its columns up.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
@@ -79,7 +80,8 @@ stored_text! {
 }
 
 stored_text! {
-    /// What one history row records (the `what` column).
+    /// What one history row records (the `what` column). History is read back as text, so
+    /// rows of kinds no longer written (`withdrawn`, in older states) still show.
     pub enum HistoryKind {
         Opened = "opened",
         Reopened = "reopened",
@@ -179,6 +181,12 @@ mod tests {
                 text: "vanished".into()
             })
         );
+    }
+
+    #[test]
+    fn a_word_fills_its_column_in_a_table() {
+        assert_eq!(format!("{:<9}|", GenState::Ready), "ready    |");
+        assert_eq!(format!("{:>7}", EndReason::Merged), " merged");
     }
 
     #[test]
