@@ -57,6 +57,35 @@ pub(super) fn text_enum<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The position of `name` in `names`, in a `const` block: rusqlite's own lookup by name
+/// scans the statement's column names on every call, which made an idle pass over 5,000
+/// previews 1.46× slower (docs/benchmarks.md). A name not in `names` does not compile.
+pub(super) const fn column(names: &[&str], name: &str) -> usize {
+    let mut i = 0;
+    while i < names.len() {
+        if same(names[i].as_bytes(), name.as_bytes()) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no such column");
+}
+
+/// `a == b`, in a `const fn`.
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The database was busy past the busy timeout (SQLITE_BUSY, SQLITE_LOCKED and their
 /// extended codes) or no pooled connection came free: a reason to try again shortly, never
 /// a failure to record or to show on a pull request.
@@ -215,6 +244,14 @@ mod sqlx_columns {
 #[cfg(test)]
 mod tests {
     use crate::preview::{EndReason, InstallationId};
+
+    #[test]
+    fn a_column_is_found_by_its_whole_name_only() {
+        let names = ["id", "repo", "repo_id"];
+        assert_eq!(super::column(&names, "repo"), 1);
+        assert_eq!(super::column(&names, "repo_id"), 2);
+        assert!(std::panic::catch_unwind(|| super::column(&names, "rep")).is_err());
+    }
 
     #[test]
     fn a_stored_installation_out_of_range_still_reads_and_names_none() {

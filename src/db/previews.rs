@@ -156,32 +156,9 @@ const NAMES: [&str; 31] = [
 ];
 
 /// The position of column `name` in `COLUMNS`, at compile time (`const { at("repo") }`): a
-/// row is read by name, yet costs what a read by position costs. rusqlite's own lookup by
-/// name scans the statement's names on every call, which made an idle pass over 5,000
-/// previews 1.46× slower (docs/benchmarks.md). An unknown name does not compile.
+/// row is read by name, yet costs what a read by position costs (`db::connection::column`).
 const fn at(name: &str) -> usize {
-    let mut i = 0;
-    while i < NAMES.len() {
-        if same(NAMES[i].as_bytes(), name.as_bytes()) {
-            return i;
-        }
-        i += 1;
-    }
-    panic!("no such column in COLUMNS");
-}
-
-const fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
+    super::connection::column(&NAMES, name)
 }
 
 impl PreviewRow {
