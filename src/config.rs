@@ -42,6 +42,60 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub tls: TlsConfig,
     pub dns: DnsConfig,
+    pub login: LoginConfig,
+}
+
+/// Signing in to previews (`[login]`): GitHub's OAuth web flow, completed on `public_url`.
+#[derive(Debug, Clone)]
+pub struct LoginConfig {
+    /// The OAuth client; `None`: sign-in is off (public previews and share links still open).
+    pub client: Option<OAuthClient>,
+    /// Seals sessions, hand-off codes and share links; `None`: made beside the state.
+    pub session_key: Option<SecretString>,
+    pub session_ttl: Duration,
+    /// A person's access to a repository is asked of GitHub at most this often.
+    pub access_cache: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct OAuthClient {
+    pub id: String,
+    pub secret: SecretString,
+}
+
+/// Who may open a repository's previews (`access`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// People GitHub says can read the repository.
+    Repo,
+    /// Members of the organisation owning the repository.
+    Org,
+    /// Anyone, without signing in.
+    Public,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Repo => "repo",
+            Access::Org => "org",
+            Access::Public => "public",
+        }
+    }
+}
+
+/// The app's Service a preview's Ingress sends people to (`[[repos]] app_service`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppService {
+    pub name: String,
+    pub port: ServicePort,
+}
+
+/// An Ingress backend's port: a number or the Service port's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServicePort {
+    Number(u16),
+    Name(String),
 }
 
 /// Where Argo CD finds `helpers-chart/`: this repository, pinned to a revision.
@@ -118,6 +172,8 @@ pub struct GithubConfig {
     /// `None`: every delivery is refused with 401, and the log says why.
     pub webhook_secret: Option<SecretString>,
     pub api_url: String,
+    /// GitHub's web root (`github.web_url`): where the OAuth web flow lives.
+    pub web_url: String,
     pub credentials: Option<GithubCredentials>,
     /// How often the open PRs of each repository are listed, to heal lost webhooks.
     pub resync_interval: Duration,
@@ -164,6 +220,8 @@ pub struct Policy {
     pub max_per_repo: Option<u32>,
     pub max_per_author: Option<u32>,
     pub at_cap: AtCap,
+    /// Who may open the previews.
+    pub access: Access,
     /// Which PRs get a preview, and when their image may run (`[[repos]]` only).
     pub gates: Gates,
 }
@@ -256,6 +314,8 @@ pub struct AppConfig {
     pub chart: Option<AppChart>,
     /// `database_template`: previews' databases are cloned from a per-repository template.
     pub template: Option<TemplatePolicy>,
+    /// Where the preview's Ingress sends people; `None`: no Ingress.
+    pub service: Option<AppService>,
 }
 
 /// How a repository's template database is kept (`[[repos]] database_template = true`).
@@ -421,6 +481,7 @@ mod gates;
 mod github;
 pub mod image_tag;
 mod keys;
+mod login;
 mod raw;
 mod repos;
 mod validate;

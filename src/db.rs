@@ -111,6 +111,7 @@ pub mod history;
 mod inline;
 mod ledger;
 mod lock;
+pub mod login;
 mod placement;
 mod previews;
 mod state;

@@ -43,6 +43,7 @@ pub mod github;
 pub mod intake;
 pub mod intent;
 pub mod ledger;
+pub mod login;
 pub mod metrics;
 pub mod naming;
 pub mod paths;

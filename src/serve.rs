@@ -34,14 +34,19 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
     let (work, pending) = crate::work::channel();
     let (intake, writer) =
         Intake::start(db::write::open(&config.state)?, clock.clone(), work.clone());
+    let metrics: Arc<crate::metrics::Metrics> = Arc::default();
+    let github = github(&config)?.map(|github| Arc::new(github.with_metrics(metrics.clone())));
+    let login = crate::login::Login::new(&config, github.clone())?;
     let app = Arc::new(App {
+        login,
+        github,
         config,
         state,
         intake,
         clock,
         work,
         buffered: Arc::new(tokio::sync::Semaphore::new(MAX_BUFFERED)),
-        metrics: Arc::default(),
+        metrics,
         refusals: Default::default(),
     });
     Ok(Started {
@@ -75,8 +80,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         pending,
         writer,
     } = start(config, Arc::new(SystemClock)).await?;
-    let github =
-        github(&app.config)?.map(|github| Arc::new(github.with_metrics(app.metrics.clone())));
+    let github = app.github.clone();
     // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
     let feedback = Arc::new(

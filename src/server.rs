@@ -21,6 +21,7 @@ use crate::server::app::App;
 
 pub mod api;
 pub mod app;
+pub mod auth;
 pub mod delivery;
 pub mod edge;
 pub mod error;
@@ -84,8 +85,17 @@ pub fn router(app: Arc<App>) -> Router {
         ));
     // The webhook is signed, and tunnels to a laptop (smee, ngrok) keep their own Host; a
     // template's size report carries its generation's token and comes from a cluster.
+    // The login: asked by ingress controllers (any Host: Envoy sends the preview's) and
+    // opened by browsers on their way to a preview.
+    let login = Router::new()
+        .route("/auth/check", axum::routing::any(auth::check))
+        .route("/auth/check/{*rest}", axum::routing::any(auth::check))
+        .route("/auth/signin", get(auth::signin))
+        .route("/auth/callback", get(auth::callback))
+        .route("/auth/signout", get(auth::signout));
     Router::new()
         .route("/webhooks/github", post(github_webhook))
+        .merge(login)
         .route(
             "/api/templates/{owner}/{repo}/{generation}/size",
             post(report::template_size),

@@ -237,14 +237,23 @@ mod tests {
     #[test]
     fn no_secret_is_ever_printed_whether_from_the_file_or_the_environment() {
         let e = explained(
-            "api.token = \"file-api-token-4f1c\"\n[github]\ntoken = \"ghp_filetoken9d2e\"\n",
-            &[("PREVIEWD_GITHUB_WEBHOOK_SECRET", "env-webhook-secret-77aa")],
+            "api.token = \"file-api-token-4f1c\"\n[github]\ntoken = \"ghp_filetoken9d2e\"\n\
+             [login]\nclient_id = \"Iv1.0123\"\nclient_secret = \"oauth-client-secret-5c3b\"\n",
+            &[
+                ("PREVIEWD_GITHUB_WEBHOOK_SECRET", "env-webhook-secret-77aa"),
+                (
+                    "PREVIEWD_LOGIN_SESSION_SECRET",
+                    "env-session-secret-of-32-bytes-9e1d",
+                ),
+            ],
         );
         let text = e.text();
         for secret in [
             "file-api-token-4f1c",
             "ghp_filetoken9d2e",
             "env-webhook-secret-77aa",
+            "oauth-client-secret-5c3b",
+            "env-session-secret-of-32-bytes-9e1d",
         ] {
             assert!(!text.contains(secret), "{secret} printed:\n{text}");
         }

@@ -31,6 +31,12 @@ fn is_loopback_authority(rest: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// `http://` to this host only.
+pub(super) fn is_loopback_url(url: &str) -> bool {
+    url.strip_prefix("http://")
+        .is_some_and(is_loopback_authority)
+}
+
 impl Validator {
     /// An HMAC key short enough to guess offline from one signed delivery is no key.
     fn webhook_secret(
@@ -145,9 +151,21 @@ impl Validator {
                 ));
             }
         };
+        let web_url = raw.values.text_or_default("github.web_url");
+        if web_url.parse::<http::Uri>().is_err()
+            || !(web_url.starts_with("https://") || is_loopback_url(&web_url))
+        {
+            // The OAuth code and client secret travel to it.
+            return Err(self.invalid(
+                "github.web_url",
+                format!("{web_url:?} is not an https URL (plain http is for loopback only)"),
+                "GitHub's web root, like https://github.com or https://ghe.example.com",
+            ));
+        }
         Ok(GithubConfig {
             webhook_secret,
             api_url: api_url.trim_end_matches('/').to_owned(),
+            web_url: web_url.trim_end_matches('/').to_owned(),
             credentials,
             resync_interval: self.duration_of(raw, "github.resync_interval")?,
         })

@@ -63,6 +63,20 @@ pub const KEYS: &[Key] = &[
     key("github.private_key_path", Text, Says("none"), "the GitHub App's PEM private key"),
     key("github.resync_interval", Text, Is("10m"),
         "how often open PRs are listed to heal lost webhooks"),
+    key("github.web_url", Text, Is("https://github.com"),
+        "GitHub's web root (a GitHub Enterprise Server's root): where people sign in"),
+    key("login.client_id", Text,
+        Says("none: sign-in is off; only `access = \"public\"` previews and share links open"),
+        "the OAuth client people sign in with: an OAuth App's, or the GitHub App's; its \
+         callback URL is `<public_url>/auth/callback`"),
+    key("login.client_secret", Text, Says("none"), "that client's secret (with `login.client_id`)"),
+    key("login.session_secret", Text, Says("none: a key is made beside the state"),
+        "at least 32 bytes sealing sessions, sign-in hand-offs and share links (the same on \
+         every replica); changing it signs everyone out and voids every share link"),
+    key("login.session_ttl", Text, Is("12h"), "a sign-in lasts this long"),
+    key("login.access_cache", Text, Is("5m"),
+        "a person's access to a repository is asked of GitHub at most this often: someone \
+         removed there is out within it"),
     key("sink.kind", Text, Is("directory"), "`directory` or `kubernetes`"),
     key("sink.directory", Text, Is("rendered"), "one YAML file per Application (directory sink)"),
     key("sink.argocd_namespace", Text, Is("argocd"),
@@ -80,6 +94,9 @@ pub const KEYS: &[Key] = &[
     key("defaults.max_per_author", Number, Says("none"), "cap on live previews per PR author"),
     key("defaults.at_cap", Text, Is("queue"),
         "at a cap: `queue` the newcomer, or `evict` the least recently active unpinned preview"),
+    key("defaults.access", Text, Is("repo"),
+        "who may open a preview: `repo` (people who can read the repository), `org` (members of \
+         its owner organisation) or `public` (anyone); writers can also mint share links"),
     key("sweep.interval", Text, Is("1m"), "sweeper period"),
     key("sweep.delivery_retention", Text, Is("7d"),
         "delivery records kept this long (GitHub redelivers up to 3 days back)"),
@@ -164,13 +181,22 @@ const TABLES: &[(&str, &str, &str)] = &[
          preview for `template_idle` is dropped; each ready generation keeps `template_spares` \
          (0 to 10) whole copies made ahead, which a new preview or a reseed claims with a rename. \
          Needs `database.mode` `shared` or `cnpg`"),
+    ("`[[repos]]` `app_service`", "none: no Ingress",
+        "`NAME:PORT` (a port number or name): the app's Service the preview's Ingress sends \
+         people to, behind the login; app charts may not publish an Ingress themselves"),
     ("`[[repos]]` `app_chart`, `app_repo_url`", "none; `https://github.com/<owner>/<repo>.git`",
         "the app's own chart (path in the repository): its Application follows the helpers' \
          health gate"),
 ];
 
 /// Keys whose values are secrets: shown as set or not, never as written.
-pub(super) const SECRETS: &[&str] = &["github.webhook_secret", "github.token", "api.token"];
+pub(super) const SECRETS: &[&str] = &[
+    "github.webhook_secret",
+    "github.token",
+    "api.token",
+    "login.client_secret",
+    "login.session_secret",
+];
 
 pub fn is_secret(key: &str) -> bool {
     SECRETS.contains(&key)

@@ -69,6 +69,7 @@ pub(super) struct RawRepo {
     pub(super) seed_command: Vec<String>,
     pub(super) app_chart: Option<String>,
     pub(super) app_repo_url: Option<String>,
+    pub(super) app_service: Option<String>,
     pub(super) trigger: Option<String>,
     pub(super) trigger_label: Option<String>,
     #[serde(default)]

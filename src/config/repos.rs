@@ -110,7 +110,13 @@ impl Validator {
                 "an image_tag of {sha} or {sha7}, or no database_template",
             ));
         }
+        let service = r
+            .app_service
+            .as_deref()
+            .map(|text| self.app_service(&key("app_service"), text))
+            .transpose()?;
         Ok(AppConfig {
+            service,
             template,
             image: r.image.clone(),
             image_tag,
@@ -262,6 +268,13 @@ impl Validator {
                         "queue or evict",
                     ));
                 }
+            },
+            access: match text("access") {
+                Some(text) => self.access(&key("access"), &text)?,
+                None => match base {
+                    Some(b) => b.access,
+                    None => self.access(&key("access"), default_of("defaults.access"))?,
+                },
             },
             gates: Gates::default(),
         })

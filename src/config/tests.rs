@@ -80,6 +80,11 @@ fn every_key_has_a_variable_that_is_accepted() {
             "github.app_id" | "github.private_key_path" | "github.token" => continue,
             "github.webhook_secret_file" => continue,
             "github.api_url" => "https://ghe.example.com/api/v3",
+            "github.web_url" => "https://ghe.example.com",
+            "login.client_id" | "login.client_secret" => continue,
+            "login.session_secret" => "a-session-secret-of-32-bytes-or-more",
+            "login.access_cache" => "1m",
+            "defaults.access" => "org",
             "public_url" => "https://previewd.example.com",
             "sink.kind" => "kubernetes",
             "defaults.domain"

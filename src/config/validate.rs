@@ -108,6 +108,7 @@ impl Validator {
         let configured_url = raw.values.text("public_url").is_some();
         let public_url = self.public_url(&raw, listen)?;
         let github = self.github(&raw)?;
+        let login = self.login(&raw, public_url.as_deref())?;
         self.gates_can_ask(&repos, &github)?;
         let database = self.database(&raw)?;
         self.templates_need_a_database(&repos, &database)?;
@@ -134,6 +135,7 @@ impl Validator {
                 enabled: raw.values.flag_or_default("dns.enabled"),
                 ttl: self.duration_of(&raw, "dns.ttl")?,
             },
+            login,
         })
     }
 

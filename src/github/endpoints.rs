@@ -207,6 +207,27 @@ impl GitHub {
         })
     }
 
+    /// Whether `login` is a member of `org` (`GET /orgs/{org}/members/{username}`: 204 a
+    /// member, 404 not, or not visible to previewd's installation of `repo`).
+    pub async fn org_member(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        org: &str,
+        login: &str,
+    ) -> Result<bool, GitHubError> {
+        let client = self.client_for(repo, installation).await?;
+        let path = format!("/orgs/{org}/members/{login}");
+        match self.call(&client, Method::GET, &path, None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            // GitHub answers a requester outside the organisation with a 302 to the public
+            // membership; octocrab does not follow it.
+            Err(GitHubError::Status { status: 302, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deployments of `sha` to `environment`, newest first.
     pub async fn deployments(
         &self,

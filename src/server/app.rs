@@ -23,4 +23,9 @@ pub struct App {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Unverified refused deliveries, summed up in the log a minute at a time.
     pub refusals: super::refusals::Refusals,
+    /// The login in front of every preview: its key, access answers and used codes.
+    pub login: crate::login::Login,
+    /// GitHub, when credentials are configured: `serve` hands the same client to the
+    /// feedback worker and resync.
+    pub github: Option<Arc<crate::github::GitHub>>,
 }

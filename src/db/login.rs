@@ -1,0 +1,146 @@
+//! What the login reads and writes: a preview found by its host (every check), and share
+//! links (made by `/preview share`, revoked by `/preview unshare`, gone with the preview).
+
+use sqlx::Row;
+
+use super::State;
+use crate::preview::{InstallationId, PreviewKey};
+
+/// The preview a host serves, as the login needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPreview {
+    pub id: i64,
+    pub key: PreviewKey,
+    pub installation: Option<InstallationId>,
+    /// Not ending (an ended preview's host admits no one while its teardown runs).
+    pub live: bool,
+}
+
+/// The preview whose recorded host is `host` (lower-case, without a port).
+pub async fn preview_by_host(state: &State, host: &str) -> anyhow::Result<Option<HostPreview>> {
+    let row = sqlx::query(
+        "SELECT id, repo, number, installation_id, desired FROM previews \
+         WHERE json_extract(names, '$.host') = ?1",
+    )
+    .bind(host)
+    .fetch_optional(state.pool())
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let repo: String = row.try_get("repo")?;
+    let number: i64 = row.try_get("number")?;
+    let desired: String = row.try_get("desired")?;
+    Ok(Some(HostPreview {
+        id: row.try_get("id")?,
+        key: PreviewKey::new(repo.parse()?, u32::try_from(number)?),
+        installation: row
+            .try_get::<Option<i64>, _>("installation_id")?
+            .map(InstallationId),
+        live: desired != "absent",
+    }))
+}
+
+/// A share link's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Share {
+    pub id: String,
+    pub preview_id: i64,
+    pub created_by: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+impl Share {
+    pub fn is_valid(&self, now: i64) -> bool {
+        self.revoked_at.is_none() && now < self.expires_at
+    }
+}
+
+/// Shares made per preview and still valid, at most: each is a pass anyone holding it uses.
+pub const MAX_SHARES: i64 = 20;
+
+/// Records a share of preview `preview_id` by `by` until `expires_at`; `None` when the
+/// preview already has [`MAX_SHARES`] valid ones.
+pub async fn create_share(
+    state: &State,
+    preview_id: i64,
+    by: &str,
+    now: i64,
+    expires_at: i64,
+) -> anyhow::Result<Option<Share>> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| anyhow::anyhow!("random: {e}"))?;
+    let id = hex::encode(id);
+    let inserted = sqlx::query(
+        "INSERT INTO shares (id, preview_id, created_by, created_at, expires_at) \
+         SELECT ?1, ?2, ?3, ?4, ?5 WHERE (SELECT count(*) FROM shares WHERE preview_id = ?2 \
+         AND revoked_at IS NULL AND expires_at > ?4) < ?6",
+    )
+    .bind(&id)
+    .bind(preview_id)
+    .bind(by)
+    .bind(now)
+    .bind(expires_at)
+    .bind(MAX_SHARES)
+    .execute(state.pool())
+    .await?;
+    Ok((inserted.rows_affected() == 1).then(|| Share {
+        id,
+        preview_id,
+        created_by: by.to_owned(),
+        created_at: now,
+        expires_at,
+        revoked_at: None,
+    }))
+}
+
+/// Revokes every valid share of the preview; how many there were.
+pub async fn revoke_shares(state: &State, preview_id: i64, now: i64) -> anyhow::Result<u64> {
+    let done = sqlx::query(
+        "UPDATE shares SET revoked_at = ?2 WHERE preview_id = ?1 AND revoked_at IS NULL \
+         AND expires_at > ?2",
+    )
+    .bind(preview_id)
+    .bind(now)
+    .execute(state.pool())
+    .await?;
+    Ok(done.rows_affected())
+}
+
+pub async fn share(state: &State, id: &str) -> anyhow::Result<Option<Share>> {
+    let row = sqlx::query(
+        "SELECT id, preview_id, created_by, created_at, expires_at, revoked_at FROM shares \
+         WHERE id = ?1",
+    )
+    .bind(id)
+    .fetch_optional(state.pool())
+    .await?;
+    row.map(|row| share_of(&row)).transpose()
+}
+
+/// The preview's shares still valid at `now`, newest first.
+pub async fn valid_shares(state: &State, preview_id: i64, now: i64) -> anyhow::Result<Vec<Share>> {
+    let rows = sqlx::query(
+        "SELECT id, preview_id, created_by, created_at, expires_at, revoked_at FROM shares \
+         WHERE preview_id = ?1 AND revoked_at IS NULL AND expires_at > ?2 \
+         ORDER BY created_at DESC, id",
+    )
+    .bind(preview_id)
+    .bind(now)
+    .fetch_all(state.pool())
+    .await?;
+    rows.iter().map(share_of).collect()
+}
+
+fn share_of(row: &sqlx::sqlite::SqliteRow) -> anyhow::Result<Share> {
+    Ok(Share {
+        id: row.try_get("id")?,
+        preview_id: row.try_get("preview_id")?,
+        created_by: row.try_get("created_by")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        revoked_at: row.try_get("revoked_at")?,
+    })
+}

@@ -1,0 +1,228 @@
+//! One check: may the request a proxy asks about enter the preview whose host it names?
+//! What the browser holds is read first (a hand-off code or a share pass in the URL, then
+//! the host's session cookie), then who may enter the repository's previews; the answer is
+//! a whole `Verdict`, which the edge maps to 200, 401 or 403.
+
+use axum::http::HeaderMap;
+
+use crate::config::{Access as Rule, Config};
+use crate::db::{self, login::HostPreview};
+
+use super::access::Answer;
+use super::original::{HANDOFF_PARAM, Original, SHARE_PARAM, Unreadable};
+use super::{Handoff, Login, Person, Purpose, Session, SharePass, Who};
+
+/// The session cookie on a preview host served over https: `__Host-` keeps it host-only
+/// (no `Domain`, `Path=/`, `Secure`), so no sibling host can set one in its place.
+pub const SESSION_COOKIE: &str = "__Host-previewd";
+/// The same over plain http (loopback trials only: a `Secure` cookie is not stored there).
+pub const SESSION_COOKIE_PLAIN: &str = "previewd";
+
+/// The answer to a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// 200, naming the user (none for a public preview's anonymous visitor), and a fresh
+    /// session cookie to set on the preview host.
+    Enter {
+        user: Option<String>,
+        cookie: Option<String>,
+    },
+    /// 401: no session; the proxy sends the browser to sign in.
+    SignIn,
+    /// 403.
+    Refused(Refusal),
+    /// 400: the proxy sent no readable original request (a misconfigured proxy).
+    Unreadable(Unreadable),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The host is no preview's (never 2xx outside the preview domains).
+    NotAPreview,
+    /// The preview is ending.
+    Ended,
+    /// GitHub says the person may not read the repository (or is not in its organisation).
+    NoAccess { login: String, rule: Rule },
+    /// GitHub could not be asked, and no recent answer serves.
+    Unknown(String),
+}
+
+/// What the browser holds that names someone, once read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Claim {
+    /// Only from a fresh hand-off or share pass: the session cookie to set.
+    Fresh(Who),
+    /// A session cookie already set.
+    Held(Who),
+    Nobody,
+}
+
+/// The rule of `preview`'s repository (`[defaults]` for one no longer listed).
+pub fn rule_for(config: &Config, preview: &HostPreview) -> Rule {
+    config
+        .policy_for(&preview.key.repo)
+        .map_or(config.defaults.access, |p| p.access)
+}
+
+pub async fn check(
+    login: &Login,
+    state: &db::State,
+    config: &Config,
+    headers: &HeaderMap,
+    rest: Option<&str>,
+    now: i64,
+) -> anyhow::Result<Verdict> {
+    let original = match Original::from_headers(headers, rest) {
+        Ok(original) => original,
+        Err(Unreadable::Conflicting) => return Ok(Verdict::Refused(Refusal::NotAPreview)),
+        Err(why) => return Ok(Verdict::Unreadable(why)),
+    };
+    let Some(preview) = db::login::preview_by_host(state, &original.host).await? else {
+        return Ok(Verdict::Refused(Refusal::NotAPreview));
+    };
+    if !preview.live {
+        return Ok(Verdict::Refused(Refusal::Ended));
+    }
+    let claim = claim(login, state, headers, &original, &preview, now).await?;
+    let rule = rule_for(config, &preview);
+    let (who, fresh) = match claim {
+        Claim::Fresh(who) => (who, true),
+        Claim::Held(who) => (who, false),
+        Claim::Nobody if rule == Rule::Public => {
+            return Ok(Verdict::Enter {
+                user: None,
+                cookie: None,
+            });
+        }
+        Claim::Nobody => return Ok(Verdict::SignIn),
+    };
+    let (user, exp) = match &who {
+        Who::Person(person) => match login.access.may_enter(person, &preview, rule).await {
+            Answer::Allowed => (person.login.clone(), now + login.session_ttl),
+            Answer::Refused => {
+                return Ok(Verdict::Refused(Refusal::NoAccess {
+                    login: person.login.clone(),
+                    rule,
+                }));
+            }
+            Answer::Unknown(why) => return Ok(Verdict::Refused(Refusal::Unknown(why))),
+        },
+        Who::Share { share } => match db::login::share(state, share).await? {
+            Some(row) if row.preview_id == preview.id && row.is_valid(now) => (
+                format!("share:{}", &share[..8.min(share.len())]),
+                row.expires_at.min(now + login.session_ttl),
+            ),
+            // Expired or revoked: a person may still sign in.
+            _ => return Ok(Verdict::SignIn),
+        },
+    };
+    let cookie = fresh.then(|| {
+        let session = Session {
+            who,
+            host: original.host.clone(),
+            exp,
+        };
+        session_cookie(
+            &login.sealer.seal(Purpose::Session, &session),
+            original.https,
+            exp - now,
+        )
+    });
+    Ok(Verdict::Enter {
+        user: Some(user),
+        cookie,
+    })
+}
+
+/// A hand-off code or share pass in the URL (each for this host only), else the host's
+/// session cookie. A code is taken once; a value that does not open is ignored.
+async fn claim(
+    login: &Login,
+    state: &db::State,
+    headers: &HeaderMap,
+    original: &Original,
+    preview: &HostPreview,
+    now: i64,
+) -> anyhow::Result<Claim> {
+    if let Some(code) = original.param(HANDOFF_PARAM)
+        && let Some(handoff) = login.sealer.open::<Handoff>(Purpose::Handoff, code)
+        && handoff.host == original.host
+        && now < handoff.exp
+        && login.handoffs.take(&handoff.nonce, handoff.exp, now)
+    {
+        return Ok(Claim::Fresh(Who::Person(handoff.who)));
+    }
+    if let Some(pass) = original.param(SHARE_PARAM)
+        && let Some(pass) = login.sealer.open::<SharePass>(Purpose::Share, pass)
+        && pass.host == original.host
+        && db::login::share(state, &pass.share)
+            .await?
+            .is_some_and(|row| row.preview_id == preview.id && row.is_valid(now))
+    {
+        return Ok(Claim::Fresh(Who::Share { share: pass.share }));
+    }
+    let name = if original.https {
+        SESSION_COOKIE
+    } else {
+        SESSION_COOKIE_PLAIN
+    };
+    // Every cookie of the name is tried: a sibling host may add one of its own beside ours.
+    let held = cookies(headers, name)
+        .filter_map(|value| login.sealer.open::<Session>(Purpose::Session, value))
+        .find(|session| session.host == original.host && now < session.exp);
+    Ok(held.map_or(Claim::Nobody, |session| Claim::Held(session.who)))
+}
+
+/// The values of every cookie named `name` in the request's `Cookie` headers.
+pub fn cookies<'a>(headers: &'a HeaderMap, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|line| line.split(';'))
+        .filter_map(move |pair| {
+            let (key, value) = pair.trim().split_once('=')?;
+            (key == name).then_some(value.trim_matches('"'))
+        })
+}
+
+/// `Set-Cookie` for a preview host's session, host-only.
+pub fn session_cookie(value: &str, https: bool, max_age: i64) -> String {
+    if https {
+        format!(
+            "{SESSION_COOKIE}={value}; Path=/; Max-Age={max_age}; HttpOnly; Secure; SameSite=Lax"
+        )
+    } else {
+        format!("{SESSION_COOKIE_PLAIN}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax")
+    }
+}
+
+/// The hand-off code for `who` to `host`, good for [`super::HANDOFF_TTL`].
+pub fn handoff(login: &Login, who: Person, host: &str, now: i64) -> String {
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).expect("the system's random source");
+    login.sealer.seal(
+        Purpose::Handoff,
+        &Handoff {
+            who,
+            host: host.to_owned(),
+            nonce: hex::encode(nonce),
+            exp: now + super::HANDOFF_TTL,
+        },
+    )
+}
+
+/// A share link to `host` (`scheme` `https` or `http`) naming share `share`.
+pub fn share_link(login: &Login, share: &str, host: &str, https: bool) -> String {
+    let pass = login.sealer.seal(
+        Purpose::Share,
+        &SharePass {
+            share: share.to_owned(),
+            host: host.to_owned(),
+        },
+    );
+    format!(
+        "{}://{host}/?{SHARE_PARAM}={pass}",
+        if https { "https" } else { "http" }
+    )
+}

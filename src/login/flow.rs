@@ -1,0 +1,327 @@
+//! Signing in, on previewd's own host: GitHub's OAuth web flow (authorize → callback →
+//! token → the user), then a one-time hand-off code to the preview host named in `rd`.
+//! The `state` is bound to the browser by a sealed cookie (CSRF on sign-in); `rd` must be a
+//! live preview's address; GitHub's answers are bounded in number and time.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use octocrab::Octocrab;
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use crate::config::{Config, OAuthClient};
+
+use super::original::{HANDOFF_PARAM, Original, SHARE_PARAM};
+use super::{Pending, Person, Purpose, Sealer, SignedIn};
+
+/// Code exchanges with GitHub at once, and per minute: a flood of sign-ins is answered 429
+/// rather than spending GitHub's limits or previewd's connections.
+const EXCHANGES_AT_ONCE: usize = 8;
+const EXCHANGES_PER_MINUTE: u32 = 120;
+const GITHUB_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest answer read from GitHub's token or user endpoint.
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// The sign-in cookies on previewd's host (`__Host-`: https only).
+pub const SIGNED_IN_COOKIE: &str = "__Host-previewd-login";
+pub const PENDING_COOKIE: &str = "__Host-previewd-oauth";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("sign-in is not configured on this previewd (login.client_id)")]
+    Off,
+    #[error("{0} is not the address of a preview")]
+    BadReturn(String),
+    #[error("this sign-in expired or was started in another browser; start again from the preview")]
+    BadState,
+    #[error("too many sign-ins at once; try again in a minute")]
+    Busy,
+    #[error("GitHub refused the sign-in: {0}")]
+    Refused(String),
+    #[error("GitHub could not be asked: {0}")]
+    GitHub(String),
+}
+
+/// A validated return address: a preview host under a preview domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Return {
+    pub original: Original,
+}
+
+impl Return {
+    /// The address with `param=value` added (any hand-off or share parameter dropped first).
+    pub fn with(&self, param: &str, value: &str) -> String {
+        let (path, query) = self
+            .original
+            .path_and_query
+            .split_once('?')
+            .unwrap_or((&self.original.path_and_query, ""));
+        let mut kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| {
+                let key = pair.split('=').next().unwrap_or("");
+                !pair.is_empty() && key != HANDOFF_PARAM && key != SHARE_PARAM
+            })
+            .collect();
+        let added = format!("{param}={value}");
+        kept.push(&added);
+        format!("{}{path}?{}", self.original.origin(), kept.join("&"))
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}{}", self.original.origin(), self.original.path_and_query)
+    }
+}
+
+pub struct Flow {
+    client: Option<OAuthClient>,
+    web: Option<Octocrab>,
+    api: Option<Octocrab>,
+    web_url: String,
+    public_url: Option<String>,
+    /// Every preview domain: `[defaults]`' and each repository's.
+    domains: Vec<String>,
+    exchanges: tokio::sync::Semaphore,
+    minute: Mutex<(Instant, u32)>,
+}
+
+impl Flow {
+    pub fn new(config: &Config) -> anyhow::Result<Self> {
+        let client = config.login.client.clone();
+        let build = |base: &str| -> anyhow::Result<Octocrab> {
+            Octocrab::builder()
+                .base_uri(base)
+                .with_context(|| format!("{base} as GitHub's address"))?
+                .set_connect_timeout(Some(GITHUB_TIMEOUT))
+                .set_read_timeout(Some(GITHUB_TIMEOUT))
+                .build()
+                .context("a client for GitHub's OAuth endpoints")
+        };
+        let (web, api) = match &client {
+            Some(_) => (
+                Some(build(&config.github.web_url)?),
+                Some(build(&config.github.api_url)?),
+            ),
+            None => (None, None),
+        };
+        let mut domains: Vec<String> = std::iter::once(config.defaults.domain.clone())
+            .chain(config.repos.iter().map(|r| r.policy.domain.clone()))
+            .collect();
+        domains.sort();
+        domains.dedup();
+        Ok(Self {
+            client,
+            web,
+            api,
+            web_url: config.github.web_url.clone(),
+            public_url: config.public_url.clone(),
+            domains,
+            exchanges: tokio::sync::Semaphore::new(EXCHANGES_AT_ONCE),
+            minute: Mutex::new((Instant::now(), 0)),
+        })
+    }
+
+    /// Whether previewd's own host is served over https (its cookies are `Secure` then).
+    pub fn https(&self) -> bool {
+        self.public_url
+            .as_deref()
+            .is_none_or(|url| url.starts_with("https://"))
+    }
+
+    /// `rd` when it is an address under a preview domain (`https`, or `http` only while
+    /// previewd itself is plain http on loopback); the host is looked up by the caller.
+    pub fn return_to(&self, rd: &str) -> Result<Return, FlowError> {
+        let bad =
+            || FlowError::BadReturn(format!("{:?}", rd.chars().take(200).collect::<String>()));
+        let original = Original::from_url(rd).map_err(|_| bad())?;
+        if !original.https && self.https() {
+            return Err(bad());
+        }
+        let under = self.domains.iter().any(|domain| {
+            original
+                .host
+                .strip_suffix(domain.as_str())
+                .is_some_and(|label| label.ends_with('.') && label.len() > 1)
+        });
+        if !under {
+            return Err(bad());
+        }
+        Ok(Return { original })
+    }
+
+    /// Where to send the browser to sign in at GitHub, and the pending cookie's value.
+    pub fn start(
+        &self,
+        sealer: &Sealer,
+        back: &Return,
+        now: i64,
+    ) -> Result<(String, String), FlowError> {
+        let (Some(client), Some(public_url)) = (&self.client, &self.public_url) else {
+            return Err(FlowError::Off);
+        };
+        let mut state = [0u8; 24];
+        getrandom::fill(&mut state).map_err(|e| FlowError::GitHub(e.to_string()))?;
+        let state = hex::encode(state);
+        let pending = sealer.seal(
+            Purpose::Pending,
+            &Pending {
+                state: state.clone(),
+                rd: back.url(),
+                exp: now + super::PENDING_TTL,
+            },
+        );
+        let authorize = format!(
+            "{}/login/oauth/authorize?client_id={}&redirect_uri={}&state={state}&allow_signup=false",
+            self.web_url,
+            encode(&client.id),
+            encode(&format!("{public_url}/auth/callback")),
+        );
+        Ok((authorize, pending))
+    }
+
+    /// The pending sign-in the browser holds, when `state` is its own.
+    pub fn resume(
+        &self,
+        sealer: &Sealer,
+        held: &[&str],
+        state: &str,
+        now: i64,
+    ) -> Result<Pending, FlowError> {
+        held.iter()
+            .filter_map(|value| sealer.open::<Pending>(Purpose::Pending, value))
+            .find(|pending| {
+                now < pending.exp && bool::from(pending.state.as_bytes().ct_eq(state.as_bytes()))
+            })
+            .ok_or(FlowError::BadState)
+    }
+
+    /// GitHub's code → a user token → who signed in (the token is dropped).
+    pub async fn exchange(&self, code: &str) -> Result<Person, FlowError> {
+        let (Some(client), Some(web), Some(api), Some(public_url)) =
+            (&self.client, &self.web, &self.api, &self.public_url)
+        else {
+            return Err(FlowError::Off);
+        };
+        self.count_one()?;
+        let _permit = self.exchanges.try_acquire().map_err(|_| FlowError::Busy)?;
+        let token: TokenAnswer = ask(
+            web,
+            http::Request::builder()
+                .method(http::Method::POST)
+                .uri("/login/oauth/access_token")
+                .header(http::header::ACCEPT, "application/json"),
+            Some(&json!({
+                "client_id": client.id,
+                "client_secret": client.secret.expose_secret(),
+                "code": code,
+                "redirect_uri": format!("{public_url}/auth/callback"),
+            })),
+        )
+        .await?;
+        let token = match token {
+            TokenAnswer {
+                access_token: Some(token),
+                ..
+            } => token,
+            TokenAnswer { error, .. } => {
+                return Err(FlowError::Refused(
+                    error.unwrap_or_else(|| "no token".into()),
+                ));
+            }
+        };
+        let user: UserAnswer = ask(
+            api,
+            http::Request::builder()
+                .method(http::Method::GET)
+                .uri("/user")
+                .header(http::header::ACCEPT, "application/vnd.github+json")
+                .header(http::header::AUTHORIZATION, format!("Bearer {token}")),
+            None::<&()>,
+        )
+        .await?;
+        match user {
+            UserAnswer {
+                login: Some(login),
+                id: Some(id),
+            } => Ok(Person { login, id }),
+            _ => Err(FlowError::Refused(
+                "GitHub did not say who signed in".into(),
+            )),
+        }
+    }
+
+    fn count_one(&self) -> Result<(), FlowError> {
+        let mut minute = self.minute.lock().expect("minute");
+        if minute.0.elapsed() >= Duration::from_secs(60) {
+            *minute = (Instant::now(), 0);
+        }
+        if minute.1 >= EXCHANGES_PER_MINUTE {
+            return Err(FlowError::Busy);
+        }
+        minute.1 += 1;
+        Ok(())
+    }
+
+    /// The signed-in cookie's value for `who`, until `exp`.
+    pub fn signed_in(sealer: &Sealer, who: Person, exp: i64) -> String {
+        sealer.seal(Purpose::SignedIn, &SignedIn { who, exp })
+    }
+
+    /// Who is signed in on previewd's host, from its cookies.
+    pub fn who(sealer: &Sealer, held: &[&str], now: i64) -> Option<Person> {
+        held.iter()
+            .filter_map(|value| sealer.open::<SignedIn>(Purpose::SignedIn, value))
+            .find(|signed| now < signed.exp)
+            .map(|signed| signed.who)
+    }
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UserAnswer {
+    login: Option<String>,
+    id: Option<u64>,
+}
+
+async fn ask<T: serde::de::DeserializeOwned, B: serde::Serialize + ?Sized>(
+    client: &Octocrab,
+    request: http::request::Builder,
+    body: Option<&B>,
+) -> Result<T, FlowError> {
+    let request = client
+        .build_request(request, body)
+        .map_err(|e| FlowError::GitHub(e.to_string()))?;
+    let answer = tokio::time::timeout(GITHUB_TIMEOUT, async {
+        let response = client.execute(request).await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        let body = axum::body::to_bytes(axum::body::Body::new(response.into_body()), MAX_ANSWER)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((status, body))
+    })
+    .await
+    .map_err(|_| FlowError::GitHub("no answer in time".into()))?
+    .map_err(FlowError::GitHub)?;
+    let (status, body) = answer;
+    if status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN {
+        return Err(FlowError::Refused(format!("GitHub answered {status}")));
+    }
+    if !status.is_success() {
+        return Err(FlowError::GitHub(format!("GitHub answered {status}")));
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| FlowError::GitHub(format!("an unreadable answer: {e}")))
+}
+
+fn encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}

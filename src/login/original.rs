@@ -1,0 +1,241 @@
+//! The request a proxy asks about, as each proxy sends it: ingress-nginx's `auth-url`
+//! (`X-Original-URL`), Traefik's ForwardAuth (`X-Forwarded-Proto`/`-Host`/`-Uri`), or Envoy's
+//! external authorization (the original `Host`, and the original path after
+//! `/auth/check`). The proxy sets these itself, replacing what a client sent; where two
+//! of them disagree the request is refused rather than guessed at.
+
+use axum::http::{HeaderMap, Uri};
+
+/// Longest original URL read: browsers send up to ~8 KB of path and query.
+const MAX_URL: usize = 8192;
+
+/// The query parameter carrying a sign-in's one-time code to the preview host.
+pub const HANDOFF_PARAM: &str = "__previewd";
+/// The query parameter carrying a share link's pass.
+pub const SHARE_PARAM: &str = "__previewd_share";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Original {
+    pub https: bool,
+    /// Lower-case, without the port.
+    pub host: String,
+    /// With the port, as the browser wrote it (`Host`).
+    pub authority: String,
+    /// Path and query, as requested.
+    pub path_and_query: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("the proxy sent no original URL or host")]
+    Missing,
+    #[error("the original URL is not a URL")]
+    BadUrl,
+    #[error("the proxy's headers name two different hosts")]
+    Conflicting,
+}
+
+impl Original {
+    /// From the headers of a check, and the path after `/auth/check` (Envoy's).
+    pub fn from_headers(headers: &HeaderMap, rest: Option<&str>) -> Result<Self, Unreadable> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let forwarded_host =
+            text("x-forwarded-host").map(|h| h.split(',').next().unwrap_or("").trim());
+        let original = match text("x-original-url") {
+            Some(url) => Self::from_url(url)?,
+            None => match forwarded_host {
+                Some(host) => Self::from_parts(
+                    text("x-forwarded-proto").map(|p| p.split(',').next().unwrap_or("").trim()),
+                    host,
+                    text("x-forwarded-uri").unwrap_or("/"),
+                )?,
+                None => Self::from_parts(
+                    text("x-forwarded-proto"),
+                    text("host").ok_or(Unreadable::Missing)?,
+                    rest.unwrap_or("/"),
+                )?,
+            },
+        };
+        // ingress-nginx also sends `X-Forwarded-Host`; a client's own never outvotes it.
+        if let Some(host) = forwarded_host
+            && !host.is_empty()
+            && split_port(&host.to_ascii_lowercase()).0 != original.host
+        {
+            return Err(Unreadable::Conflicting);
+        }
+        Ok(original)
+    }
+
+    pub fn from_url(url: &str) -> Result<Self, Unreadable> {
+        if url.len() > MAX_URL {
+            return Err(Unreadable::BadUrl);
+        }
+        let uri: Uri = url.parse().map_err(|_| Unreadable::BadUrl)?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(Unreadable::BadUrl),
+        };
+        let authority = uri.authority().ok_or(Unreadable::BadUrl)?.as_str();
+        Self::from_parts(
+            Some(if https { "https" } else { "http" }),
+            authority,
+            uri.path_and_query().map_or("/", |p| p.as_str()),
+        )
+    }
+
+    fn from_parts(proto: Option<&str>, authority: &str, path: &str) -> Result<Self, Unreadable> {
+        let authority = authority.trim().to_ascii_lowercase();
+        if authority.is_empty()
+            || authority.len() > 300
+            || authority.contains(['@', '/', '\\', '?', '#'])
+            || authority
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+            || path.len() > MAX_URL
+            || !path.starts_with('/')
+        {
+            return Err(Unreadable::BadUrl);
+        }
+        let (host, _) = split_port(&authority);
+        let host = host.trim_end_matches('.').to_owned();
+        Ok(Self {
+            https: proto.is_none_or(|p| p.eq_ignore_ascii_case("https")),
+            host,
+            authority,
+            path_and_query: path.to_owned(),
+        })
+    }
+
+    /// The value of query parameter `name`, when present once.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        let query = self.path_and_query.split_once('?')?.1;
+        let query = query.split('#').next().unwrap_or("");
+        let mut found = query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .filter(|(key, _)| *key == name)
+            .map(|(_, value)| value);
+        let first = found.next()?;
+        found.next().is_none().then_some(first)
+    }
+
+    pub fn origin(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.https { "https" } else { "http" },
+            self.authority
+        )
+    }
+}
+
+/// `host:port` → (`host`, port text); an IPv6 literal keeps its brackets.
+pub fn split_port(authority: &str) -> (&str, Option<&str>) {
+    if authority.starts_with('[') {
+        return match authority.split_once("]:") {
+            Some((host, port)) => (&authority[..host.len() + 1], Some(port)),
+            None => (authority, None),
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => (host, Some(port)),
+        _ => (authority, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn ingress_nginx_names_the_original_url() {
+        let found = Original::from_headers(
+            &headers(&[
+                (
+                    "x-original-url",
+                    "https://PV-A.preview.example.com/cart?x=1",
+                ),
+                ("host", "previewd.example.com"),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(found.host, "pv-a.preview.example.com");
+        assert_eq!(found.path_and_query, "/cart?x=1");
+        assert!(found.https);
+    }
+
+    #[test]
+    fn traefik_names_host_uri_and_proto() {
+        let found = Original::from_headers(
+            &headers(&[
+                ("x-forwarded-host", "pv-a.preview.example.com"),
+                ("x-forwarded-uri", "/a?b=c"),
+                ("x-forwarded-proto", "http"),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(found.host, "pv-a.preview.example.com");
+        assert!(!found.https);
+    }
+
+    #[test]
+    fn envoy_sends_the_original_host_and_path() {
+        let found = Original::from_headers(
+            &headers(&[("host", "pv-a.preview.example.com:8443")]),
+            Some("/x"),
+        )
+        .unwrap();
+        assert_eq!(found.host, "pv-a.preview.example.com");
+        assert_eq!(found.authority, "pv-a.preview.example.com:8443");
+        assert_eq!(found.path_and_query, "/x");
+    }
+
+    #[test]
+    fn a_forwarded_host_that_disagrees_with_the_original_url_is_refused() {
+        let refused = Original::from_headers(
+            &headers(&[
+                ("x-original-url", "https://pv-a.preview.example.com/"),
+                ("x-forwarded-host", "pv-b.preview.example.com"),
+            ]),
+            None,
+        );
+        assert_eq!(refused, Err(Unreadable::Conflicting));
+    }
+
+    #[test]
+    fn userinfo_and_odd_urls_are_not_read_as_a_host() {
+        for url in [
+            "https://pv-a.preview.example.com@evil.example/",
+            "javascript:alert(1)",
+            "//pv-a.preview.example.com/",
+            "https:///x",
+        ] {
+            assert!(
+                Original::from_headers(&headers(&[("x-original-url", url)]), None).is_err(),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            Original::from_headers(&HeaderMap::new(), None),
+            Err(Unreadable::Missing)
+        );
+    }
+
+    #[test]
+    fn a_parameter_counts_only_when_given_once() {
+        let once = Original::from_url("https://h.example/p?a=1&__previewd=code").unwrap();
+        assert_eq!(once.param(HANDOFF_PARAM), Some("code"));
+        let twice = Original::from_url("https://h.example/p?__previewd=a&__previewd=b").unwrap();
+        assert_eq!(twice.param(HANDOFF_PARAM), None);
+    }
+}

@@ -1,0 +1,348 @@
+//! The login's routes: `/auth/check` (the ingress controller's forward-auth call), and the
+//! sign-in pages on previewd's own host (`/auth/signin`, `/auth/callback`,
+//! `/auth/signout`). Each verifies, asks `login`, and answers; the decisions are
+//! `login::check` and `login::flow`.
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use crate::dashboard::{escape, html_answer};
+use crate::db;
+use crate::login::check::{self, Refusal, Verdict, cookies};
+use crate::login::flow::{Flow, FlowError, PENDING_COOKIE, SIGNED_IN_COOKIE};
+use crate::login::original::HANDOFF_PARAM;
+use crate::server::app::App;
+
+use super::error::Error;
+
+/// The header naming the user to the proxy (and, passed on, to the app).
+pub const USER_HEADER: &str = "x-auth-request-user";
+
+#[derive(Deserialize)]
+pub struct CheckQuery {
+    /// `true`: answer "sign in" with a redirect (Traefik, Envoy: they pass a non-2xx answer
+    /// to the browser) rather than 401 (ingress-nginx redirects to `auth-signin` itself).
+    #[serde(default)]
+    redirect: bool,
+}
+
+/// `/auth/check` and `/auth/check/*` (Envoy appends the original path).
+pub async fn check(
+    State(app): State<Arc<App>>,
+    uri: axum::http::Uri,
+    Query(query): Query<CheckQuery>,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    let rest = uri
+        .path()
+        .strip_prefix("/auth/check")
+        .filter(|rest| rest.starts_with('/'));
+    let now = app.clock.now();
+    let verdict = check::check(&app.login, &app.state, &app.config, &headers, rest, now)
+        .await
+        .map_err(Error::State)?;
+    let mut answer = match verdict {
+        Verdict::Enter { user, cookie } => {
+            let mut answer = StatusCode::OK.into_response();
+            if let Some(user) = user.and_then(|u| HeaderValue::from_str(&u).ok()) {
+                answer.headers_mut().insert(USER_HEADER, user);
+            }
+            if let Some(cookie) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                answer.headers_mut().insert(header::SET_COOKIE, cookie);
+            }
+            answer
+        }
+        Verdict::SignIn if query.redirect => {
+            match (
+                crate::login::original::Original::from_headers(&headers, rest),
+                &app.config.public_url,
+            ) {
+                (Ok(original), Some(public)) => {
+                    let back = format!("{}{}", original.origin(), original.path_and_query);
+                    redirect(&format!("{public}/auth/signin?rd={}", encode(&back)))
+                }
+                _ => StatusCode::UNAUTHORIZED.into_response(),
+            }
+        }
+        Verdict::SignIn => StatusCode::UNAUTHORIZED.into_response(),
+        Verdict::Refused(why) => (StatusCode::FORBIDDEN, refusal_text(&why)).into_response(),
+        Verdict::Unreadable(why) => (StatusCode::BAD_REQUEST, why.to_string()).into_response(),
+    };
+    // The proxy must not keep an answer longer than a revocation takes.
+    answer
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(answer)
+}
+
+fn refusal_text(why: &Refusal) -> String {
+    match why {
+        Refusal::NotAPreview => "this host is not a preview's".into(),
+        Refusal::Ended => "this preview has ended".into(),
+        Refusal::NoAccess { login, rule } => format!(
+            "{login} may not open this preview (access: {})",
+            rule.as_str()
+        ),
+        Refusal::Unknown(_) => "GitHub could not be asked who may open this preview".into(),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignInQuery {
+    rd: Option<String>,
+}
+
+/// `/auth/signin?rd=<a preview's address>`: straight back with a hand-off for someone
+/// signed in here already, else to GitHub.
+pub async fn signin(
+    State(app): State<Arc<App>>,
+    Query(query): Query<SignInQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let login = &app.login;
+    let now = app.clock.now();
+    let https = login.flow.https();
+    let Some(rd) = query.rd else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "No preview to return to",
+            "Open the preview's address; it sends you here.",
+        );
+    };
+    let back = match login.flow.return_to(&rd) {
+        Ok(back) => back,
+        Err(e) => return flow_page(&e),
+    };
+    let held: Vec<&str> = cookies(&headers, cookie_name(SIGNED_IN_COOKIE, https)).collect();
+    if let Some(person) = Flow::who(&login.sealer, &held, now) {
+        return finish(&app, person, &back, None).await;
+    }
+    match login.flow.start(&login.sealer, &back, now) {
+        Ok((authorize, pending)) => {
+            let mut answer = redirect(&authorize);
+            set_cookie(
+                &mut answer,
+                &cookie(PENDING_COOKIE, &pending, https, crate::login::PENDING_TTL),
+            );
+            answer
+        }
+        Err(e) => flow_page(&e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+/// `/auth/callback`: GitHub's redirect back, with the code and the `state` this browser's
+/// pending cookie must hold.
+pub async fn callback(
+    State(app): State<Arc<App>>,
+    Query(query): Query<CallbackQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let login = &app.login;
+    let now = app.clock.now();
+    let https = login.flow.https();
+    if let Some(error) = query.error {
+        return flow_page(&FlowError::Refused(error.chars().take(100).collect()));
+    }
+    let (Some(code), Some(state)) = (query.code, query.state) else {
+        return flow_page(&FlowError::BadState);
+    };
+    let held: Vec<&str> = cookies(&headers, cookie_name(PENDING_COOKIE, https)).collect();
+    let pending = match login.flow.resume(&login.sealer, &held, &state, now) {
+        Ok(pending) => pending,
+        Err(e) => return flow_page(&e),
+    };
+    let back = match login.flow.return_to(&pending.rd) {
+        Ok(back) => back,
+        Err(e) => return flow_page(&e),
+    };
+    let person = match login.flow.exchange(&code).await {
+        Ok(person) => person,
+        Err(e) => {
+            tracing::info!(reason = %e, "sign-in failed");
+            return flow_page(&e);
+        }
+    };
+    tracing::info!(login = %person.login, "signed in");
+    let exp = now + login.session_ttl;
+    let signed = Flow::signed_in(&login.sealer, person.clone(), exp);
+    finish(
+        &app,
+        person,
+        &back,
+        Some(cookie(SIGNED_IN_COOKIE, &signed, https, login.session_ttl)),
+    )
+    .await
+}
+
+/// Someone signed in, on the way to `back`: a hand-off code if they may enter, else a page
+/// saying why not. `signed` is the signed-in cookie to set (a fresh sign-in), and the
+/// pending one is cleared either way.
+async fn finish(
+    app: &App,
+    person: crate::login::Person,
+    back: &crate::login::flow::Return,
+    signed: Option<String>,
+) -> Response {
+    let now = app.clock.now();
+    let https = app.login.flow.https();
+    let preview = match db::login::preview_by_host(&app.state, &back.original.host).await {
+        Ok(Some(preview)) if preview.live => preview,
+        Ok(_) => {
+            return page(
+                StatusCode::NOT_FOUND,
+                "No such preview",
+                &format!(
+                    "{} is not a live preview's address.",
+                    escape(&back.original.host)
+                ),
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the state could not be read");
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again",
+                "previewd could not read its state.",
+            );
+        }
+    };
+    let rule = check::rule_for(&app.config, &preview);
+    let mut answer = match app.login.access.may_enter(&person, &preview, rule).await {
+        crate::login::access::Answer::Allowed => {
+            let code = check::handoff(&app.login, person, &back.original.host, now);
+            redirect(&back.with(HANDOFF_PARAM, &code))
+        }
+        crate::login::access::Answer::Refused => page(
+            StatusCode::FORBIDDEN,
+            "You may not open this preview",
+            &format!(
+                "GitHub says <b>{}</b> {} <b>{}</b>. Ask for access there, or ask someone who \
+                 can write to the repository for a share link (<code>/preview share 24h</code> \
+                 on the pull request).",
+                escape(&person.login),
+                match rule {
+                    crate::config::Access::Org => "is not a member of the organisation owning",
+                    _ => "cannot read",
+                },
+                escape(preview.key.repo.as_str()),
+            ),
+        ),
+        crate::login::access::Answer::Unknown(why) => {
+            tracing::warn!(reason = %why, "access could not be asked");
+            page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again",
+                "GitHub could not be asked who may open this preview.",
+            )
+        }
+    };
+    if let Some(signed) = signed {
+        set_cookie(&mut answer, &signed);
+    }
+    set_cookie(&mut answer, &clear(PENDING_COOKIE, https));
+    answer
+}
+
+/// `/auth/signout`: forgets the sign-in on previewd's host (a preview host's session ends
+/// with its lifetime, or at once when access is revoked at GitHub and the cache expires).
+pub async fn signout(State(app): State<Arc<App>>) -> Response {
+    let https = app.login.flow.https();
+    let mut answer = page(
+        StatusCode::OK,
+        "Signed out",
+        "You are signed out of previewd.",
+    );
+    set_cookie(&mut answer, &clear(SIGNED_IN_COOKIE, https));
+    answer
+}
+
+fn flow_page(e: &FlowError) -> Response {
+    let status = match e {
+        FlowError::Off => StatusCode::FORBIDDEN,
+        FlowError::BadReturn(_) | FlowError::BadState => StatusCode::BAD_REQUEST,
+        FlowError::Busy => StatusCode::TOO_MANY_REQUESTS,
+        FlowError::Refused(_) => StatusCode::FORBIDDEN,
+        FlowError::GitHub(_) => StatusCode::BAD_GATEWAY,
+    };
+    let text = match e {
+        FlowError::Off => "Sign-in is not configured here. Ask someone who can write to the \
+            repository for a share link (<code>/preview share 24h</code>)."
+            .to_owned(),
+        other => escape(&other.to_string()),
+    };
+    page(status, "Sign-in", &text)
+}
+
+fn page(status: StatusCode, title: &str, body_html: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <meta name=\"viewport\" content=\"width=device-width\"></head><body \
+         style=\"font-family:system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em\">\
+         <h1>{}</h1><p>{body_html}</p></body></html>",
+        escape(title),
+        escape(title)
+    );
+    let mut answer = html_answer(status, html);
+    answer
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    answer
+}
+
+fn redirect(location: &str) -> Response {
+    let mut answer = StatusCode::FOUND.into_response();
+    if let Ok(location) = HeaderValue::from_str(location) {
+        answer.headers_mut().insert(header::LOCATION, location);
+    }
+    answer
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // The hand-off code rides in the URL: no page it reaches learns where it came from.
+    answer.headers_mut().insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    answer
+}
+
+/// `__Host-` names on https; without the prefix on plain http (loopback only).
+fn cookie_name(name: &'static str, https: bool) -> &'static str {
+    if https {
+        name
+    } else {
+        name.trim_start_matches("__Host-")
+    }
+}
+
+fn cookie(name: &'static str, value: &str, https: bool, max_age: i64) -> String {
+    let secure = if https { "; Secure" } else { "" };
+    format!(
+        "{}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}",
+        cookie_name(name, https)
+    )
+}
+
+fn clear(name: &'static str, https: bool) -> String {
+    cookie(name, "", https, 0)
+}
+
+fn set_cookie(answer: &mut Response, cookie: &str) {
+    if let Ok(value) = HeaderValue::from_str(cookie) {
+        answer.headers_mut().append(header::SET_COOKIE, value);
+    }
+}
+
+fn encode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
