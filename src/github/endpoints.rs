@@ -187,6 +187,17 @@ impl GitHub {
         Ok(permission)
     }
 
+    /// The permission as GitHub says it now, past the cache: the login keeps answers of its
+    /// own for `login.access_cache`, and a person removed at GitHub must be out within it.
+    pub async fn permission_now(
+        &self,
+        repo: &RepoName,
+        installation: Option<u64>,
+        login: &str,
+    ) -> Result<Permission, GitHubError> {
+        self.ask_permission(repo, installation, login).await
+    }
+
     async fn ask_permission(
         &self,
         repo: &RepoName,

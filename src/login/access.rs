@@ -130,7 +130,7 @@ impl Access {
                     .await
             }
             _ => github
-                .permission(repo, installation, &key.login)
+                .permission_now(repo, installation, &key.login)
                 .await
                 .map(|p| p != Permission::None),
         };

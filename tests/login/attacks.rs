@@ -1,0 +1,233 @@
+//! The attacks of issue #39, each a reproduction that must fail.
+
+use super::*;
+
+/// A second live preview of the same repository (#3), and its host.
+async fn second_preview(world: &World) -> String {
+    world
+        .app
+        .send(
+            &Delivery::fixture("pull_request.opened")
+                .number(3)
+                .guid("opened-3"),
+        )
+        .await;
+    std::sync::Arc::new(common::directory_reconciler(&world.app))
+        .pass()
+        .await
+        .unwrap();
+    world
+        .app
+        .scalar("SELECT json_extract(names, '$.host') FROM previews WHERE number = 3")
+        .await
+}
+
+async fn session_of(world: &World, login: &str) -> String {
+    world.github_user(login, 1001);
+    world.github.grant(login, "read");
+    let signed = world.sign_in(&world.url("/")).await;
+    let (status, headers) = world.check(&signed.back, None).await;
+    assert_eq!(status, StatusCode::OK);
+    set_cookie(&headers, "__Host-previewd").unwrap()
+}
+
+#[tokio::test]
+async fn the_return_url_never_leads_off_the_preview_domains() {
+    let world = World::new("repo").await;
+    for rd in [
+        "https://evil.example/",
+        "https://preview.example.com.evil.example/",
+        "https://evilpreview.example.com/",
+        "https://preview.example.com/",
+        "https://pv-x.preview.example.com@evil.example/",
+        "//evil.example/",
+        "/relative",
+        "javascript:alert(1)//pv-x.preview.example.com",
+        "https://pv-x.preview.example.com\\@evil.example/",
+    ] {
+        let (status, headers, _) = world
+            .get(&format!("/auth/signin?rd={}", enc(rd)), &[])
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{rd}");
+        assert!(headers.get("location").is_none(), "{rd}");
+    }
+}
+
+#[tokio::test]
+async fn a_session_from_one_preview_is_worthless_on_another() {
+    let world = World::new("repo").await;
+    let other = second_preview(&world).await;
+    let session = session_of(&world, "alice").await;
+    let (status, _) = world
+        .check(&format!("https://{other}/"), Some(&session))
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Nor under the name a sibling host could set for the parent domain.
+    let plain = session.replacen("__Host-previewd", "previewd", 1);
+    let (status, _) = world.check(&format!("http://{other}/"), Some(&plain)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_hand_off_code_works_once_and_only_on_its_host() {
+    let world = World::new("repo").await;
+    let other = second_preview(&world).await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in(&world.url("/")).await;
+    let code = signed.back.split("__previewd=").nth(1).unwrap().to_owned();
+    let (status, _) = world
+        .check(&format!("https://{other}/?__previewd={code}"), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "redirected to another host"
+    );
+    let (status, _) = world.check(&signed.back, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = world.check(&signed.back, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "replayed");
+}
+
+#[tokio::test]
+async fn a_hand_off_code_expires_within_a_minute() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in(&world.url("/")).await;
+    world.app.clock.advance(61);
+    let (status, _) = world.check(&signed.back, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn forged_proxy_headers_name_no_other_host() {
+    let world = World::new("repo").await;
+    let other = second_preview(&world).await;
+    let session = session_of(&world, "alice").await;
+    // A client's own `X-Forwarded-Host` beside the proxy's `X-Original-URL`.
+    let (status, _, _) = world
+        .get(
+            "/auth/check",
+            &[
+                ("x-original-url", &format!("https://{other}/")),
+                ("x-forwarded-host", &world.host),
+                ("cookie", &session),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // The session names its host; claiming another host with it gets nothing.
+    let (status, _, _) = world
+        .get(
+            "/auth/check",
+            &[
+                ("x-forwarded-host", &other),
+                ("x-forwarded-proto", "https"),
+                ("cookie", &session),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn sign_in_without_this_browsers_state_is_refused() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    // The attacker's own sign-in, started in the attacker's browser...
+    let (_, headers, _) = world
+        .get(&format!("/auth/signin?rd={}", enc(&world.url("/"))), &[])
+        .await;
+    let (_, callback) = follow(&location(&headers)).await;
+    let path = callback.strip_prefix("http://127.0.0.1:8080").unwrap();
+    // ...completed in the victim's, which holds no pending sign-in or another one.
+    let (status, _, _) = world.get(path, &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (_, victims, _) = world
+        .get(&format!("/auth/signin?rd={}", enc(&world.url("/"))), &[])
+        .await;
+    let victim_pending = set_cookie(&victims, "previewd-oauth").unwrap();
+    let (status, _, _) = world.get(path, &[("cookie", &victim_pending)]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_cookie_planted_before_sign_in_is_never_the_session() {
+    let world = World::new("repo").await;
+    let planted = "__Host-previewd=attacker-chosen-value".to_owned();
+    let (status, _) = world.check(&world.url("/"), Some(&planted)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in(&world.url("/")).await;
+    let (status, headers) = world.check(&signed.back, Some(&planted)).await;
+    assert_eq!(status, StatusCode::OK);
+    let fresh = set_cookie(&headers, "__Host-previewd").unwrap();
+    assert_ne!(
+        fresh, planted,
+        "the session is minted at sign-in, never adopted"
+    );
+    let (status, _) = world.check(&world.url("/"), Some(&planted)).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the planted value stays worthless"
+    );
+}
+
+#[tokio::test]
+async fn a_tampered_session_opens_nothing() {
+    let world = World::new("repo").await;
+    let session = session_of(&world, "alice").await;
+    let (name, value) = session.split_once('=').unwrap();
+    let mut bytes = value.as_bytes().to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] = if bytes[middle] == b'A' { b'B' } else { b'A' };
+    let tampered = format!("{name}={}", String::from_utf8(bytes).unwrap());
+    let (status, _) = world.check(&world.url("/"), Some(&tampered)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn an_expired_session_signs_in_again() {
+    let world = World::new("repo").await;
+    let session = session_of(&world, "alice").await;
+    world.app.clock.advance(12 * 3600 + 1);
+    let (status, _) = world.check(&world.url("/"), Some(&session)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_flood_of_sign_ins_is_answered_429_not_passed_to_github() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    let (_, headers, _) = world
+        .get(&format!("/auth/signin?rd={}", enc(&world.url("/"))), &[])
+        .await;
+    let pending = set_cookie(&headers, "previewd-oauth").unwrap();
+    let state = location(&headers)
+        .split("state=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut busy = 0;
+    for i in 0..140 {
+        let (status, _, _) = world
+            .get(
+                &format!("/auth/callback?code=flood-{i}&state={state}"),
+                &[("cookie", &pending)],
+            )
+            .await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            busy += 1;
+        }
+    }
+    assert_eq!(busy, 20, "120 exchanges a minute reach GitHub, no more");
+    assert_eq!(world.github.count("POST", "/login/oauth/access_token"), 120);
+}

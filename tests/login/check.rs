@@ -1,0 +1,94 @@
+//! The check as each proxy asks it, for a visitor without a session.
+
+use super::*;
+
+#[tokio::test]
+async fn a_stranger_is_sent_to_sign_in() {
+    let world = World::new("repo").await;
+    let (status, headers) = world.check(&world.url("/cart"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(headers["cache-control"], "no-store");
+    assert_eq!(user(&headers), None);
+}
+
+#[tokio::test]
+async fn a_public_preview_lets_anyone_in_without_a_name() {
+    let world = World::new("public").await;
+    let (status, headers) = world.check(&world.url("/"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(user(&headers), None);
+}
+
+#[tokio::test]
+async fn a_host_that_is_no_previews_is_never_let_in() {
+    let world = World::new("public").await;
+    for url in [
+        "https://previewd.example.com/",
+        "https://pv-other-0000000000000000-pr-1.preview.example.com/",
+        "https://example.org/",
+    ] {
+        let (status, _) = world.check(url, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{url}");
+    }
+}
+
+#[tokio::test]
+async fn traefik_and_envoy_are_read_like_ingress_nginx() {
+    let world = World::new("public").await;
+    let (status, _, _) = world
+        .get(
+            "/auth/check",
+            &[
+                ("x-forwarded-host", world.host.as_str()),
+                ("x-forwarded-uri", "/a"),
+                ("x-forwarded-proto", "https"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "Traefik");
+    let mut request = Request::get("/auth/check/some/path").header("host", world.host.as_str());
+    request = request.header("x-forwarded-proto", "https");
+    let (status, _, _) = world.app.answer(request.body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "Envoy");
+}
+
+#[tokio::test]
+async fn traefik_asking_for_a_redirect_is_sent_to_sign_in_with_the_way_back() {
+    let world = World::new("repo").await;
+    let (status, headers, _) = world
+        .get(
+            "/auth/check?redirect=true",
+            &[
+                ("x-forwarded-host", world.host.as_str()),
+                ("x-forwarded-uri", "/a?b=1"),
+                ("x-forwarded-proto", "https"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FOUND);
+    let to = location(&headers);
+    assert!(
+        to.starts_with("http://127.0.0.1:8080/auth/signin?rd=https%3A%2F%2F"),
+        "{to}"
+    );
+}
+
+#[tokio::test]
+async fn an_ended_preview_admits_no_one() {
+    let world = World::new("public").await;
+    world
+        .app
+        .execute("UPDATE previews SET desired = 'absent', end_reason = 'destroyed'")
+        .await;
+    let (status, _) = world.check(&world.url("/"), None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn a_proxy_that_names_no_original_request_is_a_bad_request_not_a_pass() {
+    let world = World::new("public").await;
+    let (status, _, _) = world
+        .get("/auth/check", &[("x-original-url", "not a url")])
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
