@@ -90,6 +90,8 @@ pub fn router(app: Arc<App>) -> Router {
     let login = Router::new()
         .route("/auth/check", axum::routing::any(auth::check))
         .route("/auth/check/{*rest}", axum::routing::any(auth::check))
+        .route("/auth/forward", axum::routing::any(auth::forward))
+        .route("/auth/forward/{*rest}", axum::routing::any(auth::forward))
         .route("/auth/signin", get(auth::signin))
         .route("/auth/callback", get(auth::callback))
         .route("/auth/signout", get(auth::signout));

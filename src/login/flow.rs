@@ -15,7 +15,7 @@ use subtle::ConstantTimeEq;
 
 use crate::config::{Config, OAuthClient};
 
-use super::original::{HANDOFF_PARAM, Original, SHARE_PARAM};
+use super::original::Original;
 use super::{Pending, Person, Purpose, Sealer, SignedIn};
 
 /// Code exchanges with GitHub at once, and per minute: a flood of sign-ins is answered 429
@@ -55,21 +55,7 @@ pub struct Return {
 impl Return {
     /// The address with `param=value` added (any hand-off or share parameter dropped first).
     pub fn with(&self, param: &str, value: &str) -> String {
-        let (path, query) = self
-            .original
-            .path_and_query
-            .split_once('?')
-            .unwrap_or((&self.original.path_and_query, ""));
-        let mut kept: Vec<&str> = query
-            .split('&')
-            .filter(|pair| {
-                let key = pair.split('=').next().unwrap_or("");
-                !pair.is_empty() && key != HANDOFF_PARAM && key != SHARE_PARAM
-            })
-            .collect();
-        let added = format!("{param}={value}");
-        kept.push(&added);
-        format!("{}{path}?{}", self.original.origin(), kept.join("&"))
+        self.original.url_without_passes(Some((param, value)))
     }
 
     pub fn url(&self) -> String {

@@ -120,6 +120,28 @@ impl Original {
         found.next().is_none().then_some(first)
     }
 
+    /// The URL as requested, without a hand-off code or share pass (and with `extra`
+    /// added, when given).
+    pub fn url_without_passes(&self, extra: Option<(&str, &str)>) -> String {
+        let (path, query) = self
+            .path_and_query
+            .split_once('?')
+            .unwrap_or((&self.path_and_query, ""));
+        let added = extra.map(|(name, value)| format!("{name}={value}"));
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| {
+                let key = pair.split('=').next().unwrap_or("");
+                !pair.is_empty() && key != HANDOFF_PARAM && key != SHARE_PARAM
+            })
+            .chain(added.as_deref())
+            .collect();
+        match kept.is_empty() {
+            true => format!("{}{path}", self.origin()),
+            false => format!("{}{path}?{}", self.origin(), kept.join("&")),
+        }
+    }
+
     pub fn origin(&self) -> String {
         format!(
             "{}://{}",
@@ -228,6 +250,19 @@ mod tests {
         assert_eq!(
             Original::from_headers(&HeaderMap::new(), None),
             Err(Unreadable::Missing)
+        );
+    }
+
+    #[test]
+    fn the_url_without_passes_keeps_everything_else() {
+        let url = Original::from_url("https://h.example/p?a=1&__previewd=c&__previewd_share=s&b=2")
+            .unwrap();
+        assert_eq!(url.url_without_passes(None), "https://h.example/p?a=1&b=2");
+        let bare = Original::from_url("https://h.example/p?__previewd=c").unwrap();
+        assert_eq!(bare.url_without_passes(None), "https://h.example/p");
+        assert_eq!(
+            bare.url_without_passes(Some(("__previewd", "d"))),
+            "https://h.example/p?__previewd=d"
         );
     }
 

@@ -22,30 +22,71 @@ use super::error::Error;
 /// The header naming the user to the proxy (and, passed on, to the app).
 pub const USER_HEADER: &str = "x-auth-request-user";
 
-#[derive(Deserialize)]
-pub struct CheckQuery {
-    /// `true`: answer "sign in" with a redirect (Traefik, Envoy: they pass a non-2xx answer
-    /// to the browser) rather than 401 (ingress-nginx redirects to `auth-signin` itself).
-    #[serde(default)]
-    redirect: bool,
+/// How a proxy takes the check's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proxy {
+    /// ingress-nginx (`/auth/check`): 401 sends the browser to `auth-signin`, and a 2xx's
+    /// `Set-Cookie` is copied to the answer.
+    SignsIn,
+    /// Traefik, Envoy (`/auth/forward`): any non-2xx answer reaches the browser whole, so
+    /// previewd redirects itself.
+    Forwards,
 }
 
 /// `/auth/check` and `/auth/check/*` (Envoy appends the original path).
 pub async fn check(
     State(app): State<Arc<App>>,
     uri: axum::http::Uri,
-    Query(query): Query<CheckQuery>,
     headers: HeaderMap,
 ) -> Result<Response, Error> {
+    answer_check(&app, &uri, &headers, Proxy::SignsIn).await
+}
+
+/// `/auth/forward` and `/auth/forward/*`.
+pub async fn forward(
+    State(app): State<Arc<App>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Result<Response, Error> {
+    answer_check(&app, &uri, &headers, Proxy::Forwards).await
+}
+
+async fn answer_check(
+    app: &App,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    proxy: Proxy,
+) -> Result<Response, Error> {
+    let headers = headers.clone();
+    let prefix = match proxy {
+        Proxy::SignsIn => "/auth/check",
+        Proxy::Forwards => "/auth/forward",
+    };
     let rest = uri
         .path()
-        .strip_prefix("/auth/check")
+        .strip_prefix(prefix)
         .filter(|rest| rest.starts_with('/'));
     let now = app.clock.now();
     let verdict = check::check(&app.login, &app.state, &app.config, &headers, rest, now)
         .await
         .map_err(Error::State)?;
     let mut answer = match verdict {
+        // Traefik and Envoy pass a non-2xx answer to the browser whole: a fresh session is
+        // set with a redirect to the address without the code, which also leaves no code
+        // in the browser's history (ingress-nginx copies `Set-Cookie` from a 2xx instead).
+        Verdict::Enter {
+            cookie: Some(cookie),
+            ..
+        } if proxy == Proxy::Forwards => {
+            match crate::login::original::Original::from_headers(&headers, rest) {
+                Ok(original) => {
+                    let mut answer = redirect(&original.url_without_passes(None));
+                    set_cookie(&mut answer, &cookie);
+                    answer
+                }
+                Err(_) => StatusCode::BAD_REQUEST.into_response(),
+            }
+        }
         Verdict::Enter { user, cookie } => {
             let mut answer = StatusCode::OK.into_response();
             if let Some(user) = user.and_then(|u| HeaderValue::from_str(&u).ok()) {
@@ -56,7 +97,7 @@ pub async fn check(
             }
             answer
         }
-        Verdict::SignIn if query.redirect => {
+        Verdict::SignIn if proxy == Proxy::Forwards => {
             match (
                 crate::login::original::Original::from_headers(&headers, rest),
                 &app.config.public_url,

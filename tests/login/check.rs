@@ -57,7 +57,7 @@ async fn traefik_asking_for_a_redirect_is_sent_to_sign_in_with_the_way_back() {
     let world = World::new("repo").await;
     let (status, headers, _) = world
         .get(
-            "/auth/check?redirect=true",
+            "/auth/forward",
             &[
                 ("x-forwarded-host", world.host.as_str()),
                 ("x-forwarded-uri", "/a?b=1"),
@@ -91,4 +91,39 @@ async fn a_proxy_that_names_no_original_request_is_a_bad_request_not_a_pass() {
         .get("/auth/check", &[("x-original-url", "not a url")])
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn traefik_gets_the_session_with_a_redirect_that_drops_the_code() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in(&world.url("/a?b=1")).await;
+    let uri = signed.back.strip_prefix(&world.url("")).unwrap().to_owned();
+    let (status, headers, _) = world
+        .get(
+            "/auth/forward",
+            &[
+                ("x-forwarded-host", world.host.as_str()),
+                ("x-forwarded-uri", uri.as_str()),
+                ("x-forwarded-proto", "https"),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert_eq!(location(&headers), world.url("/a?b=1"));
+    let session = set_cookie(&headers, "__Host-previewd").expect("the session");
+    let (status, headers, _) = world
+        .get(
+            "/auth/forward",
+            &[
+                ("x-forwarded-host", world.host.as_str()),
+                ("x-forwarded-uri", "/a?b=1"),
+                ("x-forwarded-proto", "https"),
+                ("cookie", session.as_str()),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(user(&headers).as_deref(), Some("alice"));
 }
