@@ -592,10 +592,11 @@ fn the_servicemonitor_scrapes_the_metrics_port_without_the_api_token() {
     );
 }
 
-/// The Ingress publishes `POST /webhooks/github` alone (it checks GitHub's signature);
-/// the dashboard, the API and /metrics stay inside the cluster.
+/// The Ingress publishes `POST /webhooks/github` (it checks GitHub's signature) and the
+/// login under `/auth/` (every preview's ingress asks the check, from any cluster); the
+/// dashboard, the API and /metrics stay inside the cluster.
 #[test]
-fn the_ingress_publishes_the_webhook_only() {
+fn the_ingress_publishes_the_webhook_and_the_login_only() {
     let (_, objects, _) = everything();
     let ingress = find(&objects, "Ingress");
     assert_eq!(
@@ -613,6 +614,8 @@ fn the_ingress_publishes_the_webhook_only() {
     assert_eq!(
         rules[0]["http"]["paths"],
         json!([{"path": "/webhooks/github", "pathType": "Exact",
+                "backend": {"service": {"name": "previewd", "port": {"name": "http"}}}},
+               {"path": "/auth/", "pathType": "Prefix",
                 "backend": {"service": {"name": "previewd", "port": {"name": "http"}}}}])
     );
 }
