@@ -4,6 +4,7 @@
 
 pub mod github;
 pub mod http;
+pub mod nginx;
 pub mod openapi;
 pub mod process;
 pub mod python;
