@@ -2,7 +2,8 @@
 //! deployments, statuses, pull requests, permissions), answering with bodies shaped like
 //! GitHub's, and able to fail on cue (a 502 after the write happened, a secondary rate
 //! limit with `retry-after`, a 500 on a listing). `lookups` serves what previewd reads of a
-//! PR's files and a commit's CI reports.
+//! PR's files and a commit's CI reports; `oauth` the OAuth web flow (GitHub's web host is
+//! this same server), the signed-in person's `/user` and organization membership.
 
 #![allow(dead_code)]
 
@@ -18,6 +19,7 @@ use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 
 pub mod lookups;
+pub mod oauth;
 
 pub const BOT: &str = "previewd-test[bot]";
 
@@ -110,6 +112,8 @@ pub struct Hub {
     /// The requests answered 304 Not Modified (GitHub does not count them against the rate
     /// limit), as `METHOD path`.
     pub not_modified: Vec<String>,
+    /// OAuth apps, the browser's signed-in person, codes, user tokens, organization members.
+    pub oauth: oauth::OAuth,
 }
 
 pub type Shared = Arc<Mutex<Hub>>;
@@ -131,10 +135,11 @@ impl FakeGitHub {
                 "/meta",
                 get(|| async { axum::Json(json!({"verifiable_password_authentication": false})) }),
             )
-            .route(
-                "/user",
-                get(|| async { axum::Json(json!({"login": BOT, "id": 1, "type": "Bot"})) }),
-            )
+            // previewd's own token reads as the bot; a person's OAuth token as that person.
+            .route("/user", get(oauth::user))
+            .route("/login/oauth/authorize", get(oauth::authorize))
+            .route("/login/oauth/access_token", post(oauth::access_token))
+            .route("/orgs/{org}/members/{username}", get(oauth::member))
             .route(
                 "/app",
                 get(|| async {
@@ -220,6 +225,11 @@ impl FakeGitHub {
         self.hub()
             .permissions
             .insert(user.into(), permission.into());
+    }
+
+    /// `user` has no access to the repository any more (`none`), from the next look-up on.
+    pub fn revoke(&self, user: &str) {
+        self.grant(user, "none");
     }
 
     /// The bodies of every comment made, oldest first.

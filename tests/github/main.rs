@@ -11,6 +11,7 @@ mod commands;
 mod faults;
 mod gate_faults;
 mod lookups;
+mod oauth;
 mod optin;
 mod reports;
 mod resync;
