@@ -21,6 +21,42 @@ pub enum Command {
     RefreshTemplate,
     /// Fork PRs: approves the named commit, which must be the head (none named: refused).
     Approve(Option<ShaPrefix>),
+    /// A share link to the preview for this long (`SHARE_DEFAULT` when none is named),
+    /// within `share_until`'s bounds.
+    Share(Duration),
+    /// Revokes every share link of the preview.
+    Unshare,
+}
+
+/// A share link lasts this long when the command names no duration.
+pub const SHARE_DEFAULT: Duration = Duration::from_secs(24 * 3600);
+/// No share link lasts longer: a pass anyone holding it uses should not outlive a review.
+pub const SHARE_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// What shortened a share link's life below what was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareCap {
+    /// `SHARE_MAX`.
+    Longest,
+    /// The preview's own expiry: a link never outlives what it opens.
+    PreviewExpiry,
+}
+
+/// Until when a share asked at `now` for `asked` lasts, for a preview expiring at
+/// `preview_expires_at`: the shortest of the three (and what capped it, if anything did).
+/// At or before `now` when the preview is already due to end: no link is made then.
+pub fn share_until(now: i64, asked: Duration, preview_expires_at: i64) -> (i64, Option<ShareCap>) {
+    let secs = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    let wanted = now.saturating_add(secs(asked));
+    let longest = now.saturating_add(secs(SHARE_MAX));
+    let mut until = (wanted, None);
+    if longest < until.0 {
+        until = (longest, Some(ShareCap::Longest));
+    }
+    if preview_expires_at < until.0 {
+        until = (preview_expires_at, Some(ShareCap::PreviewExpiry));
+    }
+    until
 }
 
 /// A commit named in a command: 7 to 40 hex digits, lower-cased. `Copy`, as `Command` is.
@@ -75,6 +111,8 @@ pub const VERBS: &[&str] = &[
     "reseed",
     "approve",
     "refresh-template",
+    "share",
+    "unshare",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -234,6 +272,7 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
         "unkeep" => Command::Unkeep,
         "reseed" => Command::Reseed,
         "refresh-template" => Command::RefreshTemplate,
+        "unshare" => Command::Unshare,
         "approve" => {
             return match rest.as_slice() {
                 [] => Ok(Command::Approve(None)),
@@ -246,14 +285,17 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
                 }),
             };
         }
+        "share" => {
+            return match rest.as_slice() {
+                [] => Ok(Command::Share(SHARE_DEFAULT)),
+                [text] => positive_duration(text).map(Command::Share),
+                _ => Err(ParseError::BadDuration(quoted(&rest.join(" ")))),
+            };
+        }
         "extend" => {
             return match rest.as_slice() {
                 [] => Err(ParseError::MissingDuration),
-                [text] => crate::duration::parse(text)
-                    .ok()
-                    .filter(|d| !d.is_zero())
-                    .map(Command::Extend)
-                    .ok_or_else(|| ParseError::BadDuration(quoted(text))),
+                [text] => positive_duration(text).map(Command::Extend),
                 _ => Err(ParseError::BadDuration(quoted(&rest.join(" ")))),
             };
         }
@@ -275,6 +317,14 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
             extra: quoted(&rest.join(" ")),
         }),
     }
+}
+
+/// A duration written like the config's (`36h`, `2d`, `1w`), more than zero.
+fn positive_duration(text: &str) -> Result<Duration, ParseError> {
+    crate::duration::parse(text)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| ParseError::BadDuration(quoted(text)))
 }
 
 /// The closest verb, if the typo is small (edit distance ≤ 2).
@@ -320,8 +370,9 @@ pub enum Gate {
 }
 
 /// Anyone may ask for `help` and `status` (they only say what the sticky comment shows);
-/// the PR author may `extend` and `destroy` their own (non-fork) preview; everything else,
-/// and anything on a fork PR, needs write access. `author_association` is no pre-filter: a
+/// the PR author may `extend` and `destroy` their own (non-fork) preview; everything else
+/// (`share` and `unshare` included: a share link lets anyone in), and anything on a fork
+/// PR, needs write access. `author_association` is no pre-filter: a
 /// member whose organisation membership is private arrives as CONTRIBUTOR (GitHub reports
 /// the association as the public sees it), so only the permission endpoint can tell.
 pub fn gate(command: Command, asker: &Asker, pr_author: &str, fork: bool) -> Gate {

@@ -2,9 +2,10 @@
 //! comment, replies to commands, and the deployment descriptions. Snapshot-tested.
 
 use crate::checks::Wait;
-use crate::command::{Command, ParseError, ShaPrefix};
+use crate::command::{Command, ParseError, ShaPrefix, ShareCap};
+use crate::config::Access;
 use crate::intent::OptOut;
-use crate::preview::{Desired, EndReason, ObservedState};
+use crate::preview::{Desired, EndReason, ObservedState, PreviewKey};
 
 mod gates;
 pub use gates::opted_out;
@@ -108,6 +109,8 @@ pub struct StatusView<'a> {
     pub opt_out: Option<(OptOut, String)>,
     /// CI's verdict on the head and since when the preview waits for it (`wait_for`).
     pub ci: Option<(Wait, i64)>,
+    /// Who may open the preview (the repository's `access`) and the repository (`owner/name`).
+    pub access: Option<(Access, &'a str)>,
 }
 
 /// The sticky status comment's body.
@@ -149,6 +152,9 @@ pub fn status(view: &StatusView) -> String {
         Shown::Ready | Shown::Deploying | Shown::Rendered | Shown::Failed
     ) {
         out += &format!("| URL | {} |\n", view.url);
+        if let Some((rule, repo)) = view.access {
+            out += &format!("| Access | {} |\n", way_in(rule, repo));
+        }
     }
     if let Some(position) = view.position.filter(|_| view.shown == Shown::Queued) {
         out += &format!("| Queue | position {position} |\n");
@@ -179,6 +185,22 @@ pub fn status(view: &StatusView) -> String {
         out += "\nTo keep it longer comment `/preview extend 2d`; `/preview help` lists every command.\n";
     }
     out
+}
+
+/// How a reviewer gets into a preview of `repo` under `rule`: the login in front of it.
+pub fn way_in(rule: Access, repo: &str) -> String {
+    let ask = "or ask a writer for a share link: `/preview share 24h`";
+    match rule {
+        Access::Repo => format!(
+            "Sign in with GitHub (people who can read {}), {ask}",
+            escape(repo)
+        ),
+        Access::Org => format!(
+            "Sign in with GitHub (members of the {} organisation), {ask}",
+            escape(repo.split_once('/').map_or(repo, |(owner, _)| owner))
+        ),
+        Access::Public => "Open to anyone, no sign-in".into(),
+    }
 }
 
 /// A deployment status description (GitHub allows 140 characters).
@@ -245,6 +267,8 @@ pub fn help() -> String {
      | `/preview refresh-template` | rebuilds the repository's template database from the default branch now |\n\
      | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
      | `/preview approve <sha>` | fork PRs: deploys exactly that commit, if it is the head |\n\
+     | `/preview share 24h` | makes a share link for someone without access (default `24h`, at most `7d` and never past the preview's expiry); the link is never posted here, a writer gets it from previewd's API |\n\
+     | `/preview unshare` | revokes every share link of the preview |\n\
      | `/preview help` | this list |\n\n\
      The PR's author may run `status`, `extend` and `destroy`; everything else needs write access."
         .into()
@@ -290,6 +314,25 @@ pub enum Outcome<'a> {
     },
     NotAFork,
     ChangedSinceApproval,
+    /// A share link was made, lasting until `until` (`cap` says what shortened it). Where a
+    /// writer gets it: previewd's API, under `public_url` when one is set.
+    Shared {
+        until: i64,
+        now: i64,
+        cap: Option<ShareCap>,
+        preview: &'a PreviewKey,
+        public_url: Option<&'a str>,
+    },
+    /// The preview already has `max` valid share links: none was made.
+    TooManyShares {
+        max: i64,
+    },
+    /// The preview is due to end now: a link would not outlive it, so none was made.
+    ShareExpiring,
+    /// This many valid share links were revoked.
+    Unshared {
+        revoked: u64,
+    },
     NoPreview,
     /// Parsed, but refused (who, and what they would need).
     Refused {
@@ -314,6 +357,8 @@ impl Outcome<'_> {
                 | Self::KeepNotAllowed
                 | Self::NoTemplate
                 | Self::NoTemplateBase
+                | Self::TooManyShares { .. }
+                | Self::ShareExpiring
                 | Self::Refused { .. }
                 | Self::Invalid(_)
         )
@@ -399,6 +444,35 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
             "{}: the PR received a push after your comment, so this approval would cover code you have not seen. Review the new commit and approve again.",
             at(actor)
         ),
+        Outcome::Shared {
+            until,
+            now,
+            cap,
+            preview,
+            public_url,
+        } => shared(&at(actor), *until, *now, *cap, preview, *public_url),
+        Outcome::TooManyShares { max } => format!(
+            "{}: this preview already has {max} valid share links, the most it may have, so none was made. \
+             `/preview unshare` revokes them all.",
+            at(actor)
+        ),
+        Outcome::ShareExpiring => format!(
+            "{}: this preview is due to be torn down now, so a share link would not outlive it and none was made. \
+             Extend it first (`/preview extend 1d`), then share it.",
+            at(actor)
+        ),
+        Outcome::Unshared { revoked: 0 } => format!(
+            "{}: this preview had no valid share link; nothing was revoked.",
+            at(actor)
+        ),
+        Outcome::Unshared { revoked: 1 } => format!(
+            "{}: revoked 1 share link. It no longer opens the preview, and a browser that entered with it is asked to sign in.",
+            at(actor)
+        ),
+        Outcome::Unshared { revoked } => format!(
+            "{}: revoked {revoked} share links. They no longer open the preview, and browsers that entered with them are asked to sign in.",
+            at(actor)
+        ),
         Outcome::NoPreview => format!(
             "{}: previewd has no preview for this PR. Push a commit (or close and reopen the PR) to start one.",
             at(actor)
@@ -440,7 +514,44 @@ fn verb(command: Command) -> &'static str {
         Command::Reseed => "reseed",
         Command::RefreshTemplate => "refresh-template",
         Command::Approve(_) => "approve",
+        Command::Share(_) => "share",
+        Command::Unshare => "unshare",
     }
+}
+
+/// The reply to a share: that a link was made, until when, and where a writer gets it;
+/// never the link (a PR comment is public to everyone who reads the PR, and kept).
+fn shared(
+    at: &str,
+    until: i64,
+    now: i64,
+    cap: Option<ShareCap>,
+    preview: &PreviewKey,
+    public_url: Option<&str>,
+) -> String {
+    let capped = match cap {
+        None => "",
+        Some(ShareCap::Longest) => ", the longest a share link lasts",
+        Some(ShareCap::PreviewExpiry) => ", when the preview expires: a link never outlives it",
+    };
+    let path = format!(
+        "{}/{}/{}",
+        preview.repo.owner(),
+        preview.repo.name(),
+        preview.number
+    );
+    let base = public_url.unwrap_or("").trim_end_matches('/');
+    let page = match public_url {
+        Some(_) => format!("[previewd's dashboard page of this PR]({base}/previews/{path})"),
+        None => format!("previewd's dashboard page of this PR (`/previews/{path}`)"),
+    };
+    format!(
+        "{at}: made a share link to this preview, valid until {}{capped}. \
+         Whoever holds it gets in without signing in, so it is not posted here: \
+         a writer gets it from previewd's API with the API token, `GET {base}/api/previews/{path}/shares`; \
+         {page} shows how many links are valid and until when. `/preview unshare` revokes every link.",
+        when(until, now)
+    )
 }
 
 /// `2026-12-01 14:00 UTC`.

@@ -4,7 +4,7 @@
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::view::{Destroyed, Detail, Preview, Template, state_name};
+use crate::view::{Destroyed, Detail, Preview, ShareItem, Template, state_name};
 
 const STYLE: &str = "
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1b1f24;background:#f6f8fa}
@@ -220,6 +220,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
                  <tr><th>Commit</th><td><code>{}</code></td></tr>\
                  <tr><th>Cluster</th><td>{}</td></tr>\
                  <tr><th>Time left</th><td>{}</td></tr>\
+                 <tr><th>Share links</th><td>{}</td></tr>\
                  <tr><th>Last error</th><td>{}</td></tr></tbody></table>",
                 href(&p.pr_url),
                 escape(&p.title),
@@ -231,6 +232,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
                 escape(&p.head_sha),
                 escape(p.cluster.as_deref().unwrap_or("")),
                 escape(&time_left(p.seconds_left)),
+                shares(repo, number, &detail.shares),
                 escape(p.last_error.as_deref().unwrap_or("")),
             );
         }
@@ -265,6 +267,31 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
     }
     body += "</tbody></table>";
     page(&format!("{repo}#{number} — previewd"), &body)
+}
+
+/// How many share links are valid and until when (never a link: the page is read with
+/// the token as Basic credentials, and a link is a pass for anyone); where the links are.
+fn shares(repo: &str, number: i64, shares: &[ShareItem]) -> String {
+    if shares.is_empty() {
+        return "none (a writer makes one with <code>/preview share 24h</code>)".into();
+    }
+    let each: Vec<String> = shares
+        .iter()
+        .map(|s| {
+            format!(
+                "until {} (by {})",
+                escape(&crate::comment::stamp(s.expires_at)),
+                escape(&s.created_by)
+            )
+        })
+        .collect();
+    format!(
+        "{} valid: {}<br><span class=\"muted\">The links: <code>GET /api/previews/{}/{number}/shares</code> \
+         with the API token as a bearer token; <code>/preview unshare</code> revokes them all.</span>",
+        shares.len(),
+        each.join("; "),
+        escape(&repo.to_ascii_lowercase()),
+    )
 }
 
 /// A page saying why a request failed (`title` is the status's reason).
@@ -368,6 +395,30 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("href=\"#\""), "only http(s) links are links");
         assert!(html.contains("1d 1h"));
+    }
+
+    #[test]
+    fn a_previews_page_counts_its_share_links_and_says_where_they_are() {
+        let none = shares("Codertocat/Hello-World", 2, &[]);
+        assert!(none.starts_with("none"), "{none}");
+        let two = [
+            ShareItem {
+                created_by: "alice".into(),
+                created_at: 0,
+                expires_at: 1_780_000_000,
+            },
+            ShareItem {
+                created_by: "<b>api</b>".into(),
+                created_at: 0,
+                expires_at: 1_780_086_400,
+            },
+        ];
+        let html = shares("Codertocat/Hello-World", 2, &two);
+        assert!(html.starts_with("2 valid: until 2026-05-28 20:26 UTC (by alice); until 2026-05-29 20:26 UTC (by &lt;b&gt;api&lt;/b&gt;)"), "{html}");
+        assert!(
+            html.contains("GET /api/previews/codertocat/hello-world/2/shares"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -78,6 +78,19 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/previews/{owner}/{repo}/{number}/destroy",
             post(api::destroy),
         )
+        // Share links: each route checks the token as the destroy does (bearer only).
+        .route(
+            "/api/previews/{owner}/{repo}/{number}/share",
+            post(api::share),
+        )
+        .route(
+            "/api/previews/{owner}/{repo}/{number}/unshare",
+            post(api::unshare),
+        )
+        .route(
+            "/api/previews/{owner}/{repo}/{number}/shares",
+            get(api::shares),
+        )
         .merge(reads)
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),

@@ -69,12 +69,23 @@ pub struct HistoryItem {
     pub head_sha: Option<String>,
 }
 
-/// One PR: its preview (`None` once destroyed), ledger and newest history.
+/// One valid share link of a preview: who made it and until when, never the link (the
+/// token's `GET .../shares` gives that).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShareItem {
+    pub created_by: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+/// One PR: its preview (`None` once destroyed), ledger, newest history and valid share
+/// links.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Detail {
     pub preview: Option<Preview>,
     pub ledger: Vec<LedgerItem>,
     pub history: Vec<HistoryItem>,
+    pub shares: Vec<ShareItem>,
 }
 
 /// One page of previews and the cursor of the next (`None` after the last).
@@ -174,6 +185,16 @@ impl From<&LedgerRow> for LedgerItem {
             name: r.name.clone(),
             state: r.state,
             detail: r.detail.clone(),
+        }
+    }
+}
+
+impl From<&crate::db::login::Share> for ShareItem {
+    fn from(s: &crate::db::login::Share) -> Self {
+        Self {
+            created_by: s.created_by.clone(),
+            created_at: s.created_at,
+            expires_at: s.expires_at,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The read API and the dashboard through the real router: every answer validated against
 //! the served OpenAPI description (a JSON-schema validator), filters, a destroyed
-//! preview's history, the token, and HTML escaping.
+//! preview's history, the token, and HTML escaping; and share links (issue #39): the
+//! `/preview share` and `unshare` commands, the API's share routes, what the PR, the
+//! history and the dashboard say of them (never the link), and the destroy that ends them.
 
 mod common;
 
@@ -460,5 +462,457 @@ async fn the_dashboard_and_api_queries_read_an_index_not_the_whole_table() {
             first_page || steps.iter().all(|s| s.starts_with("SEARCH ")),
             "{filter:?}: {steps:?}"
         );
+    }
+}
+
+// ---- share links (issue #39): the commands, the API, and what ends them ----
+
+const TOKEN: &str = "Bearer s3cret-token";
+const SHARE: &str = "/api/previews/{owner}/{repo}/{number}/share";
+const UNSHARE: &str = "/api/previews/{owner}/{repo}/{number}/unshare";
+const SHARES: &str = "/api/previews/{owner}/{repo}/{number}/shares";
+
+/// A previewd with `api.token` and the fixture PR's preview (Codertocat/Hello-World#2).
+async fn shared_world() -> TestApp {
+    let app = TestApp::start_with("[api]\ntoken = \"s3cret-token\"\n").await;
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler(&app).pass().await.unwrap();
+    app
+}
+
+/// A `/preview` comment on the fixture PR by its repository's owner: without GitHub
+/// credentials, the OWNER association is the one write access previewd can confirm.
+fn owner_says(line: &str, comment_id: u64) -> Delivery {
+    Delivery::fixture("issue_comment.created.pull_request")
+        .edit(|body| {
+            body["repository"]["full_name"] = json!("Codertocat/Hello-World");
+            body["repository"]["name"] = json!("Hello-World");
+            body["repository"]["owner"]["login"] = json!("Codertocat");
+            body["issue"]["number"] = json!(2);
+            body["comment"]["body"] = json!(line);
+            body["comment"]["id"] = json!(comment_id);
+            body["comment"]["user"]["login"] = json!("Codertocat");
+            body["comment"]["author_association"] = json!("OWNER");
+        })
+        .guid(&format!("comment-{comment_id}"))
+}
+
+/// Sends `line` as the owner's comment and runs the command (the feedback worker, without
+/// GitHub); its status and reply as recorded.
+async fn run(app: &TestApp, line: &str, comment_id: u64) -> (String, String) {
+    app.send(&owner_says(line, comment_id)).await;
+    let feedback = previewd::feedback::Feedback::new(
+        app.pool().clone(),
+        app.app.config.clone(),
+        Arc::new(app.clock.clone()),
+        None,
+    );
+    feedback.obey().await.unwrap();
+    app.row(&format!(
+        "SELECT status, reply FROM commands WHERE comment_id = {comment_id}"
+    ))
+    .await
+}
+
+/// The forward-auth check as ingress-nginx asks it for `url`: the status.
+async fn check(app: &TestApp, url: &str) -> u16 {
+    let request = axum::http::Request::get("/auth/check")
+        .header("host", "127.0.0.1:8080")
+        .header("x-original-url", url)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    app.answer(request).await.0.as_u16()
+}
+
+async fn host(app: &TestApp) -> String {
+    app.scalar("SELECT json_extract(names, '$.host') FROM previews WHERE number = 2")
+        .await
+}
+
+/// `POST path` with the token: status and body.
+async fn post(app: &TestApp, path: &str) -> (u16, String) {
+    let (status, body) = app.call("POST", path, Some(TOKEN)).await;
+    (status.as_u16(), body)
+}
+
+/// Every text previewd keeps or shows about the PR: what it must never hold a link in.
+async fn everything_said(app: &TestApp) -> String {
+    let replies: Vec<String> = app
+        .scalars("SELECT coalesce(reply, '') FROM commands")
+        .await;
+    let history: Vec<String> = app
+        .scalars("SELECT what || ' ' || actor || ' ' || reason FROM history")
+        .await;
+    let (_, page) = app
+        .get("/previews/codertocat/hello-world/2", Some(TOKEN))
+        .await;
+    let (_, detail) = app
+        .get("/api/previews/codertocat/hello-world/2", Some(TOKEN))
+        .await;
+    format!(
+        "{}\n{}\n{page}\n{detail}",
+        replies.join("\n"),
+        history.join("\n")
+    )
+}
+
+#[tokio::test]
+async fn a_writers_share_command_makes_a_link_the_pr_never_sees_and_unshare_revokes_it() {
+    let app = shared_world().await;
+    let openapi = json_of_with_token(&app, "/api/openapi.json").await;
+    let now = common::NOW;
+
+    let (status, reply) = run(&app, "/preview share 2d", 701).await;
+    assert_eq!(status, "done", "{reply}");
+    assert!(
+        reply.starts_with("@Codertocat: made a share link to this preview, valid until ")
+            && reply.contains("(in 2d)")
+            && reply.contains(
+                "`GET http://127.0.0.1:8080/api/previews/codertocat/hello-world/2/shares`"
+            )
+            && reply.contains("(http://127.0.0.1:8080/previews/codertocat/hello-world/2)"),
+        "{reply}"
+    );
+    let (by, created, expires): (String, i64, i64) = app
+        .row("SELECT created_by, created_at, expires_at FROM shares")
+        .await;
+    assert_eq!(
+        (by.as_str(), created, expires),
+        ("Codertocat", now, now + 2 * 86_400)
+    );
+
+    // Where the writer gets the link: the token's API, sealed again from the stored id.
+    let path = "/api/previews/codertocat/hello-world/2/shares";
+    let (answered, body) = app.get(path, Some(TOKEN)).await;
+    assert_eq!(answered, 200, "{body}");
+    documented(&openapi, "get", SHARES, 200, &body);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let link = listed["shares"][0]["link"].as_str().unwrap().to_owned();
+    assert!(
+        link.starts_with(&format!("https://{}/?__previewd_share=", host(&app).await)),
+        "{link}"
+    );
+    assert_eq!(listed["shares"][0]["expires_at"], now + 2 * 86_400);
+    assert_eq!(check(&app, &link).await, 200, "the link opens the preview");
+    let pass = link.split('=').nth(1).unwrap();
+    let said = everything_said(&app).await;
+    assert!(
+        !said.contains(pass) && !said.contains("__previewd_share"),
+        "a link in a reply, the history or a page: {said}"
+    );
+    let stored: i64 = app
+        .scalar(&format!(
+            "SELECT count(*) FROM shares WHERE id LIKE '%{pass}%' OR created_by LIKE '%{pass}%'"
+        ))
+        .await;
+    assert_eq!(stored, 0, "only the id is stored");
+
+    // The dashboard and the API's detail count the links and say until when.
+    let detail = json_of_with_token(&app, "/api/previews/codertocat/hello-world/2").await;
+    assert_eq!(
+        detail["shares"],
+        json!([{"created_by": "Codertocat", "created_at": now, "expires_at": now + 2 * 86_400}])
+    );
+    let (_, page) = app
+        .get("/previews/codertocat/hello-world/2", Some(TOKEN))
+        .await;
+    assert!(
+        page.contains("1 valid: until 2026-12-01 00:00 UTC (by Codertocat)"),
+        "{page}"
+    );
+
+    let (status, reply) = run(&app, "/preview unshare", 702).await;
+    assert_eq!(status, "done");
+    assert_eq!(
+        reply,
+        "@Codertocat: revoked 1 share link. It no longer opens the preview, and a browser that entered with it is asked to sign in."
+    );
+    assert_eq!(check(&app, &link).await, 401, "revoked: sign in instead");
+    let (_, body) = app.get(path, Some(TOKEN)).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["shares"],
+        json!([])
+    );
+    let (_, page) = app
+        .get("/previews/codertocat/hello-world/2", Some(TOKEN))
+        .await;
+    assert!(page.contains("none (a writer makes one"), "{page}");
+    let (_, reply) = run(&app, "/preview unshare", 703).await;
+    assert_eq!(
+        reply,
+        "@Codertocat: this preview had no valid share link; nothing was revoked."
+    );
+    // Each command's history row: its line and its reply (no link in either).
+    let finished: Vec<String> = app
+        .scalars(
+            "SELECT reason FROM history WHERE what = 'command' AND reason LIKE '%: @%' ORDER BY id",
+        )
+        .await;
+    assert_eq!(finished.len(), 3, "{finished:?}");
+    assert!(
+        finished[0].starts_with("/preview share 2d: @Codertocat: made a share link"),
+        "{finished:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_share_lasts_at_most_a_week_and_never_past_the_preview() {
+    let app = shared_world().await;
+    let now = common::NOW;
+    let (_, reply) = run(&app, "/preview share 30d", 711).await;
+    // The preview expires 72h after it opened (`defaults.ttl`): the link with it.
+    assert!(
+        reply.contains("(in 3d), when the preview expires: a link never outlives it."),
+        "{reply}"
+    );
+    let expires: i64 = app.scalar("SELECT max(expires_at) FROM shares").await;
+    assert_eq!(expires, now + 72 * 3600);
+    app.execute(&format!(
+        "UPDATE previews SET expires_at = {}",
+        now + 30 * 86_400
+    ))
+    .await;
+    let (_, reply) = run(&app, "/preview share 30d", 712).await;
+    assert!(
+        reply.contains("(in 7d), the longest a share link lasts."),
+        "{reply}"
+    );
+    let (_, reply) = run(&app, "/preview share", 713).await;
+    assert!(reply.contains("(in 1d)."), "24h by default: {reply}");
+    let (status, reply) = run(&app, "/preview share soon", 714).await;
+    assert_eq!(status, "failed");
+    assert!(reply.contains("`soon` is not a duration"), "{reply}");
+    assert_eq!(app.count("shares").await, 3);
+}
+
+#[tokio::test]
+async fn share_and_unshare_through_the_api_are_guarded_like_destroy_and_documented() {
+    let open = TestApp::start().await;
+    open.send(&Delivery::fixture("pull_request.opened")).await;
+    let openapi = openapi(&open).await;
+    for (path, template) in [
+        ("/api/previews/codertocat/hello-world/2/share", SHARE),
+        ("/api/previews/codertocat/hello-world/2/unshare", UNSHARE),
+    ] {
+        let (status, body) = open.call("POST", path, None).await;
+        assert_eq!(status, 403, "no api.token: no share links through the API");
+        documented(&openapi, "post", template, 403, &body);
+    }
+    let (status, body) = open
+        .get("/api/previews/codertocat/hello-world/2/shares", None)
+        .await;
+    assert_eq!(status, 403, "{body}");
+    documented(&openapi, "get", SHARES, 403, &body);
+
+    let app = shared_world().await;
+    let now = common::NOW;
+    let share = "/api/previews/codertocat/hello-world/2/share";
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("Basic dXNlcjpzM2NyZXQtdG9rZW4="),
+    ] {
+        let (status, body) = app.call("POST", share, auth).await;
+        assert_eq!(status, 401, "{auth:?}: {body}");
+        documented(&openapi, "post", SHARE, 401, &body);
+        let (status, _) = app.call("POST", &format!("{share}s"), auth).await;
+        assert_eq!(status, 405, "the links are read with GET");
+        let (status, _) = app.get(&format!("{share}s"), auth).await;
+        assert_eq!(
+            status, 401,
+            "{auth:?}: a browser's Basic credentials read no link"
+        );
+    }
+    assert_eq!(app.count("shares").await, 0);
+
+    let request = axum::http::Request::post(format!("{share}?for=2d"))
+        .header("authorization", TOKEN)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, headers, body) = app.answer(request).await;
+    let body = String::from_utf8(body).unwrap();
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(headers["cache-control"], "no-store");
+    documented(&openapi, "post", SHARE, 201, &body);
+    let made: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(made["expires_at"], now + 2 * 86_400);
+    let link = made["link"].as_str().unwrap().to_owned();
+    assert_eq!(check(&app, &link).await, 200);
+    let (status, body) = post(&app, share).await;
+    assert_eq!(status, 201);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["expires_at"],
+        now + 86_400,
+        "24h by default"
+    );
+    let (_, body) = post(&app, &format!("{share}?for=30d")).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["expires_at"],
+        now + 72 * 3600,
+        "never past the preview's expiry"
+    );
+    for bad in ["forever", "0h", "", "2%20days"] {
+        let (status, body) = post(&app, &format!("{share}?for={bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        documented(&openapi, "post", SHARE, 400, &body);
+    }
+    for (path, template, method) in [
+        (
+            "/api/previews/codertocat/hello-world/99/share",
+            SHARE,
+            "post",
+        ),
+        (
+            "/api/previews/codertocat/hello-world/99/unshare",
+            UNSHARE,
+            "post",
+        ),
+        (
+            "/api/previews/codertocat/hello-world/99/shares",
+            SHARES,
+            "get",
+        ),
+    ] {
+        let (status, body) = app.call(&method.to_uppercase(), path, Some(TOKEN)).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        documented(&openapi, method, template, 404, &body);
+    }
+    let (status, body) = post(&app, "/api/previews/codertocat/hello-world/0x2/share").await;
+    assert_eq!(status, 400);
+    documented(&openapi, "post", SHARE, 400, &body);
+    let shared: Vec<(String, String)> = app
+        .rows("SELECT actor, reason FROM history WHERE what = 'shared' ORDER BY id")
+        .await;
+    assert_eq!(shared.len(), 3);
+    assert_eq!(
+        shared[0],
+        (
+            "api".into(),
+            "a share link, valid until 2026-12-01 00:00 UTC".into()
+        )
+    );
+
+    // The most a preview may have, then a clear refusal, through the API and the command.
+    for _ in 3..previewd::db::login::MAX_SHARES {
+        assert_eq!(post(&app, share).await.0, 201);
+    }
+    let (status, body) = post(&app, share).await;
+    assert_eq!(status, 409, "{body}");
+    documented(&openapi, "post", SHARE, 409, &body);
+    assert!(body.contains("already has 20 valid share links"), "{body}");
+    let (status, reply) = run(&app, "/preview share", 721).await;
+    assert_eq!(status, "failed");
+    assert_eq!(
+        reply,
+        "@Codertocat: this preview already has 20 valid share links, the most it may have, so none was made. `/preview unshare` revokes them all."
+    );
+
+    let (status, body) = post(&app, "/api/previews/codertocat/hello-world/2/unshare").await;
+    assert_eq!(status, 200, "{body}");
+    documented(&openapi, "post", UNSHARE, 200, &body);
+    assert_eq!(body, r#"{"revoked":20}"#);
+    assert_eq!(check(&app, &link).await, 401);
+    let unshared: String = app
+        .scalar("SELECT reason FROM history WHERE what = 'unshared' AND actor = 'api'")
+        .await;
+    assert_eq!(unshared, "20 share link(s) revoked");
+    let (_, body) = post(&app, "/api/previews/codertocat/hello-world/2/unshare").await;
+    assert_eq!(body, r#"{"revoked":0}"#);
+    assert!(!everything_said(&app).await.contains("__previewd_share"));
+}
+
+/// Destroy revokes: the link stops at once (the preview is ending), stays revoked when a
+/// writer's `/preview deploy` brings the same row back, and its row goes with the preview.
+#[tokio::test]
+async fn a_destroy_ends_every_share_link_for_good() {
+    let app = shared_world().await;
+    let share = "/api/previews/codertocat/hello-world/2/share";
+    let (_, body) = post(&app, share).await;
+    let link = serde_json::from_str::<Value>(&body).unwrap()["link"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(check(&app, &link).await, 200);
+
+    let (status, reply) = run(&app, "/preview destroy", 731).await;
+    assert_eq!(
+        (status.as_str(), reply.as_str()),
+        ("done", "@Codertocat: tearing the preview down now.")
+    );
+    assert_eq!(
+        check(&app, &link).await,
+        403,
+        "an ending preview admits no one"
+    );
+    let (status, body) = post(&app, share).await;
+    assert_eq!(status, 409, "an ending preview is not shared: {body}");
+    let (_, reply) = run(&app, "/preview share", 732).await;
+    assert!(
+        reply.contains("previewd has no preview for this PR"),
+        "{reply}"
+    );
+
+    let (status, reply) = run(&app, "/preview deploy", 733).await;
+    assert_eq!(
+        (status.as_str(), reply.as_str()),
+        ("done", "@Codertocat: deploying.")
+    );
+    let desired: String = app
+        .scalar("SELECT desired FROM previews WHERE number = 2")
+        .await;
+    assert_eq!(desired, "deployed", "the same row, back");
+    assert_eq!(
+        check(&app, &link).await,
+        401,
+        "a link made before the destroy does not open the preview that came back"
+    );
+
+    // The operator's destroy, then the teardown: the row and its shares are gone.
+    let (_, body) = post(&app, share).await;
+    let link = serde_json::from_str::<Value>(&body).unwrap()["link"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(check(&app, &link).await, 200);
+    let (status, _) = post(&app, "/api/previews/codertocat/hello-world/2/destroy").await;
+    assert_eq!(status, 202);
+    assert_eq!(check(&app, &link).await, 403);
+    let reconciler = reconciler(&app);
+    for _ in 0..3 {
+        reconciler.pass().await.unwrap();
+    }
+    assert_eq!(app.count("previews").await, 0, "torn down");
+    assert_eq!(app.count("shares").await, 0, "gone with the preview");
+    assert_eq!(check(&app, &link).await, 403, "no preview's host");
+}
+
+async fn json_of_with_token(app: &TestApp, path: &str) -> Value {
+    let (status, body) = app.get(path, Some(TOKEN)).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The sticky comment (as `/preview status` answers it) says how to get in, by the
+/// repository's access rule.
+#[tokio::test]
+async fn the_status_says_who_gets_in_and_how_to_ask_for_a_share_link() {
+    let app = shared_world().await;
+    let (_, status) = run(&app, "/preview status", 741).await;
+    assert!(
+        status.contains("| Access | Sign in with GitHub (people who can read codertocat/hello-world), or ask a writer for a share link: `/preview share 24h` |"),
+        "{status}"
+    );
+    for (rule, said) in [
+        (
+            "org",
+            "| Access | Sign in with GitHub (members of the codertocat organisation), or ask a writer for a share link: `/preview share 24h` |",
+        ),
+        ("public", "| Access | Open to anyone, no sign-in |"),
+    ] {
+        let app = TestApp::start_with(&format!("[defaults]\naccess = {rule:?}\n")).await;
+        app.send(&Delivery::fixture("pull_request.opened")).await;
+        reconciler(&app).pass().await.unwrap();
+        let (_, status) = run(&app, "/preview status", 742).await;
+        assert!(status.contains(said), "{rule}: {status}");
     }
 }

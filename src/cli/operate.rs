@@ -306,6 +306,7 @@ mod tests {
                 reason: "opened".into(),
                 head_sha: None,
             }],
+            shares: Vec::new(),
         };
         let key: PreviewKey = "codertocat/hello-world#2".parse().unwrap();
         let text = detail_text(&key, &detail);

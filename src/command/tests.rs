@@ -20,6 +20,8 @@ fn every_verb_parses() {
         ("/preview unkeep", Command::Unkeep),
         ("/preview reseed", Command::Reseed),
         ("/preview approve", Command::Approve(None)),
+        ("/preview share", Command::Share(SHARE_DEFAULT)),
+        ("/preview unshare", Command::Unshare),
         (
             "/preview   EXTEND   2d  ",
             Command::Extend(Duration::from_secs(48 * HOUR)),
@@ -376,4 +378,90 @@ fn every_association_is_confirmed_with_github() {
             Gate::NeedsWrite
         );
     }
+}
+
+#[test]
+fn share_takes_an_optional_duration_and_unshare_none() {
+    assert_eq!(cmd("/preview share"), Ok(Command::Share(SHARE_DEFAULT)));
+    assert_eq!(SHARE_DEFAULT, Duration::from_secs(24 * HOUR));
+    assert_eq!(
+        cmd("/preview share 2d"),
+        Ok(Command::Share(Duration::from_secs(48 * HOUR)))
+    );
+    assert_eq!(
+        cmd("/preview SHARE 36h"),
+        Ok(Command::Share(Duration::from_secs(36 * HOUR)))
+    );
+    assert_eq!(cmd("/preview unshare"), Ok(Command::Unshare));
+    assert_eq!(
+        cmd("/preview share forever"),
+        Err(ParseError::BadDuration("forever".into()))
+    );
+    assert_eq!(
+        cmd("/preview share 0h"),
+        Err(ParseError::BadDuration("0h".into()))
+    );
+    assert_eq!(
+        cmd("/preview share 1 day"),
+        Err(ParseError::BadDuration("1 day".into()))
+    );
+    assert_eq!(
+        cmd("/preview unshare all"),
+        Err(ParseError::Unexpected {
+            verb: "unshare",
+            extra: "all".into()
+        })
+    );
+    assert_eq!(
+        cmd("/preview shrae"),
+        Err(ParseError::UnknownVerb {
+            verb: "shrae".into(),
+            suggestion: Some("share")
+        })
+    );
+}
+
+/// A share link lets anyone holding it in: only a writer makes or revokes one, the PR's
+/// author included only when GitHub says they can write.
+#[test]
+fn sharing_needs_write_access_even_for_the_author() {
+    let author = Asker {
+        login: "alice",
+        association: "OWNER",
+    };
+    for command in [Command::Share(SHARE_DEFAULT), Command::Unshare] {
+        assert_eq!(gate(command, &author, "alice", false), Gate::NeedsWrite);
+    }
+}
+
+#[test]
+fn a_share_lasts_what_was_asked_but_never_past_a_week_or_the_preview() {
+    const NOW: i64 = 1_000_000;
+    let day = 24 * HOUR as i64;
+    let far = NOW + 30 * day;
+    assert_eq!(
+        share_until(NOW, Duration::from_secs(2 * day as u64), far),
+        (NOW + 2 * day, None)
+    );
+    assert_eq!(
+        share_until(NOW, Duration::from_secs(30 * day as u64), far),
+        (NOW + 7 * day, Some(ShareCap::Longest))
+    );
+    assert_eq!(
+        share_until(NOW, Duration::from_secs(30 * day as u64), NOW + 3 * day),
+        (NOW + 3 * day, Some(ShareCap::PreviewExpiry))
+    );
+    assert_eq!(
+        share_until(NOW, SHARE_DEFAULT, NOW + HOUR as i64),
+        (NOW + HOUR as i64, Some(ShareCap::PreviewExpiry))
+    );
+    assert_eq!(
+        share_until(NOW, SHARE_DEFAULT, NOW - 5),
+        (NOW - 5, Some(ShareCap::PreviewExpiry)),
+        "a preview already due: the caller makes no link"
+    );
+    assert_eq!(
+        share_until(NOW, Duration::from_secs(u64::MAX), i64::MAX).0,
+        NOW + 7 * day
+    );
 }

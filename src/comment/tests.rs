@@ -19,6 +19,7 @@ fn view(shown: Shown) -> StatusView<'static> {
         position: None,
         opt_out: None,
         ci: None,
+        access: Some((Access::Repo, "codertocat/hello-world")),
     }
 }
 
@@ -172,6 +173,109 @@ fn replies_read_well() {
         reply(&Outcome::NoPreview, "alice"),
     ];
     insta::assert_snapshot!(replies.join("\n---\n"));
+}
+
+fn hello() -> PreviewKey {
+    PreviewKey::new("codertocat/hello-world".parse().unwrap(), 2)
+}
+
+/// A share's reply says a link was made, until when and where a writer gets it; never a
+/// link (none is given to `reply` at all: it cannot leak one).
+#[test]
+fn share_replies_say_until_when_and_where_the_link_is_never_the_link() {
+    let key = hello();
+    let replies = [
+        reply(
+            &Outcome::Shared {
+                until: NOW + 86_400,
+                now: NOW,
+                cap: None,
+                preview: &key,
+                public_url: Some("https://previewd.example.com"),
+            },
+            "writer",
+        ),
+        reply(
+            &Outcome::Shared {
+                until: NOW + 7 * 86_400,
+                now: NOW,
+                cap: Some(ShareCap::Longest),
+                preview: &key,
+                public_url: None,
+            },
+            "writer",
+        ),
+        reply(
+            &Outcome::Shared {
+                until: NOW + 3600,
+                now: NOW,
+                cap: Some(ShareCap::PreviewExpiry),
+                preview: &key,
+                public_url: Some("https://previewd.example.com/"),
+            },
+            "writer",
+        ),
+        reply(&Outcome::TooManyShares { max: 20 }, "writer"),
+        reply(&Outcome::ShareExpiring, "writer"),
+        reply(&Outcome::Unshared { revoked: 0 }, "writer"),
+        reply(&Outcome::Unshared { revoked: 1 }, "writer"),
+        reply(&Outcome::Unshared { revoked: 3 }, "writer"),
+        reply(
+            &Outcome::Refused {
+                actor: "reader",
+                command: Command::Share(crate::command::SHARE_DEFAULT),
+            },
+            "reader",
+        ),
+    ];
+    for text in &replies {
+        assert!(!text.contains("__previewd"), "{text}");
+        assert_eq!(crate::command::find_line(text), None, "{text}");
+    }
+    assert!(
+        replies[0].contains("valid until 2026-05-29 20:26 UTC (in 1d)")
+            && replies[0].contains(
+                "`GET https://previewd.example.com/api/previews/codertocat/hello-world/2/shares`"
+            )
+            && replies[0]
+                .contains("(https://previewd.example.com/previews/codertocat/hello-world/2)"),
+        "{}",
+        replies[0]
+    );
+    assert!(
+        replies[2].contains("`GET https://previewd.example.com/api/previews/"),
+        "one slash: {}",
+        replies[2]
+    );
+    insta::assert_snapshot!(replies.join("\n---\n"));
+}
+
+#[test]
+fn the_way_in_follows_the_repositorys_access_rule() {
+    let repo = "octo-org/app_1";
+    assert_eq!(
+        way_in(Access::Repo, repo),
+        "Sign in with GitHub (people who can read octo-org/app\\_1), or ask a writer for a share link: `/preview share 24h`"
+    );
+    assert_eq!(
+        way_in(Access::Org, repo),
+        "Sign in with GitHub (members of the octo-org organisation), or ask a writer for a share link: `/preview share 24h`"
+    );
+    assert_eq!(way_in(Access::Public, repo), "Open to anyone, no sign-in");
+    let mut public = view(Shown::Ready);
+    public.access = Some((Access::Public, repo));
+    let body = status(&public);
+    assert!(
+        body.contains("| URL | https://pv-codertocat-hello-world-4d960c3af87af320-pr-2.preview.example.com |\n| Access | Open to anyone, no sign-in |\n"),
+        "{body}"
+    );
+    assert_eq!(
+        crate::command::find_line(&status(&view(Shown::Ready))),
+        None,
+        "the example command in the table runs nothing"
+    );
+    // No address, no way in: a preview still waiting says nothing of either.
+    assert!(!status(&view(Shown::AwaitingApproval)).contains("| Access |"));
 }
 
 #[test]

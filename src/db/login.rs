@@ -1,10 +1,12 @@
 //! What the login reads and writes: a preview found by its host (every check), and share
-//! links (made by `/preview share`, revoked by `/preview unshare`, gone with the preview).
+//! links (made by `/preview share` or the API, revoked by `/preview unshare`, the API and
+//! the preview's end, gone with the preview's row).
 
-use sqlx::Row;
+use sqlx::{Row, SqliteConnection};
 
 use super::State;
-use crate::preview::{InstallationId, PreviewKey};
+use super::history::HistoryRow;
+use crate::preview::{HistoryKind, InstallationId, PreviewKey};
 
 /// The preview a host serves, as the login needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +72,18 @@ pub async fn create_share(
     now: i64,
     expires_at: i64,
 ) -> anyhow::Result<Option<Share>> {
+    let mut conn = state.pool().acquire().await?;
+    create_share_in(&mut conn, preview_id, by, now, expires_at).await
+}
+
+/// [`create_share`] in the caller's transaction (a command's, with its history row).
+pub async fn create_share_in(
+    conn: &mut SqliteConnection,
+    preview_id: i64,
+    by: &str,
+    now: i64,
+    expires_at: i64,
+) -> anyhow::Result<Option<Share>> {
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).map_err(|e| anyhow::anyhow!("random: {e}"))?;
     let id = hex::encode(id);
@@ -84,7 +98,7 @@ pub async fn create_share(
     .bind(now)
     .bind(expires_at)
     .bind(MAX_SHARES)
-    .execute(state.pool())
+    .execute(&mut *conn)
     .await?;
     Ok((inserted.rows_affected() == 1).then(|| Share {
         id,
@@ -98,15 +112,122 @@ pub async fn create_share(
 
 /// Revokes every valid share of the preview; how many there were.
 pub async fn revoke_shares(state: &State, preview_id: i64, now: i64) -> anyhow::Result<u64> {
+    let mut conn = state.pool().acquire().await?;
+    revoke_shares_in(&mut conn, preview_id, now).await
+}
+
+/// [`revoke_shares`] in the caller's transaction.
+pub async fn revoke_shares_in(
+    conn: &mut SqliteConnection,
+    preview_id: i64,
+    now: i64,
+) -> anyhow::Result<u64> {
     let done = sqlx::query(
         "UPDATE shares SET revoked_at = ?2 WHERE preview_id = ?1 AND revoked_at IS NULL \
          AND expires_at > ?2",
     )
     .bind(preview_id)
     .bind(now)
-    .execute(state.pool())
+    .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected())
+}
+
+/// A PR's preview as sharing it needs: its row, whether it is live, when it expires and
+/// the host a link opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shareable {
+    pub id: i64,
+    pub live: bool,
+    pub expires_at: i64,
+    /// The recorded host (none on a row recorded before names were).
+    pub host: Option<String>,
+}
+
+/// The preview of `repo` (lower-case) `#number`, if previewd has its row.
+pub async fn shareable(
+    state: &State,
+    repo: &str,
+    number: u32,
+) -> anyhow::Result<Option<Shareable>> {
+    let row = sqlx::query(
+        "SELECT id, desired, expires_at, json_extract(names, '$.host') AS host FROM previews \
+         WHERE repo = ?1 AND number = ?2",
+    )
+    .bind(repo)
+    .bind(number)
+    .fetch_optional(state.pool())
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let desired: String = row.try_get("desired")?;
+    Ok(Some(Shareable {
+        id: row.try_get("id")?,
+        live: desired != "absent",
+        expires_at: row.try_get("expires_at")?,
+        host: row.try_get("host")?,
+    }))
+}
+
+/// An operator's share through the API: the share (`None` past [`MAX_SHARES`]) and its
+/// history row (`shared`, by `actor`, naming the expiry, never the link), in one
+/// transaction.
+pub async fn share_by(
+    state: &State,
+    key: &PreviewKey,
+    preview_id: i64,
+    actor: &str,
+    now: i64,
+    expires_at: i64,
+    reason: &str,
+) -> anyhow::Result<Option<Share>> {
+    let mut tx = super::begin_write(state).await?;
+    let Some(share) = create_share_in(&mut tx, preview_id, actor, now, expires_at).await? else {
+        return Ok(None);
+    };
+    let history = HistoryRow {
+        actor,
+        ..HistoryRow::by_previewd(
+            key.repo.as_str(),
+            key.number,
+            HistoryKind::Shared,
+            reason,
+            now,
+        )
+    };
+    super::history::add(&mut tx, &history).await?;
+    tx.commit().await?;
+    Ok(Some(share))
+}
+
+/// An operator's revocation through the API, with its history row (`unshared`) when any
+/// share was valid; how many were.
+pub async fn unshare_by(
+    state: &State,
+    key: &PreviewKey,
+    preview_id: i64,
+    actor: &str,
+    now: i64,
+) -> anyhow::Result<u64> {
+    let mut tx = super::begin_write(state).await?;
+    let revoked = revoke_shares_in(&mut tx, preview_id, now).await?;
+    if revoked > 0 {
+        let reason = format!("{revoked} share link(s) revoked");
+        let history = HistoryRow {
+            actor,
+            ..HistoryRow::by_previewd(
+                key.repo.as_str(),
+                key.number,
+                HistoryKind::Unshared,
+                &reason,
+                now,
+            )
+        };
+        super::history::add(&mut tx, &history).await?;
+    }
+    tx.commit().await?;
+    Ok(revoked)
 }
 
 pub async fn share(state: &State, id: &str) -> anyhow::Result<Option<Share>> {

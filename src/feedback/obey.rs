@@ -65,7 +65,6 @@ impl Feedback {
         let parsed = match command::parse(&cmd.line) {
             Ok(parsed) => parsed,
             Err(error) => {
-                let reply = comment::reply(&Outcome::Invalid(error), &cmd.actor);
                 let author = row.as_ref().map_or("", |r| r.author.as_str());
                 self.record_standing(cmd, author, false).await?;
                 self.finish(
@@ -74,7 +73,7 @@ impl Feedback {
                     &[],
                     CommandStatus::Failed,
                     HistoryKind::CommandInvalid,
-                    &reply,
+                    Outcome::Invalid(error),
                     now,
                 )
                 .await?;
@@ -102,14 +101,13 @@ impl Feedback {
                 actor: &cmd.actor,
                 command: parsed,
             };
-            let reply = comment::reply(&outcome, &cmd.actor);
             self.finish(
                 cmd,
                 None,
                 &[],
                 CommandStatus::Refused,
                 HistoryKind::CommandRefused,
-                &reply,
+                outcome,
                 now,
             )
             .await?;
@@ -133,20 +131,26 @@ impl Feedback {
         } else {
             CommandStatus::Failed
         };
-        let reply = comment::reply(&outcome, &cmd.actor);
         if !self
-            .finish(cmd, id, &effects, status, HistoryKind::Command, &reply, now)
+            .finish(
+                cmd,
+                id,
+                &effects,
+                status,
+                HistoryKind::Command,
+                outcome,
+                now,
+            )
             .await?
         {
             // The approval's guard held (a push between reading and writing): say so.
-            let reply = comment::reply(&Outcome::ChangedSinceApproval, &cmd.actor);
             self.finish(
                 cmd,
                 id,
                 &[],
                 CommandStatus::Failed,
                 HistoryKind::Command,
-                &reply,
+                Outcome::ChangedSinceApproval,
                 now,
             )
             .await?;
@@ -193,6 +197,7 @@ impl Feedback {
             template: repo.is_some_and(|repo| self.config.template_for(repo).is_some()),
             template_base_known,
             status,
+            public_url: self.config.public_url.as_deref(),
         })
     }
 
@@ -234,16 +239,19 @@ impl Feedback {
         Ok(permission.can_write())
     }
 
-    /// The effects, the outcome and the history row, in one transaction.
+    /// The effects, the outcome (its reply) and the history row, in one transaction. Share
+    /// links are rows of their own, made or revoked here as the outcome says: a share past
+    /// `MAX_SHARES` (another made meanwhile) is answered as such, and an unshare says how
+    /// many it revoked.
     #[allow(clippy::too_many_arguments)]
     async fn finish(
         &self,
         cmd: &CommandRow,
         preview: Option<i64>,
         effects: &[Effect<'_>],
-        status: CommandStatus,
+        mut status: CommandStatus,
         what: HistoryKind,
-        reply: &str,
+        mut outcome: Outcome<'_>,
         now: i64,
     ) -> anyhow::Result<bool> {
         let mut tx = db::begin_write(&self.state).await?;
@@ -255,9 +263,23 @@ impl Feedback {
                     return Ok(false); // rolled back
                 }
             }
+            if let Outcome::Shared { until, .. } = outcome {
+                // Only the share's id is stored; its link is sealed from it when asked for.
+                let made = db::login::create_share_in(&mut tx, id, &cmd.actor, now, until).await?;
+                if made.is_none() {
+                    outcome = Outcome::TooManyShares {
+                        max: db::login::MAX_SHARES,
+                    };
+                    status = CommandStatus::Failed;
+                }
+            }
+            if let Outcome::Unshared { revoked } = &mut outcome {
+                *revoked = db::login::revoke_shares_in(&mut tx, id, now).await?;
+            }
         }
+        let reply = comment::reply(&outcome, &cmd.actor);
         // Already run (by another process on this state): its effects are rolled back.
-        if db::finish_command(&mut tx, cmd, status, what, reply, now).await? {
+        if db::finish_command(&mut tx, cmd, status, what, &reply, now).await? {
             tx.commit().await?;
         }
         Ok(true)
@@ -391,6 +413,8 @@ struct Asked<'a> {
     template_base_known: bool,
     /// For `status`: the preview's status as the sticky comment says it, CI's verdict in.
     status: Option<String>,
+    /// previewd's own address (`public_url`), where a share's link is fetched.
+    public_url: Option<&'a str>,
 }
 
 /// What an authorized command does: its effects on the preview and the reply. Pure.
@@ -466,6 +490,21 @@ fn decide(asked: Asked<'_>) -> (Vec<Effect<'_>>, Outcome<'_>) {
             Outcome::RefreshingTemplate,
         ),
         Command::Redeploy => (vec![Effect::Redeploy], Outcome::Redeploying),
+        // Made, or counted, in `finish`'s transaction (share rows are no preview effect).
+        Command::Share(asked_for) => match command::share_until(now, asked_for, row.expires_at) {
+            (until, _) if until <= now => (vec![], Outcome::ShareExpiring),
+            (until, cap) => (
+                vec![],
+                Outcome::Shared {
+                    until,
+                    now,
+                    cap,
+                    preview: &row.key,
+                    public_url: asked.public_url,
+                },
+            ),
+        },
+        Command::Unshare => (vec![], Outcome::Unshared { revoked: 0 }),
         Command::Approve(named) => approve(row, named, seen_at),
         Command::Deploy => deploy(&asked, row, live),
     }

@@ -207,6 +207,7 @@ impl Feedback {
                 position: None,
                 opt_out: None,
                 ci: None,
+                access: None,
             };
             let (repo, number) = (thread.repo.clone(), thread.number);
             let stored = thread.clone();
@@ -486,6 +487,7 @@ impl Feedback {
             .filter(|_| row.desired == Desired::OptedOut)
             .map(|why| (why, policy.gates.trigger_label.clone())),
             ci: None,
+            access: Some((policy.access, key.repo.as_str())),
         })
     }
 }

@@ -115,6 +115,10 @@ stored_text! {
         Resealed = "resealed",
         PathsMatched = "paths_matched",
         Template = "template",
+        /// A share link made through the API (a command's is a `command` row).
+        Shared = "shared",
+        /// Share links revoked through the API.
+        Unshared = "unshared",
     }
 }
 

@@ -47,6 +47,12 @@ pub enum Error {
     ReportTooLarge,
     #[error("destroy through the API needs api.token to be set")]
     DestroyNeedsToken,
+    #[error("share links through the API need api.token to be set")]
+    SharingNeedsToken,
+    /// The request is understood but the preview's state refuses it (a share of an ending
+    /// preview, or past the most share links); the text says why.
+    #[error("{0}")]
+    Conflict(String),
     /// No preview (or no record at all) of the pull request asked for; the text says which.
     #[error("{0}")]
     NotFound(&'static str),
@@ -81,7 +87,8 @@ impl Error {
             }
             Self::TooLarge | Self::ReportTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::SlowBody => StatusCode::REQUEST_TIMEOUT,
-            Self::DestroyNeedsToken => StatusCode::FORBIDDEN,
+            Self::DestroyNeedsToken | Self::SharingNeedsToken => StatusCode::FORBIDDEN,
+            Self::Conflict(_) => StatusCode::CONFLICT,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::ForeignHost => StatusCode::MISDIRECTED_REQUEST,
             Self::Busy | Self::Unrecorded(_) | Self::State(_) | Self::NotReady(_) => {

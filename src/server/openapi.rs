@@ -37,6 +37,8 @@ pub fn document() -> Value {
         all
     };
     let bad_path = "a number that is not a pull request's (1 to 4294967295)";
+    let bearer_only =
+        "the request did not carry api.token as a bearer token (Basic credentials are not enough)";
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -108,6 +110,24 @@ pub fn document() -> Value {
                         "message": nullable_text,
                     },
                 },
+                "ShareItem": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["created_by", "created_at", "expires_at"],
+                    "description": "a valid share link, without the link",
+                    "properties": {"created_by": {"type": "string", "description": "the writer's login, or `api`"}, "created_at": time, "expires_at": time},
+                },
+                "ShareLink": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["link", "created_by", "created_at", "expires_at"],
+                    "properties": {
+                        "link": {"type": "string", "description": "the share link: whoever holds it opens the preview until it expires or is revoked"},
+                        "created_by": {"type": "string"},
+                        "created_at": time,
+                        "expires_at": time,
+                    },
+                },
                 "Error": {"type": "object", "additionalProperties": false, "required": ["error"], "properties": {"error": text}},
                 "Destroying": {
                     "type": "object",
@@ -140,11 +160,12 @@ pub fn document() -> Value {
                     "parameters": path_parameters(),
                     "responses": responses(bad_path, json!({
                         "200": {"description": "the preview", "content": {"application/json": {"schema": {
-                            "type": "object", "additionalProperties": false, "required": ["preview", "ledger", "history"],
+                            "type": "object", "additionalProperties": false, "required": ["preview", "ledger", "history", "shares"],
                             "properties": {
                                 "preview": {"oneOf": [{"$ref": "#/components/schemas/Preview"}, {"type": "null"}]},
                                 "ledger": {"type": "array", "items": {"$ref": "#/components/schemas/LedgerItem"}},
                                 "history": {"type": "array", "items": {"$ref": "#/components/schemas/HistoryEntry"}},
+                                "shares": {"type": "array", "items": {"$ref": "#/components/schemas/ShareItem"}, "description": "the preview's valid share links, newest first (never the links: GET .../shares gives them)"},
                             },
                         }}}},
                         "404": error("previewd never knew this pull request"),
@@ -203,8 +224,69 @@ pub fn document() -> Value {
                     })),
                 },
             },
+            "/api/previews/{owner}/{repo}/{number}/share": {
+                "post": {
+                    "summary": format!("Make a share link to the preview: a pass that opens it without signing in (always needs the token, as a bearer token). It lasts `for` (default 24h), at most 7 days and never past the preview's expiry; a preview has at most {} valid ones", crate::db::login::MAX_SHARES),
+                    "parameters": share_parameters(),
+                    "responses": responses(&format!("{bad_path}, or a `for` that is no duration"), json!({
+                        "201": {"description": "the link and when it expires (not cached: the link is a pass)",
+                            "headers": {"Cache-Control": {"required": true, "schema": {"const": "no-store"}}},
+                            "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["link", "expires_at"],
+                            "properties": {"link": {"type": "string"}, "expires_at": time},
+                        }}}},
+                        "401": error(bearer_only),
+                        "403": error("api.token is not set, so nobody may make share links through the API"),
+                        "404": error("previewd has no preview of this pull request"),
+                        "409": error("the preview is ending or due to end now, or already has the most valid share links"),
+                    })),
+                },
+            },
+            "/api/previews/{owner}/{repo}/{number}/unshare": {
+                "post": {
+                    "summary": "Revoke every share link of the preview, as `/preview unshare` does (always needs the token, as a bearer token)",
+                    "parameters": path_parameters(),
+                    "responses": responses(bad_path, json!({
+                        "200": {"description": "how many valid links were revoked", "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["revoked"],
+                            "properties": {"revoked": {"type": "integer", "minimum": 0}},
+                        }}}},
+                        "401": error(bearer_only),
+                        "403": error("api.token is not set, so nobody may revoke share links through the API"),
+                        "404": error("previewd has no preview of this pull request"),
+                    })),
+                },
+            },
+            "/api/previews/{owner}/{repo}/{number}/shares": {
+                "get": {
+                    "summary": "The preview's valid share links, with the links, newest first (always needs the token, as a bearer token): where a writer gets the link a `/preview share` made",
+                    "parameters": path_parameters(),
+                    "responses": responses(bad_path, json!({
+                        "200": {"description": "the links (not cached: each is a pass)",
+                            "headers": {"Cache-Control": {"required": true, "schema": {"const": "no-store"}}},
+                            "content": {"application/json": {"schema": {
+                            "type": "object", "additionalProperties": false, "required": ["shares"],
+                            "properties": {"shares": {"type": "array", "items": {"$ref": "#/components/schemas/ShareLink"}}},
+                        }}}},
+                        "401": error(bearer_only),
+                        "403": error("api.token is not set, so nobody may read share links through the API"),
+                        "404": error("previewd has no preview of this pull request"),
+                    })),
+                },
+            },
         },
     })
+}
+
+/// The path's parameters and a share's `for`.
+fn share_parameters() -> Value {
+    let mut parameters = path_parameters();
+    if let Some(list) = parameters.as_array_mut() {
+        list.push(json!({"name": "for", "in": "query", "required": false,
+            "description": "how long the link lasts, like `24h`, `2d` or `1w` (more than zero)",
+            "schema": {"type": "string", "default": "24h"}}));
+    }
+    parameters
 }
 
 fn path_parameters() -> Value {

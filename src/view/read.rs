@@ -6,7 +6,7 @@ use serde::Deserialize;
 use crate::config::Config;
 use crate::db;
 
-use super::{Detail, HistoryItem, LedgerItem, Page, Preview, state_name};
+use super::{Detail, HistoryItem, LedgerItem, Page, Preview, ShareItem, state_name};
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Filters {
@@ -134,13 +134,17 @@ pub async fn detail(
     if preview.is_none() && history.is_empty() {
         return Ok(None);
     }
-    let ledger = match &preview {
-        Some(p) => db::ledger(state, p.id).await?,
-        None => Vec::new(),
+    let (ledger, shares) = match &preview {
+        Some(p) => (
+            db::ledger(state, p.id).await?,
+            db::login::valid_shares(state, p.id, now).await?,
+        ),
+        None => (Vec::new(), Vec::new()),
     };
     Ok(Some(Detail {
         preview: preview.map(|p| Preview::of(&p, config, now)),
         ledger: ledger.iter().map(LedgerItem::from).collect(),
         history: history.iter().map(HistoryItem::from).collect(),
+        shares: shares.iter().map(ShareItem::from).collect(),
     }))
 }

@@ -56,6 +56,7 @@ fn asked<'a>(command: &str, row: &'a PreviewRow, config: &'a Config) -> Asked<'a
         template: false,
         template_base_known: false,
         status: None,
+        public_url: Some("https://previewd.example.com"),
     }
 }
 
@@ -135,4 +136,76 @@ fn without_a_preview_status_says_so_and_destroy_is_already_done() {
         Outcome::Status(comment::no_preview_status())
     );
     assert_eq!(none("/preview extend 1d"), Outcome::NoPreview);
+}
+
+#[test]
+fn a_share_lasts_what_was_asked_within_a_week_and_the_previews_life() {
+    let config = defaults();
+    let row = PreviewRow {
+        expires_at: 2 * HOUR + 30 * 24 * HOUR,
+        ..preview()
+    };
+    let (effects, outcome) = decide(asked("/preview share", &row, &config));
+    assert!(
+        effects.is_empty(),
+        "a share is a row of its own, made in finish"
+    );
+    assert_eq!(
+        outcome,
+        Outcome::Shared {
+            until: 2 * HOUR + 24 * HOUR,
+            now: 2 * HOUR,
+            cap: None,
+            preview: &row.key,
+            public_url: Some("https://previewd.example.com"),
+        }
+    );
+    let (_, outcome) = decide(asked("/preview share 30d", &row, &config));
+    assert!(matches!(
+        outcome,
+        Outcome::Shared { until, cap: Some(command::ShareCap::Longest), .. } if until == 2 * HOUR + 7 * 24 * HOUR
+    ));
+    // The fixture preview expires at 2h, when the command runs: no link outlives it.
+    let due = preview();
+    let (effects, outcome) = decide(asked("/preview share 2d", &due, &config));
+    assert!(effects.is_empty());
+    assert_eq!(outcome, Outcome::ShareExpiring);
+    let soon = PreviewRow {
+        expires_at: 3 * HOUR,
+        ..preview()
+    };
+    let (_, outcome) = decide(asked("/preview share 2d", &soon, &config));
+    assert!(matches!(
+        outcome,
+        Outcome::Shared { until, cap: Some(command::ShareCap::PreviewExpiry), .. } if until == 3 * HOUR
+    ));
+}
+
+#[test]
+fn sharing_an_ended_or_unknown_preview_makes_nothing() {
+    let config = defaults();
+    let ended = PreviewRow {
+        desired: Desired::Absent,
+        end_reason: Some(EndReason::Destroyed),
+        expires_at: 100 * HOUR,
+        ..preview()
+    };
+    for line in ["/preview share", "/preview unshare"] {
+        let (effects, outcome) = decide(asked(line, &ended, &config));
+        assert!(effects.is_empty());
+        assert_eq!(outcome, Outcome::NoPreview, "{line}");
+        let none = decide(Asked {
+            preview: None,
+            ..asked(line, &ended, &config)
+        });
+        assert_eq!(none.1, Outcome::NoPreview, "{line}");
+    }
+    let live = preview();
+    let (effects, outcome) = decide(asked("/preview unshare", &live, &config));
+    assert!(effects.is_empty());
+    assert_eq!(
+        outcome,
+        Outcome::Unshared { revoked: 0 },
+        "counted in finish"
+    );
 }
