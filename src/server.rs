@@ -30,6 +30,7 @@ mod pages;
 pub mod refusals;
 pub mod report;
 mod unread;
+pub mod viewer;
 
 use delivery::Verified;
 pub use error::Error;
@@ -49,7 +50,7 @@ pub const MAX_REPORT: usize = 1024;
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn router(app: Arc<App>) -> Router {
-    // Reads: open, or behind `api.token` when one is set.
+    // Reads: open, or behind `api.token` (or a GitHub sign-in, `viewer`) when one is set.
     let reads = Router::new()
         .route("/", get(pages::index))
         .route("/previews/{owner}/{repo}/{number}", get(pages::preview))
@@ -69,7 +70,7 @@ pub fn router(app: Arc<App>) -> Router {
     }
     .route_layer(axum::middleware::from_fn_with_state(
         app.clone(),
-        api::require_token,
+        viewer::require_reader,
     ));
     let local = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

@@ -57,12 +57,26 @@ impl Access {
 
     /// Whether `person` may enter `preview`, whose repository's rule is `rule`.
     pub async fn may_enter(&self, person: &Person, preview: &HostPreview, rule: Rule) -> Answer {
+        let installation = preview.installation.and_then(|i| i.for_github());
+        self.may_read(person, &preview.key.repo, installation, rule)
+            .await
+    }
+
+    /// Whether `person` passes `rule` for `repo` (its installation, when known, saves
+    /// GitHub a look-up of it).
+    pub async fn may_read(
+        &self,
+        person: &Person,
+        repo: &RepoName,
+        installation: Option<u64>,
+        rule: Rule,
+    ) -> Answer {
         if rule == Rule::Public {
             return Answer::Allowed;
         }
         let key = Key {
             login: person.login.to_ascii_lowercase(),
-            repo: preview.key.repo.clone(),
+            repo: repo.clone(),
             rule: rule.as_str(),
         };
         if let Some(allowed) = self.fresh(&key) {
@@ -80,7 +94,7 @@ impl Access {
         if let Some(allowed) = self.fresh(&key) {
             return allowed.into();
         }
-        let asked = self.ask(&key, preview, rule).await;
+        let asked = self.ask(&key, installation, rule).await;
         self.flights.lock().expect("flights").remove(&key);
         match asked {
             Ok(allowed) => {
@@ -116,13 +130,12 @@ impl Access {
         answers.insert(key, (Instant::now(), allowed));
     }
 
-    async fn ask(&self, key: &Key, preview: &HostPreview, rule: Rule) -> Result<bool, String> {
+    async fn ask(&self, key: &Key, installation: Option<u64>, rule: Rule) -> Result<bool, String> {
         let Some(github) = &self.github else {
             return Err("previewd has no GitHub credentials to ask with".into());
         };
         self.lookups.fetch_add(1, Ordering::Relaxed);
-        let installation = preview.installation.and_then(|i| i.for_github());
-        let repo = &preview.key.repo;
+        let repo = &key.repo;
         let asked = match rule {
             Rule::Org => {
                 github

@@ -46,20 +46,24 @@ pub enum FlowError {
     GitHub(String),
 }
 
-/// A validated return address: a preview host under a preview domain.
+/// A validated return address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Return {
-    pub original: Original,
+pub enum Return {
+    /// A preview host under a preview domain: reached with a hand-off code.
+    Preview(Original),
+    /// A page of previewd's own (the dashboard): a path on this host.
+    Here(String),
 }
 
 impl Return {
-    /// The address with `param=value` added (any hand-off or share parameter dropped first).
-    pub fn with(&self, param: &str, value: &str) -> String {
-        self.original.url_without_passes(Some((param, value)))
-    }
-
+    /// The address to seal into the pending sign-in, as `return_to` reads it back.
     pub fn url(&self) -> String {
-        format!("{}{}", self.original.origin(), self.original.path_and_query)
+        match self {
+            Return::Preview(original) => {
+                format!("{}{}", original.origin(), original.path_and_query)
+            }
+            Return::Here(path) => path.clone(),
+        }
     }
 }
 
@@ -111,6 +115,11 @@ impl Flow {
         })
     }
 
+    /// Whether sign-in is configured (`login.client_id`).
+    pub fn enabled(&self) -> bool {
+        self.client.is_some()
+    }
+
     /// Whether previewd's own host is served over https (its cookies are `Secure` then).
     pub fn https(&self) -> bool {
         self.public_url
@@ -119,10 +128,14 @@ impl Flow {
     }
 
     /// `rd` when it is an address under a preview domain (`https`, or `http` only while
-    /// previewd itself is plain http on loopback); the host is looked up by the caller.
+    /// previewd itself is plain http on loopback; the host is looked up by the caller), or a
+    /// path of previewd's own dashboard.
     pub fn return_to(&self, rd: &str) -> Result<Return, FlowError> {
         let bad =
             || FlowError::BadReturn(format!("{:?}", rd.chars().take(200).collect::<String>()));
+        if is_dashboard_path(rd) {
+            return Ok(Return::Here(rd.to_owned()));
+        }
         let original = Original::from_url(rd).map_err(|_| bad())?;
         if !original.https && self.https() {
             return Err(bad());
@@ -136,7 +149,7 @@ impl Flow {
         if !under {
             return Err(bad());
         }
-        Ok(Return { original })
+        Ok(Return::Preview(original))
     }
 
     /// Where to send the browser to sign in at GitHub, and the pending cookie's value.
@@ -264,6 +277,16 @@ impl Flow {
             .find(|signed| now < signed.exp)
             .map(|signed| signed.who)
     }
+}
+
+/// A path of the dashboard or the API on this host: `/`, `/previews/…`, `/api/…` (never
+/// `//host` or `/\\host`, which browsers read as another host), of printable ASCII.
+fn is_dashboard_path(rd: &str) -> bool {
+    let path = rd.split('?').next().unwrap_or("");
+    rd.len() <= 2048
+        && rd.bytes().all(|b| b.is_ascii_graphic())
+        && !rd.contains('\\')
+        && (path == "/" || path.starts_with("/previews/") || path.starts_with("/api/"))
 }
 
 #[derive(Deserialize)]

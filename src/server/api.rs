@@ -1,25 +1,21 @@
 //! The `/api` routes (previews, one preview, the OpenAPI description, the operator's
-//! destroy and share links) and the `api.token` check in front of every read.
+//! destroy and share links); who may read them is `viewer`'s.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use secrecy::ExposeSecret;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::command::{SHARE_DEFAULT, share_until};
-use crate::config::Config;
 use crate::db::{self, login::Shareable};
 use crate::login::check::share_link;
 use crate::preview::PreviewKey;
 use crate::server::app::App;
+use crate::server::viewer::{Credentials, Viewer, authorized};
 use crate::view::{self, Detail, Filters, Page, Paging};
 
 use super::error::Error;
@@ -30,6 +26,7 @@ type PrPath = Result<Path<(String, String, u32)>, PathRejection>;
 
 pub async fn list_previews(
     State(app): State<Arc<App>>,
+    Extension(viewer): Extension<Viewer>,
     filters: Result<Query<Filters>, QueryRejection>,
     paging: Result<Query<Paging>, QueryRejection>,
 ) -> Result<Json<Page>, Error> {
@@ -44,15 +41,28 @@ pub async fn list_previews(
         .as_ref()
         .map(|(repo, number)| (repo.as_str(), *number));
     let now = app.clock.now();
-    let page = view::page(&app.state, &app.config, now, &filters, limit, after)
+    let mut page = view::page(&app.state, &app.config, now, &filters, limit, after)
         .await
         .map_err(Error::State)?;
+    // A person sees what they can read; the cursor still walks every preview.
+    page.previews = viewer
+        .keep_readable(&app, page.previews, |p| p.repo.as_str())
+        .await;
     Ok(Json(page))
 }
 
-pub async fn one_preview(State(app): State<Arc<App>>, path: PrPath) -> Result<Json<Detail>, Error> {
+pub async fn one_preview(
+    State(app): State<Arc<App>>,
+    Extension(viewer): Extension<Viewer>,
+    path: PrPath,
+) -> Result<Json<Detail>, Error> {
     let Path((owner, repo, number)) = path?;
-    let repo = format!("{owner}/{repo}");
+    let repo = format!("{owner}/{repo}").to_ascii_lowercase();
+    if !viewer.may_read(&app, &repo).await {
+        return Err(Error::NotFound(
+            "previewd has no record of this pull request",
+        ));
+    }
     let now = app.clock.now();
     view::detail(&app.state, &app.config, now, &repo, i64::from(number))
         .await
@@ -64,10 +74,16 @@ pub async fn one_preview(State(app): State<Arc<App>>, path: PrPath) -> Result<Js
 }
 
 /// `GET /api/templates`: every generation of every repository's template database (#16).
-pub async fn templates(State(app): State<Arc<App>>) -> Result<Json<Value>, Error> {
+pub async fn templates(
+    State(app): State<Arc<App>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Result<Json<Value>, Error> {
     let templates = view::templates(&app.state, app.clock.now())
         .await
         .map_err(Error::State)?;
+    let templates = viewer
+        .keep_readable(&app, templates, |t| t.repo.as_str())
+        .await;
     Ok(Json(json!({"templates": templates})))
 }
 
@@ -245,80 +261,4 @@ fn secret_answer(status: StatusCode, body: Value) -> Response {
 
 pub async fn openapi() -> Json<Value> {
     Json(crate::server::openapi::document())
-}
-
-/// Reads need the token when `api.token` is set: `Authorization: Bearer TOKEN`, or Basic
-/// auth with the token as password (what a browser can send for the dashboard).
-pub async fn require_token(
-    State(app): State<Arc<App>>,
-    request: Request,
-    next: Next,
-) -> Result<Response, Error> {
-    if app.config.api_token.is_none()
-        || authorized(&app.config, request.headers(), Credentials::BearerOrBasic)
-    {
-        return Ok(next.run(request).await);
-    }
-    Err(Error::Unauthorized)
-}
-
-/// How a request may offer the token. A named choice, not a bare `bool`, so that each route
-/// says which it takes: a browser resends cached Basic credentials on its own, so only reads
-/// (the dashboard) take them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Credentials {
-    /// `Authorization: Bearer TOKEN` only.
-    Bearer,
-    /// That, or Basic auth with the token as password.
-    BearerOrBasic,
-}
-
-fn authorized(config: &Config, headers: &HeaderMap, accepted: Credentials) -> bool {
-    let Some(token) = &config.api_token else {
-        return false;
-    };
-    let Some(value) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let takes_basic = accepted == Credentials::BearerOrBasic;
-    let offered = if let Some(bearer) = value.strip_prefix("Bearer ") {
-        bearer.trim().to_owned()
-    } else if let Some(basic) = value.strip_prefix("Basic ").filter(|_| takes_basic) {
-        use base64::Engine;
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(basic.trim())
-            .unwrap_or_default();
-        let text = String::from_utf8_lossy(&decoded).into_owned();
-        text.split_once(':')
-            .map(|(_, p)| p.to_owned())
-            .unwrap_or_default()
-    } else {
-        return false;
-    };
-    is_token(offered.as_bytes(), token.expose_secret().as_bytes())
-}
-
-/// Whether `offered` is the token, in time that says nothing about how much of it matched.
-/// Digests are compared, so not even the token's length shows.
-fn is_token(offered: &[u8], token: &[u8]) -> bool {
-    Sha256::digest(offered)
-        .as_slice()
-        .ct_eq(Sha256::digest(token).as_slice())
-        .into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_token;
-
-    #[test]
-    fn only_the_whole_token_is_the_token() {
-        assert!(is_token(b"s3cret-token", b"s3cret-token"));
-        assert!(!is_token(b"s3cret-toke", b"s3cret-token"));
-        assert!(!is_token(b"s3cret-tokem", b"s3cret-token"));
-        assert!(!is_token(b"", b"s3cret-token"));
-    }
 }

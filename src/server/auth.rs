@@ -237,7 +237,19 @@ async fn finish(
 ) -> Response {
     let now = app.clock.now();
     let https = app.login.flow.https();
-    let preview = match db::login::preview_by_host(&app.state, &back.original.host).await {
+    let original = match back {
+        crate::login::flow::Return::Preview(original) => original,
+        crate::login::flow::Return::Here(path) => {
+            // The dashboard: who may read what is asked per repository as it is shown.
+            let mut answer = redirect(path);
+            if let Some(signed) = signed {
+                set_cookie(&mut answer, &signed);
+            }
+            set_cookie(&mut answer, &clear(PENDING_COOKIE, https));
+            return answer;
+        }
+    };
+    let preview = match db::login::preview_by_host(&app.state, &original.host).await {
         Ok(Some(preview)) if preview.live => preview,
         Ok(_) => {
             return page(
@@ -245,7 +257,7 @@ async fn finish(
                 "No such preview",
                 &format!(
                     "{} is not a live preview's address.",
-                    escape(&back.original.host)
+                    escape(&original.host)
                 ),
             );
         }
@@ -261,8 +273,8 @@ async fn finish(
     let rule = check::rule_for(&app.config, &preview);
     let mut answer = match app.login.access.may_enter(&person, &preview, rule).await {
         crate::login::access::Answer::Allowed => {
-            let code = check::handoff(&app.login, person, &back.original.host, now);
-            redirect(&back.with(HANDOFF_PARAM, &code))
+            let code = check::handoff(&app.login, person, &original.host, now);
+            redirect(&original.url_without_passes(Some((HANDOFF_PARAM, &code))))
         }
         crate::login::access::Answer::Refused => page(
             StatusCode::FORBIDDEN,

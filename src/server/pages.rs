@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
 use crate::dashboard;
 use crate::server::app::App;
+use crate::server::viewer::Viewer;
 use crate::view::{self, Destroyed, Paging};
 
 use super::error::Error;
@@ -18,6 +19,7 @@ use super::error::Error;
 /// with a link to the next, so 5,000 live previews cost a page's rendering, not 5,000 rows.
 pub async fn index(
     State(app): State<Arc<App>>,
+    Extension(viewer): Extension<Viewer>,
     paging: Result<Query<Paging>, QueryRejection>,
 ) -> Result<Response, Error> {
     let Query(paging) = paging.map_err(|e| Error::from(e).page())?;
@@ -42,12 +44,23 @@ pub async fn index(
         anyhow::Ok((page, live, destroyed, templates))
     };
     let (mut page, live, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
+    // A person sees what they can read (the count and the next page's cursor stay the
+    // whole state's).
+    let destroyed = viewer
+        .keep_readable(&app, destroyed, |d| d.repo.as_str())
+        .await;
+    let templates = viewer
+        .keep_readable(&app, templates, |t| t.repo.as_str())
+        .await;
     let more = page.previews.len() > limit as usize;
     page.previews.truncate(limit as usize);
     let next = match page.previews.last() {
         Some(last) if more => Some(view::cursor_after(&last.repo, last.number)),
         _ => None,
     };
+    page.previews = viewer
+        .keep_readable(&app, page.previews, |p| p.repo.as_str())
+        .await;
     let listed = dashboard::Listed {
         previews: &page.previews,
         live,
@@ -61,9 +74,13 @@ pub async fn index(
 
 pub async fn preview(
     State(app): State<Arc<App>>,
+    Extension(viewer): Extension<Viewer>,
     Path((owner, repo, number)): Path<(String, String, i64)>,
 ) -> Result<Response, Error> {
     let full = format!("{owner}/{repo}");
+    if !viewer.may_read(&app, &full.to_ascii_lowercase()).await {
+        return Err(Error::NotFound("previewd has no record of this pull request").page());
+    }
     let now = app.clock.now();
     let detail = view::detail(&app.state, &app.config, now, &full, number)
         .await

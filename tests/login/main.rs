@@ -8,6 +8,7 @@ mod common;
 
 mod attacks;
 mod check;
+mod dashboard;
 mod flow;
 mod shares;
 
@@ -200,6 +201,10 @@ impl World {
             .expect("back to previewd")
             .to_owned();
         let (status, headers, page) = self.get(&path, &[("cookie", &pending)]).await;
+        assert!(
+            !page.contains(CLIENT_SECRET) && !format!("{headers:?}").contains(CLIENT_SECRET),
+            "the client secret never reaches the browser"
+        );
         SignedIn {
             back: location(&headers),
             signed_in: set_cookie(&headers, "previewd-login"),

@@ -1,0 +1,89 @@
+//! The dashboard and the API accept the same GitHub sign-in as the previews: a person sees
+//! the previews of repositories they can read; the operator's token still sees everything.
+
+use super::*;
+
+const TOKEN: &str = "api-token-for-the-dashboard-tests";
+
+async fn world() -> World {
+    World::with("repo", &format!("[api]\ntoken = {TOKEN:?}\n")).await
+}
+
+#[tokio::test]
+async fn a_browser_without_a_token_is_sent_to_sign_in_and_comes_back_to_the_page() {
+    let world = world().await;
+    let (status, headers, _) = world.get("/previews/codertocat/hello-world/2", &[]).await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert_eq!(
+        location(&headers),
+        "/auth/signin?rd=%2Fpreviews%2Fcodertocat%2Fhello%2Dworld%2F2"
+    );
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in("/previews/codertocat/hello-world/2").await;
+    assert_eq!(signed.status, StatusCode::FOUND, "{}", signed.page);
+    assert_eq!(signed.back, "/previews/codertocat/hello-world/2");
+    let cookie = signed.signed_in.unwrap();
+    let (status, _, page) = world
+        .get("/previews/codertocat/hello-world/2", &[("cookie", &cookie)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+}
+
+#[tokio::test]
+async fn a_person_sees_only_the_previews_of_repositories_they_can_read() {
+    let world = world().await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let alice = world.sign_in("/").await.signed_in.unwrap();
+    world.github.sign_in_as("mallory", 666);
+    let mallory = world.sign_in("/").await.signed_in.unwrap();
+
+    let (status, _, body) = world.get("/api/previews", &[("cookie", &alice)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("codertocat/hello-world"), "{body}");
+    let (status, _, body) = world.get("/api/previews", &[("cookie", &mallory)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("codertocat/hello-world"), "{body}");
+    let (status, _, _) = world
+        .get(
+            "/api/previews/codertocat/hello-world/2",
+            &[("cookie", &mallory)],
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, page) = world.get("/", &[("cookie", &mallory)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!page.contains("hello-world#2"), "{page}");
+    let bearer = format!("Bearer {TOKEN}");
+    let (_, _, body) = world
+        .get("/api/previews", &[("authorization", &bearer)])
+        .await;
+    assert!(
+        body.contains("codertocat/hello-world"),
+        "the token sees everything"
+    );
+}
+
+#[tokio::test]
+async fn a_sign_in_reads_but_never_destroys_or_scrapes() {
+    let world = world().await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "admin");
+    let alice = world.sign_in("/").await.signed_in.unwrap();
+    let (status, _, _) = world.get("/metrics", &[("cookie", &alice)]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let request = Request::post("/api/previews/codertocat/hello-world/2/destroy")
+        .header("host", "127.0.0.1:8080")
+        .header("cookie", &alice)
+        .body(Body::empty())
+        .unwrap();
+    let (status, _, _) = world.app.answer(request).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = world.get("/api/previews", &[]).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "an API client without either"
+    );
+}
