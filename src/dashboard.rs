@@ -4,6 +4,7 @@
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
+use crate::config::Access;
 use crate::view::{Destroyed, Detail, Preview, ShareItem, Template, state_name};
 
 const STYLE: &str = "
@@ -206,8 +207,9 @@ pub fn list_page(
     page("previewd", &body)
 }
 
-/// One preview: its facts, ledger and history (the history also after it was destroyed).
-pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
+/// One preview: its facts, who gets in (`access`, the repository's rule), its ledger and
+/// history (the history also after it was destroyed).
+pub fn detail_page(repo: &str, number: i64, detail: &Detail, access: Access) -> String {
     let mut body = format!("<h1>{}#{number}</h1>", escape(repo));
     match &detail.preview {
         Some(p) => {
@@ -220,6 +222,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
                  <tr><th>Commit</th><td><code>{}</code></td></tr>\
                  <tr><th>Cluster</th><td>{}</td></tr>\
                  <tr><th>Time left</th><td>{}</td></tr>\
+                 <tr><th>Who gets in</th><td>{}</td></tr>\
                  <tr><th>Share links</th><td>{}</td></tr>\
                  <tr><th>Last error</th><td>{}</td></tr></tbody></table>",
                 href(&p.pr_url),
@@ -232,6 +235,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
                 escape(&p.head_sha),
                 escape(p.cluster.as_deref().unwrap_or("")),
                 escape(&time_left(p.seconds_left)),
+                way_in(access, repo),
                 shares(repo, number, &detail.shares),
                 escape(p.last_error.as_deref().unwrap_or("")),
             );
@@ -267,6 +271,22 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail) -> String {
     }
     body += "</tbody></table>";
     page(&format!("{repo}#{number} — previewd"), &body)
+}
+
+/// How a reviewer gets into the preview: the login in front of it.
+fn way_in(access: Access, repo: &str) -> String {
+    let share = "or a writer's share link (<code>/preview share 24h</code>)";
+    match access {
+        Access::Repo => format!(
+            "people who can read {} sign in with GitHub, {share}",
+            escape(repo)
+        ),
+        Access::Org => format!(
+            "members of the {} organisation sign in with GitHub, {share}",
+            escape(repo.split_once('/').map_or(repo, |(owner, _)| owner))
+        ),
+        Access::Public => "anyone, without signing in".into(),
+    }
 }
 
 /// How many share links are valid and until when (never a link: the page is read with

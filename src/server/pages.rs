@@ -86,6 +86,11 @@ pub async fn preview(
         .await
         .map_err(|e| Error::State(e).page())?
         .ok_or(Error::NotFound("previewd has no record of this pull request").page())?;
-    let html = dashboard::detail_page(&full, number, &detail);
+    let access = full
+        .parse()
+        .ok()
+        .and_then(|repo| app.config.policy_for(&repo))
+        .map_or(app.config.defaults.access, |policy| policy.access);
+    let html = dashboard::detail_page(&full, number, &detail, access);
     Ok(dashboard::html_answer(StatusCode::OK, html))
 }

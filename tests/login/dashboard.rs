@@ -28,6 +28,10 @@ async fn a_browser_without_a_token_is_sent_to_sign_in_and_comes_back_to_the_page
         .get("/previews/codertocat/hello-world/2", &[("cookie", &cookie)])
         .await;
     assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains("people who can read codertocat/hello-world sign in with GitHub"),
+        "the page says how to get in: {page}"
+    );
 }
 
 #[tokio::test]
