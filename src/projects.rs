@@ -6,9 +6,11 @@
 //! and in the provisioner (and CloudNativePG) namespace. The apps' project runs PR code, fork
 //! code included: preview namespaces only, nothing cluster-scoped, and only plain workload
 //! kinds (none that reach beyond a namespace: RBAC, certificates and DNS for any name,
-//! database roles, sealed secrets the controller would open, Applications). What the project
-//! cannot say — each app only in its own namespace, Ingress hosts, `externalIPs` — is
-//! the chart's admission policies' (deploy/chart/templates/admission.yaml). Argo CD checks cluster-scoped objects
+//! database roles, sealed secrets the controller would open, Applications) and nothing that
+//! publishes a host (no Ingress, no Gateway API kind: the preview's Ingress is the helpers').
+//! What the project cannot say — each app only in its own namespace, an Ingress in a preview
+//! namespace only from its helpers, `externalIPs` — is the chart's admission policies'
+//! (deploy/chart/templates/admission.yaml). Argo CD checks cluster-scoped objects
 //! against the kind whitelist only (argo-cd controller/sync.go validateSyncPermissions), so
 //! the Namespace entry carries the name glob.
 
@@ -28,6 +30,8 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     ("bitnami.com", "SealedSecret"),
     ("cert-manager.io", "Certificate"),
     ("externaldns.k8s.io", "DNSEndpoint"),
+    // The preview's edge, behind previewd's login (helpers-chart templates/ingress.yaml).
+    ("networking.k8s.io", "Ingress"),
     ("postgresql.cnpg.io", "Database"),
     ("postgresql.cnpg.io", "DatabaseRole"),
 ];
@@ -36,8 +40,10 @@ const HELPER_KINDS: &[(&str, &str)] = &[
 /// whitelist, because anything else may reach further than the namespace: RBAC (a Role or a
 /// RoleBinding to `cluster-admin`, then a Pod that creates DNSEndpoints, Certificates or
 /// SealedSecrets itself), CRDs of operators that act on names (cert-manager, external-dns,
-/// CloudNativePG), Argo CD's own kinds, Gateway routes that claim any hostname, and
-/// PodDisruptionBudgets (`maxUnavailable: 0` stalls every node drain).
+/// CloudNativePG), Argo CD's own kinds, PodDisruptionBudgets (`maxUnavailable: 0` stalls
+/// every node drain), and anything that publishes a host: no Ingress (the preview's edge is
+/// the helpers', behind previewd's login; an app's own would serve its host without one) and
+/// no Gateway API kind (a Gateway or a route claims any hostname).
 const APP_KINDS: &[(&str, &str)] = &[
     ("", "ConfigMap"),
     ("", "Secret"),
@@ -50,7 +56,6 @@ const APP_KINDS: &[(&str, &str)] = &[
     ("apps", "ReplicaSet"),
     ("batch", "Job"),
     ("batch", "CronJob"),
-    ("networking.k8s.io", "Ingress"),
     ("networking.k8s.io", "NetworkPolicy"),
     ("autoscaling", "HorizontalPodAutoscaler"),
 ];
@@ -258,6 +263,50 @@ mod tests {
             !strings(&apps["spec"]["destinations"], "namespace").contains(&"pg".to_owned()),
             "PR code never reaches the database namespace"
         );
+    }
+
+    /// The edge is the helpers': their project admits the preview's Ingress, and the apps'
+    /// admits nothing that publishes a host, neither an Ingress nor a Gateway API kind.
+    #[test]
+    fn only_the_helpers_may_publish_a_preview_host() {
+        let config = Config::from_toml(CONFIG, Vec::new()).unwrap();
+        let admitted = |project: Value| -> Vec<(String, String)> {
+            project["spec"]["namespaceResourceWhitelist"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| {
+                    (
+                        k["group"].as_str().unwrap().to_owned(),
+                        k["kind"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let helpers = admitted(helpers(&config));
+        assert!(helpers.contains(&("networking.k8s.io".into(), "Ingress".into())));
+        let apps = admitted(apps(&config));
+        for (group, kind) in [
+            ("networking.k8s.io", "Ingress"),
+            ("extensions", "Ingress"),
+            ("gateway.networking.k8s.io", "HTTPRoute"),
+            ("gateway.networking.k8s.io", "GRPCRoute"),
+            ("gateway.networking.k8s.io", "TLSRoute"),
+            ("gateway.networking.k8s.io", "Gateway"),
+        ] {
+            assert!(
+                !apps
+                    .iter()
+                    .any(|(g, k)| (g == group || g == "*") && (k == kind || k == "*")),
+                "the apps' project admits {group}/{kind}"
+            );
+        }
+        assert!(
+            !apps.iter().any(|(g, _)| g == "gateway.networking.k8s.io"),
+            "no Gateway API kind at all"
+        );
+        // The apps keep their NetworkPolicies, the one other kind of the group.
+        assert!(apps.contains(&("networking.k8s.io".into(), "NetworkPolicy".into())));
     }
 
     /// Argo CD matches destination namespaces as globs (util/glob, gobwas/glob): `*` is any

@@ -266,6 +266,10 @@ pub fn app_application(
     if let Some(image) = &app.image {
         values["image"] = json!({"repository": image, "tag": tag(&app, preview)});
     }
+    // The edge is the helpers' Ingress: the chart's own, if it makes one, stays off.
+    if let Some(ingress) = edge::app_values(&app) {
+        values["ingress"] = ingress;
+    }
     let mut metadata = helper["metadata"].clone();
     metadata["name"] = json!(names.app_application);
     metadata["annotations"]["argocd.argoproj.io/sync-wave"] = json!("0");
@@ -324,6 +328,10 @@ pub fn values(
     sealed: &[SealedSecret],
 ) -> Value {
     let mut values = values_of(preview, config, cluster, names, sealed);
+    // Only when there is one: a preview without renders, and hashes, as before the edge.
+    if let Some(ingress) = edge::ingress(&config.app_for(&preview.key.repo), config) {
+        values["ingress"] = ingress;
+    }
     if let (Some(source), Value::Object(database)) = (&preview.template, &mut values["database"]) {
         if database["mode"] != "off" {
             // Cloned from the template generation; `clone` follows the seed generation, so
@@ -478,6 +486,7 @@ fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
     }
 }
 
+mod edge;
 pub mod template;
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! What deploy/ asks of a cluster, evaluated the way the cluster would: the
 //! ValidatingAdmissionPolicies of manifests/previewd.yaml (the chart's admission.yaml) by
 //! cel-python (an independent CEL) on requests whose names previewd itself makes — previewd
-//! may write only its two projects' Applications, and Argo CD may write an app Application's
-//! objects only into that preview's own namespace — and patches/argocd-cm.yaml's Lua health
+//! may write only its two projects' Applications, Argo CD may write an app Application's
+//! objects only into that preview's own namespace, and only a preview's helpers publish its
+//! host (an Ingress) — and patches/argocd-cm.yaml's Lua health
 //! checks by lupa's Lua (`tests/deploy/*.py`).
 
 mod common;
@@ -44,7 +45,7 @@ fn applied(app: &str, namespace: Option<&str>, annotation: bool) -> Value {
 
 /// An Ingress of `names`' app Application, as Argo CD applies it.
 fn ingress(names: &Names, spec: Value, annotations: Value) -> Value {
-    json!({"kind": "Ingress", "metadata": {"name": "web", "namespace": names.slug, "annotations": annotations,
+    json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "web", "namespace": names.slug, "annotations": annotations,
            "labels": {"app.kubernetes.io/instance": names.app_application}}, "spec": spec})
 }
 
@@ -177,21 +178,15 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             true
         ),
         case(
-            "an Ingress for the preview's own host",
+            "an app's Ingress, even for the preview's own host",
             ARGOCD,
             ingress(&own, json!({"rules": [{"host": own.host}]}), json!({})),
-            true
+            false
         ),
         case(
             "an Ingress for another preview's host",
             ARGOCD,
             ingress(&own, json!({"rules": [{"host": other.host}]}), json!({})),
-            false
-        ),
-        case(
-            "an Ingress for any host",
-            ARGOCD,
-            ingress(&own, json!({"rules": [{"http": {}}]}), json!({})),
             false
         ),
         case(
@@ -201,13 +196,14 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             false
         ),
         case(
-            "an Ingress asking cert-manager for a certificate",
+            "an app's object asking cert-manager for a certificate",
             ARGOCD,
-            ingress(
-                &own,
-                json!({"rules": [{"host": own.host}]}),
-                json!({"cert-manager.io/cluster-issuer": "letsencrypt"})
-            ),
+            {
+                let mut service = service(&own, json!({"ports": [{"port": 80}]}));
+                service["metadata"]["annotations"] =
+                    json!({"cert-manager.io/cluster-issuer": "letsencrypt"});
+                service
+            },
             false,
         ),
         case(
@@ -253,64 +249,14 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
             true
         ),
         case(
-            "an Ingress with its own TLS host",
-            ARGOCD,
-            ingress(
-                &own,
-                json!({"rules": [{"host": own.host}], "tls": [{"hosts": [own.host], "secretName": "t"}]}),
-                json!({})
-            ),
-            true,
-        ),
-        case(
-            "an Ingress with another TLS host",
-            ARGOCD,
-            ingress(
-                &own,
-                json!({"rules": [{"host": own.host}], "tls": [{"hosts": ["shop.example.com"]}]}),
-                json!({})
-            ),
-            false,
-        ),
-        case(
-            "an Ingress adding a host by annotation",
-            ARGOCD,
-            ingress(
-                &own,
-                json!({"rules": [{"host": own.host}]}),
-                json!({"nginx.ingress.kubernetes.io/server-alias": "shop.example.com"})
-            ),
-            false,
-        ),
-        case(
-            "an Ingress with a configuration snippet",
-            ARGOCD,
-            ingress(
-                &own,
-                json!({"rules": [{"host": own.host}]}),
-                json!({"nginx.ingress.kubernetes.io/server-snippet": "return 200;"})
-            ),
-            false,
-        ),
-        case(
-            "an Ingress with ordinary annotations",
-            ARGOCD,
-            ingress(
-                &own,
-                json!({"rules": [{"host": own.host}]}),
-                json!({"nginx.ingress.kubernetes.io/proxy-body-size": "8m"})
-            ),
-            true,
-        ),
-        case(
             "another Application's Ingress is not previewd's business",
             ARGOCD,
-            json!({"kind": "Ingress", "metadata": {"name": "i", "namespace": "shop", "labels": {"app.kubernetes.io/instance": "shop"}},
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i", "namespace": "shop", "labels": {"app.kubernetes.io/instance": "shop"}},
                    "spec": {"rules": [{"http": {}}]}}),
             true,
         ),
     ]);
-    check_admission(&cases, 34);
+    check_admission(&cases, cases.as_array().unwrap().len());
 }
 
 /// The admission policies' verdicts (deploy/manifests/previewd.yaml) on `cases` (see `case`)
@@ -656,6 +602,259 @@ fn app_confinement_holds_whoever_writes() {
             "a person's untracked object in a preview namespace is not this policy's business",
             "alice",
             certificate(None),
+            true
+        ),
+    ]);
+    check_admission(&cases, cases.as_array().unwrap().len());
+}
+
+/// The preview's edge is its helpers' Ingress (helpers-chart templates/ingress.yaml), behind
+/// previewd's login: in a preview namespace an Ingress or a Gateway API object is made only
+/// by `<namespace>-helpers`, as Argo CD tracks what it applies (argo-cd
+/// util/argo/resource_tracking.go BuildAppInstanceValue: `<app>:<group>/<kind>:<namespace>/
+/// <name>`), whoever writes it; cert-manager's HTTP-01 solver for the preview's own host is
+/// the one exception.
+#[test]
+fn only_the_helpers_publish_a_preview_host() {
+    let own = names("octo/shop", 7);
+    let other = names("octo/shop", 8);
+    let legacy = Names::legacy(
+        &PreviewKey::new("octo/shop".parse().unwrap(), 9),
+        "preview.example.com",
+    );
+    let ns = Some(own.slug.as_str());
+    let (app, helpers) = (
+        Some(own.app_application.as_str()),
+        Some(own.application.as_str()),
+    );
+    let in_preview = format!("system:serviceaccount:{}:default", own.slug);
+    // The Ingress as the chart renders it, for `names`' preview, tracked for `app`.
+    let edge = |names: &Names, app: Option<&str>| {
+        let mut ingress = written("networking.k8s.io/v1", "Ingress", Some(&names.slug), app);
+        let annotations = &mut ingress["metadata"]["annotations"];
+        annotations["argocd.argoproj.io/sync-wave"] = json!("0");
+        annotations["nginx.ingress.kubernetes.io/auth-url"] =
+            json!("https://previewd.example.com/auth/check");
+        annotations["nginx.ingress.kubernetes.io/auth-signin"] =
+            json!("https://previewd.example.com/auth/signin");
+        annotations["nginx.ingress.kubernetes.io/auth-response-headers"] =
+            json!("X-Auth-Request-User");
+        ingress["spec"] = json!({
+            "tls": [{"hosts": [names.host], "secretName": format!("{}-tls", names.slug)}],
+            "rules": [{"host": names.host, "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "web", "port": {"number": 8080}}}}]}}],
+        });
+        ingress
+    };
+    let labelled = |names: &Names, app: &str| {
+        let mut ingress = edge(names, None);
+        ingress["metadata"]["labels"] = json!({"app.kubernetes.io/instance": app});
+        ingress
+    };
+    // cert-manager's HTTP-01 solver Ingress (pkg/issuer/acme/http/ingress.go
+    // buildIngressResource), for `host`.
+    let solver = |host: &str| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "cm-acme-http-solver-x2v7d", "namespace": own.slug,
+                "labels": {"acme.cert-manager.io/http-domain": "1433929651",
+                    "acme.cert-manager.io/http-token": "1190431208",
+                    "acme.cert-manager.io/http01-solver": "true"},
+                "annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "0.0.0.0/0,::/0"}},
+            "spec": {"rules": [{"host": host, "http": {"paths": [{"path": "/.well-known/acme-challenge/tok",
+                "pathType": "ImplementationSpecific",
+                "backend": {"service": {"name": "cm-acme-http-solver-6kq2n", "port": {"number": 8089}}}}]}}]}})
+    };
+    const CERT_MANAGER: &str = "system:serviceaccount:cert-manager:cert-manager";
+    let route = |app: Option<&str>| written("gateway.networking.k8s.io/v1", "HTTPRoute", ns, app);
+    let cases = json!([
+        case(
+            "Argo CD: the helpers' Ingress",
+            ARGOCD,
+            edge(&own, helpers),
+            true
+        ),
+        case(
+            "Argo CD, label tracking: the helpers' Ingress",
+            ARGOCD,
+            labelled(&own, &own.application),
+            true
+        ),
+        case(
+            "impersonated helpers: the helpers' Ingress",
+            HELPERS_DEPLOYER,
+            edge(&own, helpers),
+            true
+        ),
+        case(
+            "Argo CD: the helpers' Ingress of a preview kept from before names were recorded",
+            ARGOCD,
+            edge(&legacy, Some(&legacy.application)),
+            true
+        ),
+        updated(
+            "a person edits the helpers' Ingress",
+            "alice",
+            edge(&own, helpers),
+            edge(&own, helpers),
+            true
+        ),
+        case("Argo CD: an app's Ingress", ARGOCD, edge(&own, app), false),
+        case(
+            "Argo CD, label tracking: an app's Ingress",
+            ARGOCD,
+            labelled(&own, &own.app_application),
+            false
+        ),
+        case(
+            "impersonated: an app's Ingress",
+            APPS_DEPLOYER,
+            edge(&own, app),
+            false
+        ),
+        case(
+            "Argo CD: an untracked Ingress in a preview namespace",
+            ARGOCD,
+            edge(&own, None),
+            false
+        ),
+        case(
+            "Argo CD: another preview's helpers' tracking id on this namespace's Ingress",
+            ARGOCD,
+            with(
+                edge(&own, None),
+                "annotations",
+                "argocd.argoproj.io/tracking-id",
+                &format!(
+                    "{}:networking.k8s.io/Ingress:{}/x",
+                    other.application, own.slug
+                )
+            ),
+            false
+        ),
+        case(
+            "Argo CD: the helpers' tracking id of another kind",
+            ARGOCD,
+            with(
+                edge(&own, None),
+                "annotations",
+                "argocd.argoproj.io/tracking-id",
+                &format!("{}:/ConfigMap:{}/x", own.application, own.slug)
+            ),
+            false
+        ),
+        updated(
+            "argocd-server: a patch giving an app's Ingress the helpers' tracking id",
+            ARGOCD_SERVER,
+            edge(&own, app),
+            edge(&own, helpers),
+            false
+        ),
+        case(
+            "a preview's service account: an Ingress with the helpers' tracking id",
+            &in_preview,
+            edge(&own, helpers),
+            false
+        ),
+        case(
+            "a preview's service account: an untracked Ingress",
+            &in_preview,
+            edge(&own, None),
+            false
+        ),
+        case(
+            "a person: an untracked Ingress in a preview namespace",
+            "alice",
+            edge(&own, None),
+            false
+        ),
+        case(
+            "a person: an Ingress outside the preview namespaces is not previewd's business",
+            "alice",
+            {
+                let mut ingress = edge(&own, None);
+                ingress["metadata"]["namespace"] = json!("shop");
+                ingress
+            },
+            true
+        ),
+        case(
+            "Argo CD: an Ingress of another Application outside the preview namespaces",
+            ARGOCD,
+            with(
+                written("networking.k8s.io/v1", "Ingress", Some("shop"), None),
+                "labels",
+                "app.kubernetes.io/instance",
+                "shop"
+            ),
+            true
+        ),
+        case(
+            "cert-manager: the HTTP-01 solver for the preview's host",
+            CERT_MANAGER,
+            solver(&own.host),
+            true
+        ),
+        case(
+            "cert-manager: a solver for another preview's host",
+            CERT_MANAGER,
+            solver(&other.host),
+            false
+        ),
+        case(
+            "a preview's service account: a solver-labelled Ingress",
+            &in_preview,
+            solver(&own.host),
+            false
+        ),
+        case(
+            "a person: a solver-labelled Ingress serving more than the challenge",
+            "alice",
+            {
+                let mut ingress = solver(&own.host);
+                ingress["spec"]["rules"][0]["http"]["paths"][0]["path"] = json!("/");
+                ingress
+            },
+            false
+        ),
+        case(
+            "a person: a solver-labelled Ingress with a snippet",
+            "alice",
+            with(
+                solver(&own.host),
+                "annotations",
+                "nginx.ingress.kubernetes.io/server-snippet",
+                "return 200;"
+            ),
+            false
+        ),
+        case("Argo CD: an app's HTTPRoute", ARGOCD, route(app), false),
+        case(
+            "a person: an untracked HTTPRoute in a preview namespace",
+            "alice",
+            route(None),
+            false
+        ),
+        case(
+            "a person: a Gateway in a preview namespace",
+            "alice",
+            written("gateway.networking.k8s.io/v1", "Gateway", ns, None),
+            false
+        ),
+        case(
+            "a person: a ReferenceGrant in a preview namespace",
+            "alice",
+            written(
+                "gateway.networking.k8s.io/v1beta1",
+                "ReferenceGrant",
+                ns,
+                None
+            ),
+            false
+        ),
+        case(
+            "a NetworkPolicy of the app is still the app's",
+            ARGOCD,
+            written("networking.k8s.io/v1", "NetworkPolicy", ns, app),
             true
         ),
     ]);

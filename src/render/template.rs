@@ -1,7 +1,7 @@
 //! Rendering a template generation (#16), pure: one helper Application per generation of a
 //! repository's template database, with the same chart, waves and hooks as a preview's, told
 //! to build a template (`database.build`): created, migrated with the default branch's image,
-//! seeded once, then sealed. No TLS, no DNS: nothing is served from it.
+//! seeded once, then sealed. No TLS, no DNS, no Ingress: nothing is served from it.
 
 use serde_json::json;
 
@@ -85,6 +85,9 @@ pub fn template(
     values["database"]["build"] = json!(true);
     values["tls"] = json!({"mode": "off"});
     values["dns"] = json!({"enabled": false});
+    if let Some(values) = values.as_object_mut() {
+        values.remove("ingress");
+    }
     // Spare clones made ahead of time by the generation's pool keeper, for previews to claim.
     let spares = config
         .template_for(&generation.repo)
@@ -190,6 +193,7 @@ mod tests {
         assert_eq!(values["seed"]["enabled"], true);
         assert_eq!(values["tls"]["mode"], "off");
         assert_eq!(values["dns"]["enabled"], false);
+        assert!(values.get("ingress").is_none());
         assert_eq!(values["labels"][LABEL_TEMPLATE], "3");
         assert_eq!(values["database"]["spares"], 2, "the default pool");
         assert!(
@@ -206,6 +210,24 @@ mod tests {
             "the pool keeper is in the generation's ledger: {:?}",
             rendered.entries
         );
+    }
+
+    /// A repository's previews get an Ingress (`app_service`), its template never: nothing
+    /// is served from a generation's namespace.
+    #[test]
+    fn a_generation_has_no_ingress_even_where_the_repositorys_previews_have_one() {
+        let config = Config::from_toml(
+            "public_url = \"https://previewd.example.com\"\n[[repos]]\nname = \"octo/app\"\n\
+             image = \"ghcr.io/octo/app\"\nseed = \"example\"\ndatabase_template = true\n\
+             app_service = \"web:80\"\n",
+            Vec::new(),
+        )
+        .unwrap();
+        let g = generation(3);
+        let names = Names::template(&g.repo, 3, "preview.localhost");
+        let rendered = template(&g, &names, &config, &[], "inst").unwrap();
+        let values = &rendered.application.manifest["spec"]["source"]["helm"]["valuesObject"];
+        assert!(values.get("ingress").is_none(), "{values}");
     }
 
     #[test]
