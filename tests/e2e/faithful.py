@@ -5,11 +5,16 @@ Through the real binary, once per database mode (shared, cnpg): helpers-chart an
 chart (tests/e2e/app-chart) mapped to this checkout, the AppProjects `previewd render
 --projects` prints applied, the test sealing key, --cert-http01. The walk:
 
-  opened   -> helpers Synced/Healthy/Succeeded -> app Application at the head -> ready
+  opened   -> the preview's Ingress (app_service, public_url): the helpers' sync waits in its
+              wave, Progressing, no seed and no app Application, until the cluster's ingress
+              controller publishes an address -> helpers Synced/Healthy/Succeeded -> app
+              Application at the head (its own Ingress off) -> ready
   pushed   -> the migration Job ran again for the new image, before the app moved to it
   reseed   -> the seed Job ran again, at the next generation
   a migration that fails -> the preview is failed (naming the Job); the app stays where it was
-  closed   -> every object gone, every hook in the provisioner namespace included
+  closed   -> every object gone, every hook in the provisioner namespace included, the Ingress too
+  (shared) a repository without app_service whose app chart ships its own Ingress -> the
+              apps' AppProject refuses the app's sync, the preview failed, no Ingress made
 
 and, with `wait_for = ["build-image"]` (shared mode; a small GitHub stand-in answers the
 look-ups and takes the reports):
@@ -89,7 +94,12 @@ def fixture(name):
 class Emulator:
     def __init__(self, python, emulator, work, seconds="0.3", extra=()):
         """`seconds`: how long a Job runs and a Deployment or Certificate takes to be ready;
-        `extra`: more emulator arguments (latency.py sets every Argo CD delay to zero)."""
+        `extra`: more emulator arguments (latency.py sets every Argo CD delay to zero). The
+        cluster's ingress controller runs from the start (`publishing`; clear it to hold it)."""
+        import threading
+
+        self.publishing, self.stopping = threading.Event(), threading.Event()
+        self.publishing.set()
         self.log = open(os.path.join(work, "emulator.log"), "w")
         self.proc = subprocess.Popen(
             [python, emulator, "--port", "0", "--kubeconfig", os.path.join(work, "kubeconfig"),
@@ -103,11 +113,12 @@ class Emulator:
         if not line.strip().isdigit():
             raise RuntimeError("the emulator did not start: %r (see emulator.log)" % line)
         self.base = "http://127.0.0.1:%d" % int(line)
+        threading.Thread(target=self.ingress_controller, daemon=True).start()
 
-    def req(self, method, path, body=None):
+    def req(self, method, path, body=None, ctype="application/json"):
         data = json.dumps(body).encode() if body is not None else None
         r = urllib.request.Request(self.base + path, data=data, method=method,
-                                   headers={"Content-Type": "application/json"})
+                                   headers={"Content-Type": ctype})
         try:
             with urllib.request.urlopen(r, timeout=10) as resp:
                 return resp.status, json.loads(resp.read() or b"null")
@@ -127,7 +138,35 @@ class Emulator:
         status, body = self.req("GET", "%s/%s" % (APPS, name))
         return body if status == 200 else None
 
+    def ingresses(self, namespace=None):
+        where = "/namespaces/%s" % namespace if namespace else ""
+        status, body = self.req("GET", "/apis/networking.k8s.io/v1%s/ingresses" % where)
+        return body["items"] if status == 200 else []
+
+    def ingress_controller(self):
+        """The cluster's ingress controller, which the emulator has not got, as ingress-nginx
+        keeps Ingress status (--update-status, on by default): every Ingress gets the
+        controller's address in status.loadBalancer.ingress, written through the status
+        subresource (ingress-nginx internal/ingress/status/status.go updateStatus, runUpdate).
+        Until then Argo CD counts an Ingress Progressing (gitops-engine pkg/health/
+        health_ingress.go), and the twin does the same."""
+        while not self.stopping.wait(0.2):
+            if not self.publishing.is_set():
+                continue
+            try:
+                for ing in self.ingresses():
+                    m = ing["metadata"]
+                    if m.get("deletionTimestamp") or ((ing.get("status") or {}).get("loadBalancer") or {}).get("ingress"):
+                        continue
+                    self.req("PATCH", "/apis/networking.k8s.io/v1/namespaces/%s/ingresses/%s/status"
+                             % (m["namespace"], m["name"]),
+                             {"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}},
+                             "application/merge-patch+json")
+            except (OSError, ValueError, KeyError):
+                pass  # the emulator is stopping, or the object went
+
     def close(self):
+        self.stopping.set()
         self.proc.terminate()
         try:
             self.proc.wait(5)
@@ -306,6 +345,7 @@ image = "%s"
 migrate_command = %s
 seed = "example"
 app_chart = "app-chart"
+app_service = "web:http"
 """ % (revision, database, os.path.join(FIXTURES, "sealed", "test-cert.pem"), IMAGE, json.dumps(migrate))
 
 
@@ -376,12 +416,106 @@ def prepare(emu, pd, work, mode, toml):
     pd.start()
 
 
+# A repository whose app chart (the same tests/e2e/app-chart) ships its own Ingress and that
+# has not named an app_service: previewd makes it no Ingress, and the apps' AppProject admits
+# none.
+OWN_INGRESS = "codertocat/hello-ingress"
+OWN_INGRESS_REPO = """[[repos]]
+name = "%s"
+image = "%s"
+app_chart = "app-chart"
+""" % (OWN_INGRESS, IMAGE)
+
+
+def own_ingress(event):
+    """`event` as OWN_INGRESS sends it."""
+    return json.loads(json.dumps(event).replace("Hello-World", "Hello-Ingress"))
+
+
+def check_edge(emu, pd, base):
+    """The preview's Ingress, made by the helpers before the cluster's ingress controller
+    published its address: the helpers' sync waits in the Ingress's wave (Argo CD counts it
+    Progressing), so the PostSync seed and the app's Application wait too; then the address
+    published, the gate opens. Returns how long the controller was held (not the walk's time
+    to ready)."""
+    found = wait("the helpers' Ingress", lambda: emu.ingresses(SLUG), 180)
+    held = time.time()
+    assert len(found) == 1, found
+    ingress = found[0]
+    time.sleep(1.5)  # several of the twin's refreshes: the migration done, the wave still waiting
+    st = emu.app(HELPERS)["status"]
+    health = [r.get("health", {}).get("status") for r in st.get("resources", []) if r["kind"] == "Ingress"]
+    assert health == ["Progressing"], st.get("resources")
+    assert st["health"]["status"] == "Progressing", st["health"]
+    assert st["operationState"]["phase"] == "Running", st["operationState"]
+    assert runs(emu, "-migrate"), "the migration ran beside the Ingress (wave 0): %s" % emu.jobs()
+    assert not runs(emu, "-seed"), "the PostSync seed waits for the Ingress's wave"
+    assert emu.app(APP) is None, "the app waits behind the helpers' gate"
+    assert (pd.preview() or [None])[0] != "ready", pd.preview()
+    m, spec = ingress["metadata"], ingress["spec"]
+    host = SLUG + ".preview.example.com"
+    annotations = m.get("annotations") or {}
+    assert annotations.get("nginx.ingress.kubernetes.io/auth-url") == base + "/auth/check", annotations
+    assert annotations.get("nginx.ingress.kubernetes.io/auth-signin") == base + "/auth/signin", annotations
+    assert annotations.get("nginx.ingress.kubernetes.io/auth-response-headers") == "X-Auth-Request-User", annotations
+    assert not [k for k in annotations if "auth-cache" in k], annotations
+    assert [r["host"] for r in spec["rules"]] == [host], spec
+    assert spec["tls"] == [{"hosts": [host], "secretName": SLUG + "-tls"}], spec
+    backend = spec["rules"][0]["http"]["paths"][0]["backend"]
+    assert backend == {"service": {"name": "web", "port": {"name": "http"}}}, backend
+    assert m["labels"].get("app.kubernetes.io/instance") == HELPERS, m["labels"]
+    print("faithful: the preview's Ingress (auth-url %s, host %s) held the helpers Progressing, the seed and the app "
+          "waiting" % (annotations["nginx.ingress.kubernetes.io/auth-url"], host))
+    emu.publishing.set()
+    return time.time() - held
+
+
+def refused_own_ingress(emu, pd):
+    """OWN_INGRESS's PR: its helpers make no Ingress; its app chart's own Ingress is refused by
+    the apps' AppProject, so the app's sync fails and the preview with it; closed, nothing is
+    left."""
+    opened = own_ingress(fixture("pull_request.opened"))
+    opened["number"] = opened["pull_request"]["number"] = 5
+    pd.deliver("pull_request", opened)
+
+    def app_failed():
+        apps = [o for o in emu.objects() if o["kind"] == "Application" and o["metadata"]["name"].endswith("-app")]
+        op = ((apps[0].get("status") or {}).get("operationState") or {}) if apps else {}
+        return apps if op.get("phase") == "Failed" else None
+
+    apps = wait("the app's sync to fail, its retries spent", app_failed, 180)
+    assert len(apps) == 1 and apps[0]["metadata"]["labels"]["previewd.dev/repo"] == "codertocat.hello-ingress", apps
+    op = apps[0]["status"]["operationState"]
+    assert "resource networking.k8s.io:Ingress is not permitted in project preview-apps" in op["message"], op
+    row = wait("the preview whose app ships an Ingress to fail",
+               lambda: (lambda r: r if r and r[0] == "failed" else None)(pd.preview()), 60)
+    assert "not permitted" in (row[1] or ""), "the failure says why: %r" % row[1]
+    assert not emu.ingresses(), "no Ingress was made: %s" % emu.ingresses()
+    print("faithful: an app chart with its own Ingress -> refused by the apps' AppProject (%s)" % op["message"][:110])
+    closed = own_ingress(fixture("pull_request.closed.unmerged"))
+    closed["number"] = closed["pull_request"]["number"] = 5
+    closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T20:00:00Z"
+    pd.deliver("pull_request", closed)
+    wait("the refused preview forgotten", lambda: pd.preview() is None, 300)
+    left = [o["metadata"]["name"] for o in emu.objects() if o["kind"] == "Application"]
+    assert not left, left
+
+
 def walk(mode, binary, python, emulator):
     work = tempfile.mkdtemp(prefix="previewd-faithful-%s-" % mode)
-    emu = Emulator(python, emulator, work)
+    emu = Emulator(python, emulator, work, extra=(
+        "--repo", "https://github.com/%s.git=%s" % (OWN_INGRESS, os.path.join(ROOT, "tests", "e2e"))))
     pd = Previewd(binary, work)
+    # previewd's address for the cluster's ingress controller (configured: the loopback guess
+    # is never given to a cluster; here the emulated cluster is this host).
+    base = "http://127.0.0.1:%d" % pd.port
+
+    def toml(migrate, revision="v0.1.0"):
+        return 'public_url = "%s"\n' % base + config(mode, migrate, revision) + OWN_INGRESS_REPO
+
     try:
-        prepare(emu, pd, work, mode, config(mode, ["bin/migrate"]))
+        emu.publishing.clear()  # the ingress controller held: the gate is checked first
+        prepare(emu, pd, work, mode, toml(["bin/migrate"]))
         with open(os.path.join(work, "serve.log")) as f:
             lacks = [line for line in f if "lacks what previews need" in line or "could not check" in line]
         assert not lacks, "the emulated cluster has all previews need: %s" % lacks
@@ -389,8 +523,12 @@ def walk(mode, binary, python, emulator):
         # opened -> ready, with the app at the head SHA behind the helpers' gate
         started = time.time()
         pd.deliver("pull_request", fixture("pull_request.opened"))
+        held = check_edge(emu, pd, base)
         wait("the preview ready at the opened head", lambda: ready_at(pd, emu, SHA_A), 180)
-        took = {"opened": time.time() - started}
+        took = {"opened": time.time() - started - held}
+        app_ingress = [o for o in emu.objects() if o["kind"] == "Ingress" and o["metadata"]["name"] == "web"]
+        assert not app_ingress, "the app chart's own Ingress is off (ingress.enabled: false)"
+        assert emu.app(APP)["spec"]["source"]["helm"]["valuesObject"]["ingress"] == {"enabled": False}
         helpers = emu.app(HELPERS)
         st = helpers["status"]
         assert (st["sync"]["status"], st["health"]["status"], st["operationState"]["phase"]) == \
@@ -433,7 +571,7 @@ def walk(mode, binary, python, emulator):
         # (it syncs only OutOfSync), so previewd asks, and must not wait for what never comes
         pd.stop()
         with open(os.path.join(work, "previewd.toml"), "w") as f:
-            f.write(config(mode, ["bin/migrate"], "v9.9.9"))
+            f.write(toml(["bin/migrate"], "v9.9.9"))
         pd.start()
         compared = lambda: ((emu.app(HELPERS).get("status") or {}).get("sync") or {}).get("comparedTo", {})
         wait("Argo CD to compare the new chart revision",
@@ -454,7 +592,7 @@ def walk(mode, binary, python, emulator):
         # a failing migration -> failed, and the app stays at the last good head
         pd.stop()
         with open(os.path.join(work, "previewd.toml"), "w") as f:
-            f.write(config(mode, ["bin/migrate", "previewd-twin-fail"], "v9.9.9"))
+            f.write(toml(["bin/migrate", "previewd-twin-fail"], "v9.9.9"))
         pd.start()
         pd.deliver("pull_request", pushed(SHA_C, "2019-05-15T18:00:00Z"))
         row = wait("the preview to fail", lambda: (lambda r: r if r and r[0] == "failed" and r[2] == SHA_C else None)(pd.preview()), 180)
@@ -499,7 +637,10 @@ def walk(mode, binary, python, emulator):
         assert runs(emu, "-db-drop"), "the PostDelete drop ran"
         check_pods_started(emu)
         assert pd.history("destroyed"), "the history outlives the preview"
-        print("faithful[%s]: closed -> every object gone (hooks included); history kept" % mode)
+        assert not emu.ingresses(), "the preview's Ingress went with it"
+        print("faithful[%s]: closed -> every object gone (hooks and the Ingress included); history kept" % mode)
+        if mode == "shared":
+            refused_own_ingress(emu, pd)
         print("faithful[%s]: seconds to ready after opened %.1f, after the push %.1f; closed to forgotten %.1f"
               % (mode, took["opened"], took["pushed"], took["closed"]))
     except BaseException:
