@@ -16,8 +16,6 @@ use super::Person;
 
 /// Answers kept at once (person × repository).
 const MAX_ANSWERS: usize = 50_000;
-/// When GitHub cannot be asked, an answer this old still serves.
-const STALE_FOR: Duration = Duration::from_secs(3600);
 
 /// GitHub's answer for one person and repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +100,9 @@ impl Access {
                 allowed.into()
             }
             Err(why) => match self.answers.lock().expect("answers").get(&key) {
-                Some((at, allowed)) if at.elapsed() < STALE_FOR => {
+                // While GitHub fails, an answer serves one more cache period: someone removed
+                // there is out within twice `login.access_cache`, even then.
+                Some((at, allowed)) if at.elapsed() < self.ttl * 2 => {
                     tracing::warn!(reason = %why, "GitHub not asked: the last answer serves");
                     (*allowed).into()
                 }

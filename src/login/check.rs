@@ -9,7 +9,7 @@ use crate::config::{Access as Rule, Config};
 use crate::db::{self, login::HostPreview};
 
 use super::access::Answer;
-use super::original::{HANDOFF_PARAM, Original, SHARE_PARAM, Unreadable};
+use super::original::{HANDOFF_PARAM, Original, Proxy, SHARE_PARAM, Unreadable};
 use super::{Handoff, Login, Person, Purpose, Session, SharePass, Who};
 
 /// The session cookie on a preview host served over https: `__Host-` keeps it host-only
@@ -31,12 +31,16 @@ pub enum Verdict {
     SignIn,
     /// 403.
     Refused(Refusal),
-    /// 400: the proxy sent no readable original request (a misconfigured proxy).
-    Unreadable(Unreadable),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
+    /// The proxy named no original request previewd can read, or two hosts at once (a 403,
+    /// not a 400: ingress-nginx turns any other answer into a 500).
+    Unreadable(Unreadable),
+    /// The original request's host is not the one the Ingress asks for (`?host=`): a
+    /// request whose `Host` names another preview than the server it reached.
+    NotThisHost,
     /// The host is no preview's (never 2xx outside the preview domains).
     NotAPreview,
     /// The preview is ending.
@@ -64,19 +68,35 @@ pub fn rule_for(config: &Config, preview: &HostPreview) -> Rule {
         .map_or(config.defaults.access, |p| p.access)
 }
 
+/// What a proxy asked: its headers, the route's rest (Envoy's original path), which kind
+/// of proxy, and the host its Ingress pins (`/auth/check?host=`: ingress-nginx routes by
+/// the request line but names the `Host` header in `X-Original-URL`, which a client sets).
+pub struct Asked<'a> {
+    pub headers: &'a HeaderMap,
+    pub rest: Option<&'a str>,
+    pub proxy: Proxy,
+    pub pinned: Option<&'a str>,
+}
+
 pub async fn check(
     login: &Login,
     state: &db::State,
     config: &Config,
-    headers: &HeaderMap,
-    rest: Option<&str>,
+    asked: &Asked<'_>,
     now: i64,
 ) -> anyhow::Result<Verdict> {
-    let original = match Original::from_headers(headers, rest) {
+    let headers = asked.headers;
+    let original = match Original::from_headers(headers, asked.rest, asked.proxy) {
         Ok(original) => original,
-        Err(Unreadable::Conflicting) => return Ok(Verdict::Refused(Refusal::NotAPreview)),
-        Err(why) => return Ok(Verdict::Unreadable(why)),
+        Err(why) => return Ok(Verdict::Refused(Refusal::Unreadable(why))),
     };
+    if let Some(pinned) = asked.pinned
+        && !pinned
+            .trim_end_matches('.')
+            .eq_ignore_ascii_case(&original.host)
+    {
+        return Ok(Verdict::Refused(Refusal::NotThisHost));
+    }
     let Some(preview) = db::login::preview_by_host(state, &original.host).await? else {
         return Ok(Verdict::Refused(Refusal::NotAPreview));
     };
@@ -134,8 +154,10 @@ pub async fn check(
     })
 }
 
-/// A hand-off code or share pass in the URL (each for this host only), else the host's
-/// session cookie. A code is taken once; a value that does not open is ignored.
+/// The host's session cookie, else a hand-off code or share pass in the URL (each for this
+/// host only). A session held wins: a code or pass someone else minted (a link an
+/// attacker sends) never replaces who is signed in. A code is taken once; a value that does
+/// not open is ignored.
 async fn claim(
     login: &Login,
     state: &db::State,
@@ -144,6 +166,25 @@ async fn claim(
     preview: &HostPreview,
     now: i64,
 ) -> anyhow::Result<Claim> {
+    let name = if original.https {
+        SESSION_COOKIE
+    } else {
+        SESSION_COOKIE_PLAIN
+    };
+    // Every cookie of the name is tried: a sibling host may add one of its own beside ours.
+    let held = cookies(headers, name)
+        .filter_map(|value| login.sealer.open::<Session>(Purpose::Session, value))
+        .find(|session| session.host == original.host && now < session.exp);
+    match held.map(|session| session.who) {
+        Some(Who::Share { share }) => {
+            // A share session counts while its share does; then a sign-in may follow.
+            if share_valid(state, &share, preview, now).await? {
+                return Ok(Claim::Held(Who::Share { share }));
+            }
+        }
+        Some(person) => return Ok(Claim::Held(person)),
+        None => {}
+    }
     if let Some(code) = original.param(HANDOFF_PARAM)
         && let Some(handoff) = login.sealer.open::<Handoff>(Purpose::Handoff, code)
         && handoff.host == original.host
@@ -155,22 +196,22 @@ async fn claim(
     if let Some(pass) = original.param(SHARE_PARAM)
         && let Some(pass) = login.sealer.open::<SharePass>(Purpose::Share, pass)
         && pass.host == original.host
-        && db::login::share(state, &pass.share)
-            .await?
-            .is_some_and(|row| row.preview_id == preview.id && row.is_valid(now))
+        && share_valid(state, &pass.share, preview, now).await?
     {
         return Ok(Claim::Fresh(Who::Share { share: pass.share }));
     }
-    let name = if original.https {
-        SESSION_COOKIE
-    } else {
-        SESSION_COOKIE_PLAIN
-    };
-    // Every cookie of the name is tried: a sibling host may add one of its own beside ours.
-    let held = cookies(headers, name)
-        .filter_map(|value| login.sealer.open::<Session>(Purpose::Session, value))
-        .find(|session| session.host == original.host && now < session.exp);
-    Ok(held.map_or(Claim::Nobody, |session| Claim::Held(session.who)))
+    Ok(Claim::Nobody)
+}
+
+async fn share_valid(
+    state: &db::State,
+    share: &str,
+    preview: &HostPreview,
+    now: i64,
+) -> anyhow::Result<bool> {
+    Ok(db::login::share(state, share)
+        .await?
+        .is_some_and(|row| row.preview_id == preview.id && row.is_valid(now)))
 }
 
 /// The values of every cookie named `name` in the request's `Cookie` headers.

@@ -3,8 +3,7 @@
 //! The `state` is bound to the browser by a sealed cookie (CSRF on sign-in); `rd` must be a
 //! live preview's address; GitHub's answers are bounded in number and time.
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use octocrab::Octocrab;
@@ -18,10 +17,13 @@ use crate::config::{Config, OAuthClient};
 use super::original::Original;
 use super::{Pending, Person, Purpose, Sealer, SignedIn};
 
-/// Code exchanges with GitHub at once, and per minute: a flood of sign-ins is answered 429
-/// rather than spending GitHub's limits or previewd's connections.
+/// Code exchanges with GitHub at once; more wait their turn, at most `EXCHANGES_WAITING`
+/// of them for at most `EXCHANGE_WAIT`, so a flood slows sign-ins down rather than locking
+/// everyone out, and is answered 429 beyond that. Each exchange also needs a pending
+/// sign-in of its own (a `state` is used once).
 const EXCHANGES_AT_ONCE: usize = 8;
-const EXCHANGES_PER_MINUTE: u32 = 120;
+const EXCHANGES_WAITING: usize = 64;
+const EXCHANGE_WAIT: Duration = Duration::from_secs(5);
 const GITHUB_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest answer read from GitHub's token or user endpoint.
 const MAX_ANSWER: usize = 64 * 1024;
@@ -76,7 +78,9 @@ pub struct Flow {
     /// Every preview domain: `[defaults]`' and each repository's.
     domains: Vec<String>,
     exchanges: tokio::sync::Semaphore,
-    minute: Mutex<(Instant, u32)>,
+    waiting: std::sync::atomic::AtomicUsize,
+    /// The `state` of each sign-in already resumed: one exchange per pending sign-in.
+    states: super::handoffs::Handoffs,
 }
 
 impl Flow {
@@ -111,7 +115,8 @@ impl Flow {
             public_url: config.public_url.clone(),
             domains,
             exchanges: tokio::sync::Semaphore::new(EXCHANGES_AT_ONCE),
-            minute: Mutex::new((Instant::now(), 0)),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            states: super::handoffs::Handoffs::default(),
         })
     }
 
@@ -137,7 +142,9 @@ impl Flow {
             return Ok(Return::Here(rd.to_owned()));
         }
         let original = Original::from_url(rd).map_err(|_| bad())?;
-        if !original.https && self.https() {
+        // Over https a code goes only to the preview's own listener (no other port of the
+        // ingress's address); plain http is a loopback trial on ports of its own.
+        if self.https() && !(original.https && original.port().is_none_or(|p| p == "443")) {
             return Err(bad());
         }
         let under = self.domains.iter().any(|domain| {
@@ -182,7 +189,7 @@ impl Flow {
         Ok((authorize, pending))
     }
 
-    /// The pending sign-in the browser holds, when `state` is its own.
+    /// The pending sign-in the browser holds, when `state` is its own and not used yet.
     pub fn resume(
         &self,
         sealer: &Sealer,
@@ -195,6 +202,7 @@ impl Flow {
             .find(|pending| {
                 now < pending.exp && bool::from(pending.state.as_bytes().ct_eq(state.as_bytes()))
             })
+            .filter(|pending| self.states.take(&pending.state, pending.exp, now))
             .ok_or(FlowError::BadState)
     }
 
@@ -205,8 +213,7 @@ impl Flow {
         else {
             return Err(FlowError::Off);
         };
-        self.count_one()?;
-        let _permit = self.exchanges.try_acquire().map_err(|_| FlowError::Busy)?;
+        let _permit = self.turn().await?;
         let token: TokenAnswer = ask(
             web,
             http::Request::builder()
@@ -253,16 +260,22 @@ impl Flow {
         }
     }
 
-    fn count_one(&self) -> Result<(), FlowError> {
-        let mut minute = self.minute.lock().expect("minute");
-        if minute.0.elapsed() >= Duration::from_secs(60) {
-            *minute = (Instant::now(), 0);
+    /// A turn to ask GitHub: at once, or after a bounded wait behind a bounded queue.
+    async fn turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>, FlowError> {
+        use std::sync::atomic::Ordering;
+        if let Ok(permit) = self.exchanges.try_acquire() {
+            return Ok(permit);
         }
-        if minute.1 >= EXCHANGES_PER_MINUTE {
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= EXCHANGES_WAITING {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
             return Err(FlowError::Busy);
         }
-        minute.1 += 1;
-        Ok(())
+        let permit = tokio::time::timeout(EXCHANGE_WAIT, self.exchanges.acquire()).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        match permit {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(FlowError::Busy),
+        }
     }
 
     /// The signed-in cookie's value for `who`, until `exp`.
@@ -333,4 +346,50 @@ async fn ask<T: serde::de::DeserializeOwned, B: serde::Serialize + ?Sized>(
 
 fn encode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow(public_url: &str) -> Flow {
+        let toml = format!(
+            "public_url = {public_url:?}\n[defaults]\ndomain = \"preview.example.com\"\n\
+             [login]\nclient_id = \"Iv1.test\"\nclient_secret = \"secret\"\n"
+        );
+        Flow::new(&Config::from_toml(&toml, vec![]).unwrap()).unwrap()
+    }
+
+    // Octocrab's client is built inside a runtime.
+    #[tokio::test]
+    async fn over_https_a_code_goes_only_to_the_previews_own_listener() {
+        let flow = flow("https://previewd.example.com");
+        for rd in [
+            "https://pv-a.preview.example.com/x",
+            "https://pv-a.preview.example.com:443/x",
+        ] {
+            assert!(flow.return_to(rd).is_ok(), "{rd}");
+        }
+        for rd in [
+            "https://pv-a.preview.example.com:4444/x",
+            "http://pv-a.preview.example.com/x",
+            "https://preview.example.com/",
+            "https://pv-a.preview.example.com.evil.example/",
+            "//evil.example/",
+            "/\\evil.example/",
+            "/admin",
+        ] {
+            assert!(flow.return_to(rd).is_err(), "{rd}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_dashboard_is_a_return_address_of_this_host() {
+        let flow = flow("https://previewd.example.com");
+        assert_eq!(
+            flow.return_to("/previews/o/r/1?x=1").unwrap(),
+            Return::Here("/previews/o/r/1?x=1".into())
+        );
+        assert_eq!(flow.return_to("/").unwrap(), Return::Here("/".into()));
+    }
 }

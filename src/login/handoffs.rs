@@ -1,6 +1,7 @@
-//! Hand-off codes already used: a code opens a session once. Kept until the code would
-//! have expired anyway, and bounded: a flood of codes (each needs a completed sign-in)
-//! refuses new ones rather than forgetting used ones.
+//! Values used once (hand-off codes, sign-in states): each opens once. Kept until the value
+//! would have expired anyway, and bounded: when full of unexpired values it refuses new
+//! ones rather than forgetting used ones; minting is limited per person
+//! (`MINTED_PER_MINUTE`), so one account cannot fill it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,12 +9,39 @@ use std::sync::Mutex;
 /// Codes remembered at once: far above any sign-in rate `flow` lets through in a minute.
 const MAX_USED: usize = 100_000;
 
+/// Hand-off codes one person may be given a minute (a person signs in to a few previews).
+const MINTED_PER_MINUTE: u32 = 30;
+/// People whose minting is counted at once.
+const MAX_MINTERS: usize = 100_000;
+
 #[derive(Default)]
 pub struct Handoffs {
     used: Mutex<HashMap<String, i64>>,
+    /// Codes minted per person in the current minute: (minute, count).
+    minted: Mutex<HashMap<String, (i64, u32)>>,
 }
 
 impl Handoffs {
+    /// Whether `login` may be given another code now.
+    pub fn may_mint(&self, login: &str, now: i64) -> bool {
+        let minute = now / 60;
+        let mut minted = self.minted.lock().expect("minted");
+        if minted.len() >= MAX_MINTERS {
+            minted.retain(|_, (at, _)| *at == minute);
+            if minted.len() >= MAX_MINTERS {
+                return false;
+            }
+        }
+        let count = minted
+            .entry(login.to_ascii_lowercase())
+            .or_insert((minute, 0));
+        if count.0 != minute {
+            *count = (minute, 0);
+        }
+        count.1 += 1;
+        count.1 <= MINTED_PER_MINUTE
+    }
+
     /// Marks `nonce` (good until `exp`) used; false when it was already, or when the set is
     /// full of unexpired codes.
     pub fn take(&self, nonce: &str, exp: i64, now: i64) -> bool {
@@ -31,6 +59,17 @@ impl Handoffs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_person_is_given_a_bounded_number_of_codes_a_minute() {
+        let handoffs = Handoffs::default();
+        for _ in 0..MINTED_PER_MINUTE {
+            assert!(handoffs.may_mint("alice", 120));
+        }
+        assert!(!handoffs.may_mint("Alice", 150));
+        assert!(handoffs.may_mint("bob", 150));
+        assert!(handoffs.may_mint("alice", 180), "a new minute");
+    }
 
     #[test]
     fn a_code_is_taken_once() {

@@ -4,7 +4,7 @@
 //! `/auth/check`). The proxy sets these itself, replacing what a client sent; where two
 //! of them disagree the request is refused rather than guessed at.
 
-use axum::http::{HeaderMap, Uri};
+use axum::http::HeaderMap;
 
 /// Longest original URL read: browsers send up to ~8 KB of path and query.
 const MAX_URL: usize = 8192;
@@ -35,53 +35,77 @@ pub enum Unreadable {
     Conflicting,
 }
 
+/// Which kind of proxy asks, by the route it asks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proxy {
+    /// ingress-nginx (`/auth/check`): it sets `X-Original-URL` itself on every check.
+    Nginx,
+    /// Traefik and Envoy (`/auth/forward`): `X-Forwarded-Host`/`-Uri`/`-Proto` (Traefik
+    /// sets them), else the `Host` and the path appended to the route (Envoy). They pass
+    /// a client's other headers on, so a client's `X-Original-URL` is never read here.
+    Forwarding,
+}
+
 impl Original {
-    /// From the headers of a check, and the path after `/auth/check` (Envoy's).
-    pub fn from_headers(headers: &HeaderMap, rest: Option<&str>) -> Result<Self, Unreadable> {
+    /// From the headers of a check, and what follows the route's path (Envoy's original
+    /// path and query).
+    pub fn from_headers(
+        headers: &HeaderMap,
+        rest: Option<&str>,
+        proxy: Proxy,
+    ) -> Result<Self, Unreadable> {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let forwarded_host =
-            text("x-forwarded-host").map(|h| h.split(',').next().unwrap_or("").trim());
-        let original = match text("x-original-url") {
-            Some(url) => Self::from_url(url)?,
-            None => match forwarded_host {
+        let first = |value: &str| value.split(',').next().unwrap_or("").trim().to_owned();
+        let forwarded_host = text("x-forwarded-host").map(first);
+        let original = match proxy {
+            Proxy::Nginx => Self::from_url(text("x-original-url").ok_or(Unreadable::Missing)?)?,
+            Proxy::Forwarding => match &forwarded_host {
                 Some(host) => Self::from_parts(
-                    text("x-forwarded-proto").map(|p| p.split(',').next().unwrap_or("").trim()),
+                    text("x-forwarded-proto").map(first).as_deref(),
                     host,
                     text("x-forwarded-uri").unwrap_or("/"),
                 )?,
                 None => Self::from_parts(
-                    text("x-forwarded-proto"),
+                    text("x-forwarded-proto").map(first).as_deref(),
                     text("host").ok_or(Unreadable::Missing)?,
                     rest.unwrap_or("/"),
                 )?,
             },
         };
-        // ingress-nginx also sends `X-Forwarded-Host`; a client's own never outvotes it.
-        if let Some(host) = forwarded_host
-            && !host.is_empty()
-            && split_port(&host.to_ascii_lowercase()).0 != original.host
+        // A proxy's own `X-Forwarded-Host` beside the URL it names: two hosts, no guess.
+        if let Some(host) = forwarded_host.filter(|host| !host.is_empty())
+            && split_port(&host.to_ascii_lowercase())
+                .0
+                .trim_end_matches('.')
+                != original.host
         {
             return Err(Unreadable::Conflicting);
         }
         Ok(original)
     }
 
+    /// `http(s)://authority/path?query`, read as browsers send it: a path and query may
+    /// hold characters a strict URI parser refuses (`<`, `"`), which are not the client's
+    /// mistake to be answered with an error a proxy turns into a 500.
     pub fn from_url(url: &str) -> Result<Self, Unreadable> {
         if url.len() > MAX_URL {
             return Err(Unreadable::BadUrl);
         }
-        let uri: Uri = url.parse().map_err(|_| Unreadable::BadUrl)?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
+        let (scheme, rest) = url.split_once("://").ok_or(Unreadable::BadUrl)?;
+        let https = match scheme.to_ascii_lowercase().as_str() {
+            "https" => true,
+            "http" => false,
             _ => return Err(Unreadable::BadUrl),
         };
-        let authority = uri.authority().ok_or(Unreadable::BadUrl)?.as_str();
-        Self::from_parts(
-            Some(if https { "https" } else { "http" }),
-            authority,
-            uri.path_and_query().map_or("/", |p| p.as_str()),
-        )
+        let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(cut);
+        let path = path.split('#').next().unwrap_or("");
+        let path = match path.chars().next() {
+            None => "/".to_owned(),
+            Some('?') => format!("/{path}"),
+            Some(_) => path.to_owned(),
+        };
+        Self::from_parts(Some(if https { "https" } else { "http" }), authority, &path)
     }
 
     fn from_parts(proto: Option<&str>, authority: &str, path: &str) -> Result<Self, Unreadable> {
@@ -94,10 +118,14 @@ impl Original {
                 .any(|c| c.is_whitespace() || c.is_control())
             || path.len() > MAX_URL
             || !path.starts_with('/')
+            || path.chars().any(|c| c.is_whitespace() || c.is_control())
         {
             return Err(Unreadable::BadUrl);
         }
-        let (host, _) = split_port(&authority);
+        let (host, port) = split_port(&authority);
+        if host.is_empty() || port == Some("") {
+            return Err(Unreadable::BadUrl);
+        }
         let host = host.trim_end_matches('.').to_owned();
         Ok(Self {
             https: proto.is_none_or(|p| p.eq_ignore_ascii_case("https")),
@@ -105,6 +133,11 @@ impl Original {
             authority,
             path_and_query: path.to_owned(),
         })
+    }
+
+    /// The port the browser named, if any.
+    pub fn port(&self) -> Option<&str> {
+        split_port(&self.authority).1
     }
 
     /// The value of query parameter `name`, when present once.
@@ -188,6 +221,7 @@ mod tests {
                 ("host", "previewd.example.com"),
             ]),
             None,
+            Proxy::Nginx,
         )
         .unwrap();
         assert_eq!(found.host, "pv-a.preview.example.com");
@@ -204,6 +238,7 @@ mod tests {
                 ("x-forwarded-proto", "http"),
             ]),
             None,
+            Proxy::Forwarding,
         )
         .unwrap();
         assert_eq!(found.host, "pv-a.preview.example.com");
@@ -215,6 +250,7 @@ mod tests {
         let found = Original::from_headers(
             &headers(&[("host", "pv-a.preview.example.com:8443")]),
             Some("/x"),
+            Proxy::Forwarding,
         )
         .unwrap();
         assert_eq!(found.host, "pv-a.preview.example.com");
@@ -230,6 +266,7 @@ mod tests {
                 ("x-forwarded-host", "pv-b.preview.example.com"),
             ]),
             None,
+            Proxy::Nginx,
         );
         assert_eq!(refused, Err(Unreadable::Conflicting));
     }
@@ -243,12 +280,13 @@ mod tests {
             "https:///x",
         ] {
             assert!(
-                Original::from_headers(&headers(&[("x-original-url", url)]), None).is_err(),
+                Original::from_headers(&headers(&[("x-original-url", url)]), None, Proxy::Nginx)
+                    .is_err(),
                 "{url}"
             );
         }
         assert_eq!(
-            Original::from_headers(&HeaderMap::new(), None),
+            Original::from_headers(&HeaderMap::new(), None, Proxy::Nginx),
             Err(Unreadable::Missing)
         );
     }
@@ -264,6 +302,44 @@ mod tests {
             bare.url_without_passes(Some(("__previewd", "d"))),
             "https://h.example/p?__previewd=d"
         );
+    }
+
+    #[test]
+    fn a_forwarding_proxy_never_reads_a_clients_original_url() {
+        // Envoy passes the client's own headers on: `Host` is the proxy's word.
+        let found = Original::from_headers(
+            &headers(&[
+                ("host", "pv-private.preview.example.com"),
+                ("x-original-url", "https://pv-public.preview.example.com/"),
+            ]),
+            Some("/admin"),
+            Proxy::Forwarding,
+        )
+        .unwrap();
+        assert_eq!(found.host, "pv-private.preview.example.com");
+    }
+
+    #[test]
+    fn a_trailing_dot_names_the_same_host() {
+        let found = Original::from_headers(
+            &headers(&[
+                ("x-forwarded-host", "pv-a.preview.example.com."),
+                ("x-forwarded-uri", "/"),
+            ]),
+            None,
+            Proxy::Forwarding,
+        )
+        .unwrap();
+        assert_eq!(found.host, "pv-a.preview.example.com");
+    }
+
+    #[test]
+    fn characters_browsers_send_raw_are_read_not_refused() {
+        let found =
+            Original::from_url("https://pv-a.preview.example.com/q?x=<b>&y=a\"b|{}").unwrap();
+        assert_eq!(found.path_and_query, "/q?x=<b>&y=a\"b|{}");
+        let bare = Original::from_url("https://pv-a.preview.example.com?x=1").unwrap();
+        assert_eq!(bare.path_and_query, "/?x=1");
     }
 
     #[test]

@@ -12,9 +12,9 @@ use serde::Deserialize;
 
 use crate::dashboard::{escape, html_answer};
 use crate::db;
-use crate::login::check::{self, Refusal, Verdict, cookies};
+use crate::login::check::{self, Asked, Refusal, Verdict, cookies};
 use crate::login::flow::{Flow, FlowError, PENDING_COOKIE, SIGNED_IN_COOKIE};
-use crate::login::original::HANDOFF_PARAM;
+use crate::login::original::{HANDOFF_PARAM, Original, Proxy};
 use crate::server::app::App;
 
 use super::error::Error;
@@ -22,33 +22,24 @@ use super::error::Error;
 /// The header naming the user to the proxy (and, passed on, to the app).
 pub const USER_HEADER: &str = "x-auth-request-user";
 
-/// How a proxy takes the check's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Proxy {
-    /// ingress-nginx (`/auth/check`): 401 sends the browser to `auth-signin`, and a 2xx's
-    /// `Set-Cookie` is copied to the answer.
-    SignsIn,
-    /// Traefik, Envoy (`/auth/forward`): any non-2xx answer reaches the browser whole, so
-    /// previewd redirects itself.
-    Forwards,
-}
-
-/// `/auth/check` and `/auth/check/*` (Envoy appends the original path).
+/// `/auth/check` (ingress-nginx; `?host=` pins the preview its Ingress serves): 401
+/// sends the browser to `auth-signin`, and a 2xx's `Set-Cookie` is copied to the answer.
 pub async fn check(
     State(app): State<Arc<App>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Result<Response, Error> {
-    answer_check(&app, &uri, &headers, Proxy::SignsIn).await
+    answer_check(&app, &uri, &headers, Proxy::Nginx).await
 }
 
-/// `/auth/forward` and `/auth/forward/*`.
+/// `/auth/forward` and `/auth/forward/*` (Traefik; Envoy appends the original path and
+/// query): any non-2xx answer reaches the browser whole, so previewd redirects itself.
 pub async fn forward(
     State(app): State<Arc<App>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Result<Response, Error> {
-    answer_check(&app, &uri, &headers, Proxy::Forwards).await
+    answer_check(&app, &uri, &headers, Proxy::Forwarding).await
 }
 
 async fn answer_check(
@@ -57,19 +48,38 @@ async fn answer_check(
     headers: &HeaderMap,
     proxy: Proxy,
 ) -> Result<Response, Error> {
-    let headers = headers.clone();
-    let prefix = match proxy {
-        Proxy::SignsIn => "/auth/check",
-        Proxy::Forwards => "/auth/forward",
+    let (rest, pinned) = match proxy {
+        // The query is previewd's own: the host the Ingress pins.
+        Proxy::Nginx => (
+            None,
+            uri.query().and_then(|query| {
+                query
+                    .split('&')
+                    .find_map(|pair| pair.strip_prefix("host="))
+                    .map(str::to_owned)
+            }),
+        ),
+        // What follows the route is the original path, and its query.
+        Proxy::Forwarding => {
+            let path = uri.path().strip_prefix("/auth/forward").unwrap_or("");
+            let rest = match uri.query() {
+                Some(query) => format!("{path}?{query}"),
+                None => path.to_owned(),
+            };
+            (Some(rest).filter(|rest| rest.starts_with('/')), None)
+        }
     };
-    let rest = uri
-        .path()
-        .strip_prefix(prefix)
-        .filter(|rest| rest.starts_with('/'));
+    let asked = Asked {
+        headers,
+        rest: rest.as_deref(),
+        proxy,
+        pinned: pinned.as_deref(),
+    };
     let now = app.clock.now();
-    let verdict = check::check(&app.login, &app.state, &app.config, &headers, rest, now)
+    let verdict = check::check(&app.login, &app.state, &app.config, &asked, now)
         .await
         .map_err(Error::State)?;
+    let original = || Original::from_headers(headers, rest.as_deref(), proxy);
     let mut answer = match verdict {
         // Traefik and Envoy pass a non-2xx answer to the browser whole: a fresh session is
         // set with a redirect to the address without the code, which also leaves no code
@@ -77,16 +87,14 @@ async fn answer_check(
         Verdict::Enter {
             cookie: Some(cookie),
             ..
-        } if proxy == Proxy::Forwards => {
-            match crate::login::original::Original::from_headers(&headers, rest) {
-                Ok(original) => {
-                    let mut answer = redirect(&original.url_without_passes(None));
-                    set_cookie(&mut answer, &cookie);
-                    answer
-                }
-                Err(_) => StatusCode::BAD_REQUEST.into_response(),
+        } if proxy == Proxy::Forwarding => match original() {
+            Ok(original) => {
+                let mut answer = redirect(&original.url_without_passes(None));
+                set_cookie(&mut answer, &cookie);
+                answer
             }
-        }
+            Err(_) => StatusCode::FORBIDDEN.into_response(),
+        },
         Verdict::Enter { user, cookie } => {
             let mut answer = StatusCode::OK.into_response();
             if let Some(user) = user.and_then(|u| HeaderValue::from_str(&u).ok()) {
@@ -97,11 +105,8 @@ async fn answer_check(
             }
             answer
         }
-        Verdict::SignIn if proxy == Proxy::Forwards => {
-            match (
-                crate::login::original::Original::from_headers(&headers, rest),
-                &app.config.public_url,
-            ) {
+        Verdict::SignIn if proxy == Proxy::Forwarding => {
+            match (original(), &app.config.public_url) {
                 (Ok(original), Some(public)) => {
                     let back = format!("{}{}", original.origin(), original.path_and_query);
                     redirect(&format!("{public}/auth/signin?rd={}", encode(&back)))
@@ -111,7 +116,6 @@ async fn answer_check(
         }
         Verdict::SignIn => StatusCode::UNAUTHORIZED.into_response(),
         Verdict::Refused(why) => (StatusCode::FORBIDDEN, refusal_text(&why)).into_response(),
-        Verdict::Unreadable(why) => (StatusCode::BAD_REQUEST, why.to_string()).into_response(),
     };
     // The proxy must not keep an answer longer than a revocation takes.
     answer
@@ -122,6 +126,8 @@ async fn answer_check(
 
 fn refusal_text(why: &Refusal) -> String {
     match why {
+        Refusal::Unreadable(why) => format!("the proxy's request is unreadable: {why}"),
+        Refusal::NotThisHost => "the request names another host than the one it reached".into(),
         Refusal::NotAPreview => "this host is not a preview's".into(),
         Refusal::Ended => "this preview has ended".into(),
         Refusal::NoAccess { login, rule } => format!(
@@ -272,6 +278,15 @@ async fn finish(
     };
     let rule = check::rule_for(&app.config, &preview);
     let mut answer = match app.login.access.may_enter(&person, &preview, rule).await {
+        crate::login::access::Answer::Allowed
+            if !app.login.handoffs.may_mint(&person.login, now) =>
+        {
+            page(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-ins",
+                "You signed in to previews too often this minute; try again in a minute.",
+            )
+        }
         crate::login::access::Answer::Allowed => {
             let code = check::handoff(&app.login, person, &original.host, now);
             redirect(&original.url_without_passes(Some((HANDOFF_PARAM, &code))))
@@ -307,9 +322,36 @@ async fn finish(
     answer
 }
 
-/// `/auth/signout`: forgets the sign-in on previewd's host (a preview host's session ends
-/// with its lifetime, or at once when access is revoked at GitHub and the cache expires).
-pub async fn signout(State(app): State<Arc<App>>) -> Response {
+/// `GET /auth/signout`: a page with the button that signs out (a `POST`, so that no other
+/// site's link or image signs anyone out).
+pub async fn signout_page() -> Response {
+    page(
+        StatusCode::OK,
+        "Sign out",
+        "<form method=\"post\" action=\"/auth/signout\"><button type=\"submit\">Sign out of \
+         previewd</button></form>",
+    )
+}
+
+/// `POST /auth/signout`: forgets the sign-in on previewd's host (a preview host's session
+/// ends with its lifetime, or once access is revoked at GitHub and the cache expires).
+/// Only from previewd's own pages: a browser's `Sec-Fetch-Site` or `Origin` says so.
+pub async fn signout(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let same_site = text("sec-fetch-site").is_none_or(|site| site == "same-origin")
+        && text("origin").is_none_or(|origin| {
+            app.config
+                .public_url
+                .as_deref()
+                .is_some_and(|public| public.trim_end_matches('/') == origin)
+        });
+    if !same_site {
+        return page(
+            StatusCode::FORBIDDEN,
+            "Sign out",
+            "Sign out from previewd's own page: <a href=\"/auth/signout\">/auth/signout</a>.",
+        );
+    }
     let https = app.login.flow.https();
     let mut answer = page(
         StatusCode::OK,

@@ -289,6 +289,8 @@ impl Ingress {
             "ignore_invalid_headers on;",
             "default_type text/html;",
             "server_tokens off;",
+            // Preview hosts are ~70 characters; ingress-nginx sizes this itself.
+            "server_names_hash_bucket_size 256;",
             "uninitialized_variable_warn off;",
             "server_name_in_redirect off;",
             "port_in_redirect off;",

@@ -455,7 +455,7 @@ def check_edge(emu, pd, base):
     m, spec = ingress["metadata"], ingress["spec"]
     host = SLUG + ".preview.example.com"
     annotations = m.get("annotations") or {}
-    assert annotations.get("nginx.ingress.kubernetes.io/auth-url") == base + "/auth/check", annotations
+    assert annotations.get("nginx.ingress.kubernetes.io/auth-url") == base + "/auth/check?host=" + host, annotations
     assert annotations.get("nginx.ingress.kubernetes.io/auth-signin") == base + "/auth/signin", annotations
     assert annotations.get("nginx.ingress.kubernetes.io/auth-response-headers") == "X-Auth-Request-User", annotations
     assert not [k for k in annotations if "auth-cache" in k], annotations

@@ -118,10 +118,10 @@ async fn forged_proxy_headers_name_no_other_host() {
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    // The session names its host; claiming another host with it gets nothing.
-    let (status, _, _) = world
+    // The session names its host; claiming another host with it gets a sign-in, no pass.
+    let (status, headers, _) = world
         .get(
-            "/auth/check",
+            "/auth/forward",
             &[
                 ("x-forwarded-host", &other),
                 ("x-forwarded-proto", "https"),
@@ -129,7 +129,21 @@ async fn forged_proxy_headers_name_no_other_host() {
             ],
         )
         .await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(status, StatusCode::FOUND);
+    assert!(location(&headers).contains("/auth/signin?rd="));
+    // And a client's own `X-Original-URL` is not what a forwarding proxy's check reads.
+    let (status, headers, _) = world
+        .get(
+            "/auth/forward",
+            &[
+                ("x-forwarded-host", &other),
+                ("x-original-url", &world.url("/")),
+                ("x-forwarded-proto", "https"),
+                ("cookie", &session),
+            ],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FOUND, "{headers:?}");
 }
 
 #[tokio::test]
@@ -201,7 +215,7 @@ async fn an_expired_session_signs_in_again() {
 }
 
 #[tokio::test]
-async fn a_flood_of_sign_ins_is_answered_429_not_passed_to_github() {
+async fn one_pending_sign_in_reaches_github_once_however_often_it_is_replayed() {
     let world = World::new("repo").await;
     world.github_user("alice", 1001);
     let (_, headers, _) = world
@@ -216,18 +230,115 @@ async fn a_flood_of_sign_ins_is_answered_429_not_passed_to_github() {
         .next()
         .unwrap()
         .to_owned();
-    let mut busy = 0;
-    for i in 0..140 {
+    let mut refused = 0;
+    for i in 0..50 {
         let (status, _, _) = world
             .get(
                 &format!("/auth/callback?code=flood-{i}&state={state}"),
                 &[("cookie", &pending)],
             )
             .await;
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            busy += 1;
+        if status == StatusCode::BAD_REQUEST {
+            refused += 1;
         }
     }
-    assert_eq!(busy, 20, "120 exchanges a minute reach GitHub, no more");
-    assert_eq!(world.github.count("POST", "/login/oauth/access_token"), 120);
+    assert_eq!(refused, 49, "a state is used once");
+    assert_eq!(world.github.count("POST", "/login/oauth/access_token"), 1);
+}
+
+#[tokio::test]
+async fn a_request_naming_another_preview_than_the_server_it_reached_is_refused() {
+    // ingress-nginx routes by the request line (`GET https://PRIVATE/ HTTP/1.1`) but names
+    // the `Host` header (`Host: PUBLIC`) in `X-Original-URL`; the Ingress pins its host.
+    let world = World::new("public").await;
+    let other = second_preview(&world).await;
+    let (status, _, _) = world
+        .get(
+            &format!("/auth/check?host={other}"),
+            &[("x-original-url", &world.url("/admin"))],
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = world
+        .get(
+            &format!("/auth/check?host={}", world.host),
+            &[("x-original-url", &world.url("/admin"))],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "the host the Ingress pins");
+}
+
+#[tokio::test]
+async fn a_code_someone_else_minted_never_replaces_who_is_signed_in() {
+    let world = World::new("repo").await;
+    let victim = session_of(&world, "alice").await;
+    world.github.sign_in_as("mallory", 666);
+    world.github.grant("mallory", "read");
+    let attackers = world.sign_in(&world.url("/account")).await;
+    let (status, headers) = world.check(&attackers.back, Some(&victim)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(user(&headers).as_deref(), Some("alice"));
+    assert!(
+        headers.get("set-cookie").is_none(),
+        "the victim's session stays"
+    );
+}
+
+#[tokio::test]
+async fn envoy_reads_the_code_in_the_query_it_appends() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in(&world.url("/a")).await;
+    let query = signed.back.split_once('?').unwrap().1.to_owned();
+    let request = Request::get(format!("/auth/forward/a?{query}"))
+        .header("host", world.host.as_str())
+        .header("x-forwarded-proto", "https")
+        .body(Body::empty())
+        .unwrap();
+    let (status, headers, _) = world.app.answer(request).await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert_eq!(location(&headers), world.url("/a"));
+    assert!(set_cookie(&headers, "__Host-previewd").is_some());
+}
+
+#[tokio::test]
+async fn signing_out_takes_previewds_own_page_not_another_sites_link() {
+    let world = World::new("repo").await;
+    let (status, _, _) = world.get("/auth/signout", &[]).await;
+    assert_eq!(status, StatusCode::OK, "the page with the button");
+    let request = |site: &str| {
+        Request::post("/auth/signout")
+            .header("host", "127.0.0.1:8080")
+            .header("sec-fetch-site", site)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, headers, _) = world.app.answer(request("cross-site")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(headers.get("set-cookie").is_none());
+    let (status, headers, _) = world.app.answer(request("same-origin")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(set_cookie(&headers, "previewd-login").is_some());
+}
+
+#[tokio::test]
+async fn one_account_cannot_mint_codes_without_end() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed_in = world.sign_in(&world.url("/")).await.signed_in.unwrap();
+    let mut limited = 0;
+    for _ in 0..40 {
+        let (status, _, _) = world
+            .get(
+                &format!("/auth/signin?rd={}", enc(&world.url("/"))),
+                &[("cookie", &signed_in)],
+            )
+            .await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            limited += 1;
+        }
+    }
+    assert_eq!(limited, 11, "30 codes a minute, the first at sign-in");
 }

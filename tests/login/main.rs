@@ -10,6 +10,7 @@ mod attacks;
 mod check;
 mod dashboard;
 mod flow;
+mod nginx;
 mod shares;
 
 use axum::body::Body;
