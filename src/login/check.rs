@@ -176,14 +176,12 @@ async fn claim(
         .filter_map(|value| login.sealer.open::<Session>(Purpose::Session, value))
         .find(|session| session.host == original.host && now < session.exp);
     match held.map(|session| session.who) {
-        Some(Who::Share { share }) => {
-            // A share session counts while its share does; then a sign-in may follow.
-            if share_valid(state, &share, preview, now).await? {
-                return Ok(Claim::Held(Who::Share { share }));
-            }
+        // A share session counts while its share does; then a sign-in may follow.
+        Some(Who::Share { share }) if share_valid(state, &share, preview, now).await? => {
+            return Ok(Claim::Held(Who::Share { share }));
         }
+        Some(Who::Share { .. }) | None => {}
         Some(person) => return Ok(Claim::Held(person)),
-        None => {}
     }
     if let Some(code) = original.param(HANDOFF_PARAM)
         && let Some(handoff) = login.sealer.open::<Handoff>(Purpose::Handoff, code)
