@@ -106,6 +106,18 @@ impl Validator {
             ));
         }
         let configured_url = raw.values.text("public_url").is_some();
+        if let Some(i) = repos.iter().position(|r| r.app.service.is_some())
+            && !configured_url
+        {
+            // The loopback guess is this host's own: no cluster's ingress reaches it.
+            return Err(self.invalid(
+                &format!("repos[{i}].app_service"),
+                "public_url is not set, and the preview's Ingress asks previewd's check there"
+                    .into(),
+                "public_url = \"https://previewd.example.com\", reachable from every \
+                 cluster's ingress controller",
+            ));
+        }
         let public_url = self.public_url(&raw, listen)?;
         let github = self.github(&raw)?;
         let login = self.login(&raw, public_url.as_deref())?;

@@ -156,10 +156,14 @@ app_chart = "deploy/chart"
     /// No `public_url` configured: the loopback guess (`http://127.0.0.1:8080`) is this
     /// host's, and an ingress controller asking it would ask itself. No Ingress then.
     #[test]
-    fn without_a_configured_public_url_there_is_no_ingress() {
-        let config =
-            config(&CONFIG.replace("public_url = \"https://previewd.example.com/\"\n", ""));
-        assert!(config.public_url.is_some(), "the loopback guess");
-        assert!(helpers(&config, "octo/app#7").get("ingress").is_none());
+    fn without_a_configured_public_url_no_ingress_is_promised() {
+        // The loopback guess is no address a cluster's ingress reaches: refused at start
+        // rather than rendered without the Ingress the repository asks for.
+        let refused = Config::from_toml(
+            &CONFIG.replace("public_url = \"https://previewd.example.com/\"\n", ""),
+            Vec::new(),
+        )
+        .unwrap_err();
+        assert!(refused.to_string().contains("app_service"), "{refused}");
     }
 }

@@ -171,7 +171,7 @@ pub async fn share(
             ))
         })?;
     tracing::info!(preview = %key, expires_at = until, "share link made through the API");
-    let link = share_link(&app.login, &share.id, host, true);
+    let link = share_link(&app.login, &share.id, host, app.login.flow.https());
     Ok(secret_answer(
         StatusCode::CREATED,
         json!({"link": link, "expires_at": until}),
@@ -195,7 +195,7 @@ pub async fn shares(
             .iter()
             .map(|share| {
                 json!({
-                    "link": share_link(&app.login, &share.id, host, true),
+                    "link": share_link(&app.login, &share.id, host, app.login.flow.https()),
                     "created_by": share.created_by,
                     "created_at": share.created_at,
                     "expires_at": share.expires_at,

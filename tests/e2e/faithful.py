@@ -663,7 +663,8 @@ def wait_walk(binary, python, emulator):
     gh = GitHub()
     pd = Previewd(binary, work)
     try:
-        prepare(emu, pd, work, "shared", '[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
+        prepare(emu, pd, work, "shared", 'public_url = "http://127.0.0.1:%d"\n' % pd.port
+                + '[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
                 + config("shared", ["bin/migrate"]) + 'wait_for = ["build-image"]\n')
 
         def helpers_done():

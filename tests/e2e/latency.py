@@ -280,7 +280,8 @@ def main():
     watch = Watcher(emu.base)
     rows, ok = [], False
     try:
-        F.prepare(emu, pd, work, "shared", '[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
+        F.prepare(emu, pd, work, "shared", 'public_url = "http://127.0.0.1:%d"\n' % pd.port
+                  + '[github]\ntoken = "e2e"\napi_url = "%s"\n' % gh.url
                   + F.config("shared", ["bin/migrate"]))
         cols = ("pr", "total", "argocd", "added", "to_helpers", "gate", "to_state", "to_report", "helpers",
                 "app", "idle")
