@@ -5,20 +5,11 @@ use super::*;
 /// A second live preview of the same repository (#3), and its host.
 async fn second_preview(world: &World) -> String {
     world
-        .app
-        .send(
-            &Delivery::fixture("pull_request.opened")
+        .open(
+            Delivery::fixture("pull_request.opened")
                 .number(3)
                 .guid("opened-3"),
         )
-        .await;
-    std::sync::Arc::new(common::directory_reconciler(&world.app))
-        .pass()
-        .await
-        .unwrap();
-    world
-        .app
-        .scalar("SELECT json_extract(names, '$.host') FROM previews WHERE number = 3")
         .await
 }
 
@@ -218,18 +209,7 @@ async fn an_expired_session_signs_in_again() {
 async fn one_pending_sign_in_reaches_github_once_however_often_it_is_replayed() {
     let world = World::new("repo").await;
     world.github_user("alice", 1001);
-    let (_, headers, _) = world
-        .get(&format!("/auth/signin?rd={}", enc(&world.url("/"))), &[])
-        .await;
-    let pending = set_cookie(&headers, "previewd-oauth").unwrap();
-    let state = location(&headers)
-        .split("state=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_owned();
+    let (pending, state) = world.start_sign_in(&world.url("/")).await;
     let mut refused = 0;
     for i in 0..50 {
         let (status, _, _) = world

@@ -137,18 +137,7 @@ async fn sign_in_is_refused_when_github_refuses_the_code() {
     let world = World::new("repo").await;
     world.github_user("alice", 1001);
     world.github.grant("alice", "read");
-    let (_, headers, _) = world
-        .get(&format!("/auth/signin?rd={}", enc(&world.url("/"))), &[])
-        .await;
-    let pending = set_cookie(&headers, "previewd-oauth").unwrap();
-    let state = location(&headers)
-        .split("state=")
-        .nth(1)
-        .unwrap()
-        .split('&')
-        .next()
-        .unwrap()
-        .to_owned();
+    let (pending, state) = world.start_sign_in(&world.url("/")).await;
     let (status, _, page) = world
         .get(
             &format!("/auth/callback?code=made-up&state={state}"),

@@ -46,15 +46,25 @@ impl World {
             url = github.url,
         );
         let app = TestApp::start_with(&toml).await;
-        app.send(&Delivery::fixture("pull_request.opened")).await;
-        std::sync::Arc::new(common::directory_reconciler(&app))
+        let mut world = Self {
+            app,
+            github,
+            host: String::new(),
+        };
+        world.host = world.open(Delivery::fixture("pull_request.opened")).await;
+        world
+    }
+
+    /// The preview `delivery` opens, applied by the directory reconciler; its host.
+    pub async fn open(&self, delivery: Delivery) -> String {
+        self.app.send(&delivery).await;
+        std::sync::Arc::new(common::directory_reconciler(&self.app))
             .pass()
             .await
             .unwrap();
-        let host: String = app
-            .scalar("SELECT json_extract(names, '$.host') FROM previews")
-            .await;
-        Self { app, github, host }
+        self.app
+            .scalar("SELECT json_extract(names, '$.host') FROM previews ORDER BY id DESC LIMIT 1")
+            .await
     }
 
     /// A check as ingress-nginx sends it for `url`, with `cookie`.
@@ -183,6 +193,21 @@ impl World {
             "http://127.0.0.1:8080/auth/callback",
         );
         self.github.sign_in_as(login, id);
+    }
+
+    /// A sign-in started for `rd` and left at GitHub's door: the pending cookie and the
+    /// OAuth `state` it holds.
+    pub async fn start_sign_in(&self, rd: &str) -> (String, String) {
+        let (_, headers, _) = self.get(&format!("/auth/signin?rd={}", enc(rd)), &[]).await;
+        let pending = set_cookie(&headers, "previewd-oauth").expect("a pending cookie");
+        let to = location(&headers);
+        let state = to
+            .split("state=")
+            .nth(1)
+            .expect("a state")
+            .split('&')
+            .next();
+        (pending, state.unwrap_or_default().to_owned())
     }
 
     /// The browser's way: the preview's sign-in link, GitHub's authorize, the callback.
