@@ -56,7 +56,9 @@ pub struct Session {
 /// The one-time code from sign-in to the preview host (`Purpose::Handoff`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Handoff {
-    pub who: Person,
+    /// A person signed in at GitHub, or a share link's holder (its pass opened on
+    /// previewd's host, so the pass itself never reaches the preview's host).
+    pub who: Who,
     pub host: String,
     pub nonce: String,
     pub exp: i64,

@@ -108,6 +108,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/auth/forward/{*rest}", axum::routing::any(auth::forward))
         .route("/auth/signin", get(auth::signin))
         .route("/auth/callback", get(auth::callback))
+        .route("/auth/share", get(auth::share_page).post(auth::share))
         .route("/auth/signout", get(auth::signout_page).post(auth::signout));
     Router::new()
         .route("/webhooks/github", post(github_webhook))

@@ -515,7 +515,13 @@ async fn run(app: &TestApp, line: &str, comment_id: u64) -> (String, String) {
 }
 
 /// The forward-auth check as ingress-nginx asks it for `url`: the status.
-async fn check(app: &TestApp, url: &str) -> u16 {
+/// A share link opened as a browser opens it, then the preview's check of where previewd
+/// sent it: the check's status, or previewd's refusal of the link.
+async fn check(app: &TestApp, link: &str) -> u16 {
+    let (status, location) = app.open_share_link(link).await;
+    let Some(url) = location else {
+        return status.as_u16();
+    };
     let request = axum::http::Request::get("/auth/check")
         .header("host", "127.0.0.1:8080")
         .header("x-original-url", url)
@@ -589,15 +595,18 @@ async fn a_writers_share_command_makes_a_link_the_pr_never_sees_and_unshare_revo
     let listed: Value = serde_json::from_str(&body).unwrap();
     let link = listed["shares"][0]["link"].as_str().unwrap().to_owned();
     assert!(
-        link.starts_with(&format!("https://{}/?__previewd_share=", host(&app).await)),
+        link.starts_with(&format!(
+            "http://127.0.0.1:8080/auth/share?rd=http%3A%2F%2F{}%2F#",
+            host(&app).await.replace('-', "%2D").replace('.', "%2E")
+        )),
         "{link}"
     );
     assert_eq!(listed["shares"][0]["expires_at"], now + 2 * 86_400);
     assert_eq!(check(&app, &link).await, 200, "the link opens the preview");
-    let pass = link.split('=').nth(1).unwrap();
+    let pass = link.split('#').nth(1).unwrap();
     let said = everything_said(&app).await;
     assert!(
-        !said.contains(pass) && !said.contains("__previewd_share"),
+        !said.contains(pass) && !said.contains("/auth/share"),
         "a link in a reply, the history or a page: {said}"
     );
     let stored: i64 = app
@@ -818,7 +827,7 @@ async fn share_and_unshare_through_the_api_are_guarded_like_destroy_and_document
     assert_eq!(unshared, "20 share link(s) revoked");
     let (_, body) = post(&app, "/api/previews/codertocat/hello-world/2/unshare").await;
     assert_eq!(body, r#"{"revoked":0}"#);
-    assert!(!everything_said(&app).await.contains("__previewd_share"));
+    assert!(!everything_said(&app).await.contains("/auth/share"));
 }
 
 /// Destroy revokes: the link stops at once (the preview is ending), stays revoked when a

@@ -16,6 +16,9 @@ use super::Person;
 
 /// Answers kept at once (person × repository).
 const MAX_ANSWERS: usize = 50_000;
+/// A look-up that failed is not asked again for this long: a stream of requests for one
+/// person and repository costs GitHub one call while it fails.
+const FAILED_FOR: Duration = Duration::from_secs(30);
 
 /// GitHub's answer for one person and repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +41,8 @@ pub struct Access {
     ttl: Duration,
     answers: std::sync::Mutex<HashMap<Key, (Instant, bool)>>,
     flights: std::sync::Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+    /// Look-ups that failed lately, and why.
+    failed: std::sync::Mutex<HashMap<Key, (Instant, String)>>,
     /// Look-ups sent to GitHub (for the metrics and the tests).
     pub lookups: AtomicU64,
 }
@@ -49,6 +54,7 @@ impl Access {
             ttl,
             answers: Default::default(),
             flights: Default::default(),
+            failed: Default::default(),
             lookups: AtomicU64::new(0),
         }
     }
@@ -92,6 +98,10 @@ impl Access {
         if let Some(allowed) = self.fresh(&key) {
             return allowed.into();
         }
+        let failed = self.failed.lock().expect("failed").get(&key).cloned();
+        if let Some((_, why)) = failed.filter(|(at, _)| at.elapsed() < FAILED_FOR) {
+            return self.stale_or(&key, why);
+        }
         let asked = self.ask(&key, installation, rule).await;
         self.flights.lock().expect("flights").remove(&key);
         match asked {
@@ -99,15 +109,29 @@ impl Access {
                 self.keep(key, allowed);
                 allowed.into()
             }
-            Err(why) => match self.answers.lock().expect("answers").get(&key) {
-                // While GitHub fails, an answer serves one more cache period: someone removed
-                // there is out within twice `login.access_cache`, even then.
-                Some((at, allowed)) if at.elapsed() < self.ttl * 2 => {
-                    tracing::warn!(reason = %why, "GitHub not asked: the last answer serves");
-                    (*allowed).into()
+            Err(why) => {
+                let mut failed = self.failed.lock().expect("failed");
+                if failed.len() >= MAX_ANSWERS {
+                    failed.retain(|_, (at, _)| at.elapsed() < FAILED_FOR);
                 }
-                _ => Answer::Unknown(why),
-            },
+                if failed.len() < MAX_ANSWERS {
+                    failed.insert(key.clone(), (Instant::now(), why.clone()));
+                }
+                drop(failed);
+                self.stale_or(&key, why)
+            }
+        }
+    }
+
+    /// While GitHub fails, an answer serves one more cache period: someone removed there is
+    /// out within twice `login.access_cache`, even then.
+    fn stale_or(&self, key: &Key, why: String) -> Answer {
+        match self.answers.lock().expect("answers").get(key) {
+            Some((at, allowed)) if at.elapsed() < self.ttl * 2 => {
+                tracing::warn!(reason = %why, "GitHub not asked: the last answer serves");
+                (*allowed).into()
+            }
+            _ => Answer::Unknown(why),
         }
     }
 
@@ -124,7 +148,11 @@ impl Access {
         if answers.len() >= MAX_ANSWERS {
             answers.retain(|_, (at, _)| at.elapsed() < self.ttl);
             if answers.len() >= MAX_ANSWERS {
-                answers.clear();
+                // Still full of fresh answers: the oldest tenth goes, not everyone's.
+                let mut ages: Vec<Instant> = answers.values().map(|(at, _)| *at).collect();
+                ages.sort_unstable();
+                let cut = ages[ages.len() / 10];
+                answers.retain(|_, (at, _)| *at > cut);
             }
         }
         answers.insert(key, (Instant::now(), allowed));

@@ -9,8 +9,8 @@ use crate::config::{Access as Rule, Config};
 use crate::db::{self, login::HostPreview};
 
 use super::access::Answer;
-use super::original::{HANDOFF_PARAM, Original, Proxy, SHARE_PARAM, Unreadable};
-use super::{Handoff, Login, Person, Purpose, Session, SharePass, Who};
+use super::original::{HANDOFF_PARAM, Original, Proxy, Unreadable};
+use super::{Handoff, Login, Purpose, Session, SharePass, Who};
 
 /// The session cookie on a preview host served over https: `__Host-` keeps it host-only
 /// (no `Domain`, `Path=/`, `Secure`), so no sibling host can set one in its place.
@@ -189,14 +189,7 @@ async fn claim(
         && now < handoff.exp
         && login.handoffs.take(&handoff.nonce, handoff.exp, now)
     {
-        return Ok(Claim::Fresh(Who::Person(handoff.who)));
-    }
-    if let Some(pass) = original.param(SHARE_PARAM)
-        && let Some(pass) = login.sealer.open::<SharePass>(Purpose::Share, pass)
-        && pass.host == original.host
-        && share_valid(state, &pass.share, preview, now).await?
-    {
-        return Ok(Claim::Fresh(Who::Share { share: pass.share }));
+        return Ok(Claim::Fresh(handoff.who));
     }
     Ok(Claim::Nobody)
 }
@@ -237,7 +230,7 @@ pub fn session_cookie(value: &str, https: bool, max_age: i64) -> String {
 }
 
 /// The hand-off code for `who` to `host`, good for [`super::HANDOFF_TTL`].
-pub fn handoff(login: &Login, who: Person, host: &str, now: i64) -> String {
+pub fn handoff(login: &Login, who: Who, host: &str, now: i64) -> String {
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).expect("the system's random source");
     login.sealer.seal(
@@ -251,8 +244,11 @@ pub fn handoff(login: &Login, who: Person, host: &str, now: i64) -> String {
     )
 }
 
-/// A share link to `host` (`scheme` `https` or `http`) naming share `share`.
-pub fn share_link(login: &Login, share: &str, host: &str, https: bool) -> String {
+/// A share link to `host` naming share `share`: previewd's share page, the pass in the
+/// fragment (`#`), which browsers never send to a server, so no proxy or server logs it and
+/// the preview's host never sees it; the page posts it back to previewd, which answers with
+/// a one-time hand-off code to the preview (`https` or not: the preview's scheme).
+pub fn share_link(login: &Login, public_url: &str, share: &str, host: &str, https: bool) -> String {
     let pass = login.sealer.seal(
         Purpose::Share,
         &SharePass {
@@ -260,8 +256,10 @@ pub fn share_link(login: &Login, share: &str, host: &str, https: bool) -> String
             host: host.to_owned(),
         },
     );
+    let preview = format!("{}://{host}/", if https { "https" } else { "http" });
     format!(
-        "{}://{host}/?{SHARE_PARAM}={pass}",
-        if https { "https" } else { "http" }
+        "{}/auth/share?rd={}#{pass}",
+        public_url.trim_end_matches('/'),
+        percent_encoding::utf8_percent_encode(&preview, percent_encoding::NON_ALPHANUMERIC)
     )
 }

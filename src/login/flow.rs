@@ -120,6 +120,22 @@ impl Flow {
         })
     }
 
+    /// The preview hosts as CSP sources (`https://*.<domain>`, any port on plain-http
+    /// trials): a form posted to previewd that is answered with a redirect to a preview
+    /// must name them in `form-action`, which browsers apply to the redirect too.
+    pub fn preview_sources(&self) -> String {
+        let (scheme, port) = if self.https() {
+            ("https", "")
+        } else {
+            ("http", ":*")
+        };
+        self.domains
+            .iter()
+            .map(|domain| format!("{scheme}://*.{domain}{port}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// Whether sign-in is configured (`login.client_id`).
     pub fn enabled(&self) -> bool {
         self.client.is_some()
@@ -189,7 +205,8 @@ impl Flow {
         Ok((authorize, pending))
     }
 
-    /// The pending sign-in the browser holds, when `state` is its own and not used yet.
+    /// The pending sign-in the browser holds, when `state` is its own (used up by
+    /// `exchange`).
     pub fn resume(
         &self,
         sealer: &Sealer,
@@ -202,18 +219,27 @@ impl Flow {
             .find(|pending| {
                 now < pending.exp && bool::from(pending.state.as_bytes().ct_eq(state.as_bytes()))
             })
-            .filter(|pending| self.states.take(&pending.state, pending.exp, now))
             .ok_or(FlowError::BadState)
     }
 
-    /// GitHub's code → a user token → who signed in (the token is dropped).
-    pub async fn exchange(&self, code: &str) -> Result<Person, FlowError> {
+    /// GitHub's code → a user token → who signed in (the token is dropped). `pending`'s
+    /// state is used up once the exchange has its turn (not before: a flood answered 429
+    /// uses up no one's sign-in, and fills nothing).
+    pub async fn exchange(
+        &self,
+        code: &str,
+        pending: &Pending,
+        now: i64,
+    ) -> Result<Person, FlowError> {
         let (Some(client), Some(web), Some(api), Some(public_url)) =
             (&self.client, &self.web, &self.api, &self.public_url)
         else {
             return Err(FlowError::Off);
         };
         let _permit = self.turn().await?;
+        if !self.states.take(&pending.state, pending.exp, now) {
+            return Err(FlowError::BadState);
+        }
         let token: TokenAnswer = ask(
             web,
             http::Request::builder()

@@ -40,14 +40,10 @@ pub async fn list_previews(
     let after = after
         .as_ref()
         .map(|(repo, number)| (repo.as_str(), *number));
-    let now = app.clock.now();
-    let mut page = view::page(&app.state, &app.config, now, &filters, limit, after)
+    let page = viewer
+        .page(&app, &filters, limit, after)
         .await
         .map_err(Error::State)?;
-    // A person sees what they can read; the cursor still walks every preview.
-    page.previews = viewer
-        .keep_readable(&app, page.previews, |p| p.repo.as_str())
-        .await;
     Ok(Json(page))
 }
 
@@ -58,19 +54,17 @@ pub async fn one_preview(
 ) -> Result<Json<Detail>, Error> {
     let Path((owner, repo, number)) = path?;
     let repo = format!("{owner}/{repo}").to_ascii_lowercase();
-    if !viewer.may_read(&app, &repo).await {
-        return Err(Error::NotFound(
-            "previewd has no record of this pull request",
-        ));
-    }
     let now = app.clock.now();
-    view::detail(&app.state, &app.config, now, &repo, i64::from(number))
+    // The state first: GitHub is asked only about repositories previewd has records of.
+    let detail = view::detail(&app.state, &app.config, now, &repo, i64::from(number))
         .await
-        .map_err(Error::State)?
-        .map(Json)
-        .ok_or(Error::NotFound(
+        .map_err(Error::State)?;
+    match detail {
+        Some(detail) if viewer.may_read(&app, &repo).await => Ok(Json(detail)),
+        _ => Err(Error::NotFound(
             "previewd has no record of this pull request",
-        ))
+        )),
+    }
 }
 
 /// `GET /api/templates`: every generation of every repository's template database (#16).
@@ -171,7 +165,13 @@ pub async fn share(
             ))
         })?;
     tracing::info!(preview = %key, expires_at = until, "share link made through the API");
-    let link = share_link(&app.login, &share.id, host, app.login.flow.https());
+    let link = share_link(
+        &app.login,
+        app.config.public_url.as_deref().unwrap_or(""),
+        &share.id,
+        host,
+        app.login.flow.https(),
+    );
     Ok(secret_answer(
         StatusCode::CREATED,
         json!({"link": link, "expires_at": until}),
@@ -195,11 +195,17 @@ pub async fn shares(
             .iter()
             .map(|share| {
                 json!({
-                    "link": share_link(&app.login, &share.id, host, app.login.flow.https()),
-                    "created_by": share.created_by,
-                    "created_at": share.created_at,
-                    "expires_at": share.expires_at,
-                })
+                                "link": share_link(
+                    &app.login,
+                    app.config.public_url.as_deref().unwrap_or(""),
+                    &share.id,
+                    host,
+                    app.login.flow.https(),
+                ),
+                                "created_by": share.created_by,
+                                "created_at": share.created_at,
+                                "expires_at": share.expires_at,
+                            })
             })
             .collect(),
         None => Vec::new(),

@@ -15,6 +15,7 @@ use crate::db;
 use crate::login::check::{self, Asked, Refusal, Verdict, cookies};
 use crate::login::flow::{Flow, FlowError, PENDING_COOKIE, SIGNED_IN_COOKIE};
 use crate::login::original::{HANDOFF_PARAM, Original, Proxy};
+use crate::login::{Purpose, SharePass, Who};
 use crate::server::app::App;
 
 use super::error::Error;
@@ -153,6 +154,21 @@ pub async fn signin(
     let login = &app.login;
     let now = app.clock.now();
     let https = login.flow.https();
+    // A browser's own navigation only: a sibling preview's page could otherwise load this
+    // as an image, with the sign-in cookie, and spend the person's hand-off codes.
+    let fetched = |name: &str, wanted: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .is_none_or(|value| value == wanted)
+    };
+    if !(fetched("sec-fetch-mode", "navigate") && fetched("sec-fetch-dest", "document")) {
+        return page(
+            StatusCode::FORBIDDEN,
+            "Sign-in",
+            "Sign-in starts from the preview's address, opened in the browser.",
+        );
+    }
     let Some(rd) = query.rd else {
         return page(
             StatusCode::BAD_REQUEST,
@@ -213,7 +229,7 @@ pub async fn callback(
         Ok(back) => back,
         Err(e) => return flow_page(&e),
     };
-    let person = match login.flow.exchange(&code).await {
+    let person = match login.flow.exchange(&code, &pending, now).await {
         Ok(person) => person,
         Err(e) => {
             tracing::info!(reason = %e, "sign-in failed");
@@ -288,7 +304,7 @@ async fn finish(
             )
         }
         crate::login::access::Answer::Allowed => {
-            let code = check::handoff(&app.login, person, &original.host, now);
+            let code = check::handoff(&app.login, Who::Person(person), &original.host, now);
             redirect(&original.url_without_passes(Some((HANDOFF_PARAM, &code))))
         }
         crate::login::access::Answer::Refused => page(
@@ -322,15 +338,154 @@ async fn finish(
     answer
 }
 
+/// What the share page runs: the pass from the fragment into the form, posted at once.
+const SHARE_SCRIPT: &str = "var p=location.hash.slice(1);if(p){document.getElementById('pass').value=p;\
+history.replaceState(null,'',location.pathname+location.search);document.forms[0].submit();}";
+
+#[derive(Deserialize)]
+pub struct ShareQuery {
+    rd: Option<String>,
+}
+
+/// `GET /auth/share?rd=<the preview>#<pass>`: a share link lands here; the page posts the
+/// pass (which only the browser has read) back, so no log anywhere holds it.
+pub async fn share_page(State(app): State<Arc<App>>, Query(query): Query<ShareQuery>) -> Response {
+    use base64::Engine;
+    use sha2::Digest;
+    let rd = query.rd.unwrap_or_default();
+    let mut answer = page(
+        StatusCode::OK,
+        "Opening the preview",
+        &format!(
+            "<form method=\"post\" action=\"/auth/share\"><input type=\"hidden\" id=\"pass\" \
+             name=\"pass\"><input type=\"hidden\" name=\"rd\" value=\"{}\"><button \
+             type=\"submit\">Open the preview</button></form><noscript>This page needs JavaScript \
+             to read the link.</noscript><script>{SHARE_SCRIPT}</script>",
+            escape(&rd)
+        ),
+    );
+    let hash = base64::engine::general_purpose::STANDARD
+        .encode(sha2::Sha256::digest(SHARE_SCRIPT.as_bytes()));
+    if let Ok(policy) = HeaderValue::from_str(&format!(
+        "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+         frame-ancestors 'none'; base-uri 'none'; form-action 'self' {}",
+        app.login.flow.preview_sources()
+    )) {
+        answer
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    answer.headers_mut().insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    answer
+}
+
+/// `POST /auth/share` (`pass`, `rd`): a valid share's pass becomes a one-time hand-off
+/// code to its preview (at `rd` when that is an address of the same host).
+pub async fn share(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
+    let now = app.clock.now();
+    let field = |name: &str| {
+        std::str::from_utf8(&body).ok().and_then(|text| {
+            text.split('&').find_map(|pair| {
+                let (key, value) = pair.split_once('=')?;
+                (key == name).then(|| {
+                    percent_encoding::percent_decode_str(&value.replace('+', " "))
+                        .decode_utf8_lossy()
+                        .into_owned()
+                })
+            })
+        })
+    };
+    let gone = || {
+        page(
+            StatusCode::UNAUTHORIZED,
+            "This link does not open the preview",
+            "It has expired or was revoked. Ask a writer for a new one \
+             (<code>/preview share 24h</code>), or sign in with GitHub.",
+        )
+    };
+    let Some(pass) =
+        field("pass").and_then(|pass| app.login.sealer.open::<SharePass>(Purpose::Share, &pass))
+    else {
+        return gone();
+    };
+    let preview = match db::login::preview_by_host(&app.state, &pass.host).await {
+        Ok(Some(preview)) if preview.live => preview,
+        Ok(_) => {
+            return page(
+                StatusCode::FORBIDDEN,
+                "No such preview",
+                "This preview has ended.",
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the state could not be read");
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again",
+                "previewd could not read its state.",
+            );
+        }
+    };
+    match db::login::share(&app.state, &pass.share).await {
+        Ok(Some(row)) if row.preview_id == preview.id && row.is_valid(now) => {}
+        _ => return gone(),
+    }
+    if !app
+        .login
+        .handoffs
+        .may_mint(&format!("share:{}", pass.share), now)
+    {
+        return page(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many openings",
+            "This link was opened too often this minute; try again in a minute.",
+        );
+    }
+    let https = app.login.flow.https();
+    let back = field("rd")
+        .and_then(|rd| match app.login.flow.return_to(&rd) {
+            Ok(crate::login::flow::Return::Preview(original)) if original.host == pass.host => {
+                Some(original)
+            }
+            _ => None,
+        })
+        .map_or_else(
+            || format!("{}://{}/", if https { "https" } else { "http" }, pass.host),
+            |original| original.url_without_passes(None),
+        );
+    let back = Original::from_url(&back).map_or(back.clone(), |original| {
+        let code = check::handoff(
+            &app.login,
+            Who::Share { share: pass.share },
+            &pass.host,
+            now,
+        );
+        original.url_without_passes(Some((HANDOFF_PARAM, &code)))
+    });
+    redirect(&back)
+}
+
 /// `GET /auth/signout`: a page with the button that signs out (a `POST`, so that no other
 /// site's link or image signs anyone out).
 pub async fn signout_page() -> Response {
-    page(
+    let mut answer = page(
         StatusCode::OK,
         "Sign out",
         "<form method=\"post\" action=\"/auth/signout\"><button type=\"submit\">Sign out of \
          previewd</button></form>",
-    )
+    );
+    // The dashboard's policy allows no form at all; this page's one posts here.
+    answer.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; \
+             base-uri 'none'; form-action 'self'",
+        ),
+    );
+    answer
 }
 
 /// `POST /auth/signout`: forgets the sign-in on previewd's host (a preview host's session

@@ -35,8 +35,14 @@ pub async fn index(
     let read = async {
         let filters = Default::default();
         // One more than shown: a full last page links to no empty one after it.
-        let page = view::page(&app.state, &app.config, now, &filters, limit + 1, after).await?;
-        let live = crate::db::count_previews(&app.state).await?;
+        let page = viewer.page(&app, &filters, limit + 1, after).await?;
+        // A person is told how many they see, never how many there are.
+        let live = match viewer {
+            Viewer::Operator => crate::db::count_previews(&app.state).await?,
+            Viewer::Person(_) => {
+                i64::try_from(page.previews.len().min(limit as usize)).unwrap_or(i64::MAX)
+            }
+        };
         let destroyed =
             crate::db::recently_destroyed(&app.state, crate::db::RECENTLY_DESTROYED_SHOWN).await?;
         let destroyed: Vec<Destroyed> = destroyed.into_iter().map(Destroyed::from).collect();
@@ -44,8 +50,6 @@ pub async fn index(
         anyhow::Ok((page, live, destroyed, templates))
     };
     let (mut page, live, destroyed, templates) = read.await.map_err(|e| Error::State(e).page())?;
-    // A person sees what they can read (the count and the next page's cursor stay the
-    // whole state's).
     let destroyed = viewer
         .keep_readable(&app, destroyed, |d| d.repo.as_str())
         .await;
@@ -58,9 +62,6 @@ pub async fn index(
         Some(last) if more => Some(view::cursor_after(&last.repo, last.number)),
         _ => None,
     };
-    page.previews = viewer
-        .keep_readable(&app, page.previews, |p| p.repo.as_str())
-        .await;
     let listed = dashboard::Listed {
         previews: &page.previews,
         live,
@@ -78,14 +79,15 @@ pub async fn preview(
     Path((owner, repo, number)): Path<(String, String, i64)>,
 ) -> Result<Response, Error> {
     let full = format!("{owner}/{repo}");
-    if !viewer.may_read(&app, &full.to_ascii_lowercase()).await {
-        return Err(Error::NotFound("previewd has no record of this pull request").page());
-    }
     let now = app.clock.now();
+    // The state first: GitHub is asked only about repositories previewd has records of.
     let detail = view::detail(&app.state, &app.config, now, &full, number)
         .await
         .map_err(|e| Error::State(e).page())?
         .ok_or(Error::NotFound("previewd has no record of this pull request").page())?;
+    if !viewer.may_read(&app, &full.to_ascii_lowercase()).await {
+        return Err(Error::NotFound("previewd has no record of this pull request").page());
+    }
     let access = full
         .parse()
         .ok()

@@ -21,6 +21,7 @@ use crate::login::check::cookies;
 use crate::login::flow::{Flow, SIGNED_IN_COOKIE};
 use crate::preview::RepoName;
 use crate::server::app::App;
+use crate::view::{self, Filters, Page};
 
 use super::error::Error;
 
@@ -66,6 +67,61 @@ impl Viewer {
             }
         }
         kept
+    }
+}
+
+/// Pages a person's reading walks through at most for one answer: a reader who can see
+/// few of many previews gets a short page (and a cursor after the last one shown) rather
+/// than a walk over the whole state.
+const MAX_PAGES_WALKED: usize = 10;
+
+impl Viewer {
+    /// A page of previews this reader may see, `limit` at most, after `after`, and the
+    /// cursor after the last one shown when more may follow. For a person, both are made of
+    /// readable rows only: a cursor or a count computed before the filter named the
+    /// repositories and numbers of previews they may not see.
+    pub async fn page(
+        &self,
+        app: &App,
+        filters: &Filters,
+        limit: u32,
+        after: Option<(&str, i64)>,
+    ) -> anyhow::Result<Page> {
+        let now = app.clock.now();
+        if *self == Viewer::Operator {
+            return view::page(&app.state, &app.config, now, filters, limit, after).await;
+        }
+        let mut shown = Vec::new();
+        let mut cursor = after.map(|(repo, number)| (repo.to_owned(), number));
+        let mut more = false;
+        for _ in 0..MAX_PAGES_WALKED {
+            let at = cursor
+                .as_ref()
+                .map(|(repo, number)| (repo.as_str(), *number));
+            let page = view::page(&app.state, &app.config, now, filters, limit, at).await?;
+            let next = page.next.as_deref().map(view::parse_cursor).transpose()?;
+            shown.extend(
+                self.keep_readable(app, page.previews, |p| p.repo.as_str())
+                    .await,
+            );
+            more = next.is_some();
+            if shown.len() >= limit as usize || next.is_none() {
+                break;
+            }
+            cursor = next;
+        }
+        if shown.len() > limit as usize {
+            shown.truncate(limit as usize);
+            more = true;
+        }
+        let next = match shown.last() {
+            Some(last) if more => Some(view::cursor_after(&last.repo, last.number)),
+            _ => None,
+        };
+        Ok(Page {
+            previews: shown,
+            next,
+        })
     }
 }
 

@@ -93,6 +93,31 @@ impl TestApp {
         }
     }
 
+    /// A share link followed as a browser follows it: its page on previewd's host posts
+    /// the pass from the fragment back; previewd's answer, and where it sends the browser
+    /// (the preview, with a one-time code) when it does.
+    pub async fn open_share_link(&self, link: &str) -> (StatusCode, Option<String>) {
+        let (_, after_host) = link.split_once("/auth/share").expect("a share link");
+        let (query, pass) = after_host
+            .split_once('#')
+            .expect("the pass in the fragment");
+        let rd = query
+            .strip_prefix("?rd=")
+            .map(|rd| rd.split('&').next().unwrap_or_default())
+            .unwrap_or_default();
+        let request = Request::post("/auth/share")
+            .header("host", "127.0.0.1:8080")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(format!("pass={pass}&rd={rd}")))
+            .unwrap();
+        let (status, headers, _) = self.answer(request).await;
+        let location = headers
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        (status, location)
+    }
+
     pub fn pool(&self) -> &SqlitePool {
         self.app.state.pool()
     }

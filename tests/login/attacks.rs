@@ -322,3 +322,50 @@ async fn one_account_cannot_mint_codes_without_end() {
     }
     assert_eq!(limited, 11, "30 codes a minute, the first at sign-in");
 }
+
+#[tokio::test]
+async fn the_sign_out_page_may_post_its_own_form() {
+    let world = World::new("repo").await;
+    let (_, headers, page) = world.get("/auth/signout", &[]).await;
+    assert!(page.contains("<form method=\"post\" action=\"/auth/signout\">"));
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("form-action 'self'"), "{policy}");
+}
+
+#[tokio::test]
+async fn a_sibling_previews_page_cannot_spend_a_persons_codes() {
+    let world = World::new("repo").await;
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed_in = world.sign_in(&world.url("/")).await.signed_in.unwrap();
+    for _ in 0..40 {
+        let (status, _, _) = world
+            .get(
+                &format!("/auth/signin?rd={}", enc(&world.url("/"))),
+                &[
+                    ("cookie", &signed_in),
+                    ("sec-fetch-site", "same-site"),
+                    ("sec-fetch-mode", "no-cors"),
+                    ("sec-fetch-dest", "image"),
+                ],
+            )
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+    }
+    let (status, headers, _) = world
+        .get(
+            &format!("/auth/signin?rd={}", enc(&world.url("/"))),
+            &[
+                ("cookie", &signed_in),
+                ("sec-fetch-mode", "navigate"),
+                ("sec-fetch-dest", "document"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::FOUND,
+        "the person's own sign-in still works"
+    );
+    assert!(location(&headers).contains("__previewd="));
+}

@@ -91,3 +91,97 @@ async fn a_sign_in_reads_but_never_destroys_or_scrapes() {
         "an API client without either"
     );
 }
+
+/// A live preview of acme/secret#7; its host.
+async fn secret_preview(world: &World) -> String {
+    world
+        .open(
+            Delivery::fixture("pull_request.opened")
+                .number(7)
+                .guid("opened-secret-7")
+                .edit(|j| {
+                    j["repository"]["full_name"] = "acme/secret".into();
+                    j["repository"]["name"] = "secret".into();
+                    j["repository"]["owner"]["login"] = "acme".into();
+                    j["pull_request"]["head"]["repo"]["full_name"] = "acme/secret".into();
+                    j["pull_request"]["base"]["repo"]["full_name"] = "acme/secret".into();
+                }),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn no_cursor_count_or_filter_names_a_preview_the_reader_cannot_read() {
+    // Found by the second attack review: the cursor (base64 of `number:repo`) and the
+    // count were the whole state's, a reader's filter applied after them.
+    let world = world().await;
+    secret_preview(&world).await;
+    world.github_user("mallory", 666); // reads nothing
+    let mallory = world.sign_in("/").await.signed_in.unwrap();
+    let (status, _, body) = world
+        .get("/api/previews?limit=1", &[("cookie", &mallory)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, r#"{"previews":[],"next":null}"#);
+    for repo in ["acme/secret", "acme/nothing"] {
+        let (_, _, body) = world
+            .get(
+                &format!("/api/previews?limit=1&repo={repo}"),
+                &[("cookie", &mallory)],
+            )
+            .await;
+        assert_eq!(body, r#"{"previews":[],"next":null}"#, "{repo}");
+    }
+    let (_, _, page) = world.get("/?limit=1", &[("cookie", &mallory)]).await;
+    assert!(page.contains("0 live"), "what the reader sees: {page}");
+    assert!(!page.contains("cursor="), "no next page: {page}");
+    // The operator's token still pages through everything.
+    let bearer = format!("Bearer {TOKEN}");
+    let (_, _, body) = world
+        .get("/api/previews?limit=1", &[("authorization", &bearer)])
+        .await;
+    assert!(body.contains("\"next\":\""), "{body}");
+}
+
+#[tokio::test]
+async fn a_signed_in_stranger_cannot_spend_previewds_github_budget() {
+    let world = world().await;
+    world.github_user("mallory", 666);
+    let mallory = world.sign_in("/").await.signed_in.unwrap();
+    let asked = || {
+        world
+            .github
+            .count("GET", "/collaborators/mallory/permission")
+    };
+    let before = asked();
+    for i in 0..50 {
+        let (status, _, _) = world
+            .get(
+                &format!("/api/previews/someone/repo-{i}/1"),
+                &[("cookie", &mallory)],
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(asked(), before, "no record, no question to GitHub");
+    world.github.fail(common::github::Fault::get(
+        "/collaborators/mallory/permission",
+        502,
+        "Bad gateway",
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(1100)); // past access_cache
+    let before = asked();
+    for _ in 0..20 {
+        world
+            .get(
+                "/api/previews/codertocat/hello-world/2",
+                &[("cookie", &mallory)],
+            )
+            .await;
+    }
+    assert!(
+        asked() - before <= 3,
+        "a failing look-up is not repeated for every request: {}",
+        asked() - before
+    );
+}
