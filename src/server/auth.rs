@@ -157,6 +157,30 @@ fn page(status: StatusCode, title: &str, body_html: &str) -> Response {
     answer
 }
 
+/// The live preview `host` serves, or the page saying there is none (403: an ended
+/// preview admits no one, as the check says) or that the state could not be read.
+async fn live_preview(app: &App, host: &str) -> Result<crate::db::login::HostPreview, Response> {
+    match crate::db::login::preview_by_host(&app.state, host).await {
+        Ok(Some(preview)) if preview.live => Ok(preview),
+        Ok(_) => Err(page(
+            StatusCode::FORBIDDEN,
+            "No such preview",
+            &format!(
+                "{} is not a live preview's address; the preview may have ended.",
+                crate::dashboard::escape(host)
+            ),
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "the state could not be read");
+            Err(page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Try again",
+                "previewd could not read its state.",
+            ))
+        }
+    }
+}
+
 fn redirect(location: &str) -> Response {
     let mut answer = StatusCode::FOUND.into_response();
     if let Ok(location) = HeaderValue::from_str(location) {

@@ -16,7 +16,7 @@ use crate::login::original::{HANDOFF_PARAM, Original};
 use crate::login::{Purpose, SharePass, Who};
 use crate::server::app::App;
 
-use super::{page, redirect};
+use super::{live_preview, page, redirect};
 
 /// What the share page runs: the pass from the fragment into the form, posted at once.
 const SHARE_SCRIPT: &str = "var p=location.hash.slice(1);if(p){document.getElementById('pass').value=p;\
@@ -91,23 +91,9 @@ pub async fn share(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Resp
     else {
         return gone();
     };
-    let preview = match db::login::preview_by_host(&app.state, &pass.host).await {
-        Ok(Some(preview)) if preview.live => preview,
-        Ok(_) => {
-            return page(
-                StatusCode::FORBIDDEN,
-                "No such preview",
-                "This preview has ended.",
-            );
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "the state could not be read");
-            return page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again",
-                "previewd could not read its state.",
-            );
-        }
+    let preview = match live_preview(&app, &pass.host).await {
+        Ok(preview) => preview,
+        Err(page) => return page,
     };
     match db::login::share(&app.state, &pass.share).await {
         Ok(Some(row)) if row.preview_id == preview.id && row.is_valid(now) => {}

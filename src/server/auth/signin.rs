@@ -10,14 +10,13 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use crate::dashboard::escape;
-use crate::db;
 use crate::login::Who;
 use crate::login::check::{self, cookies};
 use crate::login::flow::{Flow, FlowError, PENDING_COOKIE, SIGNED_IN_COOKIE};
 use crate::login::original::HANDOFF_PARAM;
 use crate::server::app::App;
 
-use super::{clear, cookie, cookie_name, page, redirect, set_cookie};
+use super::{clear, cookie, cookie_name, live_preview, page, redirect, set_cookie};
 
 #[derive(Deserialize)]
 pub struct SignInQuery {
@@ -151,26 +150,9 @@ async fn finish(
             return answer;
         }
     };
-    let preview = match db::login::preview_by_host(&app.state, &original.host).await {
-        Ok(Some(preview)) if preview.live => preview,
-        Ok(_) => {
-            return page(
-                StatusCode::NOT_FOUND,
-                "No such preview",
-                &format!(
-                    "{} is not a live preview's address.",
-                    escape(&original.host)
-                ),
-            );
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "the state could not be read");
-            return page(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Try again",
-                "previewd could not read its state.",
-            );
-        }
+    let preview = match live_preview(app, &original.host).await {
+        Ok(preview) => preview,
+        Err(page) => return page,
     };
     let rule = check::rule_for(&app.config, &preview);
     let mut answer = match app.login.access.may_enter(&person, &preview, rule).await {
