@@ -7,7 +7,10 @@ use crate::config::Access;
 use crate::intent::OptOut;
 use crate::preview::{Desired, EndReason, ObservedState, PreviewKey};
 
+mod access;
 mod gates;
+use access::shared;
+pub use access::way_in;
 pub use gates::opted_out;
 
 /// Finds our sticky comment again (with the bot's login): GitHub keeps HTML comments hidden.
@@ -185,22 +188,6 @@ pub fn status(view: &StatusView) -> String {
         out += "\nTo keep it longer comment `/preview extend 2d`; `/preview help` lists every command.\n";
     }
     out
-}
-
-/// How a reviewer gets into a preview of `repo` under `rule`: the login in front of it.
-pub fn way_in(rule: Access, repo: &str) -> String {
-    let ask = "or ask a writer for a share link: `/preview share 24h`";
-    match rule {
-        Access::Repo => format!(
-            "Sign in with GitHub (people who can read {}), {ask}",
-            escape(repo)
-        ),
-        Access::Org => format!(
-            "Sign in with GitHub (members of the {} organisation), {ask}",
-            escape(repo.split_once('/').map_or(repo, |(owner, _)| owner))
-        ),
-        Access::Public => "Open to anyone, no sign-in".into(),
-    }
 }
 
 /// A deployment status description (GitHub allows 140 characters).
@@ -517,41 +504,6 @@ fn verb(command: Command) -> &'static str {
         Command::Share(_) => "share",
         Command::Unshare => "unshare",
     }
-}
-
-/// The reply to a share: that a link was made, until when, and where a writer gets it;
-/// never the link (a PR comment is public to everyone who reads the PR, and kept).
-fn shared(
-    at: &str,
-    until: i64,
-    now: i64,
-    cap: Option<ShareCap>,
-    preview: &PreviewKey,
-    public_url: Option<&str>,
-) -> String {
-    let capped = match cap {
-        None => "",
-        Some(ShareCap::Longest) => ", the longest a share link lasts",
-        Some(ShareCap::PreviewExpiry) => ", when the preview expires: a link never outlives it",
-    };
-    let path = format!(
-        "{}/{}/{}",
-        preview.repo.owner(),
-        preview.repo.name(),
-        preview.number
-    );
-    let base = public_url.unwrap_or("").trim_end_matches('/');
-    let page = match public_url {
-        Some(_) => format!("[previewd's dashboard page of this PR]({base}/previews/{path})"),
-        None => format!("previewd's dashboard page of this PR (`/previews/{path}`)"),
-    };
-    format!(
-        "{at}: made a share link to this preview, valid until {}{capped}. \
-         Whoever holds it gets in without signing in, so it is not posted here: \
-         a writer gets it from previewd's API with the API token, `GET {base}/api/previews/{path}/shares`; \
-         {page} shows how many links are valid and until when. `/preview unshare` revokes every link.",
-        when(until, now)
-    )
 }
 
 /// `2026-12-01 14:00 UTC`.
