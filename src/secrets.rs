@@ -107,6 +107,24 @@ fn pbkdf2_sha256(password: &[u8], salt: &[u8], rounds: u32) -> [u8; 32] {
     salted
 }
 
+/// The hash RabbitMQ stores for `password` under `rabbit_password_hashing_sha256` (its
+/// default): base64 of a 4-byte salt followed by SHA-256(salt ++ password), as its
+/// management API takes it in `PUT /api/users/{name}` (`password_hash`, rabbitmq-server
+/// deps/rabbit/src/rabbit_password.erl `hash/2`, `salted_hash/3`). The provisioner creates
+/// the preview's broker user from this, and never sees the password.
+pub fn rabbitmq_password_hash(password: &str, salt: [u8; 4]) -> String {
+    use base64::Engine;
+    use sha2::{Digest, Sha256};
+    let mut bytes = salt.to_vec();
+    bytes.extend_from_slice(
+        &Sha256::new()
+            .chain_update(salt)
+            .chain_update(password)
+            .finalize(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
 /// The database Secrets of a preview, for the configured database mode (none when off).
 pub fn database(
     config: &Config,
@@ -365,6 +383,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// RabbitMQ's own worked example (rabbitmq.com docs/passwords, "Computing Password
+    /// Hash": salt 0x908DC60A, password `test12`); tests/messaging.rs logs in on a real broker.
+    #[test]
+    fn broker_password_hashes_follow_rabbitmqs_worked_example() {
+        assert_eq!(
+            rabbitmq_password_hash("test12", [0x90, 0x8d, 0xc6, 0x0a]),
+            "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"
+        );
     }
 
     const EXPECTED_VERIFIER: &str = "SCRAM-SHA-256$4096:cHJldmlld2Qtc2FsdC0xNg==$SN4FLGCc/zuie0vFvV43DnjJjt6KYKcFUWX7nxqKzdM=:rZ4twhi/lgrmXKRViQHoqCDPYA+T5hKDePzT76Yxprc=";
