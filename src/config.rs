@@ -43,6 +43,8 @@ pub struct Config {
     pub tls: TlsConfig,
     pub dns: DnsConfig,
     pub login: LoginConfig,
+    pub mail: MailConfig,
+    pub messaging: MessagingConfig,
 }
 
 /// Signing in to previews (`[login]`): GitHub's OAuth web flow, completed on `public_url`.
@@ -316,6 +318,68 @@ pub struct AppConfig {
     pub template: Option<TemplatePolicy>,
     /// Where the preview's Ingress sends people; `None`: no Ingress.
     pub service: Option<AppService>,
+    /// `mail = true`: a mail catcher per preview; `None`: no mail settings.
+    pub mail: Option<MailPolicy>,
+    /// `messaging = "rabbitmq"`: a vhost and user of the preview's own on the broker.
+    pub messaging: bool,
+}
+
+/// A repository's mail (`[[repos]] mail = true`, `mail_relay`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MailPolicy {
+    /// The only addresses the catcher relays to, through `[mail] relay_host`; empty: none.
+    pub relay_to: Vec<String>,
+}
+
+/// `[mail]`: the catcher previews with `mail = true` get.
+#[derive(Debug, Clone)]
+pub struct MailConfig {
+    pub image: String,
+    /// Messages the catcher keeps (the oldest go first).
+    pub max_messages: u32,
+    /// Where allowed recipients' mail is relayed; `None`: nothing leaves a preview.
+    pub relay: Option<MailRelay>,
+}
+
+/// The operator's SMTP relay (`mail.relay_host`), which must accept mail unauthenticated
+/// from the preview namespaces (no credential is put where PR code runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailRelay {
+    pub host: String,
+    pub port: u16,
+    pub starttls: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessagingMode {
+    /// A vhost and user on a shared RabbitMQ, made by Jobs through its management API.
+    Shared,
+    /// The messaging-topology-operator's `Vhost`, `User` and `Permission`.
+    Operator,
+}
+
+/// `[messaging]`: the broker previews with `messaging = "rabbitmq"` get a vhost on.
+#[derive(Debug, Clone)]
+pub struct MessagingConfig {
+    pub mode: MessagingMode,
+    /// shared: the provisioner namespace (admin credentials, Jobs); operator: the
+    /// RabbitmqCluster's, where the topology objects live.
+    pub namespace: String,
+    /// shared: the Secret with RABBITMQ_MANAGEMENT_URL, RABBITMQ_ADMIN_USER and _PASSWORD.
+    pub admin_secret: String,
+    /// The broker as previews reach it (AMQP).
+    pub host: String,
+    pub port: u16,
+    /// shared: the Jobs' image (sh and curl).
+    pub image: String,
+    /// operator: the RabbitmqCluster.
+    pub cluster: String,
+    /// Connections a preview's vhost may hold.
+    pub max_connections: u32,
+    /// Queues a preview's vhost may hold.
+    pub max_queues: u32,
+    /// Bytes each of its queues may hold (an operator policy the preview cannot change).
+    pub max_queue_bytes: u64,
 }
 
 /// How a repository's template database is kept (`[[repos]] database_template = true`).
@@ -484,6 +548,7 @@ mod keys;
 mod login;
 mod raw;
 mod repos;
+mod services;
 mod validate;
 
 pub use explain::{Explained, Setting, Source};

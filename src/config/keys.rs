@@ -151,6 +151,31 @@ pub const KEYS: &[Key] = &[
     key("tls.ca_key", Text, Says("none"), "the preview CA's key (with `tls.ca_cert`)"),
     key("dns.enabled", Flag, Is("true"), "DNSEndpoint for clusters with an `ingress_target`"),
     key("dns.ttl", Text, Is("5m"), "the DNS records' TTL"),
+    key("mail.image", Text, Is("axllent/mailpit:v1.27.4"),
+        "the mail catcher (Mailpit: SMTP, and a web inbox at `/__mail/` on the preview's host)"),
+    key("mail.max_messages", Number, Is("500"), "messages a preview's catcher keeps (the oldest go)"),
+    key("mail.relay_host", Text, Says("none: no mail ever leaves a preview"),
+        "an SMTP relay for `[[repos]] mail_relay` recipients, accepting mail from the preview \
+         namespaces without credentials"),
+    key("mail.relay_port", Number, Is("587"), "the relay's port"),
+    key("mail.relay_starttls", Flag, Is("true"), "STARTTLS to the relay"),
+    key("messaging.mode", Text, Is("shared"),
+        "`shared` (Jobs through a RabbitMQ's management API) or `operator` (the \
+         messaging-topology-operator's `Vhost`, `User`, `Permission`)"),
+    key("messaging.namespace", Text, Says("`previewd-system` (`rabbitmq` for operator)"),
+        "shared: the provisioner namespace (admin Secret, Jobs); operator: the RabbitmqCluster's"),
+    key("messaging.admin_secret", Text, Is("rabbitmq-admin"),
+        "shared: the Secret with `RABBITMQ_MANAGEMENT_URL`, `RABBITMQ_ADMIN_USER`, \
+         `RABBITMQ_ADMIN_PASSWORD`"),
+    key("messaging.host", Text, Says("`rabbitmq.<namespace>.svc`"), "the broker as apps reach it"),
+    key("messaging.port", Number, Is("5672"), "the broker's AMQP port"),
+    key("messaging.image", Text, Is("curlimages/curl:8.17.0"), "shared: the Jobs' image (sh and curl)"),
+    key("messaging.cluster", Text, Is("rabbitmq"), "operator: the RabbitmqCluster"),
+    key("messaging.max_connections", Number, Is("20"), "connections a preview's vhost may hold"),
+    key("messaging.max_queues", Number, Is("50"), "queues a preview's vhost may hold"),
+    key("messaging.max_queue_size", Text, Is("16MiB"),
+        "bytes each queue of a preview may hold (`MiB`, `GiB`; an operator policy the app \
+         cannot change; publishing past it is refused)"),
 ];
 
 /// The array tables, whose fields are checked by their own structs; the table lists them
@@ -184,6 +209,13 @@ const TABLES: &[(&str, &str, &str)] = &[
     ("`[[repos]]` `app_service`", "none: no Ingress",
         "`NAME:PORT` (a port number or name): the app's Service the preview's Ingress sends \
          people to, behind the login; app charts may not publish an Ingress themselves"),
+    ("`[[repos]]` `mail`, `mail_relay`", "`false`, none",
+        "a mail catcher per preview (the app gets `SMTP_HOST`, `SMTP_PORT`, `SMTP_USERNAME`, \
+         `SMTP_PASSWORD`); `mail_relay` names the only addresses mail is relayed to (through \
+         `mail.relay_host`)"),
+    ("`[[repos]]` `messaging`", "none",
+        "`\"rabbitmq\"`: a vhost and user per preview on the broker of `[messaging]` (the app \
+         gets `AMQP_URL` and its parts)"),
     ("`[[repos]]` `app_chart`, `app_repo_url`", "none; `https://github.com/<owner>/<repo>.git`",
         "the app's own chart (path in the repository): its Application follows the helpers' \
          health gate"),

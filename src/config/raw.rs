@@ -82,6 +82,10 @@ pub(super) struct RawRepo {
     pub(super) template_refresh: Option<String>,
     pub(super) template_idle: Option<String>,
     pub(super) template_spares: Option<i64>,
+    pub(super) mail: Option<bool>,
+    #[serde(default)]
+    pub(super) mail_relay: Vec<String>,
+    pub(super) messaging: Option<String>,
     /// Every other entry: the keys of `[defaults]` (anything else is refused).
     #[serde(flatten)]
     rest: toml::Table,

@@ -115,9 +115,12 @@ impl Validator {
             .as_deref()
             .map(|text| self.app_service(&key("app_service"), text))
             .transpose()?;
+        let (mail, messaging) = self.services(i, r)?;
         Ok(AppConfig {
             service,
             template,
+            mail,
+            messaging,
             image: r.image.clone(),
             image_tag,
             migrate_command: r.migrate_command.clone(),

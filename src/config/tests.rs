@@ -5,6 +5,7 @@ use secrecy::ExposeSecret;
 use super::*;
 
 mod login;
+mod services;
 mod strict;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -107,6 +108,14 @@ fn every_key_has_a_variable_that_is_accepted() {
             "defaults.allow_keep" | "sweep.remove_orphans" | "chart.legacy_names" => "true",
             "defaults.max_per_repo" | "defaults.max_per_author" => "3",
             "defaults.at_cap" => "evict",
+            "mail.max_messages" | "messaging.max_connections" | "messaging.max_queues" => "7",
+            "mail.relay_port" | "messaging.port" => "2525",
+            "mail.relay_starttls" => "false",
+            "messaging.mode" => "operator",
+            "messaging.max_queue_size" => "8MiB",
+            "mail.relay_host" | "messaging.host" => "relay.example.svc",
+            "messaging.namespace" | "messaging.admin_secret" | "messaging.cluster" => "broker",
+            "mail.image" | "messaging.image" => "example.com/image:1",
             "defaults.keep_for" | "sweep.delivery_retention" => "2d",
             k if k.ends_with("ttl")
                 || k.ends_with("_before")

@@ -124,6 +124,9 @@ impl Validator {
         self.gates_can_ask(&repos, &github)?;
         let database = self.database(&raw)?;
         self.templates_need_a_database(&repos, &database)?;
+        let mail = self.mail(&raw)?;
+        self.relays_need_a_relay(&repos, &mail)?;
+        let messaging = self.messaging(&raw)?;
         Ok(Config {
             listen,
             state: raw.values.text_or_default("state").into(),
@@ -148,6 +151,8 @@ impl Validator {
                 ttl: self.duration_of(&raw, "dns.ttl")?,
             },
             login,
+            mail,
+            messaging,
         })
     }
 
@@ -403,12 +408,22 @@ impl Validator {
     /// A size such as `512MiB` or `5GiB`, in bytes: at least 64 MiB (an empty database holds
     /// about 8), at most 1 PiB.
     fn size(&self, key: &str, text: &str) -> Result<u64, ConfigError> {
+        self.size_from(key, text, 64)
+    }
+
+    /// A size such as `512MiB` or `5GiB`, in bytes: at least `floor_mib` MiB, at most 1 PiB.
+    pub(super) fn size_from(
+        &self,
+        key: &str,
+        text: &str,
+        floor_mib: u64,
+    ) -> Result<u64, ConfigError> {
         const MIB: u64 = 1 << 20;
         let refuse = || {
             self.invalid(
                 key,
                 format!("{text:?} is not a size"),
-                "a whole number of MiB, GiB or TiB, from 64MiB, such as `5GiB`",
+                &format!("a whole number of MiB, GiB or TiB, from {floor_mib}MiB, such as `5GiB`"),
             )
         };
         let (digits, unit) = text.split_at(
@@ -425,7 +440,7 @@ impl Validator {
             .parse::<u64>()
             .ok()
             .and_then(|n| n.checked_mul(unit))
-            .filter(|bytes| (64 * MIB..=MIB << 30).contains(bytes))
+            .filter(|bytes| (floor_mib * MIB..=MIB << 30).contains(bytes))
             .ok_or_else(refuse)
     }
 
