@@ -342,7 +342,7 @@ async fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Re
             return Ok(());
         }
     }
-    let sealed = sealed_secrets(config, cluster, names)?;
+    let sealed = sealed_secrets(config, &pr.key.repo, cluster, names)?;
     let instance = instance(config).await?;
     let rendered = crate::render::preview(&pr.preview(cluster), names, config, &sealed, &instance)?;
     let applications = [
@@ -415,6 +415,7 @@ fn render_projects(config: &Config, out: Option<&Path>) -> anyhow::Result<()> {
 /// hand; without one, rendering goes on without them and says so.
 fn sealed_secrets(
     config: &Config,
+    repo: &crate::preview::RepoName,
     cluster: &str,
     names: &crate::naming::Names,
 ) -> anyhow::Result<Vec<crate::render::SealedSecret>> {
@@ -439,6 +440,7 @@ fn sealed_secrets(
     let lifetime = i64::try_from(config.defaults.max_lifetime.as_secs())?;
     crate::secrets::for_preview(
         config,
+        &config.app_for(repo),
         names,
         ca.as_ref(),
         now,

@@ -68,6 +68,14 @@ pub struct SecretNames {
     /// A template generation's (#16), beside its database Jobs: the TOKEN its size Job
     /// reports with.
     pub report: String,
+    /// In the preview namespace: SMTP_* for the app, and the catcher's login (`mail`).
+    pub mail: String,
+    /// In the preview namespace: AMQP_URL and its parts (`messaging`).
+    pub amqp: String,
+    /// In the provisioner namespace (shared messaging): the broker user's PASSWORD_HASH.
+    pub amqp_hash: String,
+    /// In the RabbitmqCluster's namespace (operator messaging): the User's credentials.
+    pub amqp_user: String,
 }
 
 impl SecretNames {
@@ -78,6 +86,10 @@ impl SecretNames {
             database_role: format!("{}-db-role", names.slug),
             tls: format!("{}-tls", names.slug),
             report: format!("{}-db-report", names.slug),
+            mail: format!("{}-mail", names.slug),
+            amqp: format!("{}-amqp", names.slug),
+            amqp_hash: format!("{}-amqp-hash", names.slug),
+            amqp_user: format!("{}-amqp-user", names.slug),
         }
     }
 }

@@ -6,10 +6,13 @@ use std::collections::BTreeMap;
 
 use rand::{CryptoRng, Rng, RngCore};
 
-use crate::config::{Config, DatabaseMode};
+use crate::config::{AppConfig, Config, DatabaseMode};
 use crate::naming::Names;
 use crate::render::SecretNames;
 use crate::seal::{Scope, SecretSpec, template};
+
+mod services;
+pub use services::{SMTP_PORT, SMTP_USERNAME, mail, mail_service, messaging, services_missing};
 
 /// 32 characters of [A-Za-z0-9]: about 190 bits, and nothing to escape in a URL.
 pub fn password(rng: &mut (impl RngCore + CryptoRng)) -> String {
@@ -229,10 +232,12 @@ pub fn report_token_matches(token: &str, digest: &[u8]) -> bool {
     bool::from(report_digest(token).as_slice().ct_eq(digest))
 }
 
-/// Every Secret a preview gets: its database credentials and, with a preview CA, its TLS
-/// certificate (valid through `valid_until` plus the CA's margin).
+/// Every Secret a preview gets: its database credentials, its mail and broker logins (as
+/// its repository asks) and, with a preview CA, its TLS certificate (valid through
+/// `valid_until` plus the CA's margin).
 pub fn for_preview(
     config: &Config,
+    app: &AppConfig,
     names: &Names,
     ca: Option<&crate::ca::PreviewCa>,
     now: i64,
@@ -240,6 +245,8 @@ pub fn for_preview(
     rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<Vec<SecretSpec>, crate::ca::CaError> {
     let mut secrets = database(config, names, rng);
+    secrets.extend(mail(app, names, rng));
+    secrets.extend(messaging(config, app, names, rng));
     if let Some(ca) = ca {
         let issued = ca.issue(&names.host, now, valid_until)?;
         secrets.push(
@@ -449,6 +456,7 @@ mod tests {
             .unwrap();
             let secrets = for_preview(
                 &config,
+                &AppConfig::default(),
                 &names(),
                 Some(&ca),
                 0,

@@ -437,25 +437,38 @@ pub(super) fn secret_to_store(secret: &crate::render::SealedSecret) -> String {
 /// A preview's newly sealed values (sealed and public ones: a secret's plaintext never gets
 /// here), stored with the ledger's intent of the apply that first carries them.
 pub struct NewSecrets {
-    rows: Vec<(String, String, &'static str, String)>,
-    fingerprint: String,
+    /// namespace, name, scope, stored values, and the certificate they were sealed for.
+    rows: Vec<(String, String, &'static str, String, String)>,
 }
 
 impl NewSecrets {
     pub fn new(secrets: &[crate::render::SealedSecret], fingerprint: &str) -> Self {
+        Self::adding(&[], secrets, fingerprint)
+    }
+
+    /// The stored values, each with its own certificate, and `added` sealed now for
+    /// `fingerprint` (the Secrets of a service a repository turned on after its previews
+    /// were first sealed).
+    pub fn adding(
+        stored: &[(crate::render::SealedSecret, String)],
+        added: &[crate::render::SealedSecret],
+        fingerprint: &str,
+    ) -> Self {
+        let row = |s: &crate::render::SealedSecret, fingerprint: &str| {
+            (
+                s.namespace.clone(),
+                s.name.clone(),
+                s.scope,
+                secret_to_store(s),
+                fingerprint.to_owned(),
+            )
+        };
         Self {
-            rows: secrets
+            rows: stored
                 .iter()
-                .map(|s| {
-                    (
-                        s.namespace.clone(),
-                        s.name.clone(),
-                        s.scope,
-                        secret_to_store(s),
-                    )
-                })
+                .map(|(s, fingerprint)| row(s, fingerprint))
+                .chain(added.iter().map(|s| row(s, fingerprint)))
                 .collect(),
-            fingerprint: fingerprint.to_owned(),
         }
     }
 
@@ -472,13 +485,13 @@ impl NewSecrets {
             "INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
-        for (namespace, name, scope, stored) in &self.rows {
+        for (namespace, name, scope, stored, fingerprint) in &self.rows {
             insert.execute(params![
                 id,
                 namespace,
                 name,
                 scope,
-                self.fingerprint,
+                fingerprint,
                 stored,
                 now
             ])?;

@@ -189,7 +189,26 @@ impl Reconciler {
             .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
         let stored = db::sealed_secrets(&self.state, row.id)?;
         if !stored.is_empty() {
-            return Ok((stored.into_iter().map(|(secret, _)| secret).collect(), None));
+            // Mail or messaging turned on after the preview was first sealed: theirs only.
+            let app = self.config.app_for(&row.key.repo);
+            let names_stored: Vec<&str> = stored.iter().map(|(s, _)| s.name.as_str()).collect();
+            let added = crate::secrets::services_missing(
+                &self.config,
+                &app,
+                names,
+                &names_stored,
+                &mut rand::rngs::OsRng,
+            );
+            if added.is_empty() {
+                return Ok((stored.into_iter().map(|(secret, _)| secret).collect(), None));
+            }
+            let added = added
+                .iter()
+                .map(|spec| crate::seal::seal_secret(cert, spec))
+                .collect::<Result<Vec<_>, _>>()?;
+            let new = db::NewSecrets::adding(&stored, &added, &cert.fingerprint);
+            let all = stored.into_iter().map(|(secret, _)| secret).chain(added);
+            return Ok((all.collect(), Some(new)));
         }
         // A certificate that outlives any extension: no preview may run past max_lifetime.
         let repo = row.key.repo.clone();
@@ -200,6 +219,7 @@ impl Reconciler {
         let valid_until = now.saturating_add(i64::try_from(policy.max_lifetime.as_secs())?);
         let specs = crate::secrets::for_preview(
             &self.config,
+            &self.config.app_for(&repo),
             names,
             self.ca.as_ref(),
             now,
