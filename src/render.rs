@@ -181,7 +181,11 @@ fn dns_target<'a>(config: &Config, cluster: &'a Cluster) -> Option<&'a String> {
 /// the drop Job and its ConfigMap would stay.
 fn finalizers(values: &Value) -> Value {
     let mut finalizers = vec![CASCADE_FINALIZER];
-    if values["database"]["mode"] != "off" && values["database"]["dropOnDelete"] == true {
+    let drops_database =
+        values["database"]["mode"] != "off" && values["database"]["dropOnDelete"] == true;
+    // The shared broker's vhost and user are deleted by a PostDelete Job too.
+    let deletes_vhost = values["messaging"]["mode"] == "shared";
+    if drops_database || deletes_vhost {
         finalizers.extend(POST_DELETE_FINALIZERS);
     }
     json!(finalizers)
@@ -278,6 +282,7 @@ pub fn app_application(
     if let Some(image) = &app.image {
         values["image"] = json!({"repository": image, "tag": tag(&app, preview)});
     }
+    services::app_values(&app, names, &mut values["preview"]);
     // The edge is the helpers' Ingress: the chart's own, if it makes one, stays off.
     if let Some(ingress) = edge::app_values(&app) {
         values["ingress"] = ingress;
@@ -341,8 +346,15 @@ pub fn values(
 ) -> Value {
     let mut values = values_of(preview, config, cluster, names, sealed);
     // Only when there is one: a preview without renders, and hashes, as before the edge.
-    if let Some(ingress) = edge::ingress(&config.app_for(&preview.key.repo), config) {
+    let app = config.app_for(&preview.key.repo);
+    if let Some(ingress) = edge::ingress(&app, config) {
         values["ingress"] = ingress;
+    }
+    if let Some(mail) = services::mail(&app, config, names) {
+        values["mail"] = mail;
+    }
+    if let Some(messaging) = services::messaging(&app, config, names, preview) {
+        values["messaging"] = messaging;
     }
     if let (Some(source), Value::Object(database)) = (&preview.template, &mut values["database"]) {
         if database["mode"] != "off" {
@@ -499,6 +511,7 @@ fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
 }
 
 mod edge;
+pub mod services;
 pub mod template;
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod common;
 mod events;
 mod objects;
 mod schemas;
+mod services;
 mod template;
 
 use std::path::{Path, PathBuf};

@@ -398,10 +398,10 @@ fn bumping_the_clone_generation_changes_the_rendering_config_map() {
 fn every_template_file_that_renders_a_hook_is_in_the_renderings_checksum() {
     let dir = format!("{ROOT}/helpers-chart/templates");
     let rendering = std::fs::read_to_string(format!("{dir}/rendering.yaml")).unwrap();
-    let listed = rendering
+    let listed: String = rendering
         .lines()
-        .find(|l| l.contains("range $file := list"))
-        .unwrap();
+        .filter(|l| l.contains("range $file := list"))
+        .collect();
     let mut hooks = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -416,8 +416,8 @@ fn every_template_file_that_renders_a_hook_is_in_the_renderings_checksum() {
         }
     }
     assert_eq!(
-        hooks, 5,
-        "database-shared, database-cnpg, migrations, seed, template-size"
+        hooks, 6,
+        "database-shared, database-cnpg, migrations, seed, template-size, messaging-shared"
     );
 }
 

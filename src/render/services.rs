@@ -1,0 +1,143 @@
+//! What a preview gets besides its database, as the chart's values: a mail catcher
+//! (`helpers-chart/templates/mail.yaml`) and a vhost and user of its own on the broker
+//! (`messaging-shared.yaml` or `messaging-operator.yaml`), and what the app's own chart is
+//! told about them. Pure.
+
+use serde_json::{Value, json};
+
+use crate::config::{AppConfig, Config, MailPolicy, MessagingMode};
+use crate::naming::Names;
+use crate::preview::Preview;
+use crate::render::SecretNames;
+
+/// Where the catcher's inbox is served on the preview's host (Mailpit's webroot), behind
+/// the preview's login like the app.
+pub const INBOX_PATH: &str = "/__mail/";
+
+/// The chart's `mail` values, for a repository with `mail = true`; `None` otherwise, so a
+/// preview without mail renders, and hashes, as before there was any.
+pub(super) fn mail(app: &AppConfig, config: &Config, names: &Names) -> Option<Value> {
+    let policy = app.mail.as_ref()?;
+    let mut mail = json!({
+        "enabled": true,
+        "name": crate::secrets::mail_service(names),
+        "secret": SecretNames::of(names).mail,
+        "image": config.mail.image,
+        "maxMessages": config.mail.max_messages,
+        "webroot": INBOX_PATH.trim_matches('/'),
+    });
+    if let (Some(relay), Some(allowed)) = (&config.mail.relay, allowed_recipients(policy)) {
+        mail["relay"] = json!({
+            "host": relay.host,
+            "port": relay.port,
+            "starttls": relay.starttls,
+            "allowedRecipients": allowed,
+        });
+    }
+    Some(mail)
+}
+
+/// The recipients a repository allows, as the one pattern the catcher matches whole
+/// addresses against (Go's RE2: the addresses are escaped, so nothing in them is a pattern);
+/// `None` when it names none, and then nothing is ever relayed.
+pub fn allowed_recipients(policy: &MailPolicy) -> Option<String> {
+    if policy.relay_to.is_empty() {
+        return None;
+    }
+    let escaped: Vec<String> = policy.relay_to.iter().map(|a| escape(a)).collect();
+    Some(format!("^({})$", escaped.join("|")))
+}
+
+/// `text` as an RE2 literal: every punctuation character escaped (RE2 accepts `\` before
+/// any of them).
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if c.is_ascii_punctuation() {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The chart's `messaging` values, for a repository with `messaging = "rabbitmq"`: the
+/// vhost and user are the slug (its hash of the full repository name keeps two
+/// repositories apart), with the bounds of `[messaging]`.
+pub(super) fn messaging(
+    app: &AppConfig,
+    config: &Config,
+    names: &Names,
+    preview: &Preview,
+) -> Option<Value> {
+    if !app.messaging {
+        return None;
+    }
+    let broker = &config.messaging;
+    let secrets = SecretNames::of(names);
+    let mut values = json!({
+        "vhost": names.slug,
+        "user": names.slug,
+        "preview": preview.key.to_string(),
+        "maxConnections": broker.max_connections,
+        "maxQueues": broker.max_queues,
+        "maxQueueBytes": broker.max_queue_bytes,
+        "secret": secrets.amqp,
+    });
+    match broker.mode {
+        MessagingMode::Shared => {
+            values["mode"] = json!("shared");
+            values["shared"] = json!({
+                "namespace": broker.namespace,
+                "adminSecret": broker.admin_secret,
+                "hashSecret": secrets.amqp_hash,
+                "image": broker.image,
+            });
+        }
+        MessagingMode::Operator => {
+            values["mode"] = json!("operator");
+            values["operator"] = json!({
+                "namespace": broker.namespace,
+                "cluster": broker.cluster,
+                "credentialsSecret": secrets.amqp_user,
+            });
+        }
+    }
+    Some(values)
+}
+
+/// What the app's chart is told: the Secrets holding SMTP_* and AMQP_*, for a repository
+/// that has them (absent otherwise, so its values stay as they were).
+pub(super) fn app_values(app: &AppConfig, names: &Names, preview: &mut Value) {
+    let secrets = SecretNames::of(names);
+    if app.mail.is_some() {
+        preview["mailSecret"] = json!(secrets.mail);
+    }
+    if app.messaging {
+        preview["messagingSecret"] = json!(secrets.amqp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(to: &[&str]) -> MailPolicy {
+        MailPolicy {
+            relay_to: to.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn no_named_recipient_means_no_relay_pattern() {
+        assert_eq!(allowed_recipients(&policy(&[])), None);
+    }
+
+    /// The same pattern, read by Python's `re` (which agrees with RE2 on escaped literals
+    /// and alternation), is what tests/mail.rs checks addresses against.
+    #[test]
+    fn the_relay_pattern_matches_the_named_addresses_whole_and_nothing_else() {
+        let pattern = allowed_recipients(&policy(&["qa@example.com", "a.b+c@x-y.org"])).unwrap();
+        assert_eq!(pattern, r"^(qa\@example\.com|a\.b\+c\@x\-y\.org)$");
+    }
+}
