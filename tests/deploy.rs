@@ -870,7 +870,7 @@ fn argocd_health_checks_follow_cloudnative_pgs_status() {
     let object = |generation: u32, status: Value| json!({"metadata": {"name": "db", "generation": generation}, "status": status});
     let mut cases = Vec::new();
     for kind in ["Database", "DatabaseRole"] {
-        let case = |name: &str, object: Value, status: &str| json!({"name": format!("{kind}: {name}"), "kind": kind, "object": object, "status": status});
+        let case = |name: &str, object: Value, status: &str| json!({"name": format!("{kind}: {name}"), "group": "postgresql.cnpg.io", "kind": kind, "object": object, "status": status});
         cases.extend([
             case(
                 "just created",
@@ -902,6 +902,99 @@ fn argocd_health_checks_follow_cloudnative_pgs_status() {
             ),
         ]);
     }
+    check_health(cases, 10);
+}
+
+/// The OperatorPolicy check (Argo CD ships none; it has Vhost, User and Permission) on the
+/// statuses the RabbitMQ messaging-topology-operator writes (v1.20.1
+/// internal/controller/topology_controller.go Reconcile, handleRMQReferenceParseError;
+/// api/v1beta1/conditions.go Ready / NotReady): Healthy only when Ready and of the current
+/// generation; a failed declare is retried with backoff, so Progressing with its message;
+/// a namespace the cluster's topology-allowed-namespaces does not allow is not retried, so
+/// Degraded.
+#[test]
+fn argocd_health_checks_follow_the_rabbitmq_topology_operators_status() {
+    let ready = |status: &str, reason: &str, message: Option<&str>| {
+        let mut condition = json!({"type": "Ready", "status": status, "reason": reason,
+                                   "lastTransitionTime": "2026-08-07T09:16:26Z"});
+        if let Some(message) = message {
+            condition["message"] = json!(message);
+        }
+        condition
+    };
+    let object = |generation: u32, status: Value| {
+        json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "OperatorPolicy",
+               "metadata": {"name": "preview-bounds", "generation": generation},
+               "spec": {"name": "preview-bounds", "vhost": "pr-1", "pattern": ".*",
+                        "applyTo": "queues", "priority": 0,
+                        "definition": {"max-length": 10000, "max-length-bytes": 10485760},
+                        "rabbitmqClusterReference": {"name": "rabbitmq"}},
+               "status": status})
+    };
+    let case = |name: &str, object: Value, status: &str| json!({"name": format!("OperatorPolicy: {name}"), "group": "rabbitmq.com", "kind": "OperatorPolicy", "object": object, "status": status});
+    let declared = ready("True", "SuccessfulCreateOrUpdate", None);
+    let cases = vec![
+        case(
+            "just created",
+            json!({"metadata": {"name": "preview-bounds", "generation": 1}}),
+            "Progressing",
+        ),
+        case(
+            "status without conditions",
+            object(1, json!({})),
+            "Progressing",
+        ),
+        case(
+            "declared",
+            object(
+                1,
+                json!({"conditions": [declared], "observedGeneration": 1}),
+            ),
+            "Healthy",
+        ),
+        case(
+            "declared an older generation",
+            object(
+                2,
+                json!({"conditions": [declared], "observedGeneration": 1}),
+            ),
+            "Progressing",
+        ),
+        case(
+            "the broker refused, to be retried",
+            object(
+                2,
+                json!({"conditions": [ready("False", "FailedCreateOrUpdate",
+                                            Some("RabbitMQ management API request failed with status code 404"))],
+                       "observedGeneration": 1}),
+            ),
+            "Progressing",
+        ),
+        case(
+            "the cluster is scaled to zero",
+            object(
+                1,
+                json!({"conditions": [ready("False", "FailedCreateOrUpdate",
+                                            Some("RabbitmqCluster is scaled to zero replicas; waiting for it to scale up"))]}),
+            ),
+            "Progressing",
+        ),
+        case(
+            "a namespace the cluster does not allow",
+            object(
+                1,
+                json!({"conditions": [ready("False", "FailedCreateOrUpdate",
+                                            Some("resource is not allowed to reference defined cluster reference. Check the namespace of the resource is allowed as part of the cluster's `rabbitmq.com/topology-allowed-namespaces` annotation"))]}),
+            ),
+            "Degraded",
+        ),
+    ];
+    check_health(cases, 7);
+}
+
+/// Runs tests/deploy/check_health.py on `cases`; all `expected` of them pass.
+fn check_health(cases: Vec<Value>, expected: usize) {
+    assert_eq!(cases.len(), expected);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cases.json");
     std::fs::write(&file, Value::from(cases).to_string()).unwrap();
@@ -912,5 +1005,8 @@ fn argocd_health_checks_follow_cloudnative_pgs_status() {
             file.display().to_string(),
         ],
     );
-    assert!(ok && text.contains("10 passed, 0 failed"), "{text}");
+    assert!(
+        ok && text.contains(&format!("{expected} passed, 0 failed")),
+        "{text}"
+    );
 }

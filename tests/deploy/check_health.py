@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs the Lua health checks of deploy/patches/argocd-cm.yaml as Argo CD does (a global `obj`, the
-script returns a table with `status` and `message`) with lupa's Lua, on the CloudNativePG
-objects given as JSON: each {"name", "kind", "object", "status"}. Prints one line per case and
-"N passed, M failed". Usage: check_health.py ARGOCD-CM.yaml CASES.json"""
+script returns a table with `status` and `message`) with lupa's Lua, on the objects given as
+JSON: each {"name", "group", "kind", "object", "status"}, the check being the key
+resource.customizations.health.<group>_<kind>. Prints one line per case and "N passed, M
+failed". Usage: check_health.py ARGOCD-CM.yaml CASES.json"""
 import json
 import sys
 
@@ -22,7 +23,7 @@ def main():
     cm = yaml.safe_load(open(sys.argv[1]))
     passed = failed = 0
     for case in json.load(open(sys.argv[2])):
-        key = "resource.customizations.health.postgresql.cnpg.io_" + case["kind"]
+        key = "resource.customizations.health.%s_%s" % (case["group"], case["kind"])
         lua = lupa.LuaRuntime(unpack_returned_tuples=True)
         lua.globals().obj = to_lua(lua, case["object"])
         result = lua.execute(cm["data"][key])
