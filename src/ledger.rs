@@ -1,7 +1,7 @@
 //! The ledger: what a preview provisioned, derived purely from its names and the
 //! configuration, and how previewd can confirm each item gone after teardown.
 
-use crate::config::{Config, DatabaseMode, TlsMode};
+use crate::config::{AppConfig, Config, DatabaseMode, MessagingMode, TlsMode};
 use crate::naming::Names;
 use crate::preview::LedgerState;
 
@@ -26,17 +26,31 @@ pub struct ApiRef {
 }
 
 /// Kinds previewd can look up on its own cluster after teardown.
+const CHECKABLE: [&str; 8] = [
+    "Namespace",
+    "DNSEndpoint",
+    "Certificate",
+    "Database",
+    "Deployment",
+    "Vhost",
+    "User",
+    "Permission",
+];
+
+/// Kinds previewd can look up on its own cluster after teardown.
 pub fn api_of(kind: &str) -> Option<ApiRef> {
     let (group, version, plural) = match kind {
         "Namespace" => ("", "v1", "namespaces"),
         "DNSEndpoint" => ("externaldns.k8s.io", "v1alpha1", "dnsendpoints"),
         "Certificate" => ("cert-manager.io", "v1", "certificates"),
         "Database" => ("postgresql.cnpg.io", "v1", "databases"),
+        "Deployment" => ("apps", "v1", "deployments"),
+        "Vhost" => ("rabbitmq.com", "v1beta1", "vhosts"),
+        "User" => ("rabbitmq.com", "v1beta1", "users"),
+        "Permission" => ("rabbitmq.com", "v1beta1", "permissions"),
         _ => return None,
     };
-    let kind = ["Namespace", "DNSEndpoint", "Certificate", "Database"]
-        .into_iter()
-        .find(|k| *k == kind)?;
+    let kind = CHECKABLE.into_iter().find(|k| *k == kind)?;
     Some(ApiRef {
         group,
         version,
@@ -58,7 +72,7 @@ pub enum Dns {
 
 /// Everything one preview's Applications make that teardown must see gone. (Sealed and TLS
 /// Secrets, Jobs and ConfigMaps live in the namespace and go with it.)
-pub fn provisioned(names: &Names, config: &Config, dns: Dns) -> Vec<Entry> {
+pub fn provisioned(names: &Names, config: &Config, app: &AppConfig, dns: Dns) -> Vec<Entry> {
     let argocd = &config.sink.argocd_namespace;
     let mut entries = vec![
         entry("Application", argocd, &names.application),
@@ -91,6 +105,27 @@ pub fn provisioned(names: &Names, config: &Config, dns: Dns) -> Vec<Entry> {
             &format!("{}-dns", names.slug),
         ));
     }
+    if app.mail.is_some() {
+        entries.push(entry(
+            "Deployment",
+            &names.slug,
+            &crate::secrets::mail_service(names),
+        ));
+    }
+    if app.messaging {
+        let broker = &config.messaging;
+        match broker.mode {
+            MessagingMode::Shared => {
+                entries.push(entry(SHARED_VHOST, &broker.host, &names.slug));
+                entries.push(entry(SHARED_USER, &broker.host, &names.slug));
+            }
+            MessagingMode::Operator => {
+                for kind in ["Vhost", "User", "Permission"] {
+                    entries.push(entry(kind, &broker.namespace, &names.slug));
+                }
+            }
+        }
+    }
     entries
 }
 
@@ -115,6 +150,12 @@ fn entry(kind: &str, namespace: &str, name: &str) -> Entry {
 /// Kubernetes object, dropped by the chart's PostDelete Job.
 pub const SHARED_DATABASE: &str = "PostgreSQL database";
 
+/// A vhost and a user on the shared RabbitMQ (`namespace` holds the broker's host): not
+/// Kubernetes objects, deleted by the chart's PostDelete Job (the user first, which closes
+/// its connections, then the vhost).
+pub const SHARED_VHOST: &str = "RabbitMQ vhost";
+pub const SHARED_USER: &str = "RabbitMQ user";
+
 /// How an item's removal is known when previewd cannot look it up itself.
 pub fn unseen_gone_detail(kind: &str, config: &Config) -> (LedgerState, &'static str) {
     match kind {
@@ -124,6 +165,10 @@ pub fn unseen_gone_detail(kind: &str, config: &Config) -> (LedgerState, &'static
         SHARED_DATABASE => (
             LedgerState::Gone,
             "dropped by the chart's PostDelete Job, which Argo CD runs before it releases the Application",
+        ),
+        SHARED_VHOST | SHARED_USER => (
+            LedgerState::Gone,
+            "deleted by the chart's PostDelete Job through the broker's management API, which Argo CD runs before it releases the Application",
         ),
         _ => (
             LedgerState::Gone,
@@ -148,7 +193,7 @@ mod tests {
             Vec::new(),
         )
         .unwrap();
-        let kinds: Vec<_> = provisioned(&names(), &config, Dns::Endpoint)
+        let kinds: Vec<_> = provisioned(&names(), &config, &AppConfig::default(), Dns::Endpoint)
             .into_iter()
             .chain([app_entry(&names(), &config)])
             .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))
@@ -168,11 +213,46 @@ mod tests {
     }
 
     #[test]
+    fn the_ledger_lists_the_catcher_and_the_brokers_objects_of_a_repository_with_them() {
+        let app = AppConfig {
+            mail: Some(Default::default()),
+            messaging: true,
+            ..AppConfig::default()
+        };
+        let slug = names().slug;
+        let listed = |toml: &str| -> Vec<String> {
+            let config = Config::from_toml(toml, Vec::new()).unwrap();
+            provisioned(&names(), &config, &app, Dns::Off)
+                .into_iter()
+                .skip(4)
+                .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))
+                .collect()
+        };
+        assert_eq!(
+            listed(""),
+            [
+                format!("Deployment {slug}/{slug}-mail"),
+                format!("RabbitMQ vhost rabbitmq.previewd-system.svc/{slug}"),
+                format!("RabbitMQ user rabbitmq.previewd-system.svc/{slug}"),
+            ]
+        );
+        assert_eq!(
+            listed("[messaging]\nmode = \"operator\"\n")[1..],
+            [
+                format!("Vhost rabbitmq/{slug}"),
+                format!("User rabbitmq/{slug}"),
+                format!("Permission rabbitmq/{slug}"),
+            ]
+        );
+    }
+
+    #[test]
     fn every_checkable_kind_has_an_api_and_others_have_none() {
-        for kind in ["Namespace", "DNSEndpoint", "Certificate", "Database"] {
+        for kind in CHECKABLE {
             assert_eq!(api_of(kind).unwrap().kind, kind);
         }
         assert_eq!(api_of(SHARED_DATABASE), None);
+        assert_eq!(api_of(SHARED_VHOST), None);
         assert_eq!(api_of("Application"), None);
     }
 }

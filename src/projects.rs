@@ -22,7 +22,10 @@ use crate::naming;
 /// What the helper Applications may create (group, kind): exactly what the chart renders.
 const HELPER_KINDS: &[(&str, &str)] = &[
     ("", "ConfigMap"),
-    // A template generation's pool keeper (helpers-chart templates/template-spares.yaml).
+    // The mail catcher's (helpers-chart templates/mail.yaml).
+    ("", "Service"),
+    // A template generation's pool keeper (helpers-chart templates/template-spares.yaml),
+    // and the mail catcher.
     ("apps", "Deployment"),
     ("batch", "Job"),
     // The size guard of a preview's database (helpers-chart templates/database-guard.yaml).
@@ -34,6 +37,10 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     ("networking.k8s.io", "Ingress"),
     ("postgresql.cnpg.io", "Database"),
     ("postgresql.cnpg.io", "DatabaseRole"),
+    // The broker's, through the messaging-topology-operator (templates/messaging-operator.yaml).
+    ("rabbitmq.com", "Permission"),
+    ("rabbitmq.com", "User"),
+    ("rabbitmq.com", "Vhost"),
 ];
 
 /// All an app's chart may create, in its own namespace: plain workloads and their wiring. A
@@ -125,6 +132,11 @@ pub fn helpers(config: &Config) -> Value {
             // The create and drop Jobs (shared) or the Database and DatabaseRole (cnpg).
             destinations
                 .push(json!({"server": cluster.server, "namespace": config.database.namespace}));
+        }
+        let messaging = &config.messaging.namespace;
+        if config.repos.iter().any(|r| r.app.messaging) && *messaging != config.database.namespace {
+            // The vhost's Jobs (shared) or its Vhost, User and Permission (operator).
+            destinations.push(json!({"server": cluster.server, "namespace": messaging}));
         }
     }
     let owned_namespaces: Vec<Value> = namespaces
@@ -229,6 +241,19 @@ mod tests {
     }
 
     #[test]
+    fn the_helpers_reach_the_brokers_namespace_only_when_a_repository_uses_it() {
+        let reaches = |toml: &str| {
+            let config = Config::from_toml(toml, Vec::new()).unwrap();
+            strings(&helpers(&config)["spec"]["destinations"], "namespace")
+                .contains(&"mq".to_owned())
+        };
+        let broker =
+            "[messaging]\nmode = \"operator\"\nnamespace = \"mq\"\n[[repos]]\nname = \"o/r\"\n";
+        assert!(!reaches(broker));
+        assert!(reaches(&format!("{broker}messaging = \"rabbitmq\"\n")));
+    }
+
+    #[test]
     fn the_apps_are_confined_to_their_own_preview_namespaces() {
         let config = Config::from_toml(CONFIG, Vec::new()).unwrap();
         let apps = apps(&config);
@@ -248,6 +273,7 @@ mod tests {
             "cert-manager.io",
             "externaldns.k8s.io",
             "postgresql.cnpg.io",
+            "rabbitmq.com",
             "bitnami.com",
             "argoproj.io",
             "gateway.networking.k8s.io",

@@ -131,7 +131,7 @@ pub fn preview(
     Ok(Rendered {
         helper: stamped(helper, instance),
         app: app.map(|app| stamped(app, instance)),
-        entries: ledger::provisioned(names, config, dns),
+        entries: ledger::provisioned(names, config, &config.app_for(&preview.key.repo), dns),
     })
 }
 

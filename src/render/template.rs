@@ -122,10 +122,11 @@ pub fn template(
     // Its drop runs even if it is retired before Argo CD's first refresh (see `finalizers`).
     let finalizers = super::finalizers(values);
     app["metadata"]["finalizers"] = finalizers;
-    let mut entries: Vec<ledger::Entry> = ledger::provisioned(names, config, ledger::Dns::Off)
-        .into_iter()
-        .filter(|e| e.kind != "Certificate")
-        .collect();
+    let mut entries: Vec<ledger::Entry> =
+        ledger::provisioned(names, config, &Default::default(), ledger::Dns::Off)
+            .into_iter()
+            .filter(|e| e.kind != "Certificate")
+            .collect();
     if spares > 0 {
         entries.push(ledger::Entry {
             kind: "Deployment".into(),
