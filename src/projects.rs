@@ -38,6 +38,7 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     ("postgresql.cnpg.io", "Database"),
     ("postgresql.cnpg.io", "DatabaseRole"),
     // The broker's, through the messaging-topology-operator (templates/messaging-operator.yaml).
+    ("rabbitmq.com", "OperatorPolicy"),
     ("rabbitmq.com", "Permission"),
     ("rabbitmq.com", "User"),
     ("rabbitmq.com", "Vhost"),

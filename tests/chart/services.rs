@@ -166,3 +166,39 @@ fn the_delete_runs_only_for_an_application_carrying_the_post_delete_finalizers()
         "{finalizers:?}"
     );
 }
+
+#[test]
+fn operator_messaging_renders_the_topology_operators_objects_valid_against_its_crds() {
+    let toml = format!(
+        "{}[messaging]\nmode = \"operator\"\ncluster = \"broker\"\n",
+        config("")
+    );
+    let objects = assert_valid_objects(&toml, &Preview::test().on("eu-1"));
+    let vhost = named(&objects, "Vhost", SLUG);
+    assert_eq!(vhost["metadata"]["namespace"], "rabbitmq");
+    assert_eq!(vhost["spec"]["deletionPolicy"], "delete");
+    assert_eq!(
+        vhost["spec"]["limits"],
+        serde_json::json!({"connections": 20, "queues": 50})
+    );
+    let user = named(&objects, "User", SLUG);
+    assert_eq!(
+        user["spec"]["importCredentialsSecret"]["name"],
+        format!("{SLUG}-amqp-user")
+    );
+    assert!(user["spec"].get("tags").is_none(), "no management access");
+    let permission = named(&objects, "Permission", SLUG);
+    assert_eq!(permission["spec"]["vhost"], SLUG);
+    let policy = named(&objects, "OperatorPolicy", &format!("{SLUG}-bounds"));
+    assert_eq!(policy["spec"]["definition"]["max-length-bytes"], 16 << 20);
+    for object in [vhost, user, permission, policy] {
+        assert_eq!(object["spec"]["rabbitmqClusterReference"]["name"], "broker");
+    }
+    assert!(
+        objects.iter().all(|o| !o["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .contains("amqp-create")),
+        "no Jobs in operator mode"
+    );
+}
