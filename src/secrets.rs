@@ -116,11 +116,21 @@ fn pbkdf2_sha256(password: &[u8], salt: &[u8], rounds: u32) -> [u8; 32] {
 /// deps/rabbit/src/rabbit_password.erl `hash/2`, `salted_hash/3`). The provisioner creates
 /// the preview's broker user from this, and never sees the password.
 pub fn rabbitmq_password_hash(password: &str, salt: [u8; 4]) -> String {
+    salted_hash::<sha2::Sha256>(password, salt)
+}
+
+/// The same under `rabbit_password_hashing_sha512`, the algorithm the messaging-topology-
+/// operator declares with a User's imported `passwordHash` (its internal/user.go
+/// GenerateUserSettings; rabbit-hole users.go `Base64EncodedSaltedPasswordHashSHA512`).
+pub fn rabbitmq_password_hash_sha512(password: &str, salt: [u8; 4]) -> String {
+    salted_hash::<sha2::Sha512>(password, salt)
+}
+
+fn salted_hash<D: sha2::Digest>(password: &str, salt: [u8; 4]) -> String {
     use base64::Engine;
-    use sha2::{Digest, Sha256};
     let mut bytes = salt.to_vec();
     bytes.extend_from_slice(
-        &Sha256::new()
+        &D::new()
             .chain_update(salt)
             .chain_update(password)
             .finalize(),
@@ -394,6 +404,17 @@ mod tests {
 
     /// RabbitMQ's own worked example (rabbitmq.com docs/passwords, "Computing Password
     /// Hash": salt 0x908DC60A, password `test12`); tests/messaging.rs logs in on a real broker.
+    /// The topology operator's own example (messaging-topology-operator v1.20.1
+    /// docs/examples/users/userWithPasswordHash.yaml: "some-password", salt 4a359b35),
+    /// recomputed with Python's hashlib.
+    #[test]
+    fn sha512_broker_hashes_follow_the_operators_example() {
+        assert_eq!(
+            rabbitmq_password_hash_sha512("some-password", [0x4a, 0x35, 0x9b, 0x35]),
+            SHA512_EXAMPLE
+        );
+    }
+
     #[test]
     fn broker_password_hashes_follow_rabbitmqs_worked_example() {
         assert_eq!(
@@ -401,6 +422,8 @@ mod tests {
             "kI3GCqW5JLMJa4iX1lo7X4D6XbYqlLgxIs30+P6tENUV2POR"
         );
     }
+
+    const SHA512_EXAMPLE: &str = "SjWbNXaNEwcoOOZWxG6J1HCF5P83lUavsCto+wh1s9zdOfoZ/CPv6l/SSdK3RC2+1QWmJGdYt5740j3ZLf/0RbpusNc=";
 
     const EXPECTED_VERIFIER: &str = "SCRAM-SHA-256$4096:cHJldmlld2Qtc2FsdC0xNg==$SN4FLGCc/zuie0vFvV43DnjJjt6KYKcFUWX7nxqKzdM=:rZ4twhi/lgrmXKRViQHoqCDPYA+T5hKDePzT76Yxprc=";
 

@@ -151,7 +151,7 @@ pub const KEYS: &[Key] = &[
     key("tls.ca_key", Text, Says("none"), "the preview CA's key (with `tls.ca_cert`)"),
     key("dns.enabled", Flag, Is("true"), "DNSEndpoint for clusters with an `ingress_target`"),
     key("dns.ttl", Text, Is("5m"), "the DNS records' TTL"),
-    key("mail.image", Text, Is("axllent/mailpit:v1.27.4"),
+    key("mail.image", Text, Is("axllent/mailpit:v1.30.5"),
         "the mail catcher (Mailpit: SMTP, and a web inbox at `/__mail/` on the preview's host)"),
     key("mail.max_messages", Number, Is("500"), "messages a preview's catcher keeps (the oldest go)"),
     key("mail.relay_host", Text, Says("none: no mail ever leaves a preview"),

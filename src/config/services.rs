@@ -187,7 +187,7 @@ impl Validator {
             return Err(self.invalid(
                 key,
                 format!("{image:?} is not an image"),
-                "an image reference, like docker.io/axllent/mailpit:v1.27.4",
+                "an image reference, like docker.io/axllent/mailpit:v1.30.5",
             ));
         }
         Ok(())

@@ -3,7 +3,7 @@
 
 use rand::{CryptoRng, RngCore};
 
-use super::{password, rabbitmq_password_hash, spec};
+use super::{password, rabbitmq_password_hash, rabbitmq_password_hash_sha512, spec};
 use crate::config::{AppConfig, Config, MessagingMode};
 use crate::naming::Names;
 use crate::render::SecretNames;
@@ -98,13 +98,26 @@ pub fn messaging(
                 [("PASSWORD_HASH", rabbitmq_password_hash(&password, salt))],
             )
         }
-        MessagingMode::Operator => spec(
-            &secrets.amqp_user,
-            &broker.namespace,
-            "Opaque",
-            [("password", password)],
-        )
-        .with_public([("username", user.clone())]),
+        // The operator declares the user from the hash (its `passwordHash` key), and reads
+        // only Secrets it is labelled for (topology operator 1.20: its cache and its webhook).
+        MessagingMode::Operator => {
+            let mut salt = [0; 4];
+            rng.fill_bytes(&mut salt);
+            let mut credentials = spec(
+                &secrets.amqp_user,
+                &broker.namespace,
+                "Opaque",
+                [(
+                    "passwordHash",
+                    rabbitmq_password_hash_sha512(&password, salt),
+                )],
+            )
+            .with_public([("username", user.clone())]);
+            credentials
+                .labels
+                .insert("rabbitmq.com/topology-operator".into(), "true".into());
+            credentials
+        }
     };
     vec![connection, credentials]
 }
@@ -259,6 +272,20 @@ mod tests {
         let user = &secrets[1];
         assert_eq!(user.namespace, "rabbitmq");
         assert_eq!(user.public["username"], names().slug);
-        assert_eq!(text(user, "password"), text(&secrets[0], "AMQP_PASSWORD"));
+        assert_eq!(user.labels["rabbitmq.com/topology-operator"], "true");
+        let hash = text(user, "passwordHash");
+        let stored =
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &hash).unwrap();
+        assert_eq!(stored.len(), 4 + 64, "a salt and a SHA-512");
+        let password = text(&secrets[0], "AMQP_PASSWORD");
+        assert_eq!(
+            hash,
+            rabbitmq_password_hash_sha512(&password, stored[..4].try_into().unwrap())
+        );
+        assert_eq!(
+            user.data.len(),
+            1,
+            "the hash only: the password stays with the app"
+        );
     }
 }

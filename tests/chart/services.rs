@@ -189,7 +189,16 @@ fn operator_messaging_renders_the_topology_operators_objects_valid_against_its_c
     assert!(user["spec"].get("tags").is_none(), "no management access");
     let permission = named(&objects, "Permission", SLUG);
     assert_eq!(permission["spec"]["vhost"], SLUG);
+    let wave = |o: &Value| annotation(o, "argocd.argoproj.io/sync-wave").map(str::to_owned);
+    assert_eq!(wave(vhost).as_deref(), Some("-1"));
+    assert_eq!(wave(user).as_deref(), Some("-1"));
+    assert_eq!(
+        wave(permission).as_deref(),
+        Some("0"),
+        "after its User and Vhost"
+    );
     let policy = named(&objects, "OperatorPolicy", &format!("{SLUG}-bounds"));
+    assert_eq!(wave(policy).as_deref(), Some("0"));
     assert_eq!(policy["spec"]["definition"]["max-length-bytes"], 16 << 20);
     for object in [vhost, user, permission, policy] {
         assert_eq!(object["spec"]["rabbitmqClusterReference"]["name"], "broker");
