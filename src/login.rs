@@ -22,6 +22,7 @@ pub mod access;
 pub mod check;
 pub mod flow;
 pub mod handoffs;
+pub mod inbox;
 pub mod original;
 pub mod sealed;
 

@@ -104,7 +104,11 @@ pub async fn check(
         return Ok(Verdict::Refused(Refusal::Ended));
     }
     let claim = claim(login, state, headers, &original, &preview, now).await?;
-    let rule = rule_for(config, &preview);
+    let mut rule = rule_for(config, &preview);
+    if rule == Rule::Public && super::inbox::is_inbox(&original.path_and_query) {
+        // What the app mailed is for the people who may read its repository.
+        rule = Rule::Repo;
+    }
     let (who, fresh) = match claim {
         Claim::Fresh(who) => (who, true),
         Claim::Held(who) => (who, false),

@@ -141,3 +141,42 @@ async fn traefik_gets_the_session_with_a_redirect_that_drops_the_code() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(user(&headers).as_deref(), Some("alice"));
 }
+
+/// A public preview's inbox holds what the app mailed (sign-up links, password resets):
+/// only people who may read the repository open it, however the path is spelled (nginx
+/// decodes and normalizes it before it picks the inbox's location).
+#[tokio::test]
+async fn a_public_previews_mail_inbox_still_asks_who_you_are() {
+    let world = World::new("public").await;
+    for path in [
+        "/__mail/",
+        "/__mail/api/v1/messages",
+        "/%5F%5Fmail/",
+        "//__mail/",
+        "/app/../__mail/",
+    ] {
+        let (status, _) = world.check(&world.url(path), None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    world.github_user("alice", 1001);
+    world.github.grant("alice", "read");
+    let signed = world.sign_in(&world.url("/__mail/")).await;
+    let (status, headers) = world.check(&signed.back, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(user(&headers).as_deref(), Some("alice"));
+    let session = set_cookie(&headers, "__Host-previewd").expect("the session");
+    world.github_user("mallory", 1002);
+    let (status, _) = world.check(&world.url("/"), None).await;
+    assert_eq!(status, StatusCode::OK, "the app itself stays public");
+    let (status, _) = world.check(&world.url("/__mail/"), Some(&session)).await;
+    assert_eq!(status, StatusCode::OK, "alice, who may read it");
+}
+
+#[tokio::test]
+async fn a_public_previews_inbox_refuses_someone_who_may_not_read_the_repository() {
+    let world = World::new("public").await;
+    world.github_user("mallory", 1002);
+    let signed = world.sign_in(&world.url("/__mail/")).await;
+    let (status, _) = world.check(&signed.back, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
