@@ -114,6 +114,8 @@ pub struct StatusView<'a> {
     pub ci: Option<(Wait, i64)>,
     /// Who may open the preview (the repository's `access`) and the repository (`owner/name`).
     pub access: Option<(Access, &'a str)>,
+    /// The mail catcher's inbox, for a repository with `mail` (`render::services::inbox_url`).
+    pub inbox: Option<String>,
 }
 
 /// The sticky status comment's body.
@@ -157,6 +159,11 @@ pub fn status(view: &StatusView) -> String {
         out += &format!("| URL | {} |\n", view.url);
         if let Some((rule, repo)) = view.access {
             out += &format!("| Access | {} |\n", way_in(rule, repo));
+        }
+        if let Some(inbox) = &view.inbox {
+            out += &format!(
+                "| Mail | [inbox]({inbox}): what the app sent, behind the same sign-in |\n"
+            );
         }
     }
     if let Some(position) = view.position.filter(|_| view.shown == Shown::Queued) {

@@ -209,7 +209,13 @@ pub fn list_page(
 
 /// One preview: its facts, who gets in (`access`, the repository's rule), its ledger and
 /// history (the history also after it was destroyed).
-pub fn detail_page(repo: &str, number: i64, detail: &Detail, access: Access) -> String {
+pub fn detail_page(
+    repo: &str,
+    number: i64,
+    detail: &Detail,
+    access: Access,
+    inbox: bool,
+) -> String {
     let mut body = format!("<h1>{}#{number}</h1>", escape(repo));
     match &detail.preview {
         Some(p) => {
@@ -222,7 +228,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail, access: Access) -> 
                  <tr><th>Commit</th><td><code>{}</code></td></tr>\
                  <tr><th>Cluster</th><td>{}</td></tr>\
                  <tr><th>Time left</th><td>{}</td></tr>\
-                 <tr><th>Who gets in</th><td>{}</td></tr>\
+                 <tr><th>Who gets in</th><td>{}</td></tr>{}\
                  <tr><th>Share links</th><td>{}</td></tr>\
                  <tr><th>Last error</th><td>{}</td></tr></tbody></table>",
                 href(&p.pr_url),
@@ -236,6 +242,7 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail, access: Access) -> 
                 escape(p.cluster.as_deref().unwrap_or("")),
                 escape(&time_left(p.seconds_left)),
                 way_in(access, repo),
+                mail_row(inbox, &p.url),
                 shares(repo, number, &detail.shares),
                 escape(p.last_error.as_deref().unwrap_or("")),
             );
@@ -271,6 +278,22 @@ pub fn detail_page(repo: &str, number: i64, detail: &Detail, access: Access) -> 
     }
     body += "</tbody></table>";
     page(&format!("{repo}#{number} — previewd"), &body)
+}
+
+/// The mail catcher's inbox, beside the preview on its host, for a repository with mail.
+fn mail_row(inbox: bool, url: &str) -> String {
+    if !inbox {
+        return String::new();
+    }
+    let inbox = format!(
+        "{}{}",
+        url.trim_end_matches('/'),
+        crate::render::services::INBOX_PATH
+    );
+    format!(
+        "<tr><th>Mail</th><td><a href=\"{}\">inbox</a> (what the app sent)</td></tr>",
+        href(&inbox)
+    )
 }
 
 /// How a reviewer gets into the preview: the login in front of it.
@@ -415,6 +438,46 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("href=\"#\""), "only http(s) links are links");
         assert!(html.contains("1d 1h"));
+    }
+
+    #[test]
+    fn a_previews_page_links_the_mail_inbox_of_a_repository_with_mail() {
+        let p = Preview {
+            repo: "o/r".into(),
+            number: 7,
+            pr_url: "https://github.com/o/r/pull/7".into(),
+            title: "t".into(),
+            author: "a".into(),
+            state: Shown::Ready,
+            desired: Desired::Deployed,
+            observed: ObservedState::Ready,
+            url: "https://pv-o-r-1-pr-7.preview.example.com".into(),
+            cluster: None,
+            head_sha: "ec26c3e".into(),
+            created_at: 0,
+            expires_at: 90_100,
+            seconds_left: 90_000,
+            keep: false,
+            fork: false,
+            last_error: None,
+            end_reason: None,
+            waiting_since: None,
+        };
+        let detail = Detail {
+            preview: Some(p),
+            ledger: Vec::new(),
+            history: Vec::new(),
+            shares: Vec::new(),
+        };
+        let with = detail_page("o/r", 7, &detail, Access::Repo, true);
+        assert!(
+            with.contains(
+                "<a href=\"https://pv-o-r-1-pr-7.preview.example.com/__mail/\">inbox</a>"
+            ),
+            "{with}"
+        );
+        let without = detail_page("o/r", 7, &detail, Access::Repo, false);
+        assert!(!without.contains("__mail"), "{without}");
     }
 
     #[test]

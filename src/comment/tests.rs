@@ -20,6 +20,7 @@ fn view(shown: Shown) -> StatusView<'static> {
         opt_out: None,
         ci: None,
         access: Some((Access::Repo, "codertocat/hello-world")),
+        inbox: None,
     }
 }
 
@@ -430,4 +431,11 @@ fn a_preview_the_directory_sink_wrote_is_rendered_and_the_pr_says_previewd_canno
         "{text}"
     );
     assert_eq!(Shown::Rendered.deployment_state(), Some("in_progress"));
+}
+
+#[test]
+fn a_preview_with_mail_links_its_inbox_behind_the_same_sign_in() {
+    let mut ready = view(Shown::Ready);
+    ready.inbox = Some(format!("{}/__mail/", ready.url));
+    insta::assert_snapshot!(status(&ready));
 }

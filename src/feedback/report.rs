@@ -208,6 +208,7 @@ impl Feedback {
                 opt_out: None,
                 ci: None,
                 access: None,
+                inbox: None,
             };
             let (repo, number) = (thread.repo.clone(), thread.number);
             let stored = thread.clone();
@@ -459,9 +460,13 @@ impl Feedback {
             .policy_for(&key.repo)
             .unwrap_or(&self.config.defaults);
         let names = Names::recorded(row.names.as_deref(), key, &policy.domain)?;
+        let url = format!("https://{}", names.host);
+        let inbox =
+            crate::render::services::inbox_url(&self.config, &self.config.app_for(&key.repo), &url);
         Ok(StatusView {
             shown: Shown::of(row.desired, row.observed),
-            url: format!("https://{}", names.host),
+            url,
+            inbox,
             head_sha: &row.head_sha,
             cluster: row.cluster.as_deref(),
             expires_at: Some(row.expires_at),

@@ -37,6 +37,14 @@ pub(super) fn mail(app: &AppConfig, config: &Config, names: &Names) -> Option<Va
     Some(mail)
 }
 
+/// The inbox's address on a preview reached at `url` (`https://<host>`): for a repository
+/// with mail whose previews have their edge (the Ingress publishes the inbox beside the
+/// app); `None` otherwise.
+pub fn inbox_url(config: &Config, app: &AppConfig, url: &str) -> Option<String> {
+    let published = app.mail.is_some() && super::edge::ingress(app, config).is_some();
+    published.then(|| format!("{}{INBOX_PATH}", url.trim_end_matches('/')))
+}
+
 /// The recipients a repository allows, as the one pattern the catcher matches whole
 /// addresses against (Go's RE2: the addresses are escaped, so nothing in them is a pattern);
 /// `None` when it names none, and then nothing is ever relayed.

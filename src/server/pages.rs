@@ -88,11 +88,14 @@ pub async fn preview(
     if !viewer.may_read(&app, &full.to_ascii_lowercase()).await {
         return Err(Error::NotFound("previewd has no record of this pull request").page());
     }
-    let access = full
-        .parse()
-        .ok()
-        .and_then(|repo| app.config.policy_for(&repo))
+    let repo: Option<crate::preview::RepoName> = full.parse().ok();
+    let access = repo
+        .as_ref()
+        .and_then(|repo| app.config.policy_for(repo))
         .map_or(app.config.defaults.access, |policy| policy.access);
-    let html = dashboard::detail_page(&full, number, &detail, access);
+    let inbox = repo.is_some_and(|repo| {
+        crate::render::services::inbox_url(&app.config, &app.config.app_for(&repo), "").is_some()
+    });
+    let html = dashboard::detail_page(&full, number, &detail, access, inbox);
     Ok(dashboard::html_answer(StatusCode::OK, html))
 }
