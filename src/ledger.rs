@@ -25,8 +25,9 @@ pub struct ApiRef {
     pub plural: &'static str,
 }
 
-/// Kinds previewd can look up on its own cluster after teardown.
-const CHECKABLE: [&str; 8] = [
+/// Kinds previewd can look up on its own cluster after teardown (its ClusterRole in
+/// deploy/chart grants `get` on each).
+pub const CHECKABLE: [&str; 8] = [
     "Namespace",
     "DNSEndpoint",
     "Certificate",

@@ -719,3 +719,36 @@ fn the_plain_manifests_apply_in_one_step() {
         assert_eq!(built, objects);
     }
 }
+
+/// Teardown confirms each ledger item it can look up (`ledger::api_of`) through the
+/// Kubernetes API: previewd's ClusterRole must let it `get` every such kind, and nothing more.
+#[test]
+fn previewd_may_look_up_every_kind_its_ledger_confirms_and_only_get_them() {
+    let (_, objects, _) = render(&[]);
+    let role = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("-teardown-confirm")
+        })
+        .expect("the teardown's ClusterRole");
+    let rules = role["rules"].as_array().unwrap();
+    for kind in previewd::ledger::CHECKABLE {
+        let api = previewd::ledger::api_of(kind).unwrap();
+        assert!(
+            rules.iter().any(|r| r["apiGroups"] == json!([api.group])
+                && r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!(api.plural))
+                && r["verbs"] == json!(["get"])),
+            "{kind}: no get on {}/{}",
+            api.group,
+            api.plural
+        );
+    }
+    assert!(rules.iter().all(|r| r["verbs"] == json!(["get"])));
+}
