@@ -107,11 +107,7 @@ pub fn provisioned(names: &Names, config: &Config, app: &AppConfig, dns: Dns) ->
         ));
     }
     if app.mail.is_some() {
-        entries.push(entry(
-            "Deployment",
-            &names.slug,
-            &crate::secrets::mail_service(names),
-        ));
+        entries.push(entry("Deployment", &names.slug, &names.mail_service()));
     }
     if app.messaging {
         let broker = &config.messaging;

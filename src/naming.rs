@@ -46,6 +46,11 @@ pub struct Names {
 }
 
 impl Names {
+    /// The mail catcher's Deployment and Service in the preview namespace.
+    pub fn mail_service(&self) -> String {
+        format!("{}-mail", self.slug)
+    }
+
     /// The names a preview created now gets.
     pub fn of(key: &PreviewKey, domain: &str) -> Self {
         let suffix = format!("-{}-pr-{}", hash(key.repo.as_str()), key.number);

@@ -12,7 +12,7 @@ use crate::render::SecretNames;
 use crate::seal::{Scope, SecretSpec, template};
 
 mod services;
-pub use services::{SMTP_PORT, SMTP_USERNAME, mail, mail_service, messaging, services_missing};
+pub use services::{SMTP_PORT, SMTP_USERNAME, mail, messaging, services_missing};
 
 /// 32 characters of [A-Za-z0-9]: about 190 bits, and nothing to escape in a URL.
 pub fn password(rng: &mut (impl RngCore + CryptoRng)) -> String {

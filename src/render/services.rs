@@ -20,7 +20,7 @@ pub(super) fn mail(app: &AppConfig, config: &Config, names: &Names) -> Option<Va
     let policy = app.mail.as_ref()?;
     let mut mail = json!({
         "enabled": true,
-        "name": crate::secrets::mail_service(names),
+        "name": names.mail_service(),
         "secret": SecretNames::of(names).mail,
         "image": config.mail.image,
         "maxMessages": config.mail.max_messages,

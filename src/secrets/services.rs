@@ -13,11 +13,6 @@ use crate::seal::{SecretSpec, template};
 pub const SMTP_PORT: u16 = 1025;
 pub const SMTP_USERNAME: &str = "preview";
 
-/// The catcher's Deployment and Service in the preview namespace.
-pub fn mail_service(names: &Names) -> String {
-    format!("{}-mail", names.slug)
-}
-
 /// The mail Secret, for a repository with `mail = true`: `SMTP_HOST`, `SMTP_PORT`,
 /// `SMTP_USERNAME`, `SMTP_PASSWORD` for the app, and `MP_SMTP_AUTH`, the `user:password` the
 /// catcher accepts, built by the controller around the sealed password.
@@ -36,7 +31,7 @@ pub fn mail(
     .with_public([
         (
             "SMTP_HOST",
-            format!("{}.{}.svc", mail_service(names), names.slug),
+            format!("{}.{}.svc", names.mail_service(), names.slug),
         ),
         ("SMTP_PORT", SMTP_PORT.to_string()),
         ("SMTP_USERNAME", SMTP_USERNAME.to_owned()),
