@@ -312,3 +312,61 @@ fn render_offline(app: &TestApp, toml: &str) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// A repository that turns mail and messaging on after its previews were sealed: each
+/// existing preview gets only the new Secrets, sealed and stored beside the old ones (which
+/// keep their values), and its helpers render the catcher and the vhost.
+#[tokio::test]
+async fn turning_mail_and_messaging_on_adds_their_secrets_to_a_sealed_preview() {
+    let (app, _) = opened_and_reconciled().await;
+    let before = file(&app).unwrap();
+    let names_before: Vec<String> = app
+        .scalars("SELECT name FROM sealed_secrets ORDER BY id")
+        .await;
+    assert_eq!(names_before.len(), 2);
+    let db_line = |yaml: &str| {
+        yaml.lines()
+            .find(|l| l.contains("PGPASSWORD"))
+            .map(str::to_owned)
+    };
+
+    let mut config = app.app.config.clone();
+    config.repos = previewd::config::Config::from_toml(
+        &format!("[[repos]]\nname = \"{HELLO}\"\nmail = true\nmessaging = \"rabbitmq\"\n"),
+        Vec::new(),
+    )
+    .unwrap()
+    .repos;
+    let turned_on = reconciler(&app, config);
+    turned_on.pass().await.unwrap();
+    let after = file(&app).unwrap();
+    let names_after: Vec<String> = app
+        .scalars("SELECT name FROM sealed_secrets ORDER BY id")
+        .await;
+    let slug = APP.trim_end_matches("-helpers");
+    assert_eq!(
+        names_after,
+        [
+            names_before[0].clone(),
+            names_before[1].clone(),
+            format!("{slug}-mail"),
+            format!("{slug}-amqp"),
+            format!("{slug}-amqp-hash"),
+        ]
+    );
+    assert_eq!(
+        db_line(&before),
+        db_line(&after),
+        "the database's password stays"
+    );
+    assert!(after.contains("MP_SMTP_AUTH") && after.contains("AMQP_URL"));
+    assert!(after.contains(&format!("name: {slug}-mail")), "the catcher");
+    assert!(after.contains("vhost:"), "the vhost");
+
+    turned_on.pass().await.unwrap();
+    assert_eq!(
+        app.count("sealed_secrets").await,
+        5,
+        "sealed once: the next pass adds nothing"
+    );
+}
