@@ -337,6 +337,8 @@ pub struct MailConfig {
     pub image: String,
     /// Messages the catcher keeps (the oldest go first).
     pub max_messages: u32,
+    /// The ingress controller's namespace, the only one that reaches an inbox.
+    pub ingress_namespace: String,
     /// Where allowed recipients' mail is relayed; `None`: nothing leaves a preview.
     pub relay: Option<MailRelay>,
 }

@@ -35,6 +35,8 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     ("externaldns.k8s.io", "DNSEndpoint"),
     // The preview's edge, behind previewd's login (helpers-chart templates/ingress.yaml).
     ("networking.k8s.io", "Ingress"),
+    // Who reaches the mail catcher (helpers-chart templates/mail.yaml).
+    ("networking.k8s.io", "NetworkPolicy"),
     ("postgresql.cnpg.io", "Database"),
     ("postgresql.cnpg.io", "DatabaseRole"),
     // The broker's, through the messaging-topology-operator (templates/messaging-operator.yaml).

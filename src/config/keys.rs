@@ -154,6 +154,9 @@ pub const KEYS: &[Key] = &[
     key("mail.image", Text, Is("axllent/mailpit:v1.30.5"),
         "the mail catcher (Mailpit: SMTP, and a web inbox at `/__mail/` on the preview's host)"),
     key("mail.max_messages", Number, Is("500"), "messages a preview's catcher keeps (the oldest go)"),
+    key("mail.ingress_namespace", Text, Is("ingress-nginx"),
+        "the ingress controller's namespace: the only one whose pods reach a catcher's inbox \
+         (a NetworkPolicy; the app's own namespace reaches its SMTP port)"),
     key("mail.relay_host", Text, Says("none: no mail ever leaves a preview"),
         "an SMTP relay for `[[repos]] mail_relay` recipients, accepting mail from the preview \
          namespaces without credentials"),

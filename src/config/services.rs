@@ -86,8 +86,17 @@ impl Validator {
                 })
             }
         };
+        let ingress_namespace = raw.values.text_or_default("mail.ingress_namespace");
+        if !is_dns_label(&ingress_namespace) {
+            return Err(self.invalid(
+                "mail.ingress_namespace",
+                format!("{ingress_namespace:?} is not a namespace name"),
+                "a lower-case RFC 1123 label, like ingress-nginx",
+            ));
+        }
         Ok(MailConfig {
             image,
+            ingress_namespace,
             max_messages: self.count(raw, "mail.max_messages", 1..=100_000)?,
             relay,
         })

@@ -115,6 +115,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "messaging.max_queue_size" => "8MiB",
             "mail.relay_host" | "messaging.host" => "relay.example.svc",
             "messaging.namespace" | "messaging.admin_secret" | "messaging.cluster" => "broker",
+            "mail.ingress_namespace" => "traefik",
             "mail.image" | "messaging.image" => "example.com/image:1",
             "defaults.keep_for" | "sweep.delivery_retention" => "2d",
             k if k.ends_with("ttl")

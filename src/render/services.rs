@@ -25,6 +25,7 @@ pub(super) fn mail(app: &AppConfig, config: &Config, names: &Names) -> Option<Va
         "image": config.mail.image,
         "maxMessages": config.mail.max_messages,
         "webroot": INBOX_PATH.trim_matches('/'),
+        "ingressNamespace": config.mail.ingress_namespace,
     });
     if let (Some(relay), Some(allowed)) = (&config.mail.relay, allowed_recipients(policy)) {
         mail["relay"] = json!({

@@ -125,7 +125,16 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
                     .collect();
                 assert_eq!(
                     resources,
-                    ["namespaces", "dnsendpoints", "certificates", "databases"]
+                    [
+                        "namespaces",
+                        "dnsendpoints",
+                        "certificates",
+                        "databases",
+                        "deployments",
+                        "vhosts",
+                        "users",
+                        "permissions"
+                    ]
                 );
             }
             "Role" => {

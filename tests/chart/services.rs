@@ -78,6 +78,18 @@ fn a_preview_with_mail_gets_a_catcher_whose_inbox_is_behind_its_login() {
         r"^(qa\@example\.com)$"
     );
     named(&objects, "Service", &format!("{SLUG}-mail"));
+    // Inside the cluster, only the ingress controller reaches the inbox.
+    let policy = named(&objects, "NetworkPolicy", &format!("{SLUG}-mail"));
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "ingress-nginx"
+    );
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "http");
+    assert_eq!(
+        policy["spec"]["ingress"][1]["from"][0],
+        serde_json::json!({"podSelector": {}}),
+        "SMTP from the preview's own namespace"
+    );
     // The inbox: a path of the preview's own host, on the Ingress that asks previewd.
     let ingress = named(&objects, "Ingress", SLUG);
     let paths = &ingress["spec"]["rules"][0]["http"]["paths"];

@@ -95,6 +95,10 @@ fn bad_mail_and_messaging_settings_are_refused_naming_the_key() {
         ("[mail]\nrelay_port = 0\n".into(), "mail.relay_port"),
         ("[mail]\nmax_messages = 0\n".into(), "mail.max_messages"),
         ("[mail]\nimage = \"\"\n".into(), "mail.image"),
+        (
+            "[mail]\ningress_namespace = \"a b\"\n".into(),
+            "mail.ingress_namespace",
+        ),
         ("[messaging]\nmode = \"kafka\"\n".into(), "messaging.mode"),
         (
             "[messaging]\nnamespace = \"Broker\"\n".into(),
