@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::config::{Config, DatabaseMode, TlsMode};
+use crate::config::{Config, DatabaseMode, MessagingMode, TlsMode};
 
 /// The API resources (group, version, plural) this configuration relies on, and why.
 pub fn needed(config: &Config) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
@@ -41,6 +41,15 @@ pub fn needed(config: &Config) -> Vec<(&'static str, &'static str, &'static str,
             "v1",
             "databaseroles",
             "CloudNativePG >= 1.30 (DatabaseRole; database.mode = \"cnpg\")",
+        ));
+    }
+    let messaging = config.repos.iter().any(|r| r.app.messaging);
+    if messaging && config.messaging.mode == MessagingMode::Operator {
+        needed.push((
+            "rabbitmq.com",
+            "v1beta1",
+            "operatorpolicies",
+            "the RabbitMQ messaging-topology-operator (messaging.mode = \"operator\")",
         ));
     }
     if config.tls.mode == TlsMode::CertManager {
@@ -225,5 +234,20 @@ mod tests {
             "{groups:?}"
         );
         assert!(missing(&config, &served(&config), None).is_empty());
+    }
+
+    #[test]
+    fn the_topology_operator_is_asked_for_only_when_a_repository_uses_it() {
+        let operator = "[messaging]\nmode = \"operator\"\n[[repos]]\nname = \"o/r\"\n";
+        let uses = |toml: &str| {
+            let config = Config::from_toml(toml, Vec::new()).unwrap();
+            needed(&config).iter().any(|(g, ..)| *g == "rabbitmq.com")
+        };
+        assert!(!uses(operator), "no repository asks for messaging");
+        assert!(uses(&format!("{operator}messaging = \"rabbitmq\"\n")));
+        assert!(
+            !uses("[[repos]]\nname = \"o/r\"\nmessaging = \"rabbitmq\"\n"),
+            "shared mode needs no operator"
+        );
     }
 }
