@@ -1,0 +1,62 @@
+//! The bounds create sets hold against the preview's own app: connections, queues, and
+//! the bytes a queue holds, whatever the app declares.
+
+use crate::{MAX_CONNECTIONS, MAX_QUEUE_BYTES, MAX_QUEUES, Preview};
+
+#[test]
+fn a_connection_past_the_bound_is_refused() {
+    let preview = Preview::of("octo/bounded-connections#1");
+    preview.create();
+    let app = preview.amqp("connections", &[MAX_CONNECTIONS + 1]);
+    assert_eq!(app["opened"], MAX_CONNECTIONS, "{app}");
+    let error = app["error"].as_str().unwrap_or_default();
+    assert!(error.contains("connection limit"), "{app}");
+}
+
+#[test]
+fn a_queue_past_the_bound_is_refused() {
+    let preview = Preview::of("octo/bounded-queues#1");
+    preview.create();
+    let app = preview.amqp("queues", &[MAX_QUEUES + 1]);
+    assert_eq!(app["declared"], MAX_QUEUES, "{app}");
+    let error = app["error"].as_str().unwrap_or_default();
+    assert!(error.contains("queue limit"), "{app}");
+}
+
+#[test]
+fn a_queue_cannot_grow_past_the_byte_bound_even_when_it_asks_for_more() {
+    let preview = Preview::of("octo/bounded-bytes#1");
+    preview.create();
+    let size = 1_000;
+    // The app's own x-max-length-bytes, a hundred times the bound, does not raise it.
+    let app = preview.amqp("fill", &[size, 30, MAX_QUEUE_BYTES * 100]);
+    let (refused, kept) = (app["refused"].as_u64(), app["kept"].as_u64());
+    let kept = kept.unwrap_or_else(|| panic!("{app}"));
+    assert!(
+        kept * u64::from(size) <= u64::from(MAX_QUEUE_BYTES),
+        "{kept} messages of {size} bytes kept: {app}"
+    );
+    assert!(kept > 0, "{app}");
+    // Refused (where the broker takes overflow in an operator policy) or dropped from the
+    // head (3.10): 30 sent, at most 10 kept either way.
+    assert!(refused.is_some(), "{app}");
+    // The management API's view of the queue, once its statistics are in (the broker
+    // here collects them every 500 ms).
+    let broker = preview.broker();
+    let path = format!("/api/queues/{}/fill", preview.slug);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut queue = broker.get(&path);
+    while queue["operator_policy"].is_null() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        queue = broker.get(&path);
+    }
+    assert_eq!(queue["operator_policy"], "previewd-bounds", "{queue}");
+    assert_eq!(
+        queue["effective_policy_definition"]["max-length-bytes"], MAX_QUEUE_BYTES,
+        "{queue}"
+    );
+    assert!(
+        queue["message_bytes"].as_u64().unwrap() <= u64::from(MAX_QUEUE_BYTES),
+        "{queue}"
+    );
+}
