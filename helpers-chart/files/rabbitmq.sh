@@ -74,7 +74,8 @@ api() {
   else
     set --
   fi
-  status=$(printf 'user = "%s"\n' "$credentials" | curl --config - \
+  # --disable (first, as curl wants it): no ~/.curlrc of the image's in the way.
+  status=$(printf 'user = "%s"\n' "$credentials" | curl --disable --config - \
     --silent --show-error --connect-timeout 5 --max-time 30 \
     --retry 5 --retry-delay 2 --retry-connrefused \
     --request "$method" --header 'content-type: application/json' "$@" \

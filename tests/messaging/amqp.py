@@ -84,13 +84,16 @@ def queues(n):
     say(declared=n, error=None)
 
 
-def fill(size, count, asked):
+def fill(size, count, asked, kind=0):
     """Publishes count messages of size bytes, confirmed, to a queue that asks for `asked`
-    bytes of x-max-length-bytes (0: none); what the broker refused and what it kept."""
+    bytes of x-max-length-bytes (0: none), of type `kind` (0 classic, 1 quorum, 2 stream);
+    what the broker refused and what it kept."""
     connection = pika.BlockingConnection(params())
     channel = connection.channel()
-    arguments = {"x-max-length-bytes": asked} if asked else None
-    channel.queue_declare("fill", arguments=arguments)
+    arguments = {"x-queue-type": ["classic", "quorum", "stream"][kind]}
+    if asked:
+        arguments["x-max-length-bytes"] = asked
+    channel.queue_declare("fill", durable=True, arguments=arguments)
     channel.confirm_delivery()
     refused = 0
     for _ in range(count):
@@ -98,7 +101,8 @@ def fill(size, count, asked):
             channel.basic_publish("", "fill", b"x" * size)
         except pika.exceptions.NackError:
             refused += 1
-    kept = channel.queue_declare("fill", passive=True).method.message_count
+    # A stream answers no message count; the test reads the management API instead.
+    kept = channel.queue_declare("fill", passive=True).method.message_count if kind < 2 else None
     say(refused=refused, kept=kept)
     connection.close()
 

@@ -44,9 +44,14 @@ fn delete_with_a_consumer_connected_closes_it_and_leaves_nothing_of_the_preview(
     let started = Instant::now();
     preview.delete();
     let closed: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    // Closed when its user went, the first thing delete removes.
+    let reason = format!("CONNECTION_FORCED - user '{}' is deleted", preview.slug);
     assert!(
-        !closed["closed"].is_null(),
-        "the consumer was not closed: {closed}"
+        closed["closed"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&reason),
+        "the consumer was not closed by its user's deletion: {closed}"
     );
     assert!(started.elapsed() < Duration::from_secs(20), "{closed}");
     consumer.wait().unwrap();
