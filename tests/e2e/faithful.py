@@ -35,6 +35,25 @@ and, with `database_template = true` (template-shared, template-cnpg):
               PostDelete drop run, its pool keeper gone
   closed   -> the template kept; `previewd destroy-template` -> nothing of it left
 
+and, with `mail = true` (relaying to one named recipient) and `messaging = "rabbitmq"`
+(services-shared: database and broker shared; services-cnpg: CloudNativePG and the RabbitMQ
+topology operator, whose part a small stand-in in this file plays):
+
+  opened   -> ready; the Mailpit Deployment (run by the emulator's Deployment controller) and
+              its Service Synced/Healthy in the preview namespace; shared: the `-amqp-create`
+              Sync hook ran in previewd-system after `<slug>-amqp-hash` was unsealed with its
+              PASSWORD_HASH, its pod not held (the admin Secret `rabbitmq-admin` made here);
+              operator: Vhost, User, Permission, OperatorPolicy in `rabbitmq`, made Ready by
+              the stand-in; the broker user's hash is of the app's AMQP_PASSWORD
+              (SHA-256 shared, SHA-512 operator); `<slug>-mail` and `<slug>-amqp` opened with
+              the cluster's key, every key there, MP_SMTP_AUTH = "preview:" + SMTP_PASSWORD,
+              AMQP_URL built from its parts; the app told preview.mailSecret and
+              messagingSecret; the Ingress routes `/__mail/` to `<slug>-mail:http` before `/`;
+              the ledger lists the catcher and the broker's items
+  closed   -> nothing left (shared: the PostDelete `-amqp-delete` ran and HookSucceeded
+              removed it; operator: each rabbitmq.com object went through the operator's
+              finalizer); the destroyed history says each ledger item gone
+
 Every Job's pod could start (no Secret or ConfigMap missing), and the sealed values opened
 with the cluster's key. Usage: faithful.py PREVIEWD PYTHON EMULATOR [MODE ...]
 Ends with "N passed, M failed"; non-zero exit on a failure.
@@ -860,15 +879,322 @@ def template_walk(mode, binary, python, emulator):
     shutil.rmtree(work, ignore_errors=True)
 
 
+class TopologyOperator:
+    """The RabbitMQ messaging-topology-operator, which the emulator has not got, in as much as
+    Argo CD sees of it: each Vhost, User, Permission and OperatorPolicy gets the operator's
+    deletion finalizer (deletion.finalizers.<plural>.rabbitmq.com) and, once what it names is
+    there (a User's imported credentials Secret with username and passwordHash; a
+    Permission's or OperatorPolicy's vhost, and a Permission's User, already ready), status
+    Ready=True reason SuccessfulCreateOrUpdate, what Argo CD's Lua health checks read
+    (resource_customizations/rabbitmq.com/<Kind>/health.lua). A deleted one is "deleted from
+    the broker" and its finalizer released; `deleted` lists them. Nothing talks to a broker."""
+
+    PLURALS = (("Vhost", "vhosts"), ("User", "users"), ("Permission", "permissions"),
+               ("OperatorPolicy", "operatorpolicies"))
+
+    def __init__(self, emu):
+        import threading
+
+        self.emu, self.deleted, self.stopping = emu, [], threading.Event()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def items(self, plural):
+        status, body = self.emu.req("GET", "/apis/rabbitmq.com/v1beta1/%s" % plural)
+        return body["items"] if status == 200 else []  # 404 until the twin first applies one
+
+    def ready(self, kind, namespace, name):
+        plural = dict(self.PLURALS)[kind]
+        status, body = self.emu.req("GET", "/apis/rabbitmq.com/v1beta1/namespaces/%s/%s/%s" % (namespace, plural, name))
+        conds = ((body or {}).get("status") or {}).get("conditions") or [] if status == 200 else []
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+    def run(self):
+        while not self.stopping.wait(0.2):
+            try:
+                for kind, plural in self.PLURALS:  # in this order: what a later kind names comes first
+                    for o in self.items(plural):
+                        self.reconcile(kind, plural, o)
+            except (OSError, ValueError, KeyError):
+                pass  # the emulator is stopping, or the object went
+
+    def reconcile(self, kind, plural, o):
+        m, spec = o["metadata"], o.get("spec") or {}
+        path = "/apis/rabbitmq.com/v1beta1/namespaces/%s/%s/%s" % (m["namespace"], plural, m["name"])
+        finalizer = "deletion.finalizers.%s.rabbitmq.com" % plural
+        finalizers = m.get("finalizers") or []
+        if m.get("deletionTimestamp"):
+            if finalizer in finalizers:
+                self.deleted.append((kind, m["namespace"], m["name"]))
+                self.emu.req("PATCH", path, {"metadata": {"finalizers": [f for f in finalizers if f != finalizer] or None}},
+                             "application/merge-patch+json")
+            return
+        if finalizer not in finalizers:
+            self.emu.req("PATCH", path, {"metadata": {"finalizers": finalizers + [finalizer]}},
+                         "application/merge-patch+json")
+        st = o.get("status") or {}
+        if st.get("observedGeneration") == m.get("generation") and st.get("conditions"):
+            return
+        if kind == "User":
+            ref = (spec.get("importCredentialsSecret") or {}).get("name")
+            status, secret = self.emu.req("GET", "/api/v1/namespaces/%s/secrets/%s" % (m["namespace"], ref))
+            if status != 200 or not {"username", "passwordHash"} <= set((secret.get("data") or {})):
+                return  # retried, as the operator does while the Secret is missing
+        if kind in ("Permission", "OperatorPolicy"):
+            vhosts = [v for v in self.items("vhosts") if v["metadata"]["namespace"] == m["namespace"]
+                      and (v.get("spec") or {}).get("name") == spec.get("vhost")]
+            if not (vhosts and self.ready("Vhost", m["namespace"], vhosts[0]["metadata"]["name"])):
+                return
+        if kind == "Permission" and not self.ready("User", m["namespace"], (spec.get("userReference") or {}).get("name")):
+            return
+        self.emu.req("PATCH", path + "/status", {"status": {
+            "observedGeneration": m.get("generation"),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "SuccessfulCreateOrUpdate",
+                            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}},
+            "application/merge-patch+json")
+
+    def close(self):
+        self.stopping.set()
+
+
+SERVICES_HOST = "rabbitmq.%s.svc"
+
+
+def services_config(mode):
+    """The walk's previewd.toml for `services-<mode>`: the database in `mode`, messaging
+    shared beside it (shared) or through the topology operator (cnpg), mail with a relay
+    for one named recipient."""
+    messaging = {"shared": '[messaging]\nmode = "shared"\nnamespace = "previewd-system"\n',
+                 "cnpg": '[messaging]\nmode = "operator"\nnamespace = "rabbitmq"\ncluster = "rabbitmq"\n'}[mode]
+    return ('[mail]\nrelay_host = "smtp-relay.mail.svc"\n' + messaging + config(mode, ["bin/migrate"])
+            + 'mail = true\nmail_relay = ["qa@example.com"]\nmessaging = "rabbitmq"\n')
+
+
+def services_walk(mode, binary, python, emulator):
+    """Mail and messaging (`services-shared`: database and broker shared; `services-cnpg`:
+    CloudNativePG and the RabbitMQ topology operator): the catcher and the broker's vhost
+    and user provisioned with the preview, their Secrets opened by the cluster, the inbox on
+    the preview's Ingress; closed, nothing of them left and the ledger says each gone."""
+    broker_ns = "previewd-system" if mode == "shared" else "rabbitmq"
+    work = tempfile.mkdtemp(prefix="previewd-faithful-services-%s-" % mode)
+    emu = Emulator(python, emulator, work, extra=("--namespaces", "argocd,default,previewd-system,pg,rabbitmq"))
+    operator = TopologyOperator(emu) if mode == "cnpg" else None
+    pd = Previewd(binary, work)
+    base = "http://127.0.0.1:%d" % pd.port
+    mail_name = SLUG + "-mail"
+
+    def decoded(kind_ns, name):
+        s = next((o for o in emu.objects() if o["kind"] == "Secret" and o["metadata"]["name"] == name
+                  and o["metadata"].get("namespace") == kind_ns), None)
+        return None if s is None else {k: base64.b64decode(v).decode() for k, v in (s.get("data") or {}).items()}
+
+    def seqs(action, name, kind=None):
+        return [a["seq"] for a in emu.actions() if a["action"] == action and a["name"] == name
+                and (kind is None or a["kind"] == kind)]
+
+    try:
+        if mode == "shared":
+            # The broker's admin Secret, beside the shared server's (prepare): what the
+            # create and delete Jobs read with envFrom.
+            admin = {k: base64.b64encode(v.encode()).decode() for k, v in
+                     {"RABBITMQ_MANAGEMENT_URL": "http://rabbitmq.previewd-system.svc:15672",
+                      "RABBITMQ_ADMIN_USER": "admin", "RABBITMQ_ADMIN_PASSWORD": "admin"}.items()}
+            status, body = emu.req("POST", "/api/v1/namespaces/previewd-system/secrets",
+                                   {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "rabbitmq-admin"},
+                                    "data": admin})
+            assert status == 201, body
+        prepare(emu, pd, work, mode, 'public_url = "%s"\n' % base + services_config(mode))
+        with open(os.path.join(work, "serve.log")) as f:
+            lacks = [line.strip() for line in f if "lacks what previews need" in line or "could not check" in line]
+        # The emulator serves a kind it has no table entry for (rabbitmq.com's) only once the
+        # twin first applies one: at start, operator mode's check finds the topology operator
+        # missing, and nothing else may be.
+        other = [line for line in lacks if not (mode == "cnpg" and "rabbitmq.com/v1beta1" in line)]
+        assert not other, "the emulated cluster has all previews need: %s" % other
+        if lacks:
+            print("faithful[services-%s]: at start (the emulator serves no rabbitmq.com kinds yet): %s"
+                  % (mode, lacks[0].split("missing=", 1)[-1]))
+
+        # opened -> ready, the catcher and the broker's objects among the helpers'
+        started = time.time()
+        pd.deliver("pull_request", fixture("pull_request.opened"))
+        try:
+            wait("the preview ready at the opened head", lambda: ready_at(pd, emu, SHA_A), 180)
+        except AssertionError:
+            check_pods_started(emu)  # a Job held by a missing Secret or key, named
+            raise
+        took = {"opened": time.time() - started}
+        st = emu.app(HELPERS)["status"]
+        assert (st["sync"]["status"], st["health"]["status"], st["operationState"]["phase"]) == \
+            ("Synced", "Healthy", "Succeeded"), st
+        health = {(r["kind"], r.get("namespace", ""), r["name"]): (r.get("status"), (r.get("health") or {}).get("status"))
+                  for r in st.get("resources", [])}
+        assert health.get(("Deployment", SLUG, mail_name)) == ("Synced", "Healthy"), health
+        assert health.get(("Service", SLUG, mail_name)) == ("Synced", "Healthy"), health
+        objects = emu.objects()
+        deploy = next(o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == mail_name)
+        assert deploy["metadata"]["namespace"] == SLUG and deploy["status"].get("readyReplicas") == 1, deploy.get("status")
+        env = {e["name"]: e for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["MP_SMTP_AUTH"]["valueFrom"]["secretKeyRef"] == {"name": mail_name, "key": "MP_SMTP_AUTH"}, env
+        assert env["MP_SMTP_RELAY_HOST"]["value"] == "smtp-relay.mail.svc", env
+        assert env["MP_SMTP_RELAY_ALLOWED_RECIPIENTS"]["value"] == r"^(qa\@example\.com)$", env
+        # The emulator's Deployment controller starts no pod: what Mailpit's would need, checked here.
+        for ref in (e["valueFrom"]["secretKeyRef"] for e in env.values() if "secretKeyRef" in e.get("valueFrom", {})):
+            assert ref["key"] in (decoded(SLUG, ref["name"]) or {}), "Mailpit's pod could start: %s" % ref
+        service = next(o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == mail_name)
+        assert service["metadata"]["namespace"] == SLUG, service["metadata"]
+        assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"smtp": 1025, "http": 8025}, service["spec"]
+        print("faithful[services-%s]: opened -> ready; Mailpit Deployment and Service Synced/Healthy in %s"
+              % (mode, SLUG))
+
+        if mode == "shared":
+            create = [j for j in emu.jobs() if j["name"] == SLUG + "-amqp-create"]
+            assert create and create[-1]["namespace"] == "previewd-system" and create[-1]["result"] == "succeeded", \
+                emu.jobs()
+            hashed = decoded("previewd-system", SLUG + "-amqp-hash")
+            assert hashed and list(hashed) == ["PASSWORD_HASH"] and hashed["PASSWORD_HASH"], hashed
+            unsealed, hooked = seqs("unseal", SLUG + "-amqp-hash"), seqs("create-hook", SLUG + "-amqp-create")
+            assert unsealed and hooked and unsealed[0] < hooked[0], \
+                "the hash Secret (unsealed at %s) before the create Job (%s)" % (unsealed, hooked)
+            assert not [o for o in objects if o["metadata"].get("namespace") == "rabbitmq"], "nothing in rabbitmq"
+            print("faithful[services-shared]: %s-amqp-create ran in previewd-system after the SealedSecret with "
+                  "PASSWORD_HASH opened (unseal seq %d < hook seq %d), its pod not blocked"
+                  % ("<slug>", unsealed[0], hooked[0]))
+        else:
+            want = {("Vhost", SLUG), ("User", SLUG), ("Permission", SLUG), ("OperatorPolicy", SLUG + "-bounds")}
+            made = {(o["kind"], o["metadata"]["name"]) for o in objects
+                    if o.get("apiVersion") == "rabbitmq.com/v1beta1" and o["metadata"].get("namespace") == "rabbitmq"}
+            assert made == want, made
+            user = next(o for o in objects if o["kind"] == "User" and o["metadata"]["name"] == SLUG)
+            assert user["spec"]["importCredentialsSecret"] == {"name": SLUG + "-amqp-user"}, user["spec"]
+            creds = decoded("rabbitmq", SLUG + "-amqp-user")
+            assert creds and creds.get("username") == SLUG, creds
+            got = {k: health.get((k, "rabbitmq", n)) for k, n in want}
+            assert all(v and v[0] == "Synced" for v in got.values()), got
+            wait("the topology operator (the walk's stand-in) to make each ready",
+                 lambda: all(operator.ready(k, "rabbitmq", n) for k, n in want), 30)
+            print("faithful[services-cnpg]: Vhost, User, Permission, OperatorPolicy Synced in rabbitmq, made Ready "
+                  "by the operator's stand-in; the twin's health of them: %s (it has no Lua for rabbitmq.com); "
+                  "the User's credentials Secret opened (keys %s)"
+                  % (sorted((k, v[1]) for k, v in got.items()), sorted(creds)))
+
+        # The app's Secrets, opened by the cluster's controller with its key
+        for name in (SLUG + "-mail", SLUG + "-amqp"):
+            assert not seqs("unseal-failed", name), [a for a in emu.actions() if a["name"] == name]
+        mail = decoded(SLUG, SLUG + "-mail")
+        assert mail and sorted(mail) == ["MP_SMTP_AUTH", "SMTP_HOST", "SMTP_PASSWORD", "SMTP_PORT", "SMTP_USERNAME"], mail
+        assert mail["MP_SMTP_AUTH"] == "preview:" + mail["SMTP_PASSWORD"] and mail["SMTP_PASSWORD"], mail
+        assert (mail["SMTP_HOST"], mail["SMTP_PORT"], mail["SMTP_USERNAME"]) == \
+            ("%s.%s.svc" % (mail_name, SLUG), "1025", "preview"), mail
+        amqp = decoded(SLUG, SLUG + "-amqp")
+        assert amqp and sorted(amqp) == ["AMQP_HOST", "AMQP_PASSWORD", "AMQP_PORT", "AMQP_URL", "AMQP_USERNAME",
+                                         "AMQP_VHOST"], amqp
+        assert amqp["AMQP_URL"] == "amqp://%s:%s@%s:%s/%s" % (amqp["AMQP_USERNAME"], amqp["AMQP_PASSWORD"],
+                                                            amqp["AMQP_HOST"], amqp["AMQP_PORT"], amqp["AMQP_VHOST"]), amqp
+        assert (amqp["AMQP_HOST"], amqp["AMQP_PORT"], amqp["AMQP_USERNAME"], amqp["AMQP_VHOST"]) == \
+            (SERVICES_HOST % broker_ns, "5672", SLUG, SLUG), amqp
+        # The broker's user gets the app's password, as a salted hash only (RabbitMQ's
+        # rabbit_password: base64(salt ++ H(salt ++ password))): SHA-256 for the management
+        # API's Job, SHA-512 as the topology operator declares an imported passwordHash.
+        stored = hashed["PASSWORD_HASH"] if mode == "shared" else creds["passwordHash"]
+        raw = base64.b64decode(stored)
+        digest = hashlib.sha256 if mode == "shared" else hashlib.sha512
+        assert len(raw) == 4 + digest().digest_size and \
+            raw[4:] == digest(raw[:4] + amqp["AMQP_PASSWORD"].encode()).digest(), \
+            "the broker user's hash is of the app's AMQP_PASSWORD"
+        values = emu.app(APP)["spec"]["source"]["helm"]["valuesObject"]["preview"]
+        assert values.get("mailSecret") == SLUG + "-mail" and values.get("messagingSecret") == SLUG + "-amqp", values
+        print("faithful[services-%s]: %s-mail and -amqp opened with the cluster's key (MP_SMTP_AUTH = preview:"
+              "SMTP_PASSWORD, AMQP_URL from its parts); the app told mailSecret and messagingSecret" % (mode, "<slug>"))
+
+        # The inbox on the preview's host, before the app
+        ingress = emu.ingresses(SLUG)
+        assert len(ingress) == 1, ingress
+        paths = ingress[0]["spec"]["rules"][0]["http"]["paths"]
+        assert [p["path"] for p in paths] == ["/__mail/", "/"], paths
+        assert paths[0]["backend"] == {"service": {"name": mail_name, "port": {"name": "http"}}}, paths[0]
+        assert paths[1]["backend"] == {"service": {"name": "web", "port": {"name": "http"}}}, paths[1]
+        check_pods_started(emu)
+        print("faithful[services-%s]: the Ingress serves /__mail/ -> %s:http before / -> web:http" % (mode, "<slug>-mail"))
+
+        status, page = pd.get("/api/previews/codertocat/hello-world/2")
+        assert status == 200, page[:300]
+        listed = {(i["kind"], i["namespace"], i["name"]) for i in json.loads(page)["ledger"]}
+        want_ledger = {("Deployment", SLUG, mail_name)} | (
+            {("RabbitMQ vhost", SERVICES_HOST % broker_ns, SLUG), ("RabbitMQ user", SERVICES_HOST % broker_ns, SLUG)}
+            if mode == "shared" else {(k, "rabbitmq", SLUG) for k in ("Vhost", "User", "Permission")})
+        assert want_ledger <= listed, "the ledger lacks %s: %s" % (want_ledger - listed, sorted(listed))
+
+        # closed -> every object gone, the broker's included; the ledger says each gone
+        closed = fixture("pull_request.closed.unmerged")
+        closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T19:00:00Z"
+        started = time.time()
+        pd.deliver("pull_request", closed)
+        wait("the preview forgotten", lambda: pd.preview() is None, 300)
+        took["closed"] = time.time() - started
+
+        def leftovers():
+            keep = {("Secret", "previewd-system", "postgres-admin"), ("Secret", "previewd-system", "rabbitmq-admin"),
+                    ("Secret", "pg", "shared-superuser")}
+            return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in emu.objects()
+                    if o["kind"] not in ("AppProject",)
+                    and (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) not in keep
+                    and (o["metadata"].get("namespace") in ("previewd-system", "pg", "rabbitmq", SLUG)
+                         or o["metadata"]["name"].startswith(SLUG) or o.get("apiVersion") == "rabbitmq.com/v1beta1"
+                         or o["kind"] in ("Application", "Job", "SealedSecret", "Certificate", "DNSEndpoint"))]
+        try:
+            wait("every object to be gone", lambda: not leftovers(), 60)
+        except AssertionError:
+            raise AssertionError("left behind: %s" % leftovers())
+        if mode == "shared":
+            delete = [j for j in emu.jobs() if j["name"] == SLUG + "-amqp-delete"]
+            assert delete and delete[-1]["namespace"] == "previewd-system" and delete[-1]["result"] == "succeeded", \
+                emu.jobs()
+            cleaned = seqs("cleanup-hook", SLUG + "-amqp-delete", "Job")
+            assert cleaned, "the delete Job was cleaned up (HookSucceeded): %s" % [
+                a for a in emu.actions() if a["name"] == SLUG + "-amqp-delete"]
+        else:
+            assert sorted(operator.deleted) == sorted((k, "rabbitmq", n) for k, n in want), \
+                "each went through the operator's finalizer: %s" % operator.deleted
+        check_pods_started(emu)
+        destroyed = pd.history("destroyed")
+        assert destroyed, "the history outlives the preview"
+        reason = destroyed[-1]
+        items = ["Deployment %s gone" % mail_name, "Namespace %s gone" % SLUG]
+        items += (["RabbitMQ vhost %s gone" % SLUG, "RabbitMQ user %s gone" % SLUG] if mode == "shared"
+                  else ["Vhost %s gone" % SLUG, "User %s gone" % SLUG, "Permission %s gone" % SLUG])
+        missing = [i for i in items if i not in reason]
+        assert not missing, "the ledger's last word lacks %s: %r" % (missing, reason)
+        status, page = pd.get("/api/previews/codertocat/hello-world/2")
+        after = json.loads(page) if status == 200 else {}
+        assert after.get("preview") is None and any(h.get("what") == "destroyed" for h in after.get("history", [])), \
+            (status, page[:500])
+        print("faithful[services-%s]: closed -> nothing left (%s); ledger: %s"
+              % (mode, "-amqp-delete ran and was cleaned up" if mode == "shared" else "no rabbitmq.com objects", reason))
+        print("faithful[services-%s]: seconds to ready after opened %.1f; closed to forgotten %.1f"
+              % (mode, took["opened"], took["closed"]))
+    except BaseException:
+        log_tails(work)
+        raise
+    finally:
+        pd.stop()
+        if operator is not None:
+            operator.close()
+        emu.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     binary, python, emulator = (os.path.abspath(a) if os.sep in a else shutil.which(a) for a in sys.argv[1:4])
-    modes = sys.argv[4:] or ["shared", "cnpg", "wait_for", "template-shared", "template-cnpg"]
+    modes = sys.argv[4:] or ["shared", "cnpg", "wait_for", "template-shared", "template-cnpg", "services-shared",
+                             "services-cnpg"]
     passed = failed = 0
     for mode in modes:
         started = time.time()
         try:
             if mode == "wait_for":
                 wait_walk(binary, python, emulator)
+            elif mode.startswith("services-"):
+                services_walk(mode.split("-", 1)[1], binary, python, emulator)
             elif mode.startswith("template-"):
                 template_walk(mode.split("-", 1)[1], binary, python, emulator)
             else:
