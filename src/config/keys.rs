@@ -175,10 +175,11 @@ pub const KEYS: &[Key] = &[
     key("messaging.image", Text, Is("curlimages/curl:8.17.0"), "shared: the Jobs' image (sh and curl)"),
     key("messaging.cluster", Text, Is("rabbitmq"), "operator: the RabbitmqCluster"),
     key("messaging.max_connections", Number, Is("20"), "connections a preview's vhost may hold"),
-    key("messaging.max_queues", Number, Is("50"), "queues a preview's vhost may hold"),
+    key("messaging.max_queues", Number, Is("20"), "queues a preview's vhost may hold"),
     key("messaging.max_queue_size", Text, Is("16MiB"),
         "bytes each queue of a preview may hold (`MiB`, `GiB`; an operator policy the app \
-         cannot change; publishing past it is refused)"),
+         cannot change; past it the oldest messages go. A stream is bounded only by whole \
+         segments, 500 MB by default)"),
 ];
 
 /// The array tables, whose fields are checked by their own structs; the table lists them

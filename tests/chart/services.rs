@@ -191,7 +191,7 @@ fn operator_messaging_renders_the_topology_operators_objects_valid_against_its_c
     assert_eq!(vhost["spec"]["deletionPolicy"], "delete");
     assert_eq!(
         vhost["spec"]["limits"],
-        serde_json::json!({"connections": 20, "queues": 50})
+        serde_json::json!({"connections": 20, "queues": 20})
     );
     let user = named(&objects, "User", SLUG);
     assert_eq!(
@@ -211,7 +211,11 @@ fn operator_messaging_renders_the_topology_operators_objects_valid_against_its_c
     );
     let policy = named(&objects, "OperatorPolicy", &format!("{SLUG}-bounds"));
     assert_eq!(wave(policy).as_deref(), Some("0"));
-    assert_eq!(policy["spec"]["definition"]["max-length-bytes"], 16 << 20);
+    assert_eq!(
+        policy["spec"]["definition"],
+        serde_json::json!({"max-length-bytes": 16 << 20}),
+        "only keys RabbitMQ takes in an operator policy"
+    );
     for object in [vhost, user, permission, policy] {
         assert_eq!(object["spec"]["rabbitmqClusterReference"]["name"], "broker");
     }
