@@ -63,3 +63,37 @@ fn previews_of_repositories_whose_safe_names_would_collide_get_vhosts_of_their_o
         );
     }
 }
+
+/// Operator mode: the topology operator declares a User from its Secret's `passwordHash`
+/// as `rabbit_password_hashing_sha512` (its internal/user.go). The hash previewd seals there
+/// (`rabbitmq_password_hash_sha512`) is declared the same way here, through the same API,
+/// and the app logs in with the password it keeps; a SHA-256 hash declared as SHA-512 does
+/// not open, so the algorithm is what is proved.
+#[test]
+fn a_user_declared_as_the_topology_operator_does_logs_in_with_the_apps_password() {
+    let preview = Preview::of("octo/operator-hash#4");
+    preview.create();
+    let broker = preview.broker();
+    let declare = |hash: &str| {
+        let body = format!(
+            r#"{{"password_hash":"{hash}","hashing_algorithm":"rabbit_password_hashing_sha512","tags":"previewd"}}"#
+        );
+        let (status, answer) =
+            broker.admin("PUT", &format!("/api/users/{}", preview.slug), Some(&body));
+        assert!(matches!(status, 201 | 204), "{status} {answer}");
+    };
+    declare(&previewd::secrets::rabbitmq_password_hash(
+        &preview.password,
+        rand::random(),
+    ));
+    let refused = preview.amqp("roundtrip", &[]);
+    assert!(refused.get("error").is_some(), "{refused}");
+
+    declare(&previewd::secrets::rabbitmq_password_hash_sha512(
+        &preview.password,
+        rand::random(),
+    ));
+    let app = preview.amqp("roundtrip", &[]);
+    assert_eq!(app["got"], app["sent"], "{app}");
+    preview.delete();
+}
