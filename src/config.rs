@@ -378,8 +378,12 @@ pub struct MessagingConfig {
     pub cluster: String,
     /// Connections a preview's vhost may hold.
     pub max_connections: u32,
+    /// Channels a preview's user may hold (the connection limit alone leaves 2047 each).
+    pub max_channels: u32,
     /// Queues a preview's vhost may hold.
     pub max_queues: u32,
+    /// Messages each of its queues may hold: `max_queue_bytes` counts bodies, not headers.
+    pub max_queue_messages: u32,
     /// Bytes each of its queues may hold (an operator policy the preview cannot change).
     pub max_queue_bytes: u64,
 }

@@ -26,6 +26,8 @@ use rabbitmq::Broker;
 pub(crate) const MAX_CONNECTIONS: u32 = 3;
 pub(crate) const MAX_QUEUES: u32 = 4;
 pub(crate) const MAX_QUEUE_BYTES: u32 = 10_000;
+pub(crate) const MAX_QUEUE_MESSAGES: u32 = 20;
+pub(crate) const MAX_CHANNELS: u32 = 8;
 
 /// One preview's side of the broker: its slug (vhost and user), and the password whose
 /// hash previewd seals for the create Job.
@@ -68,6 +70,8 @@ impl Preview {
                 ("MAX_CONNECTIONS", MAX_CONNECTIONS.to_string()),
                 ("MAX_QUEUES", MAX_QUEUES.to_string()),
                 ("MAX_QUEUE_BYTES", MAX_QUEUE_BYTES.to_string()),
+                ("MAX_QUEUE_MESSAGES", MAX_QUEUE_MESSAGES.to_string()),
+                ("MAX_CHANNELS", MAX_CHANNELS.to_string()),
             ]);
         }
         env

@@ -5,7 +5,8 @@
 #   rabbitmq.sh delete   the PostDelete hook: user first, then vhost (gone already is fine)
 # Environment: RABBITMQ_MANAGEMENT_URL, RABBITMQ_ADMIN_USER, RABBITMQ_ADMIN_PASSWORD,
 # VHOST, PREVIEW_USER, PREVIEW; for create also PASSWORD_HASH, MAX_CONNECTIONS,
-# MAX_QUEUES, MAX_QUEUE_BYTES.
+# MAX_QUEUES, MAX_QUEUE_BYTES, and (optional, for Jobs rendered before them) MAX_QUEUE_MESSAGES
+# and MAX_CHANNELS.
 #
 # Ownership: previewd's vhosts have a description beginning "previewd preview " and its
 # users carry exactly the one tag "previewd" (a tag the management plugin gives no
@@ -132,6 +133,8 @@ create() {
   number MAX_CONNECTIONS "${MAX_CONNECTIONS:-}"
   number MAX_QUEUES "${MAX_QUEUES:-}"
   number MAX_QUEUE_BYTES "${MAX_QUEUE_BYTES:-}"
+  number MAX_QUEUE_MESSAGES "${MAX_QUEUE_MESSAGES:=1000}"
+  number MAX_CHANNELS "${MAX_CHANNELS:=100}"
 
   # Both checked before anything is written: a refusal leaves the broker as it was.
   vhost_owner
@@ -153,9 +156,10 @@ create() {
   # queue (or an app's policy) asks for more, the smaller limit wins. `max-length-bytes`
   # only: RabbitMQ takes none of the keys it does not register for operator policies
   # (`overflow` is refused, "not recognised policy settings"), so a full queue drops from
-  # its head, which bounds it all the same.
+  # its head, which bounds it all the same. max-length-bytes counts bodies only; headers (up
+  # to a frame each) are bounded by max-length, the count.
   api PUT "/operator-policies/$vhost/previewd-bounds" \
-    "{\"pattern\":\".*\",\"apply-to\":\"queues\",\"priority\":0,\"definition\":{\"max-length-bytes\":$MAX_QUEUE_BYTES}}"
+    "{\"pattern\":\".*\",\"apply-to\":\"queues\",\"priority\":0,\"definition\":{\"max-length-bytes\":$MAX_QUEUE_BYTES,\"max-length\":$MAX_QUEUE_MESSAGES}}"
   expect "setting the operator policy on $vhost" 201 204
 
   api PUT "/users/$user" \
@@ -165,6 +169,9 @@ create() {
   # were it ever given another vhost. 404: a broker without user limits (before 3.8.10).
   api PUT "/user-limits/$user/max-connections" "{\"value\":$MAX_CONNECTIONS}"
   expect "setting user limit max-connections" 201 204 404
+  # Channels cost the broker memory too (2047 a connection by default).
+  api PUT "/user-limits/$user/max-channels" "{\"value\":$MAX_CHANNELS}"
+  expect "setting user limit max-channels" 201 204 404
   api PUT "/permissions/$vhost/$user" '{"configure":".*","write":".*","read":".*"}'
   expect "granting $user on $vhost" 201 204
   printf 'rabbitmq.sh: vhost %s and user %s ready for %s\n' "$vhost" "$user" "$preview"

@@ -175,7 +175,11 @@ pub const KEYS: &[Key] = &[
     key("messaging.image", Text, Is("curlimages/curl:8.17.0"), "shared: the Jobs' image (sh and curl)"),
     key("messaging.cluster", Text, Is("rabbitmq"), "operator: the RabbitmqCluster"),
     key("messaging.max_connections", Number, Is("20"), "connections a preview's vhost may hold"),
+    key("messaging.max_channels", Number, Is("100"), "channels a preview's user may hold"),
     key("messaging.max_queues", Number, Is("20"), "queues a preview's vhost may hold"),
+    key("messaging.max_queue_messages", Number, Is("1000"),
+        "messages each queue of a preview may hold (`max_queue_size` counts bodies only, not \
+         headers)"),
     key("messaging.max_queue_size", Text, Is("16MiB"),
         "bytes each queue of a preview may hold (`MiB`, `GiB`; an operator policy the app \
          cannot change; past it the oldest messages go. A stream is bounded only by whole \

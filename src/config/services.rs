@@ -181,7 +181,9 @@ impl Validator {
             port: self.port(raw, "messaging.port")?,
             image,
             max_connections: self.count(raw, "messaging.max_connections", 1..=10_000)?,
+            max_channels: self.count(raw, "messaging.max_channels", 1..=2047)?,
             max_queues: self.count(raw, "messaging.max_queues", 1..=10_000)?,
+            max_queue_messages: self.count(raw, "messaging.max_queue_messages", 1..=10_000_000)?,
             max_queue_bytes: self.size_from(
                 "messaging.max_queue_size",
                 &raw.values.text_or_default("messaging.max_queue_size"),

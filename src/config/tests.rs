@@ -108,7 +108,11 @@ fn every_key_has_a_variable_that_is_accepted() {
             "defaults.allow_keep" | "sweep.remove_orphans" | "chart.legacy_names" => "true",
             "defaults.max_per_repo" | "defaults.max_per_author" => "3",
             "defaults.at_cap" => "evict",
-            "mail.max_messages" | "messaging.max_connections" | "messaging.max_queues" => "7",
+            "mail.max_messages"
+            | "messaging.max_connections"
+            | "messaging.max_queues"
+            | "messaging.max_channels"
+            | "messaging.max_queue_messages" => "7",
             "mail.relay_port" | "messaging.port" => "2525",
             "mail.relay_starttls" => "false",
             "messaging.mode" => "operator",

@@ -91,6 +91,8 @@ pub(super) fn messaging(
         "maxConnections": broker.max_connections,
         "maxQueues": broker.max_queues,
         "maxQueueBytes": broker.max_queue_bytes,
+        "maxQueueMessages": broker.max_queue_messages,
+        "maxChannels": broker.max_channels,
         "secret": secrets.amqp,
     });
     match broker.mode {

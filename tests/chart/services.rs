@@ -213,7 +213,7 @@ fn operator_messaging_renders_the_topology_operators_objects_valid_against_its_c
     assert_eq!(wave(policy).as_deref(), Some("0"));
     assert_eq!(
         policy["spec"]["definition"],
-        serde_json::json!({"max-length-bytes": 16 << 20}),
+        serde_json::json!({"max-length-bytes": 16 << 20, "max-length": 1000}),
         "only keys RabbitMQ takes in an operator policy"
     );
     for object in [vhost, user, permission, policy] {

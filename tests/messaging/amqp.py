@@ -84,6 +84,34 @@ def queues(n):
     say(declared=n, error=None)
 
 
+def channels(n):
+    """Opens up to n channels on one connection: how many the broker let be."""
+    connection = pika.BlockingConnection(params())
+    held = []
+    for _ in range(n):
+        try:
+            held.append(connection.channel())
+        except Exception as e:
+            say(opened=len(held), error=error(e))
+            return
+    say(opened=len(held), error=None)
+
+
+def headers(count, size):
+    """Publishes count empty-bodied messages carrying size bytes of headers each, confirmed:
+    what the queue kept (max-length-bytes counts bodies, so only the count bounds these)."""
+    connection = pika.BlockingConnection(params())
+    channel = connection.channel()
+    channel.queue_declare("headers", durable=True)
+    channel.confirm_delivery()
+    properties = pika.BasicProperties(headers={"padding": "h" * size})
+    for _ in range(count):
+        channel.basic_publish("", "headers", b"", properties)
+    kept = channel.queue_declare("headers", passive=True).method.message_count
+    say(kept=kept)
+    connection.close()
+
+
 def fill(size, count, asked, kind=0):
     """Publishes count messages of size bytes, confirmed, to a queue that asks for `asked`
     bytes of x-max-length-bytes (0: none), of type `kind` (0 classic, 1 quorum, 2 stream);
@@ -128,6 +156,8 @@ if __name__ == "__main__":
     try:
         {
             "roundtrip": roundtrip,
+            "channels": channels,
+            "headers": headers,
             "connect": connect,
             "connections": connections,
             "queues": queues,

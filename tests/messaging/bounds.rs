@@ -1,7 +1,9 @@
 //! The bounds create sets hold against the preview's own app: connections, queues, and
 //! the bytes a queue holds, whatever the app declares.
 
-use crate::{MAX_CONNECTIONS, MAX_QUEUE_BYTES, MAX_QUEUES, Preview};
+use crate::{
+    MAX_CHANNELS, MAX_CONNECTIONS, MAX_QUEUE_BYTES, MAX_QUEUE_MESSAGES, MAX_QUEUES, Preview,
+};
 
 #[test]
 fn a_connection_past_the_bound_is_refused() {
@@ -11,6 +13,29 @@ fn a_connection_past_the_bound_is_refused() {
     assert_eq!(app["opened"], MAX_CONNECTIONS, "{app}");
     let error = app["error"].as_str().unwrap_or_default();
     assert!(error.contains("connection limit"), "{app}");
+}
+
+/// Each channel costs the broker memory; the connection limit alone leaves 2047 a
+/// connection.
+#[test]
+fn a_channel_past_the_bound_is_refused() {
+    let preview = Preview::of("octo/bounded-channels#1");
+    preview.create();
+    let app = preview.amqp("channels", &[MAX_CHANNELS + 1]);
+    assert_eq!(app["opened"], MAX_CHANNELS, "{app}");
+    let error = app["error"].as_str().unwrap_or_default();
+    assert!(error.contains("channel"), "{app}");
+}
+
+/// max-length-bytes counts bodies only: messages with empty bodies and large headers
+/// would fill the disk under it. The count bounds them.
+#[test]
+fn messages_of_headers_alone_cannot_grow_a_queue_past_the_count() {
+    let preview = Preview::of("octo/bounded-headers#1");
+    preview.create();
+    let app = preview.amqp("headers", &[MAX_QUEUE_MESSAGES * 3, 50_000]);
+    let kept = app["kept"].as_u64().unwrap_or_else(|| panic!("{app}"));
+    assert_eq!(kept, u64::from(MAX_QUEUE_MESSAGES), "{app}");
 }
 
 #[test]
