@@ -1,7 +1,7 @@
 //! The ledger: what a preview provisioned, derived purely from its names and the
 //! configuration, and how previewd can confirm each item gone after teardown.
 
-use crate::config::{AppConfig, Config, DatabaseMode, MessagingMode, TlsMode};
+use crate::config::{Config, DatabaseMode, MessagingMode, TlsMode};
 use crate::naming::Names;
 use crate::preview::LedgerState;
 
@@ -73,7 +73,14 @@ pub enum Dns {
 
 /// Everything one preview's Applications make that teardown must see gone. (Sealed and TLS
 /// Secrets, Jobs and ConfigMaps live in the namespace and go with it.)
-pub fn provisioned(names: &Names, config: &Config, app: &AppConfig, dns: Dns) -> Vec<Entry> {
+/// What a preview has besides its database: a mail catcher, a vhost and user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Services {
+    pub mail: bool,
+    pub messaging: Option<MessagingMode>,
+}
+
+pub fn provisioned(names: &Names, config: &Config, services: &Services, dns: Dns) -> Vec<Entry> {
     let argocd = &config.sink.argocd_namespace;
     let mut entries = vec![
         entry("Application", argocd, &names.application),
@@ -106,12 +113,12 @@ pub fn provisioned(names: &Names, config: &Config, app: &AppConfig, dns: Dns) ->
             &format!("{}-dns", names.slug),
         ));
     }
-    if app.mail.is_some() {
+    if services.mail {
         entries.push(entry("Deployment", &names.slug, &names.mail_service()));
     }
-    if app.messaging {
+    if let Some(mode) = services.messaging {
         let broker = &config.messaging;
-        match broker.mode {
+        match mode {
             MessagingMode::Shared => {
                 entries.push(entry(SHARED_VHOST, &broker.host, &names.slug));
                 entries.push(entry(SHARED_USER, &broker.host, &names.slug));
@@ -190,7 +197,7 @@ mod tests {
             Vec::new(),
         )
         .unwrap();
-        let kinds: Vec<_> = provisioned(&names(), &config, &AppConfig::default(), Dns::Endpoint)
+        let kinds: Vec<_> = provisioned(&names(), &config, &Services::default(), Dns::Endpoint)
             .into_iter()
             .chain([app_entry(&names(), &config)])
             .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))
@@ -211,15 +218,14 @@ mod tests {
 
     #[test]
     fn the_ledger_lists_the_catcher_and_the_brokers_objects_of_a_repository_with_them() {
-        let app = AppConfig {
-            mail: Some(Default::default()),
-            messaging: true,
-            ..AppConfig::default()
-        };
         let slug = names().slug;
         let listed = |toml: &str| -> Vec<String> {
             let config = Config::from_toml(toml, Vec::new()).unwrap();
-            provisioned(&names(), &config, &app, Dns::Off)
+            let services = Services {
+                mail: true,
+                messaging: Some(config.messaging.mode),
+            };
+            provisioned(&names(), &config, &services, Dns::Off)
                 .into_iter()
                 .skip(4)
                 .map(|e| format!("{} {}/{}", e.kind, e.namespace, e.name))

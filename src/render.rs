@@ -131,8 +131,28 @@ pub fn preview(
     Ok(Rendered {
         helper: stamped(helper, instance),
         app: app.map(|app| stamped(app, instance)),
-        entries: ledger::provisioned(names, config, &config.app_for(&preview.key.repo), dns),
+        entries: ledger::provisioned(
+            names,
+            config,
+            &ledger_services(preview, names, config, sealed),
+            dns,
+        ),
     })
+}
+
+/// What the ledger lists of the preview's mail and messaging: its repository's mail, and the
+/// messaging the preview has (`services::messaging_mode`).
+fn ledger_services(
+    preview: &Preview,
+    names: &Names,
+    config: &Config,
+    sealed: &[SealedSecret],
+) -> ledger::Services {
+    let app = config.app_for(&preview.key.repo);
+    ledger::Services {
+        mail: app.mail.is_some(),
+        messaging: services::messaging_mode(&app, config, names, sealed),
+    }
 }
 
 /// `manifest` labelled with `instance`, and the hash of that, annotated.
@@ -353,7 +373,8 @@ pub fn values(
     if let Some(mail) = services::mail(&app, config, names) {
         values["mail"] = mail;
     }
-    if let Some(messaging) = services::messaging(&app, config, names, preview) {
+    let mode = services::messaging_mode(&app, config, names, sealed);
+    if let Some(messaging) = services::messaging(mode, config, names, preview) {
         values["messaging"] = messaging;
     }
     if let (Some(source), Value::Object(database)) = (&preview.template, &mut values["database"]) {

@@ -1,7 +1,7 @@
 //! The mail catcher's inbox on a preview's host (`render::services::INBOX_PATH`): never
 //! public. A `public` repository's preview lets anyone in, but its inbox holds what the app
-//! mailed (sign-up links, password resets), so only people who may read the repository see
-//! it. The path is compared as the proxy routes it, not as the client spelled it: nginx
+//! mailed (sign-up links, password resets), so there it asks for a reader of the repository
+//! (under `org`, members see it as they see the app; a writer's share link opens both). The path is compared as the proxy routes it, not as the client spelled it: nginx
 //! decodes percent-escapes, merges slashes and resolves dot segments before it picks the
 //! location (ngx_http_parse_complex_uri), so `/%5F%5Fmail/` reaches the inbox too.
 

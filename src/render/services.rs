@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::config::{AppConfig, Config, MailPolicy, MessagingMode};
 use crate::naming::Names;
 use crate::preview::Preview;
-use crate::render::SecretNames;
+use crate::render::{SealedSecret, SecretNames};
 
 /// Where the catcher's inbox is served on the preview's host (Mailpit's webroot), behind
 /// the preview's login like the app.
@@ -72,16 +72,15 @@ fn escape(text: &str) -> String {
 
 /// The chart's `messaging` values, for a repository with `messaging = "rabbitmq"`: the
 /// vhost and user are the slug (its hash of the full repository name keeps two
-/// repositories apart), with the bounds of `[messaging]`.
+/// repositories apart), with the bounds of `[messaging]`, in the preview's `mode`
+/// (`messaging_mode`).
 pub(super) fn messaging(
-    app: &AppConfig,
+    mode: Option<MessagingMode>,
     config: &Config,
     names: &Names,
     preview: &Preview,
 ) -> Option<Value> {
-    if !app.messaging {
-        return None;
-    }
+    let mode = mode?;
     let broker = &config.messaging;
     let secrets = SecretNames::of(names);
     let mut values = json!({
@@ -95,7 +94,7 @@ pub(super) fn messaging(
         "maxChannels": broker.max_channels,
         "secret": secrets.amqp,
     });
-    match broker.mode {
+    match mode {
         MessagingMode::Shared => {
             values["mode"] = json!("shared");
             values["shared"] = json!({
@@ -115,6 +114,29 @@ pub(super) fn messaging(
         }
     }
     Some(values)
+}
+
+/// How a preview has its vhost and user: as its sealed credentials say once it has them
+/// (the hash for the shared mode's Job, or the operator's Secret), else as its repository
+/// asks. A preview keeps what it was made with until it ends, so that its teardown deletes
+/// what is there, whatever the configuration says by then: a repository turning messaging
+/// off, or `messaging.mode` changed, would otherwise drop the delete hook and leave a vhost
+/// and a user whose password the PR's code has read.
+pub fn messaging_mode(
+    app: &AppConfig,
+    config: &Config,
+    names: &Names,
+    sealed: &[SealedSecret],
+) -> Option<MessagingMode> {
+    let secrets = SecretNames::of(names);
+    let has = |name: &str| sealed.iter().any(|s| s.name == name);
+    if has(&secrets.amqp_hash) {
+        Some(MessagingMode::Shared)
+    } else if has(&secrets.amqp_user) {
+        Some(MessagingMode::Operator)
+    } else {
+        app.messaging.then_some(config.messaging.mode)
+    }
 }
 
 /// What the app's chart is told: the Secrets holding SMTP_* and AMQP_*, for a repository

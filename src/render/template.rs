@@ -122,11 +122,15 @@ pub fn template(
     // Its drop runs even if it is retired before Argo CD's first refresh (see `finalizers`).
     let finalizers = super::finalizers(values);
     app["metadata"]["finalizers"] = finalizers;
-    let mut entries: Vec<ledger::Entry> =
-        ledger::provisioned(names, config, &Default::default(), ledger::Dns::Off)
-            .into_iter()
-            .filter(|e| e.kind != "Certificate")
-            .collect();
+    let mut entries: Vec<ledger::Entry> = ledger::provisioned(
+        names,
+        config,
+        &ledger::Services::default(),
+        ledger::Dns::Off,
+    )
+    .into_iter()
+    .filter(|e| e.kind != "Certificate")
+    .collect();
     if spares > 0 {
         entries.push(ledger::Entry {
             kind: "Deployment".into(),

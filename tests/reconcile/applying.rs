@@ -370,3 +370,45 @@ async fn turning_mail_and_messaging_on_adds_their_secrets_to_a_sealed_preview() 
         "sealed once: the next pass adds nothing"
     );
 }
+
+/// A preview keeps the vhost it was made with until it ends: a repository turning messaging
+/// off, or `messaging.mode` changed, would otherwise drop the delete hook from its
+/// rendering and leave a vhost and a user whose password the PR's code has read.
+#[tokio::test]
+async fn a_preview_keeps_its_vhost_and_its_delete_until_it_ends_whatever_the_config_becomes() {
+    let app = TestApp::start().await;
+    let with = |extra: &str| {
+        let mut config = app.app.config.clone();
+        config.repos = previewd::config::Config::from_toml(
+            &format!("{extra}[[repos]]\nname = \"{HELLO}\"\nmessaging = \"rabbitmq\"\n"),
+            Vec::new(),
+        )
+        .unwrap()
+        .repos;
+        config
+    };
+    let on = with("");
+    app.send(&Delivery::fixture("pull_request.opened")).await;
+    reconciler(&app, on.clone()).pass().await.unwrap();
+    let slug = APP.trim_end_matches("-helpers");
+    // The chart renders the delete Job from these values (tests/chart/services.rs).
+    let delete = format!("hashSecret: {slug}-amqp-hash");
+    assert!(file(&app).unwrap().contains(&delete));
+
+    let mut off = on.clone();
+    off.repos[0].app.messaging = false;
+    let mut operator = on.clone();
+    operator.messaging.mode = previewd::config::MessagingMode::Operator;
+    for (what, config) in [("messaging off", off), ("operator mode", operator)] {
+        reconciler(&app, config).pass().await.unwrap();
+        let rendered = file(&app).unwrap();
+        assert!(rendered.contains(&delete), "{what}: the delete hook stays");
+        assert!(
+            rendered.contains("post-delete-finalizer.argocd.argoproj.io"),
+            "{what}: and the finalizers that run it"
+        );
+        assert!(!rendered.contains("credentialsSecret"), "{what}: still shared");
+    }
+    let kinds: Vec<String> = app.scalars("SELECT kind FROM ledger ORDER BY id").await;
+    assert!(kinds.contains(&"RabbitMQ vhost".to_owned()), "{kinds:?}");
+}
