@@ -133,17 +133,8 @@ impl Validator {
                 ));
             }
         };
-        let label = |key: &str, default: &str| -> Result<String, ConfigError> {
-            let value = raw.values.text(key).unwrap_or_else(|| default.into());
-            if is_dns_label(&value) {
-                Ok(value)
-            } else {
-                Err(self.invalid(
-                    key,
-                    format!("{value:?} is not a valid name"),
-                    "a lower-case RFC 1123 label",
-                ))
-            }
+        let label = |key: &str, default: &str| {
+            self.label(key, raw.values.text(key).unwrap_or_else(|| default.into()))
         };
         let namespace = label(
             "messaging.namespace",

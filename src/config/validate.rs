@@ -330,19 +330,9 @@ impl Validator {
                 ));
             }
         };
-        let label =
-            |key: &str, value: Option<String>, default: &str| -> Result<String, ConfigError> {
-                let value = value.unwrap_or_else(|| default.into());
-                if is_dns_label(&value) {
-                    Ok(value)
-                } else {
-                    Err(self.invalid(
-                        key,
-                        format!("{value:?} is not a valid name"),
-                        "a lower-case RFC 1123 label",
-                    ))
-                }
-            };
+        let label = |key: &str, value: Option<String>, default: &str| {
+            self.label(key, value.unwrap_or_else(|| default.into()))
+        };
         let namespace = label(
             "database.namespace",
             raw.values.text("database.namespace"),
@@ -403,6 +393,19 @@ impl Validator {
                 .transpose()?,
             namespace,
         })
+    }
+
+    /// `value` when it is a lower-case RFC 1123 label (a namespace, a Secret, a cluster).
+    pub(super) fn label(&self, key: &str, value: String) -> Result<String, ConfigError> {
+        if is_dns_label(&value) {
+            Ok(value)
+        } else {
+            Err(self.invalid(
+                key,
+                format!("{value:?} is not a valid name"),
+                "a lower-case RFC 1123 label",
+            ))
+        }
     }
 
     /// A size such as `512MiB` or `5GiB`, in bytes: at least 64 MiB (an empty database holds
