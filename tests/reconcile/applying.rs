@@ -407,7 +407,10 @@ async fn a_preview_keeps_its_vhost_and_its_delete_until_it_ends_whatever_the_con
             rendered.contains("post-delete-finalizer.argocd.argoproj.io"),
             "{what}: and the finalizers that run it"
         );
-        assert!(!rendered.contains("credentialsSecret"), "{what}: still shared");
+        assert!(
+            !rendered.contains("credentialsSecret"),
+            "{what}: still shared"
+        );
     }
     let kinds: Vec<String> = app.scalars("SELECT kind FROM ledger ORDER BY id").await;
     assert!(kinds.contains(&"RabbitMQ vhost".to_owned()), "{kinds:?}");
