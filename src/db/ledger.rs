@@ -2,7 +2,8 @@
 
 use rusqlite::params;
 
-use super::previews::{NewSecrets, Noted};
+use super::previews::Noted;
+use super::secrets::NewSecrets;
 use crate::plan::Observation;
 use crate::preview::{HistoryKind, LedgerState};
 

@@ -290,7 +290,7 @@ pub async fn generation_secrets(state: &State, id: i64) -> sqlx::Result<Vec<Seal
     .await?;
     let secrets: Option<Vec<_>> = rows
         .into_iter()
-        .map(|r| super::previews::stored_secret(r.name, r.namespace, &r.scope, &r.encrypted_data))
+        .map(|r| super::secrets::stored_secret(r.name, r.namespace, &r.scope, &r.encrypted_data))
         .collect();
     Ok(secrets.unwrap_or_default())
 }
@@ -317,7 +317,7 @@ pub async fn store_generation_secrets(
     .execute(&mut *tx)
     .await?;
     for secret in secrets {
-        let stored = super::previews::secret_to_store(secret);
+        let stored = super::secrets::secret_to_store(secret);
         sqlx::query!(
             "INSERT INTO template_secrets (template_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
