@@ -432,8 +432,6 @@ pub async fn add_history_now(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
 
     #[test]
@@ -442,34 +440,5 @@ mod tests {
         assert_eq!(selected, NAMES);
         assert_eq!(at("id"), 0);
         assert_eq!(at("template_seed"), NAMES.len() - 1);
-    }
-
-    fn sealed(template_data: BTreeMap<String, String>) -> crate::render::SealedSecret {
-        crate::render::SealedSecret {
-            name: "db".into(),
-            namespace: "pv-octo-app-pr-7".into(),
-            scope: "strict",
-            type_: "Opaque".into(),
-            labels: BTreeMap::new(),
-            encrypted_data: [("PGPASSWORD".into(), "AgB=".into())].into(),
-            template_data,
-        }
-    }
-
-    #[test]
-    fn a_stored_secret_keeps_its_public_values() {
-        let secret = sealed([("PGHOST".into(), "postgres.svc".into())].into());
-        let stored = secret_to_store(&secret);
-        let read = stored_secret("db".into(), "pv-octo-app-pr-7".into(), "strict", &stored);
-        assert_eq!(read, Some(secret));
-    }
-
-    /// Sealed before public values rode unsealed: read as it was, so its rendering and its
-    /// hash do not move.
-    #[test]
-    fn a_secret_stored_before_public_values_reads_with_none() {
-        let stored = r#"{"type":"Opaque","labels":{},"data":{"PGPASSWORD":"AgB="}}"#;
-        let read = stored_secret("db".into(), "pv-octo-app-pr-7".into(), "strict", stored);
-        assert_eq!(read, Some(sealed(BTreeMap::new())));
     }
 }
