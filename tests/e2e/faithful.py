@@ -1017,8 +1017,16 @@ def services_walk(mode, binary, python, emulator):
         # opened -> ready, the catcher and the broker's objects among the helpers'
         started = time.time()
         pd.deliver("pull_request", fixture("pull_request.opened"))
+        def opened():
+            # A chart that will not render (values previewd's binary and the checkout's chart
+            # disagree on) fails the walk at once, not after the wait.
+            conds = ((emu.app(HELPERS) or {}).get("status") or {}).get("conditions") or []
+            errors = [c["message"] for c in conds if c.get("type") == "ComparisonError"]
+            assert not errors, "the helpers' chart did not render: %s" % errors
+            return ready_at(pd, emu, SHA_A)
+
         try:
-            wait("the preview ready at the opened head", lambda: ready_at(pd, emu, SHA_A), 180)
+            wait("the preview ready at the opened head", opened, 180)
         except AssertionError:
             check_pods_started(emu)  # a Job held by a missing Secret or key, named
             raise
