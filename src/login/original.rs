@@ -60,11 +60,23 @@ impl Original {
         let original = match proxy {
             Proxy::Nginx => Self::from_url(text("x-original-url").ok_or(Unreadable::Missing)?)?,
             Proxy::Forwarding => match &forwarded_host {
-                Some(host) => Self::from_parts(
-                    text("x-forwarded-proto").map(first).as_deref(),
-                    host,
-                    text("x-forwarded-uri").unwrap_or("/"),
-                )?,
+                Some(host) => {
+                    let uri = text("x-forwarded-uri");
+                    // Envoy appends the path it routed; `X-Forwarded-*` beside it may be the
+                    // client's own (a public preview's `/__mail/` claimed as `/`): two
+                    // paths, no guess. A bare `/` is Traefik's address with a slash.
+                    if let (Some(rest), Some(uri)) = (rest, uri)
+                        && rest != "/"
+                        && rest != uri
+                    {
+                        return Err(Unreadable::Conflicting);
+                    }
+                    Self::from_parts(
+                        text("x-forwarded-proto").map(first).as_deref(),
+                        host,
+                        uri.or(rest).unwrap_or("/"),
+                    )?
+                }
                 None => Self::from_parts(
                     text("x-forwarded-proto").map(first).as_deref(),
                     text("host").ok_or(Unreadable::Missing)?,

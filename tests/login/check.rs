@@ -180,3 +180,26 @@ async fn a_public_previews_inbox_refuses_someone_who_may_not_read_the_repository
     let (status, _) = world.check(&signed.back, None).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
+
+/// Envoy appends the path it routed; a client's own `X-Forwarded-Host`/`-Uri` passed along
+/// beside it must not name another path (a public preview's inbox claimed as `/`).
+#[tokio::test]
+async fn an_appended_path_and_a_forwarded_uri_that_disagree_are_refused() {
+    let world = World::new("public").await;
+    let mut request = Request::get("/auth/forward/__mail/api/v1/messages")
+        .header("host", world.host.as_str())
+        .header("x-forwarded-host", world.host.as_str())
+        .header("x-forwarded-uri", "/")
+        .header("x-forwarded-proto", "https");
+    let (status, _, _) = world.app.answer(request.body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "two paths, no guess");
+    request = Request::get("/auth/forward/__mail/api/v1/messages")
+        .header("host", world.host.as_str())
+        .header("x-forwarded-proto", "https");
+    let (status, _, _) = world.app.answer(request.body(Body::empty()).unwrap()).await;
+    assert_eq!(
+        status,
+        StatusCode::FOUND,
+        "Envoy's own path: the inbox asks who you are"
+    );
+}
