@@ -386,6 +386,10 @@ pub struct MessagingConfig {
     pub max_queue_messages: u32,
     /// Bytes each of its queues may hold (an operator policy the preview cannot change).
     pub max_queue_bytes: u64,
+    /// Some `messaging.*` key is set: the broker is meant to be used, so the helpers'
+    /// AppProject reaches its namespace even while no repository asks for messaging (the
+    /// previews made with it keep it until they end).
+    pub configured: bool,
 }
 
 /// How a repository's template database is kept (`[[repos]] database_template = true`).

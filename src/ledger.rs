@@ -74,10 +74,11 @@ pub enum Dns {
 /// Everything one preview's Applications make that teardown must see gone. (Sealed and TLS
 /// Secrets, Jobs and ConfigMaps live in the namespace and go with it.)
 /// What a preview has besides its database: a mail catcher, a vhost and user.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Services {
     pub mail: bool,
-    pub messaging: Option<MessagingMode>,
+    /// The preview's mode, and the namespace its broker objects are made in.
+    pub messaging: Option<(MessagingMode, String)>,
 }
 
 pub fn provisioned(names: &Names, config: &Config, services: &Services, dns: Dns) -> Vec<Entry> {
@@ -116,16 +117,16 @@ pub fn provisioned(names: &Names, config: &Config, services: &Services, dns: Dns
     if services.mail {
         entries.push(entry("Deployment", &names.slug, &names.mail_service()));
     }
-    if let Some(mode) = services.messaging {
-        let broker = &config.messaging;
+    if let Some((mode, namespace)) = &services.messaging {
         match mode {
             MessagingMode::Shared => {
-                entries.push(entry(SHARED_VHOST, &broker.host, &names.slug));
-                entries.push(entry(SHARED_USER, &broker.host, &names.slug));
+                let host = &config.messaging.host;
+                entries.push(entry(SHARED_VHOST, host, &names.slug));
+                entries.push(entry(SHARED_USER, host, &names.slug));
             }
             MessagingMode::Operator => {
                 for kind in ["Vhost", "User", "Permission"] {
-                    entries.push(entry(kind, &broker.namespace, &names.slug));
+                    entries.push(entry(kind, namespace, &names.slug));
                 }
             }
         }
@@ -223,7 +224,7 @@ mod tests {
             let config = Config::from_toml(toml, Vec::new()).unwrap();
             let services = Services {
                 mail: true,
-                messaging: Some(config.messaging.mode),
+                messaging: Some((config.messaging.mode, config.messaging.namespace.clone())),
             };
             provisioned(&names(), &config, &services, Dns::Off)
                 .into_iter()

@@ -137,8 +137,14 @@ pub fn helpers(config: &Config) -> Value {
                 .push(json!({"server": cluster.server, "namespace": config.database.namespace}));
         }
         let messaging = &config.messaging.namespace;
-        if config.repos.iter().any(|r| r.app.messaging) && *messaging != config.database.namespace {
-            // The vhost's Jobs (shared) or its Vhost, User and Permission (operator).
+        let broker = config.messaging.configured || config.repos.iter().any(|r| r.app.messaging);
+        let shared_with_database =
+            *messaging == config.database.namespace && config.database.mode != DatabaseMode::Off;
+        if broker && !shared_with_database {
+            // The vhost's Jobs (shared) or its Vhost, User and Permission (operator): also
+            // while no repository asks for messaging any more, as long as `[messaging]` is
+            // configured: a preview made with it keeps it until it ends, and its teardown
+            // must still reach them.
             destinations.push(json!({"server": cluster.server, "namespace": messaging}));
         }
     }
@@ -243,8 +249,11 @@ mod tests {
         );
     }
 
+    /// Also when no repository asks for messaging any more, while `[messaging]` is set: a
+    /// preview made with it keeps it until it ends, and Argo CD deletes nothing its project
+    /// no longer permits.
     #[test]
-    fn the_helpers_reach_the_brokers_namespace_only_when_a_repository_uses_it() {
+    fn the_helpers_reach_a_configured_brokers_namespace_whether_or_not_a_repository_uses_it() {
         let reaches = |toml: &str| {
             let config = Config::from_toml(toml, Vec::new()).unwrap();
             strings(&helpers(&config)["spec"]["destinations"], "namespace")
@@ -252,8 +261,29 @@ mod tests {
         };
         let broker =
             "[messaging]\nmode = \"operator\"\nnamespace = \"mq\"\n[[repos]]\nname = \"o/r\"\n";
-        assert!(!reaches(broker));
+        assert!(reaches(broker));
         assert!(reaches(&format!("{broker}messaging = \"rabbitmq\"\n")));
+        let cnpg = |extra: &str| {
+            let toml = format!("[database]\nmode = \"cnpg\"\nnamespace = \"pg\"\n{extra}");
+            let config = Config::from_toml(&toml, Vec::new()).unwrap();
+            strings(&helpers(&config)["spec"]["destinations"], "namespace")
+                .contains(&"previewd-system".to_owned())
+        };
+        assert!(!cnpg(""), "no broker configured, none reached");
+        assert!(
+            cnpg("[messaging]\nmax_queues = 5\n"),
+            "a configured broker is"
+        );
+        let defaults = Config::from_toml("", Vec::new()).unwrap();
+        let namespaces = strings(&helpers(&defaults)["spec"]["destinations"], "namespace");
+        assert_eq!(
+            namespaces
+                .iter()
+                .filter(|n| *n == "previewd-system")
+                .count(),
+            1,
+            "the broker's provisioner namespace is the database's by default: {namespaces:?}"
+        );
     }
 
     #[test]

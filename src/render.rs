@@ -141,7 +141,7 @@ pub fn preview(
 }
 
 /// What the ledger lists of the preview's mail and messaging: its repository's mail, and the
-/// messaging the preview has (`services::messaging_mode`).
+/// messaging the preview has (`services::broker_of`).
 fn ledger_services(
     preview: &Preview,
     names: &Names,
@@ -151,7 +151,8 @@ fn ledger_services(
     let app = config.app_for(&preview.key.repo);
     ledger::Services {
         mail: app.mail.is_some(),
-        messaging: services::messaging_mode(&app, config, names, sealed),
+        messaging: services::broker_of(&app, config, names, sealed)
+            .map(|broker| (broker.mode, broker.namespace)),
     }
 }
 
@@ -373,8 +374,8 @@ pub fn values(
     if let Some(mail) = services::mail(&app, config, names) {
         values["mail"] = mail;
     }
-    let mode = services::messaging_mode(&app, config, names, sealed);
-    if let Some(messaging) = services::messaging(mode, config, names, preview) {
+    let broker = services::broker_of(&app, config, names, sealed);
+    if let Some(messaging) = services::messaging(broker, config, names, preview) {
         values["messaging"] = messaging;
     }
     if let (Some(source), Value::Object(database)) = (&preview.template, &mut values["database"]) {

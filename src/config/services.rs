@@ -161,7 +161,12 @@ impl Validator {
                 "a DNS name or IPv4 address, like rabbitmq.previewd-system.svc",
             ));
         }
+        let configured = raw
+            .values
+            .all_shown()
+            .any(|(name, _)| name.starts_with("messaging."));
         Ok(MessagingConfig {
+            configured,
             mode,
             admin_secret: label(
                 "messaging.admin_secret",

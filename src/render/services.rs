@@ -73,14 +73,14 @@ fn escape(text: &str) -> String {
 /// The chart's `messaging` values, for a repository with `messaging = "rabbitmq"`: the
 /// vhost and user are the slug (its hash of the full repository name keeps two
 /// repositories apart), with the bounds of `[messaging]`, in the preview's `mode`
-/// (`messaging_mode`).
+/// (`broker_of`).
 pub(super) fn messaging(
-    mode: Option<MessagingMode>,
+    kept: Option<Broker>,
     config: &Config,
     names: &Names,
     preview: &Preview,
 ) -> Option<Value> {
-    let mode = mode?;
+    let Broker { mode, namespace } = kept?;
     let broker = &config.messaging;
     let secrets = SecretNames::of(names);
     let mut values = json!({
@@ -98,7 +98,7 @@ pub(super) fn messaging(
         MessagingMode::Shared => {
             values["mode"] = json!("shared");
             values["shared"] = json!({
-                "namespace": broker.namespace,
+                "namespace": namespace,
                 "adminSecret": broker.admin_secret,
                 "hashSecret": secrets.amqp_hash,
                 "image": broker.image,
@@ -107,7 +107,7 @@ pub(super) fn messaging(
         MessagingMode::Operator => {
             values["mode"] = json!("operator");
             values["operator"] = json!({
-                "namespace": broker.namespace,
+                "namespace": namespace,
                 "cluster": broker.cluster,
                 "credentialsSecret": secrets.amqp_user,
             });
@@ -116,26 +116,43 @@ pub(super) fn messaging(
     Some(values)
 }
 
+/// How a preview has its vhost and user, and the namespace their maker works in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    pub mode: MessagingMode,
+    /// The provisioner namespace (shared: the Jobs, the hash) or the RabbitmqCluster's
+    /// (operator: the topology objects, their credentials).
+    pub namespace: String,
+}
+
 /// How a preview has its vhost and user: as its sealed credentials say once it has them
-/// (the hash for the shared mode's Job, or the operator's Secret), else as its repository
-/// asks. A preview keeps what it was made with until it ends, so that its teardown deletes
-/// what is there, whatever the configuration says by then: a repository turning messaging
-/// off, or `messaging.mode` changed, would otherwise drop the delete hook and leave a vhost
+/// (the hash for the shared mode's Job, or the operator's Secret, each where it was sealed),
+/// else as its repository asks. A preview keeps what it was made with until it ends, so
+/// that its teardown deletes what is there, whatever the configuration says by then: a
+/// repository turning messaging off, or `messaging.mode` or its namespace changed, would
+/// otherwise drop the delete hook or move it where nothing it needs is, and leave a vhost
 /// and a user whose password the PR's code has read.
-pub fn messaging_mode(
+pub fn broker_of(
     app: &AppConfig,
     config: &Config,
     names: &Names,
     sealed: &[SealedSecret],
-) -> Option<MessagingMode> {
+) -> Option<Broker> {
     let secrets = SecretNames::of(names);
-    let has = |name: &str| sealed.iter().any(|s| s.name == name);
-    if has(&secrets.amqp_hash) {
-        Some(MessagingMode::Shared)
-    } else if has(&secrets.amqp_user) {
-        Some(MessagingMode::Operator)
+    let stored = |name: &str| sealed.iter().find(|s| s.name == name);
+    let kept = |mode, secret: &SealedSecret| Broker {
+        mode,
+        namespace: secret.namespace.clone(),
+    };
+    if let Some(hash) = stored(&secrets.amqp_hash) {
+        Some(kept(MessagingMode::Shared, hash))
+    } else if let Some(user) = stored(&secrets.amqp_user) {
+        Some(kept(MessagingMode::Operator, user))
     } else {
-        app.messaging.then_some(config.messaging.mode)
+        app.messaging.then(|| Broker {
+            mode: config.messaging.mode,
+            namespace: config.messaging.namespace.clone(),
+        })
     }
 }
 

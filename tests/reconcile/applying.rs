@@ -397,8 +397,13 @@ async fn a_preview_keeps_its_vhost_and_its_delete_until_it_ends_whatever_the_con
 
     let mut off = on.clone();
     off.repos[0].app.messaging = false;
+    // Operator mode as a file says it: its default namespace is the RabbitmqCluster's.
     let mut operator = on.clone();
-    operator.messaging.mode = previewd::config::MessagingMode::Operator;
+    operator.messaging =
+        previewd::config::Config::from_toml("[messaging]\nmode = \"operator\"\n", Vec::new())
+            .unwrap()
+            .messaging;
+    assert_eq!(operator.messaging.namespace, "rabbitmq");
     for (what, config) in [("messaging off", off), ("operator mode", operator)] {
         reconciler(&app, config).pass().await.unwrap();
         let rendered = file(&app).unwrap();
@@ -410,6 +415,12 @@ async fn a_preview_keeps_its_vhost_and_its_delete_until_it_ends_whatever_the_con
         assert!(
             !rendered.contains("credentialsSecret"),
             "{what}: still shared"
+        );
+        let application: serde_json::Value = serde_yaml_ng::from_str(&rendered).unwrap();
+        assert_eq!(
+            application["spec"]["source"]["helm"]["valuesObject"]["messaging"]["shared"]["namespace"],
+            "previewd-system",
+            "{what}: the Jobs where the hash was sealed, and the admin Secret is"
         );
     }
     let kinds: Vec<String> = app.scalars("SELECT kind FROM ledger ORDER BY id").await;
