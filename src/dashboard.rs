@@ -410,19 +410,19 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_title_with_a_script_tag_shows_as_text() {
-        let p = Preview {
+    /// A ready preview of o/r#7 whose title and URL are `title` and `url`.
+    fn ready(title: &str, author: &str, url: &str, cluster: Option<&str>) -> Preview {
+        Preview {
             repo: "o/r".into(),
             number: 7,
             pr_url: "https://github.com/o/r/pull/7".into(),
-            title: "<script>alert(1)</script>".into(),
-            author: "a\"b".into(),
+            title: title.into(),
+            author: author.into(),
             state: Shown::Ready,
             desired: Desired::Deployed,
             observed: ObservedState::Ready,
-            url: "javascript:alert(1)".into(),
-            cluster: Some("in-cluster".into()),
+            url: url.into(),
+            cluster: cluster.map(str::to_owned),
             head_sha: "ec26c3e".into(),
             created_at: 0,
             expires_at: 90_100,
@@ -432,7 +432,17 @@ mod tests {
             last_error: None,
             end_reason: None,
             waiting_since: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_title_with_a_script_tag_shows_as_text() {
+        let p = ready(
+            "<script>alert(1)</script>",
+            "a\"b",
+            "javascript:alert(1)",
+            Some("in-cluster"),
+        );
         let html = list_page(&whole(std::slice::from_ref(&p)), &[], &[], 100);
         assert!(!html.contains("<script>"));
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
@@ -442,27 +452,7 @@ mod tests {
 
     #[test]
     fn a_previews_page_links_the_mail_inbox_of_a_repository_with_mail() {
-        let p = Preview {
-            repo: "o/r".into(),
-            number: 7,
-            pr_url: "https://github.com/o/r/pull/7".into(),
-            title: "t".into(),
-            author: "a".into(),
-            state: Shown::Ready,
-            desired: Desired::Deployed,
-            observed: ObservedState::Ready,
-            url: "https://pv-o-r-1-pr-7.preview.example.com".into(),
-            cluster: None,
-            head_sha: "ec26c3e".into(),
-            created_at: 0,
-            expires_at: 90_100,
-            seconds_left: 90_000,
-            keep: false,
-            fork: false,
-            last_error: None,
-            end_reason: None,
-            waiting_since: None,
-        };
+        let p = ready("t", "a", "https://pv-o-r-1-pr-7.preview.example.com", None);
         let detail = Detail {
             preview: Some(p),
             ledger: Vec::new(),
