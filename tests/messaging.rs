@@ -4,8 +4,11 @@
 //! delete works with the app still connected; no secret reaches a process's argv.
 //! The app is pika (tests/messaging/amqp.py), run with the test venv's Python.
 
+#[path = "common/output.rs"]
+mod output;
 #[path = "common/rabbitmq.rs"]
 mod rabbitmq;
+pub(crate) use output::{failed, ok};
 
 #[path = "messaging/bounds.rs"]
 mod bounds;
@@ -161,22 +164,4 @@ pub(crate) fn last_line(output: &Output) -> serde_json::Value {
     let line = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line)
         .unwrap_or_else(|_| panic!("amqp.py printed no JSON: {stdout}{stderr}"))
-}
-
-/// `output`'s stdout and stderr, which must have succeeded.
-pub(crate) fn ok(output: &Output, what: &str) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{what} failed: {text}");
-    text
-}
-
-/// `output`'s stderr, which must have failed.
-pub(crate) fn failed(output: &Output) -> String {
-    let text = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success(), "succeeded: {text}");
-    text
 }

@@ -8,11 +8,14 @@ mod attacks2;
 mod cnpg;
 mod hostile;
 mod isolation;
+#[path = "../common/output.rs"]
+mod output;
 mod provisioning;
 mod seeding;
 mod spares;
 mod template;
 mod tenancy;
+pub(crate) use output::{failed, ok};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -246,23 +249,6 @@ impl Drop for Postgres {
 
 pub(crate) fn chart_file(name: &str) -> PathBuf {
     PathBuf::from(format!("{ROOT}/helpers-chart/files/{name}"))
-}
-
-pub(crate) fn ok(output: &Output, what: &str) -> String {
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{what} failed: {text}");
-    text
-}
-
-/// `output`'s stderr, which a failure must have been.
-pub(crate) fn failed(output: &Output) -> String {
-    let text = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success(), "succeeded: {text}");
-    text
 }
 
 pub(crate) const PASSWORD: &str = "correct-horse-battery-staple";
