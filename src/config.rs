@@ -10,6 +10,7 @@ use secrecy::SecretString;
 
 use crate::preview::RepoName;
 use raw::Raw;
+pub use resources::{Cpu, Memory, Resources};
 use validate::Validator;
 
 #[derive(Debug, Clone)]
@@ -224,6 +225,10 @@ pub struct Policy {
     pub at_cap: AtCap,
     /// Who may open the previews.
     pub access: Access,
+    /// A preview no request reached for this long sleeps (`None`: never).
+    pub sleep_after: Option<Duration>,
+    /// What one preview namespace may hold (its ResourceQuota and LimitRange).
+    pub resources: Resources,
     /// Which PRs get a preview, and when their image may run (`[[repos]]` only).
     pub gates: Gates,
 }
@@ -558,6 +563,7 @@ mod keys;
 mod login;
 mod raw;
 mod repos;
+mod resources;
 mod services;
 mod validate;
 

@@ -97,6 +97,19 @@ pub const KEYS: &[Key] = &[
     key("defaults.access", Text, Is("repo"),
         "who may open a preview: `repo` (people who can read the repository), `org` (members of \
          its owner organisation) or `public` (anyone); writers can also mint share links"),
+    key("defaults.sleep_after", Text, Says("none: previews never sleep"),
+        "a preview no request reached for this long sleeps: its app scaled to zero, its data \
+         kept; the next request wakes it (the app chart must render its replicas from \
+         `replicaCount` or `preview.asleep`)"),
+    key("defaults.cpu", Text, Is("4"),
+        "the CPU one preview namespace may request in all (its ResourceQuota `requests.cpu`)"),
+    key("defaults.memory", Text, Is("8Gi"),
+        "the memory one preview namespace may request and be limited to in all"),
+    key("defaults.pods", Number, Is("20"), "the most pods one preview namespace may hold"),
+    key("defaults.container_cpu", Text, Is("100m"),
+        "the CPU request of a container that names none (its LimitRange default)"),
+    key("defaults.container_memory", Text, Is("256Mi"),
+        "the memory request and limit of a container that names none"),
     key("sweep.interval", Text, Is("1m"), "sweeper period"),
     key("sweep.delivery_retention", Text, Is("7d"),
         "delivery records kept this long (GitHub redelivers up to 3 days back)"),

@@ -279,6 +279,12 @@ impl Validator {
                     None => self.access(&key("access"), default_of("defaults.access"))?,
                 },
             },
+            sleep_after: self.sleep_after(
+                &key("sleep_after"),
+                text("sleep_after").as_deref(),
+                base.map(|b| b.sleep_after),
+            )?,
+            resources: self.resources(section, &text, base.map(|b| &b.resources))?,
             gates: Gates::default(),
         })
     }

@@ -5,6 +5,7 @@ use secrecy::ExposeSecret;
 use super::*;
 
 mod login;
+mod resources;
 mod services;
 mod strict;
 
@@ -122,6 +123,8 @@ fn every_key_has_a_variable_that_is_accepted() {
             "mail.ingress_namespace" => "traefik",
             "mail.image" | "messaging.image" => "example.com/image:1",
             "defaults.keep_for" | "sweep.delivery_retention" => "2d",
+            "defaults.cpu" | "defaults.container_cpu" => "250m",
+            "defaults.memory" | "defaults.container_memory" => "1Gi",
             k if k.ends_with("ttl")
                 || k.ends_with("_before")
                 || k.ends_with("_after")
