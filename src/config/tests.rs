@@ -107,7 +107,7 @@ fn every_key_has_a_variable_that_is_accepted() {
             "github.webhook_secret" => "sixteen-bytes...",
             "defaults.max_lifetime" => "20d",
             "defaults.allow_keep" | "sweep.remove_orphans" | "chart.legacy_names" => "true",
-            "defaults.max_per_repo" | "defaults.max_per_author" => "3",
+            "defaults.max_per_repo" | "defaults.max_per_author" | "defaults.pods" => "3",
             "defaults.at_cap" => "evict",
             "mail.max_messages"
             | "messaging.max_connections"
