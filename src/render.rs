@@ -374,6 +374,8 @@ pub fn values(
     if let Some(mail) = services::mail(&app, config, names) {
         values["mail"] = mail;
     }
+    let policy = config.policy_for(&preview.key.repo).unwrap_or(&config.defaults);
+    values["resources"] = resources::values(&policy.resources);
     let broker = services::broker_of(&app, config, names, sealed);
     if let Some(messaging) = services::messaging(broker, config, names, preview) {
         values["messaging"] = messaging;
@@ -533,6 +535,7 @@ fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
 }
 
 mod edge;
+mod resources;
 pub mod services;
 pub mod template;
 

@@ -38,11 +38,13 @@ fn the_binary_renders_every_recorded_pr_event_into_valid_objects() {
         let app = out.join("pv-codertocat-hello-world-4d960c3af87af320-pr-2-helpers.yaml");
         // No [[repos]] entry: no migrations or seed; the default cluster has no ingress
         // target: no DNS record. Left: the Application, Namespace, rendering ConfigMap,
-        // Certificate, and the database's two ConfigMaps, create and drop Jobs and guard
-        // CronJob.
+        // ResourceQuota, LimitRange, Certificate, and the database's two ConfigMaps, create
+        // and drop Jobs and guard CronJob.
         let (ok, output) = check(&[&chart(), "--application", app.to_str().unwrap()]);
         assert!(
-            ok && output.trim_end().ends_with("validated 9 objects, 0 failed"),
+            ok && output
+                .trim_end()
+                .ends_with("validated 11 objects, 0 failed"),
             "{event}: {output}"
         );
     }
@@ -62,7 +64,7 @@ fn ordinary(objects: &[Value]) -> Vec<&Value> {
 #[test]
 fn a_push_a_reseed_a_redeploy_and_a_hook_only_change_each_change_an_ordinary_object() {
     let base = Preview::test().on("eu-1");
-    let first = assert_valid(FULL, &base, &[], 13);
+    let first = assert_valid(FULL, &base, &[], 15);
     let mut reseeded = base.clone();
     reseeded.seed_generation += 1;
     let mut redeployed = base.clone();
@@ -83,14 +85,14 @@ fn a_push_a_reseed_a_redeploy_and_a_hook_only_change_each_change_an_ordinary_obj
             base.clone(),
         ),
     ] {
-        let next = assert_valid(config, &preview, &[], 13);
+        let next = assert_valid(config, &preview, &[], 15);
         assert_ne!(
             ordinary(&first),
             ordinary(&next),
             "{what} changes only hooks"
         );
     }
-    let again = assert_valid(FULL, &base, &[], 13);
+    let again = assert_valid(FULL, &base, &[], 15);
     assert_eq!(
         ordinary(&first),
         ordinary(&again),

@@ -7,6 +7,7 @@ mod common;
 
 mod events;
 mod objects;
+mod resources;
 mod schemas;
 mod services;
 mod template;

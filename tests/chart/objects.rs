@@ -28,16 +28,19 @@ fn everything_on_renders_valid_objects_in_sync_wave_order() {
             "VERIFIER",
         ),
     ];
-    // Namespace, rendering ConfigMap, 2 SealedSecrets, Certificate, 2 DB ConfigMaps + create
-    // + drop Jobs + the size guard's CronJob, migrate Job, 2 seed ConfigMaps + seed Job,
-    // DNSEndpoint: 15.
-    let objects = assert_valid(FULL, &preview, &secrets, 15);
+    // Namespace, rendering ConfigMap, ResourceQuota, LimitRange, 2 SealedSecrets, Certificate,
+    // 2 DB ConfigMaps + create + drop Jobs + the size guard's CronJob, migrate Job, 2 seed
+    // ConfigMaps + seed Job, DNSEndpoint: 17.
+    let objects = assert_valid(FULL, &preview, &secrets, 17);
     let wave =
         |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/sync-wave");
     let hook = |kind, suffix| annotation(find(&objects, kind, suffix), "argocd.argoproj.io/hook");
     assert_eq!(wave("Namespace", "pr-7"), Some("-2"));
     assert_eq!(wave("SealedSecret", "-db"), Some("-2"));
     assert_eq!(wave("ConfigMap", "-rendering"), Some("-2"));
+    // The namespace's bounds, before any of its pods (tests/chart/resources.rs).
+    assert_eq!(wave("ResourceQuota", "-quota"), Some("-2"));
+    assert_eq!(wave("LimitRange", "-limits"), Some("-2"));
     assert_eq!(
         hook("ConfigMap", "-rendering"),
         None,
@@ -154,10 +157,10 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
     ]
     .into();
     let secrets = [tls];
-    // Namespace, rendering ConfigMap, SealedSecret, DatabaseRole, Database, the SQL
-    // ConfigMap and the access Job, the drop's ConfigMap and Job, the size guard's CronJob,
-    // seed Job, DNSEndpoint.
-    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 12);
+    // Namespace, rendering ConfigMap, ResourceQuota, LimitRange, SealedSecret, DatabaseRole,
+    // Database, the SQL ConfigMap and the access Job, the drop's ConfigMap and Job, the size
+    // guard's CronJob, seed Job, DNSEndpoint.
+    let objects = assert_valid(config, &Preview::test().on("lab"), &secrets, 14);
     // The certificate rides unsealed, byte for byte, where the controller copies it from.
     let template = &find(&objects, "SealedSecret", "-tls")["spec"]["template"];
     assert_eq!(template["data"]["tls.crt"], chain);
@@ -203,7 +206,7 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
         "mode = \"cnpg\"",
         "mode = \"cnpg\"\n        drop_on_delete = false",
     );
-    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 10);
+    let objects = assert_valid(&keep, &Preview::test().on("lab"), &secrets, 12);
     assert!(!objects.iter().any(|o| {
         o["kind"] == "Job"
             && o["metadata"]["name"]
@@ -220,8 +223,8 @@ fn cloudnative_pg_sealed_tls_and_a_command_seed_render_valid_objects() {
 #[test]
 fn everything_off_renders_just_the_namespace() {
     let config = "[database]\nmode = \"off\"\n[tls]\nmode = \"off\"\n[dns]\nenabled = false\n";
-    // The namespace and the rendering ConfigMap.
-    assert_valid(config, &Preview::test(), &[], 2);
+    // The namespace, the rendering ConfigMap, and the namespace's ResourceQuota and LimitRange.
+    assert_valid(config, &Preview::test(), &[], 4);
 }
 
 #[test]
@@ -231,16 +234,16 @@ fn approved_fork_long_names_and_unicode_titles_render_valid_objects() {
         "o".repeat(39),
         "very-long-repository-name-".repeat(3).trim_end_matches('-')
     );
-    // octo/app has migrations and a seed (13 objects); the others have no [[repos]] entry (9).
+    // octo/app has migrations and a seed (15 objects); the others have no [[repos]] entry (11).
     for (preview, objects) in [
-        (Preview::test().on("eu-1").fork().approved(), 13),
-        (Preview::test().on("eu-1").of(&long), 9),
-        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 9),
+        (Preview::test().on("eu-1").fork().approved(), 15),
+        (Preview::test().on("eu-1").of(&long), 11),
+        (Preview::test().on("eu-1").of("octo/my_app.v2#12"), 11),
         (
             Preview::test()
                 .on("eu-1")
                 .titled("Añadir 🔍 <script>alert(1)</script>\n\"quoted\""),
-            13,
+            15,
         ),
     ] {
         assert_valid(FULL, &preview, &[], objects);
