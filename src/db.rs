@@ -115,6 +115,7 @@ pub mod login;
 mod placement;
 mod previews;
 mod secrets;
+pub mod sleep;
 mod state;
 mod sweep;
 mod templates;

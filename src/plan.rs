@@ -3,6 +3,7 @@
 
 use crate::checks::Wait;
 use crate::preview::{Desired, HistoryKind, ObservedState};
+use crate::render::sleep::same_but_sleep;
 
 /// What the sink reports for a preview's helper Application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,6 +185,14 @@ impl Step {
         })
     }
 
+    /// The step of a preview previewd put to sleep: settled is `Sleeping`, not `Ready`.
+    pub fn asleep(mut self, asleep: bool) -> Self {
+        if asleep && self.state == ObservedState::Ready {
+            self.state = ObservedState::Sleeping;
+        }
+        self
+    }
+
     /// Whether carrying this step out writes an Application (and so needs its manifests).
     pub fn writes(&self) -> bool {
         self.helper.action == Action::Apply
@@ -229,13 +238,24 @@ pub fn step(
     let action = plan(desired, helper_hash, helper);
     // What the helper Application is once this step's action is done.
     let (helper_now, sync) = match (&action, helper_hash) {
-        (Action::Apply, Some(hash)) => (
-            Observed::Present {
-                hash: Some(hash.to_owned()),
-                health: reports_health.then_some(Health::Progressing),
-            },
-            false,
-        ),
+        (Action::Apply, Some(hash)) => {
+            // A sleep or a wake runs no hook (`render::sleep`): what the helpers were ready
+            // for, the migration at this head, still holds, and the app need not wait.
+            let flip = matches!(helper, Observed::Present { hash: Some(h), health: Some(Health::Ready) }
+                if same_but_sleep(h, hash));
+            let health = if flip {
+                Health::Ready
+            } else {
+                Health::Progressing
+            };
+            (
+                Observed::Present {
+                    hash: Some(hash.to_owned()),
+                    health: reports_health.then_some(health),
+                },
+                false,
+            )
+        }
         _ => synced(helper),
     };
     let helper_act = Act { action, sync };

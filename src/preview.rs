@@ -221,6 +221,8 @@ pub enum ObservedState {
     /// Argo CD is syncing (or has not looked at) what previewd applied.
     Syncing,
     Ready,
+    /// Asleep and settled: its app runs no pod until a request or `/preview wake` wakes it.
+    Sleeping,
     /// Argo CD reports a failure (or the name is another's): `last_error` says what.
     Failed,
     /// previewd could not do its step (the sink, the state): retried.
@@ -248,6 +250,7 @@ impl ObservedState {
             Self::Applied => "applied",
             Self::Syncing => "syncing",
             Self::Ready => "ready",
+            Self::Sleeping => "sleeping",
             Self::Failed => "failed",
             Self::Error => "error",
             Self::AwaitingApproval => "awaiting_approval",
@@ -288,6 +291,8 @@ pub struct Preview {
     /// The template generation its database is cloned from (`database_template`); `None`:
     /// created empty and seeded.
     pub template: Option<CloneSource>,
+    /// Put to sleep: rendered with its app at zero replicas (`render::sleep`).
+    pub asleep: bool,
 }
 
 /// A template generation's database and the role that owns what is in it (#16).
@@ -314,6 +319,7 @@ impl Preview {
             redeploy_generation: 0,
             image_ready: true,
             template: None,
+            asleep: false,
         }
     }
 
@@ -323,6 +329,12 @@ impl Preview {
             database: database.into(),
             role: database.into(),
         });
+        self
+    }
+
+    /// Put to sleep (`render::sleep`).
+    pub fn asleep(mut self) -> Self {
+        self.asleep = true;
         self
     }
 

@@ -128,9 +128,23 @@ pub fn preview(
     };
     let helper = helper_application(preview, names, config, sealed)?;
     let app = app_application(preview, names, config)?;
+    let (mut helper, mut app) = (stamped(helper, instance), app.map(|a| stamped(a, instance)));
+    if preview.asleep {
+        // Named after its awake twin (`sleep::ASLEEP`): a sleep and a wake are told apart
+        // from any other change by the hashes alone.
+        let awake = Preview {
+            asleep: false,
+            ..preview.clone()
+        };
+        let twin = helper_application(&awake, names, config, sealed)?;
+        sleep::restamp(&mut helper, &stamped(twin, instance).hash);
+        if let (Some(app), Some(twin)) = (&mut app, app_application(&awake, names, config)?) {
+            sleep::restamp(app, &stamped(twin, instance).hash);
+        }
+    }
     Ok(Rendered {
-        helper: stamped(helper, instance),
-        app: app.map(|app| stamped(app, instance)),
+        helper,
+        app,
         entries: ledger::provisioned(
             names,
             config,
@@ -308,6 +322,9 @@ pub fn app_application(
     if let Some(ingress) = edge::app_values(&app) {
         values["ingress"] = ingress;
     }
+    if preview.asleep {
+        sleep::app_values(&mut values);
+    }
     let mut metadata = helper["metadata"].clone();
     metadata["name"] = json!(names.app_application);
     metadata["annotations"]["argocd.argoproj.io/sync-wave"] = json!("0");
@@ -373,8 +390,13 @@ pub fn values(
     }
     if let Some(mail) = services::mail(&app, config, names) {
         values["mail"] = mail;
+        if preview.asleep {
+            values["mail"]["asleep"] = json!(true);
+        }
     }
-    let policy = config.policy_for(&preview.key.repo).unwrap_or(&config.defaults);
+    let policy = config
+        .policy_for(&preview.key.repo)
+        .unwrap_or(&config.defaults);
     values["resources"] = resources::values(&policy.resources);
     let broker = services::broker_of(&app, config, names, sealed);
     if let Some(messaging) = services::messaging(broker, config, names, preview) {
@@ -537,6 +559,7 @@ fn seed(app: &AppConfig, preview: &Preview, psql_image: &str) -> Value {
 mod edge;
 mod resources;
 pub mod services;
+pub mod sleep;
 pub mod template;
 
 #[cfg(test)]

@@ -138,6 +138,7 @@ impl PullRequestEvent {
             redeploy_generation: 0,
             image_ready: true,
             template: None,
+            asleep: false,
         }
     }
 }

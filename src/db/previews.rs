@@ -51,6 +51,10 @@ pub struct PreviewRow {
     /// generation `template_seed` (#16).
     pub template_generation: Option<i64>,
     pub template_seed: Option<i64>,
+    /// Asleep since (`None`: awake): the app rendered at zero replicas.
+    pub sleeping_since: Option<i64>,
+    /// The last wake asked for, until the preview is ready again.
+    pub woke_at: Option<i64>,
 }
 
 impl PreviewRow {
@@ -118,10 +122,10 @@ const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved
      end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
      installation_id, keep, redeploy_generation, created_at, head_changed_at, names,
      draft, labeled, deploy_by, paths_file, paths_sha, wait_override_sha,
-     template_generation, template_seed";
+     template_generation, template_seed, sleeping_since, woke_at";
 
 /// `COLUMNS`, one name each.
-const NAMES: [&str; 31] = [
+const NAMES: [&str; 33] = [
     "id",
     "repo",
     "number",
@@ -153,6 +157,8 @@ const NAMES: [&str; 31] = [
     "wait_override_sha",
     "template_generation",
     "template_seed",
+    "sleeping_since",
+    "woke_at",
 ];
 
 /// The position of column `name` in `COLUMNS`, at compile time (`const { at("repo") }`): a
@@ -194,6 +200,8 @@ impl PreviewRow {
             wait_override_sha: r.get(const { at("wait_override_sha") })?,
             template_generation: r.get(const { at("template_generation") })?,
             template_seed: r.get(const { at("template_seed") })?,
+            sleeping_since: r.get(const { at("sleeping_since") })?,
+            woke_at: r.get(const { at("woke_at") })?,
         })
     }
 }
@@ -293,7 +301,11 @@ impl Noted {
             super::history::write_of(tx, id, *what, message, now)?;
         }
         tx.prepare_cached(
-            "UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4 WHERE id = ?1",
+            // A wake is over once the preview is ready again (the login stops showing the
+            // waking page).
+            "UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4,
+                 woke_at = CASE WHEN ?2 = 'ready' THEN NULL ELSE woke_at END
+             WHERE id = ?1",
         )?
         .execute(params![id, self.state, self.message, now])
         .map(drop)
@@ -439,6 +451,6 @@ mod tests {
         let selected: Vec<&str> = COLUMNS.split(',').map(str::trim).collect();
         assert_eq!(selected, NAMES);
         assert_eq!(at("id"), 0);
-        assert_eq!(at("template_seed"), NAMES.len() - 1);
+        assert_eq!(at("woke_at"), NAMES.len() - 1);
     }
 }

@@ -246,7 +246,14 @@ fn write_pr(
         "UPDATE previews SET repo_id = ?2, installation_id = ?3, title = ?4, author = ?5,
              head_sha = ?6, head_ref = ?7, base_ref = ?8, fork = ?9, draft = ?10, desired = ?11,
              end_reason = ?12, pr_updated_at = ?13, updated_at = ?14, expires_at = ?15,
-             head_changed_at = ?16, labeled = ?17, created_at = ?18
+             head_changed_at = ?16, labeled = ?17, created_at = ?18,
+             -- A new head wakes a sleeping preview: it is deployed awake, hooks and all.
+             slept_seconds = slept_seconds
+                 + CASE WHEN head_sha <> ?6 THEN MAX(?14 - COALESCE(sleeping_since, ?14), 0) ELSE 0 END,
+             saved_pod_seconds = saved_pod_seconds
+                 + CASE WHEN head_sha <> ?6
+                   THEN MAX(?14 - COALESCE(sleeping_since, ?14), 0) * COALESCE(used_pods, 0) ELSE 0 END,
+             sleeping_since = CASE WHEN head_sha <> ?6 THEN NULL ELSE sleeping_since END
          WHERE id = ?1",
     )?
     .execute(params![

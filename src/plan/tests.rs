@@ -495,3 +495,52 @@ fn a_step_writes_when_either_application_is_applied() {
     assert!(app(&Observed::Missing).writes(), "the app");
     assert!(!app(&ready("a", Some(true))).writes(), "neither");
 }
+
+#[test]
+fn a_sleep_applies_both_applications_at_once_and_settles_as_sleeping() {
+    // The helpers were ready awake; the sleep renders both anew.
+    let step = step(
+        Desired::Deployed,
+        Some("h-asleep"),
+        &ready("h", Some(true)),
+        Some(("a-asleep", &ready("a", Some(true)))),
+        true,
+        &Wait::Passed,
+    )
+    .asleep(true);
+    assert_eq!(step.helper, act(Action::Apply));
+    assert_eq!(
+        step.app.unwrap(),
+        act(Action::Apply),
+        "a sleep runs no hook: the app need not wait for the helpers"
+    );
+    assert_eq!(step.state, ObservedState::Syncing);
+    let settled = super::step(
+        Desired::Deployed,
+        Some("h-asleep"),
+        &ready("h-asleep", Some(true)),
+        Some(("a-asleep", &ready("a-asleep", Some(true)))),
+        true,
+        &Wait::Passed,
+    )
+    .asleep(true);
+    assert_eq!(
+        (settled.state, settled.requeue),
+        (ObservedState::Sleeping, false)
+    );
+}
+
+#[test]
+fn a_push_to_a_sleeping_preview_makes_the_app_wait_for_the_helpers_again() {
+    // Rendered awake at a new head: the migration must run before the app.
+    let step = step(
+        Desired::Deployed,
+        Some("h2"),
+        &ready("h1-asleep", Some(true)),
+        Some(("a2", &ready("a1-asleep", Some(true)))),
+        true,
+        &Wait::Passed,
+    );
+    assert_eq!(step.helper, act(Action::Apply));
+    assert_eq!(step.app.unwrap().action, Action::Wait);
+}

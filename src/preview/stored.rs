@@ -119,6 +119,9 @@ stored_text! {
         Shared = "shared",
         /// Share links revoked through the API.
         Unshared = "unshared",
+        /// Put to sleep (idle, or `/preview sleep`), and woken (a request, `/preview wake`).
+        Slept = "slept",
+        Woke = "woke",
     }
 }
 

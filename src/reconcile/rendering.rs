@@ -123,6 +123,7 @@ impl Reconciler {
             redeploy_generation: u32::try_from(row.redeploy_generation)?,
             image_ready,
             template: self.clone_source(row, key, now).await?,
+            asleep: row.sleeping_since.is_some(),
         };
         if let Some((helper_hash, app_hash)) = self.memo.recall(row.id, &preview, names) {
             return Ok(Some(Rendering {

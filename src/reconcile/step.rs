@@ -74,6 +74,7 @@ impl Reconciler {
         let decide = |helper: &Observed, app: Option<&Observed>| {
             let health = self.sink.reports_health();
             plan::step(row.desired, hash, helper, app_hash.zip(app), health, wait)
+                .asleep(row.sleeping_since.is_some())
         };
         let seen = self.seen_by_watch(names, owner, app_hash.is_some());
         if read == super::Read::Earlier

@@ -63,6 +63,7 @@ pub fn template(
         redeploy_generation: 0,
         image_ready: true,
         template: None,
+        asleep: false,
     };
     let mut app = helper_application(&build, names, config, sealed)?;
     let pr = generation.pr_label();

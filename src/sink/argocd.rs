@@ -315,10 +315,23 @@ fn asked_for(operation: &Value, rendering: &str) -> bool {
 /// The sync previewd asks for an Application's current rendering, as `argocd app sync`
 /// would ask it (a full sync, hooks included, with the Application's own options and retry),
 /// naming the rendering so that its outcome can be told apart from any other sync's.
-pub fn sync_request(application: &Value) -> Option<Value> {
+///
+/// `replacing`: the rendering it replaces (None: a new Application, or the same rendering
+/// synced again). A sleep, a wake, or a sleeping rendering synced again runs no hook: its
+/// migrations ran at this head already. The apply strategy skips them (argo-cd v3.5.1
+/// controller/sync.go: `WithOperationSettings(..., syncOp.IsApplyStrategy() || ...)` is
+/// `skipHooks`); a push, asleep or not, is rendered awake and runs them.
+pub fn sync_request(application: &Value, replacing: Option<&str>) -> Option<Value> {
     let rendering = application["metadata"]["annotations"][APPLIED_HASH].as_str()?;
     let policy = &application["spec"]["syncPolicy"];
-    let mut sync = serde_json::json!({"prune": true, "syncStrategy": {"hook": {}}});
+    let hookless = rendering.ends_with(crate::render::sleep::ASLEEP)
+        || replacing.is_some_and(|old| crate::render::sleep::same_but_sleep(old, rendering));
+    let strategy = if hookless {
+        serde_json::json!({"apply": {}})
+    } else {
+        serde_json::json!({"hook": {}})
+    };
+    let mut sync = serde_json::json!({"prune": true, "syncStrategy": strategy});
     if let Some(options) = policy["syncOptions"].as_array() {
         sync["syncOptions"] = Value::from(options.clone());
     }

@@ -64,10 +64,10 @@ impl KubeSink {
     pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut manifest = manifest.clone();
-        if let Some(operation) = sync_request(&manifest) {
-            manifest["operation"] = operation;
-        }
-        let hash = manifest["metadata"]["annotations"][APPLIED_HASH].as_str();
+        let hash = manifest["metadata"]["annotations"][APPLIED_HASH]
+            .as_str()
+            .map(str::to_owned);
+        let hash = hash.as_deref();
         let target = match self.watched.target(name, owner) {
             Some(seen) => Some((seen.uid, seen.version, seen.hash)),
             None => match self.read(name).await? {
@@ -97,6 +97,12 @@ impl KubeSink {
             }
             manifest["metadata"]["uid"] = uid.as_str().into();
             manifest["metadata"]["resourceVersion"] = version.as_str().into();
+        }
+        let replacing = target
+            .as_ref()
+            .and_then(|(_, _, carries)| carries.as_deref());
+        if let Some(operation) = sync_request(&manifest, replacing) {
+            manifest["operation"] = operation;
         }
         self.watched.awaiting(name);
         match self
@@ -170,7 +176,7 @@ impl KubeSink {
             {
                 return None;
             }
-            let operation = sync_request(&serde_json::to_value(app).ok()?)?;
+            let operation = sync_request(&serde_json::to_value(app).ok()?, None)?;
             Some(serde_json::json!({"operation": operation}))
         })
         .await

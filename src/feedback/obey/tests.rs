@@ -42,6 +42,8 @@ fn preview() -> PreviewRow {
         wait_override_sha: None,
         template_generation: None,
         template_seed: None,
+        sleeping_since: None,
+        woke_at: None,
     }
 }
 

@@ -1,0 +1,141 @@
+//! Sleep and wake as the state records them: the last use the login saw, a sleep (idle, or
+//! `/preview sleep`), a wake (a request, `/preview wake`, a push), and what the preview's
+//! quota counted awake, for what sleeping saved. Each is one conditional statement, so a
+//! sweeper, a check and a command racing each other never both act.
+
+use rusqlite::params;
+
+use super::State;
+use crate::preview::{HistoryKind, PreviewKey};
+
+/// A use is written at most this often per preview: a busy preview costs one write a
+/// minute, not one per request.
+pub const USE_EVERY: i64 = 60;
+
+/// What is recorded of `id`'s use at `now`, unless a use this recent is already.
+pub async fn record_use(state: &State, id: i64, now: i64) -> anyhow::Result<()> {
+    state
+        .inline()
+        .write(move |tx| {
+            tx.prepare_cached(
+                "UPDATE previews SET last_used_at = ?2
+                 WHERE id = ?1 AND (last_used_at IS NULL OR last_used_at <= ?2 - ?3)",
+            )?
+            .execute(params![id, now, USE_EVERY])
+            .map(drop)
+        })
+        .await
+}
+
+/// Puts a deployed, awake preview to sleep, saying why in its history. False when it was
+/// not (asleep already, ending, or not deployed).
+pub async fn sleep(state: &State, id: i64, why: &str, now: i64) -> anyhow::Result<bool> {
+    let why = why.to_owned();
+    state
+        .inline()
+        .write(move |tx| {
+            let slept = tx
+                .prepare_cached(
+                    "UPDATE previews SET sleeping_since = ?2, woke_at = NULL
+                     WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL",
+                )?
+                .execute(params![id, now])?;
+            if slept > 0 {
+                super::history::write_of(tx, id, HistoryKind::Slept, &why, now)?;
+            }
+            Ok(slept > 0)
+        })
+        .await
+}
+
+/// Wakes a sleeping preview: the sleep's length and the pod-seconds it saved are added up,
+/// the wake is stamped (the login shows the waking page until the preview is ready).
+/// False when it was awake.
+pub async fn wake(state: &State, id: i64, why: &str, now: i64) -> anyhow::Result<bool> {
+    let why = why.to_owned();
+    state
+        .inline()
+        .write(move |tx| {
+            let woke = tx
+                .prepare_cached(
+                    "UPDATE previews SET
+                         slept_seconds = slept_seconds + MAX(?2 - sleeping_since, 0),
+                         saved_pod_seconds = saved_pod_seconds
+                             + MAX(?2 - sleeping_since, 0) * COALESCE(used_pods, 0),
+                         sleeping_since = NULL, woke_at = ?2, last_used_at = ?2
+                     WHERE id = ?1 AND sleeping_since IS NOT NULL",
+                )?
+                .execute(params![id, now])?;
+            if woke > 0 {
+                super::history::write_of(tx, id, HistoryKind::Woke, &why, now)?;
+            }
+            Ok(woke > 0)
+        })
+        .await
+}
+
+/// What a preview namespace's ResourceQuota counts in use (`status.used`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub pods: i64,
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
+}
+
+/// Records what the quota counted while the preview was awake and ready.
+pub async fn record_usage(state: &State, id: i64, usage: Usage) -> anyhow::Result<()> {
+    state
+        .inline()
+        .write(move |tx| {
+            tx.prepare_cached(
+                "UPDATE previews SET used_pods = ?2, used_cpu_millis = ?3, used_memory_bytes = ?4
+                 WHERE id = ?1 AND sleeping_since IS NULL",
+            )?
+            .execute(params![
+                id,
+                usage.pods,
+                usage.cpu_millis,
+                usage.memory_bytes
+            ])
+            .map(drop)
+        })
+        .await
+}
+
+/// An awake deployed preview and when it was last active (a request, a push, a wake, its
+/// start), for the sweeper to hold against its repository's `sleep_after`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idle {
+    pub id: i64,
+    pub key: PreviewKey,
+    pub active_at: i64,
+    pub ready: bool,
+}
+
+/// Previews one pass puts to sleep, at most.
+pub const IDLE_PER_PASS: i64 = 500;
+
+/// Awake deployed previews last active at or before `until`, least recently first, through
+/// `previews_by_activity`: the cost follows how many are idle, not how many exist.
+pub fn idle_since(state: &State, until: i64) -> anyhow::Result<Vec<Idle>> {
+    state.inline().read(|conn| {
+        conn.prepare_cached(
+            "SELECT id, repo, number,
+                    MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0)),
+                    observed IN ('ready', 'applied')
+             FROM previews INDEXED BY previews_by_activity
+             WHERE desired = 'deployed' AND sleeping_since IS NULL
+               AND MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0)) <= ?1
+             ORDER BY 4 LIMIT ?2",
+        )?
+        .query_map(params![until, IDLE_PER_PASS], |r| {
+            Ok(Idle {
+                id: r.get(0)?,
+                key: PreviewKey::new(r.get(1)?, r.get(2)?),
+                active_at: r.get(3)?,
+                ready: r.get(4)?,
+            })
+        })?
+        .collect()
+    })
+}
