@@ -25,6 +25,7 @@ pub mod handoffs;
 pub mod inbox;
 pub mod original;
 pub mod sealed;
+pub mod visit;
 
 pub use sealed::{Purpose, Sealer};
 
@@ -99,6 +100,7 @@ pub struct Login {
     pub handoffs: handoffs::Handoffs,
     pub flow: flow::Flow,
     pub session_ttl: i64,
+    pub uses: visit::Uses,
 }
 
 impl Login {
@@ -116,6 +118,7 @@ impl Login {
             handoffs: handoffs::Handoffs::default(),
             flow: flow::Flow::new(config)?,
             session_ttl: i64::try_from(config.login.session_ttl.as_secs()).unwrap_or(i64::MAX),
+            uses: visit::Uses::default(),
         })
     }
 }

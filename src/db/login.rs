@@ -6,7 +6,7 @@ use sqlx::{Row, SqliteConnection};
 
 use super::State;
 use super::history::HistoryRow;
-use crate::preview::{HistoryKind, InstallationId, PreviewKey};
+use crate::preview::{HistoryKind, InstallationId, ObservedState, PreviewKey};
 
 /// The preview a host serves, as the login needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,13 +16,19 @@ pub struct HostPreview {
     pub installation: Option<InstallationId>,
     /// Not ending (an ended preview's host admits no one while its teardown runs).
     pub live: bool,
+    /// What the reconciler last saw, and the sleep (`login::visit`).
+    pub observed: ObservedState,
+    pub sleeping_since: Option<i64>,
+    pub woke_at: Option<i64>,
+    pub last_used_at: Option<i64>,
 }
 
 /// The preview whose recorded host is `host` (lower-case, without a port).
 pub async fn preview_by_host(state: &State, host: &str) -> anyhow::Result<Option<HostPreview>> {
     let row = sqlx::query(
-        "SELECT id, repo, number, installation_id, desired FROM previews \
-         WHERE json_extract(names, '$.host') = ?1",
+        "SELECT id, repo, number, installation_id, desired, observed, sleeping_since, woke_at,
+                last_used_at
+         FROM previews WHERE json_extract(names, '$.host') = ?1",
     )
     .bind(host)
     .fetch_optional(state.pool())
@@ -40,6 +46,10 @@ pub async fn preview_by_host(state: &State, host: &str) -> anyhow::Result<Option
             .try_get::<Option<i64>, _>("installation_id")?
             .map(InstallationId),
         live: desired != "absent",
+        observed: row.try_get("observed")?,
+        sleeping_since: row.try_get("sleeping_since")?,
+        woke_at: row.try_get("woke_at")?,
+        last_used_at: row.try_get("last_used_at")?,
     }))
 }
 

@@ -10,6 +10,7 @@ use crate::db::{self, login::HostPreview};
 
 use super::access::Answer;
 use super::original::{HANDOFF_PARAM, Original, Proxy, Unreadable};
+use super::visit::{Visit, Wakefulness, wakefulness};
 use super::{Handoff, Login, Purpose, Session, SharePass, Who};
 
 /// The session cookie on a preview host served over https: `__Host-` keeps it host-only
@@ -31,6 +32,26 @@ pub enum Verdict {
     SignIn,
     /// 403.
     Refused(Refusal),
+    /// The person may enter, but the preview sleeps or is waking (`visit::wakefulness`):
+    /// the waking page, with a fresh session cookie to set as `Enter`'s.
+    Waking { cookie: Option<String> },
+}
+
+/// A check's answer, and what the route records of the request (`None`: nothing; it was
+/// not let in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub verdict: Verdict,
+    pub visit: Option<Visit>,
+}
+
+impl From<Verdict> for Checked {
+    fn from(verdict: Verdict) -> Self {
+        Self {
+            verdict,
+            visit: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,24 +105,24 @@ pub async fn check(
     config: &Config,
     asked: &Asked<'_>,
     now: i64,
-) -> anyhow::Result<Verdict> {
+) -> anyhow::Result<Checked> {
     let headers = asked.headers;
     let original = match Original::from_headers(headers, asked.rest, asked.proxy) {
         Ok(original) => original,
-        Err(why) => return Ok(Verdict::Refused(Refusal::Unreadable(why))),
+        Err(why) => return Ok(Verdict::Refused(Refusal::Unreadable(why)).into()),
     };
     if let Some(pinned) = asked.pinned
         && !pinned
             .trim_end_matches('.')
             .eq_ignore_ascii_case(&original.host)
     {
-        return Ok(Verdict::Refused(Refusal::NotThisHost));
+        return Ok(Verdict::Refused(Refusal::NotThisHost).into());
     }
     let Some(preview) = db::login::preview_by_host(state, &original.host).await? else {
-        return Ok(Verdict::Refused(Refusal::NotAPreview));
+        return Ok(Verdict::Refused(Refusal::NotAPreview).into());
     };
     if !preview.live {
-        return Ok(Verdict::Refused(Refusal::Ended));
+        return Ok(Verdict::Refused(Refusal::Ended).into());
     }
     let claim = claim(login, state, headers, &original, &preview, now).await?;
     let mut rule = rule_for(config, &preview);
@@ -113,12 +134,9 @@ pub async fn check(
         Claim::Fresh(who) => (who, true),
         Claim::Held(who) => (who, false),
         Claim::Nobody if rule == Rule::Public => {
-            return Ok(Verdict::Enter {
-                user: None,
-                cookie: None,
-            });
+            return Ok(entered(&preview, &original.host, None, None, now));
         }
-        Claim::Nobody => return Ok(Verdict::SignIn),
+        Claim::Nobody => return Ok(Verdict::SignIn.into()),
     };
     let (user, exp) = match &who {
         Who::Person(person) => match login.access.may_enter(person, &preview, rule).await {
@@ -127,9 +145,10 @@ pub async fn check(
                 return Ok(Verdict::Refused(Refusal::NoAccess {
                     login: person.login.clone(),
                     rule,
-                }));
+                })
+                .into());
             }
-            Answer::Unknown(why) => return Ok(Verdict::Refused(Refusal::Unknown(why))),
+            Answer::Unknown(why) => return Ok(Verdict::Refused(Refusal::Unknown(why)).into()),
         },
         Who::Share { share } => match db::login::share(state, share).await? {
             Some(row) if row.preview_id == preview.id && row.is_valid(now) => (
@@ -137,7 +156,7 @@ pub async fn check(
                 row.expires_at.min(now + login.session_ttl),
             ),
             // Expired or revoked: a person may still sign in.
-            _ => return Ok(Verdict::SignIn),
+            _ => return Ok(Verdict::SignIn.into()),
         },
     };
     let cookie = fresh.then(|| {
@@ -152,10 +171,26 @@ pub async fn check(
             exp - now,
         )
     });
-    Ok(Verdict::Enter {
-        user: Some(user),
-        cookie,
-    })
+    Ok(entered(&preview, &original.host, Some(user), cookie, now))
+}
+
+/// Someone may enter: the app, or the waking page while it sleeps or wakes; either way a
+/// visit for the route to record.
+fn entered(
+    preview: &HostPreview,
+    host: &str,
+    user: Option<String>,
+    cookie: Option<String>,
+    now: i64,
+) -> Checked {
+    let verdict = match wakefulness(preview, now) {
+        Wakefulness::Awake => Verdict::Enter { user, cookie },
+        Wakefulness::Asleep | Wakefulness::Waking => Verdict::Waking { cookie },
+    };
+    Checked {
+        verdict,
+        visit: Some(Visit::of(preview, host, now)),
+    }
 }
 
 /// The host's session cookie, else a hand-off code or share pass in the URL (each for this

@@ -18,6 +18,7 @@ use super::error::Error;
 
 mod share;
 mod signin;
+pub mod waking;
 
 pub use share::{share, share_page};
 pub use signin::{callback, signin, signout, signout_page};
@@ -79,11 +80,14 @@ async fn answer_check(
         pinned: pinned.as_deref(),
     };
     let now = app.clock.now();
-    let verdict = check::check(&app.login, &app.state, &app.config, &asked, now)
+    let checked = check::check(&app.login, &app.state, &app.config, &asked, now)
         .await
         .map_err(Error::State)?;
+    if let Some(visit) = checked.visit {
+        waking::record(app, visit, now).await;
+    }
     let original = || Original::from_headers(headers, rest.as_deref(), proxy);
-    let mut answer = match verdict {
+    let mut answer = match checked.verdict {
         // Traefik and Envoy pass a non-2xx answer to the browser whole: a fresh session is
         // set with a redirect to the address without the code, which also leaves no code
         // in the browser's history (ingress-nginx copies `Set-Cookie` from a 2xx instead).
@@ -118,6 +122,20 @@ async fn answer_check(
             }
         }
         Verdict::SignIn => StatusCode::UNAUTHORIZED.into_response(),
+        // Traefik and Envoy show the browser this answer: the waking page itself.
+        Verdict::Waking { cookie } if proxy == Proxy::Forwarding => match original() {
+            Ok(original) => {
+                let mut answer = waking::page(headers, &original.url_without_passes(None));
+                if let Some(cookie) = cookie {
+                    set_cookie(&mut answer, &cookie);
+                }
+                answer
+            }
+            Err(_) => StatusCode::FORBIDDEN.into_response(),
+        },
+        // ingress-nginx turns anything but 2xx, 401 and 403 into a 500: a 401 sends the
+        // browser to the sign-in route, which shows the waking page while it wakes.
+        Verdict::Waking { .. } => StatusCode::UNAUTHORIZED.into_response(),
         Verdict::Refused(why) => (StatusCode::FORBIDDEN, refusal_text(&why)).into_response(),
     };
     // The proxy must not keep an answer longer than a revocation takes.

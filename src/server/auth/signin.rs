@@ -17,6 +17,7 @@ use crate::login::original::HANDOFF_PARAM;
 use crate::server::app::App;
 
 use super::{clear, cookie, cookie_name, live_preview, page, redirect, set_cookie};
+use crate::login::visit::{Wakefulness, wakefulness};
 
 #[derive(Deserialize)]
 pub struct SignInQuery {
@@ -59,6 +60,15 @@ pub async fn signin(
         Ok(back) => back,
         Err(e) => return flow_page(&e),
     };
+    // ingress-nginx sends here the 401 of a check that woke the preview (`auth::waking`).
+    if let crate::login::flow::Return::Preview(original) = &back
+        && let Ok(Some(preview)) =
+            crate::db::login::preview_by_host(&app.state, &original.host).await
+        && preview.live
+        && wakefulness(&preview, now) == Wakefulness::Waking
+    {
+        return super::waking::page(&headers, &original.url_without_passes(None));
+    }
     let held: Vec<&str> = cookies(&headers, cookie_name(SIGNED_IN_COOKIE, https)).collect();
     if let Some(person) = Flow::who(&login.sealer, &held, now) {
         return finish(&app, person, &back, None).await;
