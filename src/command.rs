@@ -26,6 +26,9 @@ pub enum Command {
     Share(Duration),
     /// Revokes every share link of the preview.
     Unshare,
+    /// Puts the preview to sleep now (its app at zero replicas), and wakes it.
+    Sleep,
+    Wake,
 }
 
 /// A share link lasts this long when the command names no duration.
@@ -273,6 +276,8 @@ pub fn parse(line: &str) -> Result<Command, ParseError> {
         "reseed" => Command::Reseed,
         "refresh-template" => Command::RefreshTemplate,
         "unshare" => Command::Unshare,
+        "sleep" => Command::Sleep,
+        "wake" => Command::Wake,
         "approve" => {
             return match rest.as_slice() {
                 [] => Ok(Command::Approve(None)),
@@ -370,14 +375,17 @@ pub enum Gate {
 }
 
 /// Anyone may ask for `help` and `status` (they only say what the sticky comment shows);
-/// the PR author may `extend` and `destroy` their own (non-fork) preview; everything else
+/// the PR author may `extend`, `destroy`, `sleep` and `wake` their own (non-fork) preview; everything else
 /// (`share` and `unshare` included: a share link lets anyone in), and anything on a fork
 /// PR, needs write access. `author_association` is no pre-filter: a
 /// member whose organisation membership is private arrives as CONTRIBUTOR (GitHub reports
 /// the association as the public sees it), so only the permission endpoint can tell.
 pub fn gate(command: Command, asker: &Asker, pr_author: &str, fork: bool) -> Gate {
     let own = asker.login.eq_ignore_ascii_case(pr_author);
-    let authors_may = matches!(command, Command::Extend(_) | Command::Destroy);
+    let authors_may = matches!(
+        command,
+        Command::Extend(_) | Command::Destroy | Command::Sleep | Command::Wake
+    );
     if matches!(command, Command::Help | Command::Status) || (own && authors_may && !fork) {
         return Gate::Allowed;
     }

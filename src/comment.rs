@@ -258,13 +258,14 @@ pub fn help() -> String {
      | `/preview deploy` | deploys it: a draft, a PR the repository leaves out (label, paths, authors), a commit whose CI failed |\n\
      | `/preview redeploy` | applies it again and asks Argo CD to refresh |\n\
      | `/preview reseed` | loads the seed data again (with a template database: clones it again) |\n\
+     | `/preview sleep` / `wake` | stops its app now, keeping its data / starts it again (opening the preview wakes it too) |\n\
      | `/preview refresh-template` | rebuilds the repository's template database from the default branch now |\n\
      | `/preview keep` / `unkeep` | pins it against expiry (up to the maximum lifetime) |\n\
      | `/preview approve <sha>` | fork PRs: deploys exactly that commit, if it is the head |\n\
      | `/preview share 24h` | makes a share link for someone without access (default `24h`, at most `7d` and never past the preview's expiry); the link is never posted here, a writer gets it from previewd's API |\n\
      | `/preview unshare` | revokes every share link of the preview |\n\
      | `/preview help` | this list |\n\n\
-     The PR's author may run `status`, `extend` and `destroy`; everything else needs write access."
+     The PR's author may run `status`, `extend`, `destroy`, `sleep` and `wake`; everything else needs write access."
         .into()
 }
 
@@ -283,6 +284,11 @@ pub enum Outcome<'a> {
     Deploying,
     Redeploying,
     Reseeding,
+    /// Put to sleep; asleep already; woken; awake already.
+    Sleeping,
+    AlreadyAsleep,
+    Waking,
+    AlreadyAwake,
     RefreshingTemplate,
     /// `refresh-template` in a repository without `database_template`.
     NoTemplate,
@@ -377,6 +383,17 @@ pub fn reply(outcome: &Outcome, actor: &str) -> String {
         ),
         Outcome::Destroying => format!("{}: tearing the preview down now.", at(actor)),
         Outcome::AlreadyGone => format!("{}: there is no preview to destroy.", at(actor)),
+        Outcome::Sleeping => format!(
+            "{}: the preview goes to sleep: its app stops, its data stays. Opening it (or \
+             `/preview wake`) wakes it.",
+            at(actor)
+        ),
+        Outcome::AlreadyAsleep => format!("{}: the preview is asleep already.", at(actor)),
+        Outcome::Waking => format!(
+            "{}: the preview is waking up; it serves again once its app is ready.",
+            at(actor)
+        ),
+        Outcome::AlreadyAwake => format!("{}: the preview is awake.", at(actor)),
         Outcome::Deploying => format!("{}: deploying.", at(actor)),
         Outcome::Redeploying => format!(
             "{}: applying it again and asking Argo CD for a hard refresh.",
@@ -510,6 +527,8 @@ fn verb(command: Command) -> &'static str {
         Command::Approve(_) => "approve",
         Command::Share(_) => "share",
         Command::Unshare => "unshare",
+        Command::Sleep => "sleep",
+        Command::Wake => "wake",
     }
 }
 

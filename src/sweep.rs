@@ -98,6 +98,8 @@ pub struct Plan {
     pub forget_before: i64,
     /// Helper or app Applications previewd manages that have no preview.
     pub orphans: Vec<String>,
+    /// Ready previews idle past their repository's `sleep_after`, with the reason.
+    pub sleep: Vec<(db::sleep::Idle, String)>,
 }
 
 impl Plan {
@@ -109,6 +111,9 @@ impl Plan {
         }
         for (row, reason, _) in &self.warn {
             lines.push(format!("warn {}#{}: {reason}", row.repo, row.number));
+        }
+        for (idle, reason) in &self.sleep {
+            lines.push(format!("sleep {}: {reason}", idle.key));
         }
         for name in &self.orphans {
             let what = if remove_orphans { "remove" } else { "report" };
@@ -135,6 +140,8 @@ pub struct Report {
     pub forgotten: u64,
     /// Orphans recorded for the reconciler to remove.
     pub orphans_recorded: u64,
+    /// Idle previews put to sleep.
+    pub slept: usize,
 }
 
 pub struct Sweeper {
@@ -289,10 +296,42 @@ impl Sweeper {
                 plan.warn.push((row, reason, notice));
             }
         }
+        plan.sleep = self.idle(now)?;
         if orphans == Orphans::Look {
             plan.orphans = self.orphans().await?;
         }
         Ok(plan)
+    }
+
+    /// Ready previews idle past their repository's `sleep_after` at `now` (none where no
+    /// repository sleeps): read by last activity, soonest idle first.
+    fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String)>> {
+        let shortest = std::iter::once(&self.config.defaults)
+            .chain(self.config.repos.iter().map(|r| &r.policy))
+            .filter_map(|p| p.sleep_after)
+            .min();
+        let Some(shortest) = shortest else {
+            return Ok(Vec::new());
+        };
+        let mut idle = Vec::new();
+        for row in db::sleep::idle_since(&self.state, now - secs(shortest))? {
+            let after = self
+                .config
+                .policy_for(&row.key.repo)
+                .and_then(|p| p.sleep_after);
+            if let Some(after) = after
+                && row.ready
+                && row.active_at <= now - secs(after)
+            {
+                let reason = format!(
+                    "no request for {} (since {})",
+                    crate::duration::format(after),
+                    comment::stamp(row.active_at)
+                );
+                idle.push((row, reason));
+            }
+        }
+        Ok(idle)
     }
 
     /// Records the plan with conditional writes (expiries in batches, each warning on its
@@ -315,6 +354,12 @@ impl Sweeper {
             if db::warn(&self.state, row, reason, notice, now).await? {
                 report.warned += 1;
                 self.notify(row.key());
+            }
+        }
+        for (idle, reason) in &plan.sleep {
+            if db::sleep::sleep(&self.state, idle.id, reason, now).await? {
+                report.slept += 1;
+                self.notify(idle.key.clone());
             }
         }
         self.forget(plan, now, &mut report).await?;

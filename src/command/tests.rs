@@ -19,6 +19,8 @@ fn every_verb_parses() {
         ("/preview keep", Command::Keep),
         ("/preview unkeep", Command::Unkeep),
         ("/preview reseed", Command::Reseed),
+        ("/preview sleep", Command::Sleep),
+        ("/preview WAKE", Command::Wake),
         ("/preview approve", Command::Approve(None)),
         ("/preview share", Command::Share(SHARE_DEFAULT)),
         ("/preview unshare", Command::Unshare),
@@ -333,7 +335,12 @@ fn authors_may_manage_their_own_preview_but_not_more() {
         login: "alice",
         association: "CONTRIBUTOR",
     };
-    for command in [Command::Destroy, Command::Extend(Duration::from_secs(HOUR))] {
+    for command in [
+        Command::Destroy,
+        Command::Extend(Duration::from_secs(HOUR)),
+        Command::Sleep,
+        Command::Wake,
+    ] {
         assert_eq!(gate(command, &author, "Alice", false), Gate::Allowed);
         assert_eq!(
             gate(command, &author, "alice", true),

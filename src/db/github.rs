@@ -247,6 +247,30 @@ pub async fn command_effect(
         )
         .execute(&mut *tx)
         .await?,
+        Effect::Sleep => {
+            sqlx::query(
+                "UPDATE previews SET sleeping_since = ?2, woke_at = NULL
+                 WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL",
+            )
+            .bind(preview_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+        }
+        Effect::Wake => {
+            sqlx::query(
+                "UPDATE previews SET
+                     slept_seconds = slept_seconds + MAX(?2 - sleeping_since, 0),
+                     saved_pod_seconds = saved_pod_seconds
+                         + MAX(?2 - sleeping_since, 0) * COALESCE(used_pods, 0),
+                     sleeping_since = NULL, woke_at = ?2, last_used_at = ?2
+                 WHERE id = ?1 AND sleeping_since IS NOT NULL",
+            )
+            .bind(preview_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+        }
         Effect::Reseed => sqlx::query!(
             "UPDATE previews SET seed_generation = seed_generation + 1, updated_at = ?2 WHERE id = ?1",
             preview_id,
@@ -325,6 +349,10 @@ pub enum Effect<'a> {
         by: &'a str,
     },
     Redeploy,
+    /// `/preview sleep` and `/preview wake` (`db::sleep` does the same for the sweeper and
+    /// a request).
+    Sleep,
+    Wake,
     /// A writer's `/preview deploy`: by whom, when they commented (GitHub's clock), and
     /// whether it lets the head past a failed `wait_for`.
     Deploy {

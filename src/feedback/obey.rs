@@ -483,6 +483,10 @@ fn decide(asked: Asked<'_>) -> (Vec<Effect<'_>>, Outcome<'_>) {
             )
         }
         Command::Reseed => (vec![Effect::Reseed], Outcome::Reseeding),
+        Command::Sleep if row.sleeping_since.is_some() => (vec![], Outcome::AlreadyAsleep),
+        Command::Sleep => (vec![Effect::Sleep], Outcome::Sleeping),
+        Command::Wake if row.sleeping_since.is_none() => (vec![], Outcome::AlreadyAwake),
+        Command::Wake => (vec![Effect::Wake], Outcome::Waking),
         Command::RefreshTemplate if !asked.template => (vec![], Outcome::NoTemplate),
         Command::RefreshTemplate if !asked.template_base_known => (vec![], Outcome::NoTemplateBase),
         Command::RefreshTemplate => (
