@@ -33,6 +33,8 @@ pub enum Shown {
     /// previewd's sight). The kubernetes sink reports what Argo CD sees instead.
     Rendered,
     Ready,
+    /// Asleep (idle, or `/preview sleep`): the next visit wakes it.
+    Sleeping,
     Failed,
     TearingDown,
     Destroyed,
@@ -50,6 +52,7 @@ impl Shown {
             (Desired::Deployed, ObservedState::CiFailed) => Self::CiFailed,
             (Desired::Deployed, ObservedState::Queued) => Self::Queued,
             (Desired::Deployed, ObservedState::Ready) => Self::Ready,
+            (Desired::Deployed, ObservedState::Sleeping) => Self::Sleeping,
             // Only the directory sink leaves a preview applied with nobody reporting.
             (Desired::Deployed, ObservedState::Applied) => Self::Rendered,
             (Desired::Deployed, ObservedState::Error | ObservedState::Failed) => Self::Failed,
@@ -72,6 +75,7 @@ impl Shown {
                 "🚧 Deploying: rendered to previewd's directory, where previewd cannot see how it runs"
             }
             Self::Ready => "✅ Ready",
+            Self::Sleeping => "😴 Sleeping: opening it wakes it",
             Self::Failed => "❌ Failed",
             Self::TearingDown => "🧹 Tearing down",
             Self::Destroyed => "🪦 Destroyed",
@@ -83,7 +87,8 @@ impl Shown {
         match self {
             Self::Deploying | Self::Rendered => Some("in_progress"),
             Self::WaitingForCi => Some("queued"),
-            Self::Ready => Some("success"),
+            // Its address still works: a visit wakes it.
+            Self::Ready | Self::Sleeping => Some("success"),
             Self::Failed | Self::CiFailed => Some("failure"),
             Self::TearingDown | Self::Destroyed => Some("inactive"),
             Self::Queued | Self::AwaitingApproval | Self::Draft | Self::OptedOut => None,
@@ -116,6 +121,8 @@ pub struct StatusView<'a> {
     pub access: Option<(Access, &'a str)>,
     /// The mail catcher's inbox, for a repository with `mail` (`render::services::inbox_url`).
     pub inbox: Option<String>,
+    /// Asleep since then (`Shown::Sleeping`).
+    pub sleeping_since: Option<i64>,
 }
 
 /// The sticky status comment's body.
@@ -154,9 +161,19 @@ pub fn status(view: &StatusView) -> String {
     out += "| | |\n|---|---|\n";
     if matches!(
         view.shown,
-        Shown::Ready | Shown::Deploying | Shown::Rendered | Shown::Failed
+        Shown::Ready | Shown::Sleeping | Shown::Deploying | Shown::Rendered | Shown::Failed
     ) {
         out += &format!("| URL | {} |\n", view.url);
+        if let Some(since) = view
+            .sleeping_since
+            .filter(|_| view.shown == Shown::Sleeping)
+        {
+            out += &format!(
+                "| Sleeping | since {}: its app stopped after a while without visits, its data kept; \
+                 opening it (or `/preview wake`) starts it again within about a minute |\n",
+                stamp(since)
+            );
+        }
         if let Some((rule, repo)) = view.access {
             out += &format!("| Access | {} |\n", way_in(rule, repo));
         }
@@ -202,6 +219,7 @@ pub fn deployment_description(shown: Shown, head_sha: &str) -> String {
     let short = head_sha.get(..7).unwrap_or(head_sha);
     match shown {
         Shown::Ready => format!("Preview of {short} is ready"),
+        Shown::Sleeping => format!("Preview of {short} is asleep; opening it wakes it"),
         Shown::Failed => format!("Preview of {short} failed; see the PR comment"),
         Shown::WaitingForCi => format!("Waiting for CI to build {short}"),
         Shown::CiFailed => format!("CI failed on {short}; the image is not deployed"),

@@ -23,6 +23,8 @@ td{border:none;padding:4px 10px}td::before{content:attr(data-label) ': ';font-we
 ";
 
 /// Text made safe inside HTML (element content and quoted attribute values).
+mod cost;
+
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -111,12 +113,13 @@ pub fn list_page(
         listed.live
     );
     body += "<table><thead><tr><th>Repository</th><th>PR</th><th>Author</th><th>State</th>\
-             <th>URL</th><th>Cluster</th><th>Age</th><th>Time left</th></tr></thead><tbody>";
+             <th>URL</th><th>Cluster</th><th>Requests</th><th>Saved by sleeping</th><th>Age</th>\
+             <th>Time left</th></tr></thead><tbody>";
     for p in previews {
         let state = state_name(p.state);
         // Waiting for CI shows how long: a check that never completes is never silent.
-        let shown = match p.waiting_since {
-            Some(since) => format!("{} for {}", state.replace('_', " "), age(now - since)),
+        let shown = match p.waiting_since.or(p.sleeping_since) {
+            Some(since) => format!("{} for {}", state.replace('_', " "), time_left(now - since)),
             None => state.replace('_', " "),
         };
         let left = if p.keep {
@@ -131,6 +134,8 @@ pub fn list_page(
              <td data-label=\"State\"><span class=\"state {}\">{}</span></td>\
              <td data-label=\"URL\"><a href=\"{}\">{}</a></td>\
              <td data-label=\"Cluster\">{}</td>\
+             <td data-label=\"Requests\">{}</td>\
+             <td data-label=\"Saved by sleeping\">{}</td>\
              <td data-label=\"Age\">{}</td>\
              <td data-label=\"Time left\">{}</td></tr>",
             detail_link(&p.repo, p.number),
@@ -144,12 +149,14 @@ pub fn list_page(
             href(&p.url),
             escape(&p.url).trim_start_matches("https://"),
             escape(p.cluster.as_deref().unwrap_or("")),
+            escape(&cost::requests(&p.cost)),
+            escape(&cost::saved(&p.cost)),
             age(now - p.created_at),
             escape(&left),
         );
     }
     if previews.is_empty() {
-        body += "<tr><td colspan=\"8\" class=\"muted\">No live previews.</td></tr>";
+        body += "<tr><td colspan=\"10\" class=\"muted\">No live previews.</td></tr>";
     }
     body += "</tbody></table>";
     if listed.next.is_some() || !listed.first {
@@ -228,6 +235,9 @@ pub fn detail_page(
                  <tr><th>Commit</th><td><code>{}</code></td></tr>\
                  <tr><th>Cluster</th><td>{}</td></tr>\
                  <tr><th>Time left</th><td>{}</td></tr>\
+                 <tr><th>Sleep</th><td>{}</td></tr>\
+                 <tr><th>Requests</th><td>{}</td></tr>\
+                 <tr><th>Saved by sleeping</th><td>{}</td></tr>\
                  <tr><th>Who gets in</th><td>{}</td></tr>{}\
                  <tr><th>Share links</th><td>{}</td></tr>\
                  <tr><th>Last error</th><td>{}</td></tr></tbody></table>",
@@ -241,6 +251,9 @@ pub fn detail_page(
                 escape(&p.head_sha),
                 escape(p.cluster.as_deref().unwrap_or("")),
                 escape(&time_left(p.seconds_left)),
+                escape(&sleep_text(p)),
+                escape(&cost::requests(&p.cost)),
+                escape(&cost::saved(&p.cost)),
                 way_in(access, repo),
                 mail_row(inbox, &p.url),
                 shares(repo, number, &detail.shares),
@@ -281,6 +294,18 @@ pub fn detail_page(
 }
 
 /// The mail catcher's inbox, beside the preview on its host, for a repository with mail.
+/// Since when it sleeps, or when it was last visited.
+fn sleep_text(p: &Preview) -> String {
+    match (p.sleeping_since, p.last_used_at) {
+        (Some(since), _) => format!(
+            "asleep since {}; opening it wakes it",
+            crate::comment::stamp(since)
+        ),
+        (None, Some(at)) => format!("awake; last visited {}", crate::comment::stamp(at)),
+        (None, None) => "awake; not visited yet".into(),
+    }
+}
+
 fn mail_row(inbox: bool, url: &str) -> String {
     if !inbox {
         return String::new();
@@ -432,7 +457,44 @@ mod tests {
             last_error: None,
             end_reason: None,
             waiting_since: None,
+            sleeping_since: None,
+            last_used_at: None,
+            cost: crate::view::Cost {
+                pods: None,
+                cpu_millis: None,
+                memory_bytes: None,
+                slept_seconds: 0,
+                pod_seconds_saved: 0,
+            },
         }
+    }
+
+    #[test]
+    fn a_sleeping_preview_shows_for_how_long_what_it_requests_and_what_sleeping_saved() {
+        let mut p = ready("t", "a", "https://h", None);
+        p.state = Shown::Sleeping;
+        p.sleeping_since = Some(100 - 7200);
+        p.cost.cpu_millis = Some(350);
+        p.cost.memory_bytes = Some(640 << 20);
+        p.cost.pod_seconds_saved = 3 * 7200;
+        let html = list_page(&whole(std::slice::from_ref(&p)), &[], &[], 100);
+        assert!(html.contains(">sleeping for 2h<"), "{html}");
+        assert!(
+            html.contains("data-label=\"Requests\">350m CPU, 640 MiB<"),
+            "{html}"
+        );
+        assert!(
+            html.contains("data-label=\"Saved by sleeping\">6.0 pod-hours<"),
+            "{html}"
+        );
+        let detail = Detail {
+            preview: Some(p),
+            ledger: vec![],
+            history: vec![],
+            shares: vec![],
+        };
+        let html = detail_page("o/r", 7, &detail, Access::Repo, false);
+        assert!(html.contains("asleep since"), "{html}");
     }
 
     #[test]

@@ -47,6 +47,39 @@ pub struct Preview {
     pub end_reason: Option<String>,
     /// Waiting for CI (`wait_for`) on the head since then: never silently stuck.
     pub waiting_since: Option<i64>,
+    /// Asleep since then (`None`: awake); the last request the login let through (recorded
+    /// at most once a minute).
+    pub sleeping_since: Option<i64>,
+    pub last_used_at: Option<i64>,
+    /// What it costs and what sleeping saved.
+    pub cost: Cost,
+}
+
+/// What a preview asks of its cluster, as its namespace's ResourceQuota last counted it
+/// awake (`None` until counted: a directory sink never counts), and what sleeping saved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Cost {
+    pub pods: Option<i64>,
+    pub cpu_millis: Option<i64>,
+    pub memory_bytes: Option<i64>,
+    /// Seconds asleep in all, the sleep under way included.
+    pub slept_seconds: i64,
+    /// Pods the sleeps kept from running, times their seconds, the sleep under way included.
+    pub pod_seconds_saved: i64,
+}
+
+impl Cost {
+    fn of(p: &PreviewSummary, now: i64) -> Self {
+        let current = p.sleeping_since.map_or(0, |since| (now - since).max(0));
+        let saved = p.saved_pod_seconds + current * p.used_pods.unwrap_or(0);
+        Self {
+            pods: p.used_pods,
+            cpu_millis: p.used_cpu_millis,
+            memory_bytes: p.used_memory_bytes,
+            slept_seconds: p.slept_seconds + current,
+            pod_seconds_saved: saved,
+        }
+    }
 }
 
 /// One thing a preview provisioned.
@@ -116,6 +149,7 @@ pub fn state_name(shown: Shown) -> &'static str {
         Shown::Deploying => "deploying",
         Shown::Rendered => "rendered",
         Shown::Ready => "ready",
+        Shown::Sleeping => "sleeping",
         Shown::Failed => "failed",
         Shown::TearingDown => "tearing_down",
         Shown::Destroyed => "destroyed",
@@ -173,6 +207,9 @@ impl Preview {
             last_error: p.last_error.clone(),
             end_reason: p.end_reason.clone(),
             waiting_since: (observed == ObservedState::WaitingForCi).then_some(p.head_changed_at),
+            sleeping_since: p.sleeping_since,
+            last_used_at: p.last_used_at,
+            cost: Cost::of(p, now),
         }
     }
 }

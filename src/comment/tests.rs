@@ -21,7 +21,17 @@ fn view(shown: Shown) -> StatusView<'static> {
         ci: None,
         access: Some((Access::Repo, "codertocat/hello-world")),
         inbox: None,
+        sleeping_since: None,
     }
+}
+
+#[test]
+fn a_sleeping_preview_says_since_when_and_how_to_wake_it() {
+    let view = StatusView {
+        sleeping_since: Some(NOW - 3600),
+        ..view(Shown::Sleeping)
+    };
+    insta::assert_snapshot!(status(&view));
 }
 
 #[test]

@@ -33,6 +33,15 @@ pub struct PreviewSummary {
     pub names: Option<String>,
     /// When the head last changed (GitHub's clock): a wait for CI counts from here.
     pub head_changed_at: i64,
+    /// Sleep (`db::sleep`): asleep since, last used, sleeps ended and what they saved.
+    pub sleeping_since: Option<i64>,
+    pub last_used_at: Option<i64>,
+    pub slept_seconds: i64,
+    pub saved_pod_seconds: i64,
+    /// What the namespace's quota last counted awake (`None`: never counted).
+    pub used_pods: Option<i64>,
+    pub used_cpu_millis: Option<i64>,
+    pub used_memory_bytes: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -69,7 +78,9 @@ pub async fn count_previews(state: &State) -> sqlx::Result<i64> {
 pub fn previews_query<'a>(filter: &PreviewFilter<'a>, limit: i64) -> QueryBuilder<'a, Sqlite> {
     let mut query = QueryBuilder::new(
         "SELECT id, repo, number, title, author, head_sha, desired, observed, cluster,
-                created_at, expires_at, keep, fork, last_error, end_reason, names, head_changed_at
+                created_at, expires_at, keep, fork, last_error, end_reason, names, head_changed_at,
+                sleeping_since, last_used_at, slept_seconds, saved_pod_seconds, used_pods,
+                used_cpu_millis, used_memory_bytes
          FROM previews WHERE 1",
     );
     if let Some(repo) = filter.repo {
@@ -125,7 +136,8 @@ pub async fn preview_summary(
         r#"SELECT id AS "id!", repo, number, title, author, head_sha, desired AS "desired: Desired",
                   observed AS "observed: ObservedState", cluster,
                   created_at, expires_at, keep AS "keep: bool", fork AS "fork: bool", last_error, end_reason, names,
-                  head_changed_at
+                  head_changed_at, sleeping_since, last_used_at, slept_seconds, saved_pod_seconds,
+                  used_pods, used_cpu_millis, used_memory_bytes
            FROM previews WHERE repo = ?1 AND number = ?2"#,
         repo,
         number

@@ -209,6 +209,7 @@ impl Feedback {
                 ci: None,
                 access: None,
                 inbox: None,
+                sleeping_since: None,
             };
             let (repo, number) = (thread.repo.clone(), thread.number);
             let stored = thread.clone();
@@ -493,6 +494,7 @@ impl Feedback {
             .map(|why| (why, policy.gates.trigger_label.clone())),
             ci: None,
             access: Some((policy.access, key.repo.as_str())),
+            sleeping_since: row.sleeping_since,
         })
     }
 }

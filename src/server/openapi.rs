@@ -39,6 +39,20 @@ pub fn document() -> Value {
     let bad_path = "a number that is not a pull request's (1 to 4294967295)";
     let bearer_only =
         "the request did not carry api.token as a bearer token (Basic credentials are not enough)";
+    // Its own value: the whole document in one `json!` passes the macro's recursion limit.
+    let cost = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "what the preview namespace's ResourceQuota last counted while awake (null until counted), and what sleeping saved",
+        "required": ["pods", "cpu_millis", "memory_bytes", "slept_seconds", "pod_seconds_saved"],
+        "properties": {
+            "pods": {"type": ["integer", "null"], "minimum": 0},
+            "cpu_millis": {"type": ["integer", "null"], "minimum": 0, "description": "CPU requested, in thousandths of a core"},
+            "memory_bytes": {"type": ["integer", "null"], "minimum": 0, "description": "memory requested, in bytes"},
+            "slept_seconds": {"type": "integer", "minimum": 0},
+            "pod_seconds_saved": {"type": "integer", "minimum": 0, "description": "pods kept from running while asleep, times their seconds"},
+        },
+    });
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -52,14 +66,14 @@ pub fn document() -> Value {
                 "Preview": {
                     "type": "object",
                     "additionalProperties": false,
-                    "required": ["repo", "number", "pr_url", "title", "author", "state", "desired", "observed", "url", "cluster", "head_sha", "created_at", "expires_at", "seconds_left", "keep", "fork", "last_error", "end_reason", "waiting_since"],
+                    "required": ["repo", "number", "pr_url", "title", "author", "state", "desired", "observed", "url", "cluster", "head_sha", "created_at", "expires_at", "seconds_left", "keep", "fork", "last_error", "end_reason", "waiting_since", "sleeping_since", "last_used_at", "cost"],
                     "properties": {
                         "repo": {"type": "string", "description": "owner/name, lower-case"},
                         "number": {"type": "integer"},
                         "pr_url": text,
                         "title": text,
                         "author": text,
-                        "state": {"enum": ["queued", "awaiting_approval", "draft", "opted_out", "waiting_for_ci", "ci_failed", "deploying", "rendered", "ready", "failed", "tearing_down", "destroyed"]},
+                        "state": {"enum": ["queued", "awaiting_approval", "draft", "opted_out", "waiting_for_ci", "ci_failed", "deploying", "rendered", "ready", "sleeping", "failed", "tearing_down", "destroyed"]},
                         "desired": {"enum": ["deployed", "awaiting_approval", "draft", "opted_out", "absent"]},
                         "observed": text,
                         "url": text,
@@ -73,6 +87,9 @@ pub fn document() -> Value {
                         "last_error": nullable_text,
                         "end_reason": nullable_text,
                         "waiting_since": {"type": ["integer", "null"], "description": "waiting for CI (wait_for) on the head since then (Unix seconds)"},
+                        "sleeping_since": {"type": ["integer", "null"], "description": "asleep since then (Unix seconds): its app runs no pod until a request or /preview wake wakes it"},
+                        "last_used_at": {"type": ["integer", "null"], "description": "the last request the login let through (Unix seconds, recorded at most once a minute)"},
+                        "cost": cost,
                     },
                 },
                 "LedgerItem": {
