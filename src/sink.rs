@@ -190,6 +190,19 @@ impl Sink {
         matches!(self, Self::Kubernetes(_))
     }
 
+    /// What the ResourceQuota `name` of `namespace` counts in use on previewd's own
+    /// cluster; `None` where this sink cannot look or finds none counted.
+    pub async fn quota_used(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Option<kubernetes::Used>> {
+        match self {
+            Self::Directory(_) => Ok(None),
+            Self::Kubernetes(sink) => sink.quota_used(namespace, name).await,
+        }
+    }
+
     /// Whether an object still exists on previewd's own cluster; `None` when this sink
     /// cannot look (a directory has no cluster behind it).
     pub async fn exists(&self, api: ApiRef, entry: &Entry) -> anyhow::Result<Option<bool>> {

@@ -169,6 +169,9 @@ impl Reconciler {
         if let Some(seen) = &seen {
             db::record_state(&self.state, row.id, seen, now).await?;
         }
+        if step.state == ObservedState::Ready && row.observed != ObservedState::Ready {
+            self.count_usage(row.id, names).await;
+        }
         if step.requeue {
             // A step forward (an Application applied, a new state) starts the looks afresh:
             // the next phase is watched as closely as the first, not at the doubled delay.
@@ -260,6 +263,27 @@ impl Reconciler {
         let sha = &at.row.head_sha[..7];
         tracing::info!(preview = %at.key, sha, application = write.name, "applied");
         Ok(Written::Applied)
+    }
+
+    /// What the preview's namespace requests now that it is ready awake, as its quota
+    /// counts it (the dashboard's cost, and what a sleep then saves). Best effort: a quota
+    /// not readable leaves the last count.
+    async fn count_usage(&self, id: i64, names: &Names) {
+        let quota = format!("{}-quota", names.slug);
+        match self.sink.quota_used(&names.slug, &quota).await {
+            Ok(Some(used)) => {
+                let usage = db::sleep::Usage {
+                    pods: used.pods,
+                    cpu_millis: used.cpu_millis,
+                    memory_bytes: used.memory_bytes,
+                };
+                if let Err(e) = db::sleep::record_usage(&self.state, id, usage).await {
+                    tracing::warn!(error = %e, "the preview's usage could not be recorded");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "the preview's quota could not be read"),
+        }
     }
 
     /// A new failure, once (not once per look).

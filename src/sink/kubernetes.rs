@@ -5,7 +5,10 @@
 //! verdict read back; every read and write checks the object is this preview's (`Owner`).
 
 use anyhow::Context;
+
+mod quota;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+pub use quota::Used;
 use serde_json::Value;
 
 use super::watched::{Watched, labels_of};

@@ -7,6 +7,7 @@ mod common;
 
 mod apply;
 mod ownership;
+mod sleep;
 mod teardown;
 mod watch;
 
@@ -43,6 +44,10 @@ pub(crate) struct ArgoCd {
     pub(crate) namespaces: Mutex<BTreeSet<String>>,
     /// The DeleteOptions body of every deletion (the fake itself ignores preconditions).
     pub(crate) delete_options: Mutex<Vec<serde_json::Value>>,
+    /// Every patch body, by object name, in order: what previewd sent, as the fake's own
+    /// apply merges it without dropping the fields an apply leaves out (the API server
+    /// drops those its manager alone owned).
+    pub(crate) sent: Mutex<Vec<(String, serde_json::Value)>>,
 }
 
 /// kube-fake-client cannot route a cluster-scoped core path (`/api/v1/namespaces/NAME` reads
@@ -120,6 +125,11 @@ pub(crate) async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
         })
         .patch(move |ctx| {
             on_patch.patches.fetch_add(1, Ordering::SeqCst);
+            on_patch
+                .sent
+                .lock()
+                .unwrap()
+                .push((ctx.name.to_owned(), ctx.patch.clone()));
             // As the API server does and the fake does not: an apply that names a uid and
             // finds no object is refused (apiserver endpoints/handlers/patch.go applyPatch).
             if let Some(uid) = ctx.patch["metadata"]["uid"].as_str()
@@ -150,6 +160,8 @@ pub(crate) async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
 pub(crate) async fn intercepted(funcs: interceptor::Funcs, argo: Arc<ArgoCd>) -> kube::Client {
     let fake = ClientBuilder::new()
         .with_resource::<Application>()
+        // The preview namespace's quota, whose count the dashboard shows.
+        .with_resource::<k8s_openapi::api::core::v1::ResourceQuota>()
         .with_interceptor_funcs(funcs)
         .build()
         .await
