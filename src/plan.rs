@@ -185,9 +185,10 @@ impl Step {
         })
     }
 
-    /// The step of a preview previewd put to sleep: settled is `Sleeping`, not `Ready`.
+    /// The step of a preview previewd put to sleep: settled (or, where nobody reports,
+    /// written) is `Sleeping`, not `Ready`.
     pub fn asleep(mut self, asleep: bool) -> Self {
-        if asleep && self.state == ObservedState::Ready {
+        if asleep && matches!(self.state, ObservedState::Ready | ObservedState::Applied) {
             self.state = ObservedState::Sleeping;
         }
         self

@@ -33,7 +33,11 @@ pub fn wakefulness(preview: &HostPreview, now: i64) -> Wakefulness {
             if now - at < WAKE_SHOWN
                 && !matches!(
                     preview.observed,
-                    ObservedState::Ready | ObservedState::Failed | ObservedState::CiFailed
+                    // Applied: a directory sink's, where nobody reports more.
+                    ObservedState::Ready
+                        | ObservedState::Applied
+                        | ObservedState::Failed
+                        | ObservedState::CiFailed
                 ) =>
         {
             Wakefulness::Waking

@@ -12,6 +12,7 @@ mod dashboard;
 mod flow;
 mod nginx;
 mod shares;
+mod sleep;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};

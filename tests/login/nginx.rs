@@ -147,3 +147,45 @@ async fn a_request_line_naming_a_private_preview_with_a_public_ones_host_is_refu
         "the private app saw nothing"
     );
 }
+
+/// Issue #41 through real nginx: a reader's request to a sleeping preview wakes it; nginx
+/// sends the browser where a 401 goes (`auth-signin`), where previewd shows the waking
+/// page; once the preview is ready the same request reaches the app.
+#[tokio::test]
+async fn through_nginx_a_request_to_a_sleeping_preview_wakes_it_and_reaches_the_app_once_ready() {
+    let world = World::new("public").await;
+    let (app_addr, seen) = app().await;
+    let nginx = ingress_for(&world, &world.host, &app_addr).await;
+    let id = world.preview_id().await;
+    assert!(
+        previewd::db::sleep::sleep(world.app.state(), id, "idle", common::NOW - 3600)
+            .await
+            .unwrap()
+    );
+    let reconciler = std::sync::Arc::new(common::directory_reconciler(&world.app));
+    reconciler.pass().await.unwrap();
+    let reply = nginx.get(&world.host, "/cart", &[]).await;
+    assert_eq!(reply.status, 302, "{}", reply.text());
+    let to = reply.header("location").unwrap().to_owned();
+    assert!(
+        to.starts_with("https://previewd.example.com/auth/signin?rd=https://"),
+        "{to}"
+    );
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the sleeping app saw nothing"
+    );
+    let woke: Option<i64> = world.app.scalar("SELECT woke_at FROM previews").await;
+    assert_eq!(woke, Some(common::NOW));
+    // The browser follows nginx's redirect to previewd's sign-in route: the waking page.
+    let path = to.strip_prefix("https://previewd.example.com").unwrap();
+    let (status, headers, page) = world.get(path, &[("accept", "text/html")]).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(headers["retry-after"], "5");
+    assert!(page.contains("Waking up"), "{page}");
+
+    reconciler.pass().await.unwrap();
+    let reply = nginx.get(&world.host, "/cart", &[]).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

@@ -9,6 +9,7 @@ mod orphans;
 mod passes;
 mod quotas;
 mod retention;
+mod sleep;
 
 use std::sync::Arc;
 

@@ -1,0 +1,95 @@
+//! Sleep (issue #41): a preview no request reached for its repository's `sleep_after` is
+//! put to sleep by the sweeper and rendered so; a visit or a push keeps it awake; a
+//! repository without `sleep_after` never sleeps.
+
+use super::*;
+
+async fn sleeping(app: &TestApp) -> Vec<(i64, Option<i64>, String)> {
+    app.rows("SELECT number, sleeping_since, observed FROM previews ORDER BY number")
+        .await
+}
+
+#[tokio::test]
+async fn a_preview_idle_past_sleep_after_is_put_to_sleep_and_rendered_asleep() {
+    let app = app_with("sleep_after = \"1h\"").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    app.send(&opened(3, "bob")).await;
+    reconciler.pass().await.unwrap();
+    app.clock.advance(HOUR - 60);
+    // #3 was visited: a minute ago its idle hour started again.
+    app.execute(&format!(
+        "UPDATE previews SET last_used_at = {} WHERE number = 3",
+        common::NOW + HOUR - 120
+    ))
+    .await;
+    sweeper(&app).pass(Pass::Record).await.unwrap();
+    assert!(
+        sleeping(&app).await.iter().all(|r| r.1.is_none()),
+        "not yet"
+    );
+
+    app.clock.advance(60);
+    let (plan, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(report.slept, 1);
+    assert!(
+        plan.lines(false)
+            .iter()
+            .any(|l| l.starts_with("sleep codertocat/hello-world#2: no request for 1h")),
+        "{:?}",
+        plan.lines(false)
+    );
+    reconciler.pass().await.unwrap();
+    let rows = sleeping(&app).await;
+    assert_eq!(rows[0], (2, Some(common::NOW + HOUR), "sleeping".into()));
+    assert_eq!(rows[1].1, None, "visited within the hour");
+    assert_eq!(app.recorded("slept").await, 1);
+
+    // Asleep once: the next passes put nothing more to sleep.
+    app.clock.advance(HOUR);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(report.slept, 1, "#3, idle now; #2 is asleep already");
+}
+
+#[tokio::test]
+async fn a_push_wakes_a_sleeping_preview_and_starts_its_idle_hour_again() {
+    let app = app_with("sleep_after = \"1h\"").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.clock.advance(HOUR);
+    sweeper(&app).pass(Pass::Record).await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert!(sleeping(&app).await[0].1.is_some());
+
+    app.clock.advance(HOUR);
+    let sha = "2222222222222222222222222222222222222222";
+    app.send(&Delivery::push(sha, "2026-11-29T02:00:00Z").number(2))
+        .await;
+    let (slept, since): (i64, Option<i64>) = app
+        .row("SELECT slept_seconds, sleeping_since FROM previews")
+        .await;
+    assert_eq!(
+        (slept, since),
+        (HOUR, None),
+        "awake again, the hour asleep counted"
+    );
+    reconciler.pass().await.unwrap();
+    app.clock.advance(HOUR - 60);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(report.slept, 0, "the push started its idle hour again");
+}
+
+#[tokio::test]
+async fn a_repository_without_sleep_after_never_sleeps() {
+    let app = TestApp::start_with(
+        "[defaults]\nsleep_after = \"1h\"\n[[repos]]\nname = \"codertocat/hello-world\"\nsleep_after = \"none\"\n",
+    )
+    .await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.clock.advance(30 * DAY);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(report.slept, 0);
+}
