@@ -129,18 +129,11 @@ pub fn preview(
     let helper = helper_application(preview, names, config, sealed)?;
     let app = app_application(preview, names, config)?;
     let (mut helper, mut app) = (stamped(helper, instance), app.map(|a| stamped(a, instance)));
-    if preview.asleep {
-        // Named after its awake twin (`sleep::ASLEEP`): a sleep and a wake are told apart
-        // from any other change by the hashes alone.
-        let awake = Preview {
-            asleep: false,
-            ..preview.clone()
-        };
-        let twin = helper_application(&awake, names, config, sealed)?;
-        sleep::restamp(&mut helper, &stamped(twin, instance).hash);
-        if let (Some(app), Some(twin)) = (&mut app, app_application(&awake, names, config)?) {
-            sleep::restamp(app, &stamped(twin, instance).hash);
-        }
+    // The sleep rides outside the hash, in `helm.parameters` (`render::sleep`).
+    let mail = config.app_for(&preview.key.repo).mail.is_some();
+    sleep::override_helper(&mut helper, mail, preview.asleep);
+    if let Some(app) = &mut app {
+        sleep::override_app(app, preview.asleep);
     }
     Ok(Rendered {
         helper,
@@ -322,9 +315,6 @@ pub fn app_application(
     if let Some(ingress) = edge::app_values(&app) {
         values["ingress"] = ingress;
     }
-    if preview.asleep {
-        sleep::app_values(&mut values);
-    }
     let mut metadata = helper["metadata"].clone();
     metadata["name"] = json!(names.app_application);
     metadata["annotations"]["argocd.argoproj.io/sync-wave"] = json!("0");
@@ -390,9 +380,6 @@ pub fn values(
     }
     if let Some(mail) = services::mail(&app, config, names) {
         values["mail"] = mail;
-        if preview.asleep {
-            values["mail"]["asleep"] = json!(true);
-        }
     }
     let policy = config
         .policy_for(&preview.key.repo)

@@ -5,12 +5,18 @@
 //! autoSync syncs only what is OutOfSync; controller/sync.go applies the target as given
 //! unless RespectIgnoreDifferences).
 //!
-//! Its identity is its awake twin's hash with [`ASLEEP`] after it, so that "the same but
-//! for the sleep" is read off two hashes alone: such a change runs no hook (the sink asks
-//! for it with the apply strategy, `sink::argocd::sync_request`) and leaves the app's
-//! health gate open (`plan::step`).
+//! The sleep rides in `spec.source.helm.parameters` (Helm `--set`, over the values), never
+//! in `valuesObject`: a list is replaced whole by an apply, server-side or merge alike,
+//! where a key left out of `valuesObject` is removed only by an applier that tracks who
+//! set it. Awake, the list is empty; asleep, it names the overrides. The rendering's hash
+//! is taken without it and, asleep, has [`ASLEEP`] after it, so "the same but for the
+//! sleep" is read off two hashes alone: such a change runs no hook (the sink asks for it
+//! with the apply strategy, `sink::argocd::sync_request`) and leaves the app's health
+//! gate open (`plan::step`).
 
 use serde_json::{Value, json};
+
+use super::{APPLIED_HASH, Stamped};
 
 /// What a sleeping rendering's hash ends with.
 pub const ASLEEP: &str = "-asleep";
@@ -25,21 +31,41 @@ pub fn same_but_sleep(a: &str, b: &str) -> bool {
     awake_of(a) == awake_of(b)
 }
 
-/// Names a sleeping rendering after its awake twin's hash `awake`.
-pub fn restamp(rendering: &mut super::Stamped, awake: &str) {
-    rendering.hash = format!("{awake}{ASLEEP}");
-    rendering.manifest["metadata"]["annotations"][super::APPLIED_HASH] =
-        json!(rendering.hash.clone());
+/// The app asleep: `preview.asleep` for charts that follow previewd's contract, and what
+/// `helm create`'s scaffold reads (helm v4.2.4 pkg/chart/v2/util/create.go: `replicas: {{
+/// .Values.replicaCount }}` unless `autoscaling.enabled`, the HorizontalPodAutoscaler only
+/// then).
+const APP_ASLEEP: [(&str, &str); 3] = [
+    ("replicaCount", "0"),
+    ("autoscaling.enabled", "false"),
+    ("preview.asleep", "true"),
+];
+
+/// The helpers asleep: the mail catcher at zero (helpers-chart templates/mail.yaml).
+const MAIL_ASLEEP: [(&str, &str); 1] = [("mail.asleep", "true")];
+
+pub fn override_app(app: &mut Stamped, asleep: bool) {
+    set(app, &APP_ASLEEP, asleep);
 }
 
-/// The app's values while asleep, over what it gets awake: `preview.asleep` for charts
-/// that follow previewd's contract, and what `helm create`'s scaffold reads
-/// (helm v4.2.4 pkg/chart/v2/util/create.go: `replicas: {{ .Values.replicaCount }}` unless
-/// `autoscaling.enabled`, and the HorizontalPodAutoscaler only then).
-pub fn app_values(values: &mut Value) {
-    values["preview"]["asleep"] = json!(true);
-    values["replicaCount"] = json!(0);
-    values["autoscaling"] = json!({"enabled": false});
+/// The helpers have something to stop only with a mail catcher; otherwise a sleep leaves
+/// their rendering as it is.
+pub fn override_helper(helper: &mut Stamped, mail: bool, asleep: bool) {
+    set(helper, if mail { &MAIL_ASLEEP[..] } else { &[] }, asleep);
+}
+
+fn set(rendering: &mut Stamped, overrides: &[(&str, &str)], asleep: bool) {
+    let asleep = asleep && !overrides.is_empty();
+    let parameters: Vec<Value> = overrides
+        .iter()
+        .filter(|_| asleep)
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    rendering.manifest["spec"]["source"]["helm"]["parameters"] = json!(parameters);
+    if asleep {
+        rendering.hash = format!("{}{ASLEEP}", rendering.hash);
+        rendering.manifest["metadata"]["annotations"][APPLIED_HASH] = json!(rendering.hash);
+    }
 }
 
 #[cfg(test)]

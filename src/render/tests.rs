@@ -248,40 +248,50 @@ fn an_unapproved_fork_gets_no_app_application_either() {
     ));
 }
 
-/// A sleeping preview's app renders at zero replicas, its catcher stopped, and nothing else
-/// changes: the rendering is named after its awake twin, so a sleep or a wake is synced
-/// without hooks and leaves the app's gate open.
+/// A sleeping preview's app renders at zero replicas and its catcher stopped, through Helm
+/// parameters (a list, replaced whole by any apply), and nothing else changes: the hash is
+/// the awake one's with `-asleep` after it, so a sleep or a wake is synced without hooks and
+/// leaves the app's gate open.
 #[test]
 fn a_sleeping_preview_renders_its_app_at_zero_replicas_and_is_named_after_its_awake_twin() {
-    let config = Config::from_toml(&format!("{CONFIG}mail = true\n"), Vec::new()).unwrap();
+    let with_mail = Config::from_toml(&format!("{CONFIG}mail = true\n"), Vec::new()).unwrap();
     let awake = Preview::test().on("eu-1").of("octo/worker#3");
     let asleep = awake.clone().asleep();
-    let names = names(&awake, &config);
-    let render = |p: &Preview| super::preview(p, &names, &config, &[], "i").unwrap();
+    let named = names(&awake, &with_mail);
+    let render = |p: &Preview| super::preview(p, &named, &with_mail, &[], "i").unwrap();
     let (day, night) = (render(&awake), render(&asleep));
     let (day_app, night_app) = (day.app.unwrap(), night.app.unwrap());
     assert_eq!(night.helper.hash, format!("{}-asleep", day.helper.hash));
     assert_eq!(night_app.hash, format!("{}-asleep", day_app.hash));
-    let values = |m: &Value| m["spec"]["source"]["helm"]["valuesObject"].clone();
-    let (awake_values, asleep_values) = (values(&day_app.manifest), values(&night_app.manifest));
-    assert_eq!(asleep_values["replicaCount"], 0);
-    assert_eq!(asleep_values["autoscaling"], json!({"enabled": false}));
-    assert_eq!(asleep_values["preview"]["asleep"], true);
-    assert!(
-        awake_values.get("replicaCount").is_none(),
-        "awake: the chart's own count"
-    );
-    assert!(awake_values["preview"].get("asleep").is_none());
-    assert_eq!(values(&night.helper.manifest)["mail"]["asleep"], true);
-    let mut unslept = values(&night.helper.manifest);
-    unslept["mail"].as_object_mut().unwrap().remove("asleep");
+    let helm = |m: &Value| m["spec"]["source"]["helm"].clone();
     assert_eq!(
-        unslept,
-        values(&day.helper.manifest),
-        "the helpers differ in the catcher alone"
+        helm(&night_app.manifest)["parameters"],
+        json!([{"name": "replicaCount", "value": "0"},
+               {"name": "autoscaling.enabled", "value": "false"},
+               {"name": "preview.asleep", "value": "true"}])
+    );
+    assert_eq!(
+        helm(&night.helper.manifest)["parameters"],
+        json!([{"name": "mail.asleep", "value": "true"}])
+    );
+    assert_eq!(
+        helm(&day_app.manifest)["parameters"],
+        json!([]),
+        "awake: emptied, not left out"
+    );
+    assert_eq!(helm(&day.helper.manifest)["parameters"], json!([]));
+    assert_eq!(
+        helm(&night_app.manifest)["valuesObject"],
+        helm(&day_app.manifest)["valuesObject"],
+        "the values stay as they are"
     );
     assert_eq!(
         night_app.manifest["metadata"]["annotations"][APPLIED_HASH],
         night_app.hash.as_str()
     );
+    // Without a catcher the helpers have nothing to stop: a sleep leaves them be.
+    let quiet = config();
+    let named = names(&awake, &quiet);
+    let plain = |p: &Preview| super::preview(p, &named, &quiet, &[], "i").unwrap().helper;
+    assert_eq!(plain(&asleep), plain(&awake));
 }

@@ -44,10 +44,6 @@ pub(crate) struct ArgoCd {
     pub(crate) namespaces: Mutex<BTreeSet<String>>,
     /// The DeleteOptions body of every deletion (the fake itself ignores preconditions).
     pub(crate) delete_options: Mutex<Vec<serde_json::Value>>,
-    /// Every patch body, by object name, in order: what previewd sent, as the fake's own
-    /// apply merges it without dropping the fields an apply leaves out (the API server
-    /// drops those its manager alone owned).
-    pub(crate) sent: Mutex<Vec<(String, serde_json::Value)>>,
 }
 
 /// kube-fake-client cannot route a cluster-scoped core path (`/api/v1/namespaces/NAME` reads
@@ -125,11 +121,6 @@ pub(crate) async fn cluster(argo: Arc<ArgoCd>) -> kube::Client {
         })
         .patch(move |ctx| {
             on_patch.patches.fetch_add(1, Ordering::SeqCst);
-            on_patch
-                .sent
-                .lock()
-                .unwrap()
-                .push((ctx.name.to_owned(), ctx.patch.clone()));
             // As the API server does and the fake does not: an apply that names a uid and
             // finds no object is refused (apiserver endpoints/handlers/patch.go applyPatch).
             if let Some(uid) = ctx.patch["metadata"]["uid"].as_str()

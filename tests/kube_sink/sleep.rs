@@ -15,12 +15,12 @@ fn app_name() -> String {
 
 /// previewd with an app chart and mail; its preview of the fixture PR ready on a cluster
 /// whose quota counts two pods.
-async fn ready_preview() -> (TestApp, Arc<Reconciler>, Api<Application>, Arc<ArgoCd>) {
+async fn ready_preview() -> (TestApp, Arc<Reconciler>, Api<Application>) {
     let app = TestApp::start_with(
         "[[repos]]\nname = \"codertocat/hello-world\"\napp_chart = \"deploy/chart\"\nmail = true\n",
     )
     .await;
-    let (argo, client, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
+    let (_, client, reconciler, applications) = on_a_cluster(&app, ArgoCd::default()).await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NAMESPACE);
     let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": {"name": format!("{NAMESPACE}-quota"), "namespace": NAMESPACE},
@@ -38,18 +38,7 @@ async fn ready_preview() -> (TestApp, Arc<Reconciler>, Api<Application>, Arc<Arg
     report_ready(&applications, &app_name()).await;
     reconciler.pass().await.unwrap();
     assert_eq!(observed(&app).await, "ready");
-    (app, reconciler, applications, argo)
-}
-
-/// The values previewd last sent for Application `name`.
-fn sent_values(argo: &ArgoCd, name: &str) -> serde_json::Value {
-    let sent = argo.sent.lock().unwrap();
-    let (_, patch) = sent
-        .iter()
-        .rev()
-        .find(|(n, p)| n == name && p["spec"].is_object())
-        .unwrap();
-    patch["spec"]["source"]["helm"]["valuesObject"].clone()
+    (app, reconciler, applications)
 }
 
 async fn sleep(app: &TestApp) {
@@ -74,8 +63,9 @@ fn strategy(app: &Application) -> serde_json::Value {
     app.rest["operation"]["sync"]["syncStrategy"].clone()
 }
 
-fn values(app: &Application) -> serde_json::Value {
-    app.rest["spec"]["source"]["helm"]["valuesObject"].clone()
+/// The Helm parameters the sleep rides in (`render::sleep`).
+fn parameters(app: &Application) -> serde_json::Value {
+    app.rest["spec"]["source"]["helm"]["parameters"].clone()
 }
 
 #[tokio::test]
@@ -89,7 +79,7 @@ async fn a_ready_preview_records_what_its_quota_counts() {
 
 #[tokio::test]
 async fn a_sleep_and_a_wake_rewrite_both_applications_at_once_without_hooks() {
-    let (app, reconciler, applications, argo) = ready_preview().await;
+    let (app, reconciler, applications) = ready_preview().await;
     sleep(&app).await;
     reconciler.pass().await.unwrap();
     let (helpers, own) = (
@@ -102,8 +92,14 @@ async fn a_sleep_and_a_wake_rewrite_both_applications_at_once_without_hooks() {
         json!({"apply": {}}),
         "not held behind the helpers"
     );
-    assert_eq!(values(&own)["replicaCount"], 0);
-    assert_eq!(values(&helpers)["mail"]["asleep"], true);
+    assert_eq!(
+        parameters(&own)[0],
+        json!({"name": "replicaCount", "value": "0"})
+    );
+    assert_eq!(
+        parameters(&helpers),
+        json!([{"name": "mail.asleep", "value": "true"}])
+    );
     report_ready(&applications, APP).await;
     report_ready(&applications, &app_name()).await;
     reconciler.pass().await.unwrap();
@@ -113,12 +109,7 @@ async fn a_sleep_and_a_wake_rewrite_both_applications_at_once_without_hooks() {
     reconciler.pass().await.unwrap();
     let own = applications.get(&app_name()).await.unwrap();
     assert_eq!(strategy(&own), json!({"apply": {}}));
-    let sent = sent_values(&argo, &app_name());
-    assert!(
-        sent.get("replicaCount").is_none(),
-        "the chart's own count again: {sent}"
-    );
-    assert!(sent["preview"].get("asleep").is_none());
+    assert_eq!(parameters(&own), json!([]), "the chart's own count again");
     report_ready(&applications, APP).await;
     report_ready(&applications, &app_name()).await;
     reconciler.pass().await.unwrap();
@@ -136,7 +127,7 @@ async fn a_sleep_and_a_wake_rewrite_both_applications_at_once_without_hooks() {
 
 #[tokio::test]
 async fn a_push_to_a_sleeping_preview_deploys_it_awake_hooks_and_all() {
-    let (app, reconciler, applications, argo) = ready_preview().await;
+    let (app, reconciler, applications) = ready_preview().await;
     sleep(&app).await;
     reconciler.pass().await.unwrap();
     report_ready(&applications, APP).await;
@@ -153,7 +144,7 @@ async fn a_push_to_a_sleeping_preview_deploys_it_awake_hooks_and_all() {
         json!({"hook": {}}),
         "the migration runs"
     );
-    assert!(sent_values(&argo, APP)["mail"].get("asleep").is_none());
+    assert_eq!(parameters(&helpers), json!([]));
     let own = applications.get(&app_name()).await.unwrap();
     assert_ne!(
         own.rest["spec"]["source"]["targetRevision"], sha,
@@ -164,12 +155,7 @@ async fn a_push_to_a_sleeping_preview_deploys_it_awake_hooks_and_all() {
     let own = applications.get(&app_name()).await.unwrap();
     assert_eq!(own.rest["spec"]["source"]["targetRevision"], sha);
     assert_eq!(strategy(&own), json!({"hook": {}}));
-    assert!(
-        sent_values(&argo, &app_name())
-            .get("replicaCount")
-            .is_none(),
-        "awake"
-    );
+    assert_eq!(parameters(&own), json!([]), "awake");
     let asleep: Option<i64> = app.scalar("SELECT sleeping_since FROM previews").await;
     assert_eq!(asleep, None);
 }
