@@ -303,8 +303,9 @@ impl Sweeper {
         Ok(plan)
     }
 
-    /// Ready previews idle past their repository's `sleep_after` at `now` (none where no
-    /// repository sleeps): read by last activity, soonest idle first.
+    /// Ready previews idle past their repository's `sleep_after` at `now`, of repositories
+    /// whose requests pass previewd's login (none where no repository sleeps): read by last
+    /// activity, soonest idle first.
     fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String)>> {
         let shortest = std::iter::once(&self.config.defaults)
             .chain(self.config.repos.iter().map(|r| &r.policy))
@@ -319,7 +320,10 @@ impl Sweeper {
                 .config
                 .policy_for(&row.key.repo)
                 .and_then(|p| p.sleep_after);
-            if let Some(after) = after
+            // Only where requests pass previewd's login (`app_service`): elsewhere no use is
+            // ever seen, and no request could wake it.
+            let seen = self.config.app_for(&row.key.repo).service.is_some();
+            if let Some(after) = after.filter(|_| seen)
                 && row.ready
                 && row.active_at <= now - secs(after)
             {

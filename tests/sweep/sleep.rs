@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// previewd whose Hello-World previews sleep after `after` behind its login (`app_service`).
+async fn sleeping_after(after: &str) -> TestApp {
+    TestApp::with_config(&format!(
+        "public_url = \"https://previewd.example.com\"\n{}",
+        common::config(&format!(
+            "[defaults]\nsleep_after = \"{after}\"\n\
+             [[repos]]\nname = \"codertocat/hello-world\"\napp_service = \"web:http\"\n"
+        ))
+    ))
+    .await
+}
+
 async fn sleeping(app: &TestApp) -> Vec<(i64, Option<i64>, String)> {
     app.rows("SELECT number, sleeping_since, observed FROM previews ORDER BY number")
         .await
@@ -11,7 +23,7 @@ async fn sleeping(app: &TestApp) -> Vec<(i64, Option<i64>, String)> {
 
 #[tokio::test]
 async fn a_preview_idle_past_sleep_after_is_put_to_sleep_and_rendered_asleep() {
-    let app = app_with("sleep_after = \"1h\"").await;
+    let app = sleeping_after("1h").await;
     let reconciler = reconciler(&app);
     app.send(&opened(2, "alice")).await;
     app.send(&opened(3, "bob")).await;
@@ -53,7 +65,7 @@ async fn a_preview_idle_past_sleep_after_is_put_to_sleep_and_rendered_asleep() {
 
 #[tokio::test]
 async fn a_push_wakes_a_sleeping_preview_and_starts_its_idle_hour_again() {
-    let app = app_with("sleep_after = \"1h\"").await;
+    let app = sleeping_after("1h").await;
     let reconciler = reconciler(&app);
     app.send(&opened(2, "alice")).await;
     reconciler.pass().await.unwrap();
@@ -81,10 +93,26 @@ async fn a_push_wakes_a_sleeping_preview_and_starts_its_idle_hour_again() {
 }
 
 #[tokio::test]
+async fn a_repository_whose_requests_previewd_never_sees_never_sleeps_on_its_own() {
+    // No `app_service`: no login in front, so no use recorded and no request to wake it.
+    let app = app_with("sleep_after = \"1h\"").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.clock.advance(30 * DAY);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(report.slept, 0);
+}
+
+#[tokio::test]
 async fn a_repository_without_sleep_after_never_sleeps() {
-    let app = TestApp::start_with(
-        "[defaults]\nsleep_after = \"1h\"\n[[repos]]\nname = \"codertocat/hello-world\"\nsleep_after = \"none\"\n",
-    )
+    let app = TestApp::with_config(&format!(
+        "public_url = \"https://previewd.example.com\"\n{}",
+        common::config(
+            "[defaults]\nsleep_after = \"1h\"\n[[repos]]\nname = \"codertocat/hello-world\"\n\
+             app_service = \"web:http\"\nsleep_after = \"none\"\n"
+        )
+    ))
     .await;
     let reconciler = reconciler(&app);
     app.send(&opened(2, "alice")).await;
