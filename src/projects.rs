@@ -24,6 +24,9 @@ const HELPER_KINDS: &[(&str, &str)] = &[
     ("", "ConfigMap"),
     // The mail catcher's (helpers-chart templates/mail.yaml).
     ("", "Service"),
+    // The preview namespace's bounds (helpers-chart templates/resources.yaml); never the apps'.
+    ("", "ResourceQuota"),
+    ("", "LimitRange"),
     // A template generation's pool keeper (helpers-chart templates/template-spares.yaml),
     // and the mail catcher.
     ("apps", "Deployment"),
@@ -366,6 +369,36 @@ mod tests {
         );
         // The apps keep their NetworkPolicies, the one other kind of the group.
         assert!(apps.contains(&("networking.k8s.io".into(), "NetworkPolicy".into())));
+    }
+
+    /// A preview namespace's bounds are the helpers' (helpers-chart templates/resources.yaml):
+    /// their project admits the ResourceQuota and the LimitRange, the apps' neither, so a PR's
+    /// chart cannot lift or loosen them. Argo CD refuses what a whitelist omits only when there
+    /// is one: without it every namespaced kind is admitted (argo-cd pkg/apis/application/
+    /// v1alpha1/app_project_types.go IsGroupKindNamePermitted).
+    #[test]
+    fn only_the_helpers_may_bound_a_preview_namespace() {
+        let config = Config::from_toml(CONFIG, Vec::new()).unwrap();
+        let whitelist = |project: &Value| project["spec"]["namespaceResourceWhitelist"].clone();
+        let admits = |list: &Value, group: &str, kind: &str| {
+            list.as_array().unwrap().iter().any(|k| {
+                (k["group"] == group || k["group"] == "*")
+                    && (k["kind"] == kind || k["kind"] == "*")
+            })
+        };
+        let helpers = whitelist(&helpers(&config));
+        let apps = whitelist(&apps(&config));
+        assert!(
+            !apps.as_array().unwrap().is_empty(),
+            "the apps' project has a whitelist"
+        );
+        for kind in ["ResourceQuota", "LimitRange"] {
+            assert!(
+                admits(&helpers, "", kind),
+                "the helpers' project admits {kind}"
+            );
+            assert!(!admits(&apps, "", kind), "the apps' project admits {kind}");
+        }
     }
 
     /// Argo CD matches destination namespaces as globs (util/glob, gobwas/glob): `*` is any

@@ -2,9 +2,9 @@
 //! ValidatingAdmissionPolicies of manifests/previewd.yaml (the chart's admission.yaml) by
 //! cel-python (an independent CEL) on requests whose names previewd itself makes — previewd
 //! may write only its two projects' Applications, Argo CD may write an app Application's
-//! objects only into that preview's own namespace, and only a preview's helpers publish its
-//! host (an Ingress) — and patches/argocd-cm.yaml's Lua health
-//! checks by lupa's Lua (`tests/deploy/*.py`).
+//! objects only into that preview's own namespace, only a preview's helpers publish its host
+//! (an Ingress) and bound its namespace (a ResourceQuota, a LimitRange) — and
+//! patches/argocd-cm.yaml's Lua health checks by lupa's Lua (`tests/deploy/*.py`).
 
 mod common;
 
@@ -69,7 +69,7 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
         ),
         123456,
     );
-    let application = |project: &str| json!({"kind": "Application", "metadata": {"name": "a", "namespace": "argocd"}, "spec": {"project": project}});
+    let application = |project: &str| json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "a", "namespace": "argocd"}, "spec": {"project": project}});
     let mut forged = applied(&own.app_application, Some(&other.slug), false);
     forged["metadata"]["annotations"] = json!({
         "argocd.argoproj.io/tracking-id": format!("{}:/Pod:{}/x", other.app_application, other.slug)
@@ -96,7 +96,7 @@ fn previewd_writes_only_its_projects_and_apps_only_their_own_namespace() {
         case(
             "previewd may not omit the project",
             PREVIEWD,
-            json!({"kind": "Application", "metadata": {"name": "a"}, "spec": {}}),
+            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "a"}, "spec": {}}),
             false
         ),
         case(
@@ -855,6 +855,250 @@ fn only_the_helpers_publish_a_preview_host() {
             "a NetworkPolicy of the app is still the app's",
             ARGOCD,
             written("networking.k8s.io/v1", "NetworkPolicy", ns, app),
+            true
+        ),
+    ]);
+    check_admission(&cases, cases.as_array().unwrap().len());
+}
+
+/// A DELETE of `old`.
+fn deleted(name: &str, user: &str, old: Value, admitted: bool) -> Value {
+    json!({"name": name, "user": user, "operation": "DELETE", "oldObject": old, "admitted": admitted})
+}
+
+/// A preview namespace's bounds are its helpers' (helpers-chart templates/resources.yaml, #41):
+/// in a preview namespace a ResourceQuota or a LimitRange is made or changed only tracked as
+/// `<namespace>-helpers`, never as the app's and never by the namespace's own service
+/// accounts, who may not delete one either.
+#[test]
+fn only_the_helpers_bound_a_preview_namespace() {
+    let own = names("octo/shop", 7);
+    let other = names("octo/shop", 8);
+    let template = Names::template(&"octo/shop".parse().unwrap(), 3, "preview.example.com");
+    let legacy = Names::legacy(
+        &PreviewKey::new("octo/shop".parse().unwrap(), 9),
+        "preview.example.com",
+    );
+    let ns = Some(own.slug.as_str());
+    let (app, helpers) = (
+        Some(own.app_application.as_str()),
+        Some(own.application.as_str()),
+    );
+    let in_preview = format!("system:serviceaccount:{}:default", own.slug);
+    const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
+    let quota = |namespace: Option<&str>, app: Option<&str>| {
+        let mut quota = written("v1", "ResourceQuota", namespace, app);
+        quota["spec"] = json!({"hard": {"requests.cpu": "4", "requests.memory": "8Gi",
+                                        "limits.memory": "8Gi", "pods": "20"}});
+        quota
+    };
+    let limits = |namespace: Option<&str>, app: Option<&str>| {
+        let mut limits = written("v1", "LimitRange", namespace, app);
+        limits["spec"] = json!({"limits": [{"type": "Container",
+            "defaultRequest": {"cpu": "100m", "memory": "256Mi"}, "default": {"memory": "256Mi"}}]});
+        limits
+    };
+    let labelled = |object: Value, app: &str| {
+        let mut object = object;
+        object["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        with(object, "labels", "app.kubernetes.io/instance", app)
+    };
+    let lifted = {
+        let mut quota = quota(ns, helpers);
+        quota["spec"]["hard"]["pods"] = json!("1000");
+        quota
+    };
+    let cases = json!([
+        case(
+            "Argo CD: the helpers' ResourceQuota",
+            ARGOCD,
+            quota(ns, helpers),
+            true
+        ),
+        case(
+            "Argo CD: the helpers' LimitRange",
+            ARGOCD,
+            limits(ns, helpers),
+            true
+        ),
+        case(
+            "Argo CD, label tracking: the helpers' LimitRange",
+            ARGOCD,
+            labelled(limits(ns, None), &own.application),
+            true
+        ),
+        case(
+            "impersonated helpers: the helpers' ResourceQuota",
+            HELPERS_DEPLOYER,
+            quota(ns, helpers),
+            true
+        ),
+        case(
+            "Argo CD: a template generation's helpers' ResourceQuota",
+            ARGOCD,
+            quota(Some(&template.slug), Some(&template.application)),
+            true
+        ),
+        case(
+            "Argo CD: the helpers' LimitRange of a preview kept from before names were recorded",
+            ARGOCD,
+            limits(Some(&legacy.slug), Some(&legacy.application)),
+            true
+        ),
+        updated(
+            "Argo CD: the helpers change their ResourceQuota",
+            ARGOCD,
+            quota(ns, helpers),
+            lifted.clone(),
+            true
+        ),
+        updated(
+            "a person edits the helpers' ResourceQuota",
+            "alice",
+            quota(ns, helpers),
+            lifted.clone(),
+            true
+        ),
+        case(
+            "Argo CD: an app's ResourceQuota",
+            ARGOCD,
+            quota(ns, app),
+            false
+        ),
+        case(
+            "Argo CD: an app's LimitRange",
+            ARGOCD,
+            limits(ns, app),
+            false
+        ),
+        case(
+            "Argo CD, label tracking: an app's LimitRange",
+            ARGOCD,
+            labelled(limits(ns, None), &own.app_application),
+            false
+        ),
+        case(
+            "impersonated apps: an app's ResourceQuota",
+            APPS_DEPLOYER,
+            quota(ns, app),
+            false
+        ),
+        updated(
+            "Argo CD: the app's tracking on the helpers' ResourceQuota",
+            ARGOCD,
+            quota(ns, helpers),
+            quota(ns, app),
+            false
+        ),
+        updated(
+            "argocd-server: a patch giving an app's LimitRange the helpers' tracking id",
+            ARGOCD_SERVER,
+            limits(ns, app),
+            limits(ns, helpers),
+            false
+        ),
+        case(
+            "Argo CD: another preview's helpers' tracking id on this namespace's ResourceQuota",
+            ARGOCD,
+            with(
+                quota(ns, None),
+                "annotations",
+                "argocd.argoproj.io/tracking-id",
+                &format!("{}:/ResourceQuota:{}/x", other.application, own.slug)
+            ),
+            false
+        ),
+        case(
+            "Argo CD: the helpers' tracking id of another kind on a LimitRange",
+            ARGOCD,
+            with(
+                limits(ns, None),
+                "annotations",
+                "argocd.argoproj.io/tracking-id",
+                &format!("{}:/ConfigMap:{}/x", own.application, own.slug)
+            ),
+            false
+        ),
+        case(
+            "Argo CD: an untracked ResourceQuota in a preview namespace",
+            ARGOCD,
+            quota(ns, None),
+            false
+        ),
+        case(
+            "a preview's service account: a LimitRange with the helpers' tracking id",
+            &in_preview,
+            limits(ns, helpers),
+            false
+        ),
+        updated(
+            "a preview's service account: lifting the helpers' ResourceQuota",
+            &in_preview,
+            quota(ns, helpers),
+            lifted,
+            false
+        ),
+        case(
+            "a person: an untracked LimitRange in a preview namespace",
+            "alice",
+            limits(ns, None),
+            false
+        ),
+        case(
+            "a person: a ResourceQuota outside the preview namespaces is not previewd's business",
+            "alice",
+            quota(Some("shop"), None),
+            true
+        ),
+        case(
+            "Argo CD: a LimitRange of another Application outside the preview namespaces",
+            ARGOCD,
+            labelled(limits(Some("shop"), None), "shop"),
+            true
+        ),
+        deleted(
+            "Argo CD: the helpers prune or cascade their ResourceQuota",
+            ARGOCD,
+            quota(ns, helpers),
+            true
+        ),
+        deleted(
+            "the namespace controller: the LimitRange of a deleted preview namespace",
+            NAMESPACE_CONTROLLER,
+            limits(ns, helpers),
+            true
+        ),
+        deleted(
+            "Argo CD: an app prunes its own LimitRange from before the policy",
+            ARGOCD,
+            limits(ns, app),
+            true
+        ),
+        deleted(
+            "a person deletes the helpers' ResourceQuota",
+            "alice",
+            quota(ns, helpers),
+            true
+        ),
+        deleted(
+            "a preview's service account: deleting the helpers' ResourceQuota",
+            &in_preview,
+            quota(ns, helpers),
+            false
+        ),
+        deleted(
+            "a preview's service account: deleting the helpers' LimitRange",
+            &in_preview,
+            limits(ns, helpers),
+            false
+        ),
+        deleted(
+            "a Pod of a preview deleting an app's Pod is not this policy's business",
+            &in_preview,
+            written("v1", "Pod", ns, app),
             true
         ),
     ]);

@@ -84,7 +84,7 @@ fn the_chart_renders_valid_objects_and_lints_clean_with_default_values_and_every
     let (out, objects, _) = render(&[]);
     assert!(out.contains("lint: 0 warnings or errors"), "{out}");
     assert!(
-        out.trim_end().ends_with("validated 16 objects, 0 failed"),
+        out.trim_end().ends_with("validated 18 objects, 0 failed"),
         "{out}"
     );
     assert!(!kinds(&objects).contains(&"Ingress"), "the Ingress is off");
@@ -94,7 +94,7 @@ fn the_chart_renders_valid_objects_and_lints_clean_with_default_values_and_every
     let (out, objects, _) = everything();
     assert!(out.contains("lint: 0 warnings or errors"), "{out}");
     assert!(
-        out.trim_end().ends_with("validated 19 objects, 0 failed"),
+        out.trim_end().ends_with("validated 21 objects, 0 failed"),
         "{out}"
     );
     for kind in ["Namespace", "Ingress", "ServiceMonitor"] {

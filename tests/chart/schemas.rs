@@ -62,7 +62,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
     let manifests = format!("{ROOT}/deploy/manifests/previewd.yaml");
     let (ok, out) = check(&["--manifests", &manifests]);
     assert!(
-        ok && out.trim_end().ends_with("validated 17 objects, 0 failed"),
+        ok && out.trim_end().ends_with("validated 19 objects, 0 failed"),
         "{out}"
     );
     let (ok, out) = check(&["--manifests", &format!("{ROOT}/deploy/patches")]);

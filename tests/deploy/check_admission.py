@@ -2,12 +2,15 @@
 """Evaluates the ValidatingAdmissionPolicies of a manifest file (deploy/manifests/previewd.yaml,
 from deploy/chart/templates/admission.yaml) with cel-python (an independent implementation of
 CEL, the language the API server runs) on the requests given as JSON: each {"name", "user", "object", "oldObject" (an UPDATE's object before it; absent
-for a CREATE), "admitted": true|false}. Prints one line per case and "N passed, M failed".
+for a CREATE), "operation" (optional: "DELETE" with the deleted object as "oldObject" and no
+"object"), "admitted": true|false}. Prints one line per case and "N passed, M failed".
 The request is built as the API server builds it: `request.userInfo.username`,
 `request.operation`, `request.kind` (group, version and kind of the object's apiVersion and
-kind), `request.namespace`, `object`, and `oldObject` (null for a CREATE). Matching follows
-the API server: a policy applies when every matchCondition is true; variables are evaluated
-in order; every validation must hold.
+kind), `request.namespace`, `object` (null for a DELETE), and `oldObject` (null for a
+CREATE). Matching follows the API server: a policy applies when one of its
+matchConstraints.resourceRules names the operation, the group and the resource (the kind's
+plural, or "*"), and every matchCondition is true; variables are evaluated in order; every
+validation must hold.
 Usage: check_admission.py MANIFESTS.yaml CASES.json (its other kinds are ignored)"""
 import json
 import sys
@@ -30,23 +33,50 @@ def evaluate(env, expression, activation):
     return value
 
 
-def request(user, obj, old):
+def request(user, obj, old, operation=None):
     """The admission request the API server would evaluate the policies on."""
-    group, _, version = obj.get("apiVersion", "v1").rpartition("/")
+    subject = obj if obj is not None else old
+    group, _, version = subject.get("apiVersion", "v1").rpartition("/")
     return {
         "userInfo": {"username": user},
-        "operation": "CREATE" if old is None else "UPDATE",
-        "kind": {"group": group, "version": version, "kind": obj.get("kind", "")},
-        "namespace": obj.get("metadata", {}).get("namespace", ""),
+        "operation": operation or ("CREATE" if old is None else "UPDATE"),
+        "kind": {"group": group, "version": version, "kind": subject.get("kind", "")},
+        "namespace": subject.get("metadata", {}).get("namespace", ""),
     }
 
 
-def admitted(policies, user, obj, old=None):
+def plural(kind):
+    """The resource of a kind, as Kubernetes names its built-in ones (Ingress: ingresses,
+    NetworkPolicy: networkpolicies)."""
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+def matches(spec, req):
+    """Whether the policy's matchConstraints.resourceRules name this request."""
+    rules = (spec.get("matchConstraints") or {}).get("resourceRules") or []
+    resource = plural(req["kind"]["kind"])
+    return any(
+        req["operation"] in r.get("operations", []) or "*" in r.get("operations", [])
+        for r in rules
+        if (req["kind"]["group"] in r.get("apiGroups", []) or "*" in r.get("apiGroups", []))
+        and (resource in r.get("resources", []) or "*" in r.get("resources", []))
+    )
+
+
+def admitted(policies, user, obj, old=None, operation=None):
     env = celpy.Environment()
-    base = {"request": celpy.json_to_cel(request(user, obj, old)), "object": celpy.json_to_cel(obj),
+    req = request(user, obj, old, operation)
+    base = {"request": celpy.json_to_cel(req), "object": celpy.json_to_cel(obj),
             "oldObject": celpy.json_to_cel(old)}
     for policy in policies:
         spec = policy["spec"]
+        if not matches(spec, req):
+            continue
         if not all(bool(evaluate(env, c["expression"], base)) for c in spec.get("matchConditions") or []):
             continue
         variables = celpy.celtypes.MapType({})
@@ -70,7 +100,8 @@ def main():
     passed = failed = 0
     for case in json.load(open(sys.argv[2])):
         try:
-            ok, by = admitted(policies, case["user"], case["object"], case.get("oldObject"))
+            ok, by = admitted(policies, case["user"], case.get("object"), case.get("oldObject"),
+                              case.get("operation"))
         except RuntimeError as e:  # an evaluation error denies
             ok, by = False, "an evaluation error (%s)" % e
         good = ok == case["admitted"]
