@@ -123,6 +123,20 @@ def validate(objects, unschematized=()):
     return failed
 
 
+def set_value(values, path, text):
+    """`helm --set path=text`, as Argo CD passes `helm.parameters` (util/helm/cmd.go): a
+    dotted path, the value typed as strvals types it (an integer, true/false, else text)."""
+    *parents, last = path.split(".")
+    for key in parents:
+        values = values.setdefault(key, {})
+    if text in ("true", "false"):
+        values[last] = text == "true"
+    elif re.fullmatch(r"-?[0-9]+", text):
+        values[last] = int(text)
+    else:
+        values[last] = text
+
+
 def render(chart_dir, values, release):
     import helm_python as helm
     chart = helm.Chart.load(chart_dir)
@@ -163,6 +177,8 @@ def main():
         prefix = apps
         helm_source = apps[0]["spec"]["source"]["helm"]
         values, args.release = helm_source["valuesObject"], helm_source["releaseName"]
+        for parameter in helm_source.get("parameters") or []:
+            set_value(values, parameter["name"], parameter["value"])
     else:
         values = json.loads(Path(args.values).read_text())
     try:

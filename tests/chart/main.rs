@@ -73,6 +73,30 @@ fn render_and_check(
     (out, objects)
 }
 
+/// The objects of `preview`'s helper Application as previewd writes it (`render::preview`:
+/// its Helm parameters too, which a sleep rides in), rendered and validated.
+pub(crate) fn assert_valid_rendering(config_toml: &str, preview: &Preview) -> Vec<Value> {
+    let config = Config::from_toml(config_toml, Vec::new()).unwrap();
+    let rendered =
+        render::preview(preview, &names_of(preview, &config), &config, &[], "i").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app = write(
+        dir.path(),
+        "app.yaml",
+        &previewd::yaml::to_string(&rendered.helper.manifest),
+    );
+    let dump = dir.path().join("objects.json");
+    let (ok, out) = check(&[
+        &chart(),
+        "--application",
+        app.to_str().unwrap(),
+        "--dump",
+        dump.to_str().unwrap(),
+    ]);
+    assert!(ok && out.contains(", 0 failed"), "{out}");
+    serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap()
+}
+
 /// Renders and validates the chart for `preview` under `config`, however many objects.
 pub(crate) fn assert_valid_objects(config_toml: &str, preview: &Preview) -> Vec<Value> {
     let (out, objects) = render_and_check(config_toml, preview, &[]);

@@ -106,6 +106,18 @@ fn a_preview_with_mail_gets_a_catcher_whose_inbox_is_behind_its_login() {
     );
 }
 
+/// Issue #41: asleep, the catcher runs no pod; awake, one. Through the Helm parameter the
+/// sleep rides in, as Argo CD passes it (`--set mail.asleep=true`).
+#[test]
+fn a_sleeping_preview_s_catcher_runs_no_pod() {
+    let replicas = |preview: &Preview| {
+        let objects = assert_valid_rendering(&config(""), preview);
+        named(&objects, "Deployment", &format!("{SLUG}-mail"))["spec"]["replicas"].clone()
+    };
+    assert_eq!(replicas(&Preview::test().on("eu-1")), 1);
+    assert_eq!(replicas(&Preview::test().on("eu-1").asleep()), 0);
+}
+
 #[test]
 fn without_named_recipients_the_catcher_knows_no_relay() {
     let toml = config("").replace("mail_relay = [\"qa@example.com\"]\n", "");
