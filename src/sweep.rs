@@ -99,7 +99,8 @@ pub struct Plan {
     /// Helper or app Applications previewd manages that have no preview.
     pub orphans: Vec<String>,
     /// Ready previews idle past their repository's `sleep_after`, with the reason.
-    pub sleep: Vec<(db::sleep::Idle, String)>,
+    /// The cutoff each was read against: still idle past it when the sleep is written.
+    pub sleep: Vec<(db::sleep::Idle, String, i64)>,
 }
 
 impl Plan {
@@ -112,7 +113,7 @@ impl Plan {
         for (row, reason, _) in &self.warn {
             lines.push(format!("warn {}#{}: {reason}", row.repo, row.number));
         }
-        for (idle, reason) in &self.sleep {
+        for (idle, reason, _) in &self.sleep {
             lines.push(format!("sleep {}: {reason}", idle.key));
         }
         for name in &self.orphans {
@@ -306,7 +307,7 @@ impl Sweeper {
     /// Ready previews idle past their repository's `sleep_after` at `now`, of repositories
     /// whose requests pass previewd's login (none where no repository sleeps): read by last
     /// activity, soonest idle first.
-    fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String)>> {
+    fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String, i64)>> {
         let shortest = std::iter::once(&self.config.defaults)
             .chain(self.config.repos.iter().map(|r| &r.policy))
             .filter_map(|p| p.sleep_after)
@@ -332,7 +333,7 @@ impl Sweeper {
                     crate::duration::format(after),
                     comment::stamp(row.active_at)
                 );
-                idle.push((row, reason));
+                idle.push((row, reason, now - secs(after)));
             }
         }
         Ok(idle)
@@ -360,8 +361,8 @@ impl Sweeper {
                 self.notify(row.key());
             }
         }
-        for (idle, reason) in &plan.sleep {
-            if db::sleep::sleep(&self.state, idle.id, reason, now).await? {
+        for (idle, reason, cutoff) in &plan.sleep {
+            if db::sleep::sleep(&self.state, idle.id, reason, Some(*cutoff), now).await? {
                 report.slept += 1;
                 self.notify(idle.key.clone());
             }

@@ -27,9 +27,17 @@ pub async fn record_use(state: &State, id: i64, now: i64) -> anyhow::Result<()> 
         .await
 }
 
-/// Puts a deployed, awake preview to sleep, saying why in its history. False when it was
-/// not (asleep already, ending, or not deployed).
-pub async fn sleep(state: &State, id: i64, why: &str, now: i64) -> anyhow::Result<bool> {
+/// Puts a deployed, awake preview to sleep, saying why in its history. `idle_until`: the
+/// sweeper's cutoff, which the preview must still be idle past (a push or a visit since the
+/// sweeper read it keeps it awake); `None` for a command. False when it was not put to
+/// sleep (asleep already, ending, not deployed, or active since).
+pub async fn sleep(
+    state: &State,
+    id: i64,
+    why: &str,
+    idle_until: Option<i64>,
+    now: i64,
+) -> anyhow::Result<bool> {
     let why = why.to_owned();
     state
         .inline()
@@ -37,9 +45,11 @@ pub async fn sleep(state: &State, id: i64, why: &str, now: i64) -> anyhow::Resul
             let slept = tx
                 .prepare_cached(
                     "UPDATE previews SET sleeping_since = ?2, woke_at = NULL
-                     WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL",
+                     WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL
+                       AND (?3 IS NULL OR MAX(created_at, head_changed_at,
+                            COALESCE(last_used_at, 0), COALESCE(woke_at, 0)) <= ?3)",
                 )?
-                .execute(params![id, now])?;
+                .execute(params![id, now, idle_until])?;
             if slept > 0 {
                 super::history::write_of(tx, id, HistoryKind::Slept, &why, now)?;
             }

@@ -44,7 +44,7 @@ async fn ready_preview() -> (TestApp, Arc<Reconciler>, Api<Application>) {
 async fn sleep(app: &TestApp) {
     let id: i64 = app.scalar("SELECT id FROM previews").await;
     assert!(
-        previewd::db::sleep::sleep(app.state(), id, "idle", common::NOW)
+        previewd::db::sleep::sleep(app.state(), id, "idle", None, common::NOW)
             .await
             .unwrap()
     );

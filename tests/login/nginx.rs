@@ -158,7 +158,7 @@ async fn through_nginx_a_request_to_a_sleeping_preview_wakes_it_and_reaches_the_
     let nginx = ingress_for(&world, &world.host, &app_addr).await;
     let id = world.preview_id().await;
     assert!(
-        previewd::db::sleep::sleep(world.app.state(), id, "idle", common::NOW - 3600)
+        previewd::db::sleep::sleep(world.app.state(), id, "idle", None, common::NOW - 3600)
             .await
             .unwrap()
     );

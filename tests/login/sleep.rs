@@ -8,7 +8,7 @@ use super::*;
 async fn asleep(world: &World) {
     let id = world.preview_id().await;
     assert!(
-        previewd::db::sleep::sleep(world.app.state(), id, "idle", common::NOW - 7200)
+        previewd::db::sleep::sleep(world.app.state(), id, "idle", None, common::NOW - 7200)
             .await
             .unwrap()
     );

@@ -121,3 +121,21 @@ async fn a_repository_without_sleep_after_never_sleeps() {
     let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.slept, 0);
 }
+
+#[tokio::test]
+async fn a_visit_between_the_sweepers_read_and_its_write_keeps_the_preview_awake() {
+    let app = sleeping_after("1h").await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.clock.advance(HOUR);
+    let now = common::NOW + HOUR;
+    let sweeper = sweeper(&app);
+    let plan = sweeper.plan(now, Orphans::Skip).await.unwrap();
+    assert_eq!(plan.sleep.len(), 1, "idle when read");
+    app.execute(&format!("UPDATE previews SET last_used_at = {now}"))
+        .await;
+    let report = sweeper.apply(&plan, now).await.unwrap();
+    assert_eq!(report.slept, 0, "used since: awake");
+    assert!(sleeping(&app).await[0].1.is_none());
+}
