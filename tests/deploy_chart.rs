@@ -752,3 +752,23 @@ fn previewd_may_look_up_every_kind_its_ledger_confirms_and_only_get_them() {
     }
     assert!(rules.iter().all(|r| r["verbs"] == json!(["get"])));
 }
+
+/// The dashboard's cost is the preview namespace's ResourceQuota count (`sink::kubernetes`
+/// `quota_used`): previewd may `get` quotas, and nothing more of them.
+#[test]
+fn previewd_may_read_a_preview_namespaces_quota_and_only_read_it() {
+    let (_, objects, _) = render(&[]);
+    let rules: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+        .flat_map(|o| o["rules"].as_array().unwrap())
+        .filter(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.contains(&json!("resourcequotas")))
+        })
+        .collect();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!(rules[0]["apiGroups"], json!([""]));
+    assert_eq!(rules[0]["verbs"], json!(["get"]));
+}
