@@ -248,28 +248,19 @@ pub async fn command_effect(
         .execute(&mut *tx)
         .await?,
         Effect::Sleep => {
-            sqlx::query(
-                "UPDATE previews SET sleeping_since = ?2, woke_at = NULL
-                 WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL",
-            )
-            .bind(preview_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
+            sqlx::query(super::sleep::SLEEP)
+                .bind(preview_id)
+                .bind(now)
+                .bind(None::<i64>)
+                .execute(&mut *tx)
+                .await?
         }
         Effect::Wake => {
-            sqlx::query(
-                "UPDATE previews SET
-                     slept_seconds = slept_seconds + MAX(?2 - sleeping_since, 0),
-                     saved_pod_seconds = saved_pod_seconds
-                         + MAX(?2 - sleeping_since, 0) * COALESCE(used_pods, 0),
-                     sleeping_since = NULL, woke_at = ?2, last_used_at = ?2
-                 WHERE id = ?1 AND sleeping_since IS NOT NULL",
-            )
-            .bind(preview_id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
+            sqlx::query(super::sleep::WAKE)
+                .bind(preview_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?
         }
         Effect::Reseed => sqlx::query!(
             "UPDATE previews SET seed_generation = seed_generation + 1, updated_at = ?2 WHERE id = ?1",

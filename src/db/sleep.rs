@@ -12,6 +12,22 @@ use crate::preview::{HistoryKind, PreviewKey};
 /// minute, not one per request.
 pub const USE_EVERY: i64 = 60;
 
+/// Puts preview `?1` to sleep at `?2`, if it is deployed, awake, and (unless `?3` is NULL)
+/// still idle past `?3`. The one statement of every sleep: the sweeper's, a command's.
+pub(super) const SLEEP: &str = "UPDATE previews SET sleeping_since = ?2, woke_at = NULL
+     WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL
+       AND (?3 IS NULL OR MAX(created_at, head_changed_at,
+            COALESCE(last_used_at, 0), COALESCE(woke_at, 0)) <= ?3)";
+
+/// Wakes preview `?1` at `?2`, if it sleeps: the sleep's length and the pod-seconds it saved
+/// added up. The one statement of every wake: a request's, a command's.
+pub(super) const WAKE: &str = "UPDATE previews SET
+         slept_seconds = slept_seconds + MAX(?2 - sleeping_since, 0),
+         saved_pod_seconds = saved_pod_seconds
+             + MAX(?2 - sleeping_since, 0) * COALESCE(used_pods, 0),
+         sleeping_since = NULL, woke_at = ?2, last_used_at = ?2
+     WHERE id = ?1 AND sleeping_since IS NOT NULL";
+
 /// What is recorded of `id`'s use at `now`, unless a use this recent is already.
 pub async fn record_use(state: &State, id: i64, now: i64) -> anyhow::Result<()> {
     state
@@ -43,12 +59,7 @@ pub async fn sleep(
         .inline()
         .write(move |tx| {
             let slept = tx
-                .prepare_cached(
-                    "UPDATE previews SET sleeping_since = ?2, woke_at = NULL
-                     WHERE id = ?1 AND desired = 'deployed' AND sleeping_since IS NULL
-                       AND (?3 IS NULL OR MAX(created_at, head_changed_at,
-                            COALESCE(last_used_at, 0), COALESCE(woke_at, 0)) <= ?3)",
-                )?
+                .prepare_cached(SLEEP)?
                 .execute(params![id, now, idle_until])?;
             if slept > 0 {
                 super::history::write_of(tx, id, HistoryKind::Slept, &why, now)?;
@@ -66,16 +77,7 @@ pub async fn wake(state: &State, id: i64, why: &str, now: i64) -> anyhow::Result
     state
         .inline()
         .write(move |tx| {
-            let woke = tx
-                .prepare_cached(
-                    "UPDATE previews SET
-                         slept_seconds = slept_seconds + MAX(?2 - sleeping_since, 0),
-                         saved_pod_seconds = saved_pod_seconds
-                             + MAX(?2 - sleeping_since, 0) * COALESCE(used_pods, 0),
-                         sleeping_since = NULL, woke_at = ?2, last_used_at = ?2
-                     WHERE id = ?1 AND sleeping_since IS NOT NULL",
-                )?
-                .execute(params![id, now])?;
+            let woke = tx.prepare_cached(WAKE)?.execute(params![id, now])?;
             if woke > 0 {
                 super::history::write_of(tx, id, HistoryKind::Woke, &why, now)?;
             }

@@ -54,11 +54,17 @@ fn render_and_check(
     let config = Config::from_toml(config_toml, Vec::new()).unwrap();
     let application =
         render::helper_application(preview, &names_of(preview, &config), &config, sealed).unwrap();
+    check_application(&application)
+}
+
+/// Validates `application` (a helper Application as previewd writes it) and the objects its
+/// chart renders; check_chart.py's report and the objects.
+fn check_application(application: &Value) -> (String, Vec<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let app = write(
         dir.path(),
         "app.yaml",
-        &previewd::yaml::to_string(&application),
+        &previewd::yaml::to_string(application),
     );
     let dump = dir.path().join("objects.json");
     let (ok, out) = check(&[
@@ -79,22 +85,9 @@ pub(crate) fn assert_valid_rendering(config_toml: &str, preview: &Preview) -> Ve
     let config = Config::from_toml(config_toml, Vec::new()).unwrap();
     let rendered =
         render::preview(preview, &names_of(preview, &config), &config, &[], "i").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let app = write(
-        dir.path(),
-        "app.yaml",
-        &previewd::yaml::to_string(&rendered.helper.manifest),
-    );
-    let dump = dir.path().join("objects.json");
-    let (ok, out) = check(&[
-        &chart(),
-        "--application",
-        app.to_str().unwrap(),
-        "--dump",
-        dump.to_str().unwrap(),
-    ]);
-    assert!(ok && out.contains(", 0 failed"), "{out}");
-    serde_json::from_str(&std::fs::read_to_string(dump).unwrap()).unwrap()
+    let (out, objects) = check_application(&rendered.helper.manifest);
+    assert!(out.contains(", 0 failed"), "{out}");
+    objects
 }
 
 /// Renders and validates the chart for `preview` under `config`, however many objects.

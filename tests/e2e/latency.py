@@ -119,9 +119,11 @@ def verdict(app):
 
 
 class Watcher:
-    """Every Application watch event, timestamped on receipt: (time, type, name, verdict)."""
+    """Every Application watch event, timestamped on receipt: (time, type, name, what `keep`
+    takes of the object: its verdict unless told otherwise)."""
 
-    def __init__(self, base):
+    def __init__(self, base, keep=None):
+        self.keep = keep or verdict
         self.url = urllib.parse.urlparse(base)
         self.events, self.rv, self.stop = [], "0", False
         self.lock = threading.Lock()
@@ -142,7 +144,7 @@ class Watcher:
                     obj = ev["object"]
                     self.rv = obj["metadata"].get("resourceVersion", self.rv)
                     with self.lock:
-                        self.events.append((t, ev["type"], obj["metadata"]["name"], verdict(obj)))
+                        self.events.append((t, ev["type"], obj["metadata"]["name"], self.keep(obj)))
             except (OSError, ValueError, http.client.HTTPException):
                 time.sleep(0.1)
             except Exception:  # a bug here must show, not stop the watch silently

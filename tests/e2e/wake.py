@@ -23,7 +23,6 @@ the fixture repository with its app chart, `access = "public"`, `sleep_after = "
 Usage: wake.py PREVIEWD PYTHON EMULATOR [N]   (from the checkout; N defaults to 20)
 Exits non-zero only when a wake does not happen; the target is reported, never enforced.
 """
-import http.client
 import json
 import math
 import os
@@ -31,7 +30,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -46,41 +44,15 @@ TARGET_S = 1.0
 PATH = "/api/previews/codertocat/hello-world/2"
 
 
-class Writes:
-    """Every app Application watch event: (time received, applied hash)."""
+def applied_hash(app):
+    return ((app.get("metadata") or {}).get("annotations") or {}).get(APPLIED_HASH)
 
-    def __init__(self, base):
-        self.url = urllib.parse.urlparse(base)
-        self.events, self.rv, self.stop = [], "0", False
-        self.lock = threading.Lock()
-        threading.Thread(target=self.run, daemon=True).start()
 
-    def run(self):
-        while not self.stop:
-            conn = http.client.HTTPConnection(self.url.hostname, self.url.port, timeout=300)
-            try:
-                conn.request("GET", "%s?watch=true&timeoutSeconds=280&resourceVersion=%s" % (F.APPS, self.rv))
-                resp = conn.getresponse()
-                while not self.stop:
-                    line = resp.readline()
-                    if not line:
-                        break
-                    t = time.time()
-                    obj = json.loads(line)["object"]
-                    self.rv = obj["metadata"].get("resourceVersion", self.rv)
-                    if obj["metadata"]["name"].endswith("-app"):
-                        hash_ = (obj["metadata"].get("annotations") or {}).get(APPLIED_HASH)
-                        with self.lock:
-                            self.events.append((t, hash_))
-            except (OSError, ValueError, http.client.HTTPException):
-                time.sleep(0.1)
-            finally:
-                conn.close()
-
-    def awake_since(self, t0):
-        """When the first event after t0 carried an awake rendering."""
-        with self.lock:
-            return next((t for t, h in self.events if t >= t0 and h and not h.endswith(ASLEEP)), None)
+def awake_since(watch, t0):
+    """When the first app Application event after t0 carried an awake rendering."""
+    with watch.lock:
+        return next((t for t, _type, name, hash_ in watch.events
+                     if t >= t0 and name.endswith("-app") and hash_ and not hash_.endswith(ASLEEP)), None)
 
 
 def state(pd):
@@ -112,7 +84,7 @@ def main():
     work = tempfile.mkdtemp(prefix="previewd-wake-")
     emu = F.Emulator(python, os.path.abspath(L.__file__), work, seconds="0", extra=["--argocd-delay", "0"])
     pd = F.Previewd(binary, work)
-    writes = Writes(emu.base)
+    writes = L.Watcher(emu.base, keep=applied_hash)
     rows, ok = [], False
     try:
         toml = 'public_url = "http://127.0.0.1:%d"\n' % pd.port + F.config("shared", ["bin/migrate"]) \
@@ -129,7 +101,7 @@ def main():
             status = check(pd, host)
             answered = time.time()
             assert status == 401, "a sleeping preview's check: %s" % status
-            asked = F.wait("previewd to ask for the replicas", lambda: writes.awake_since(t0), 30)
+            asked = F.wait("previewd to ask for the replicas", lambda: awake_since(writes, t0), 30)
             ready = None
             deadline = time.time() + 60
             while time.time() < deadline:

@@ -16,6 +16,21 @@ async fn sleeping_after(after: &str) -> TestApp {
     .await
 }
 
+/// PR #2 opened and applied; the reconciler that applied it.
+async fn preview_applied(app: &TestApp) -> Arc<previewd::reconcile::Reconciler> {
+    let reconciler = reconciler(app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    reconciler
+}
+
+/// What a sweep pass a month from now puts to sleep.
+async fn slept_a_month_later(app: &TestApp) -> usize {
+    app.clock.advance(30 * DAY);
+    let (_, report) = sweeper(app).pass(Pass::Record).await.unwrap().unwrap();
+    report.slept
+}
+
 async fn sleeping(app: &TestApp) -> Vec<(i64, Option<i64>, String)> {
     app.rows("SELECT number, sleeping_since, observed FROM previews ORDER BY number")
         .await
@@ -66,9 +81,7 @@ async fn a_preview_idle_past_sleep_after_is_put_to_sleep_and_rendered_asleep() {
 #[tokio::test]
 async fn a_push_wakes_a_sleeping_preview_and_starts_its_idle_hour_again() {
     let app = sleeping_after("1h").await;
-    let reconciler = reconciler(&app);
-    app.send(&opened(2, "alice")).await;
-    reconciler.pass().await.unwrap();
+    let reconciler = preview_applied(&app).await;
     app.clock.advance(HOUR);
     sweeper(&app).pass(Pass::Record).await.unwrap();
     reconciler.pass().await.unwrap();
@@ -96,12 +109,8 @@ async fn a_push_wakes_a_sleeping_preview_and_starts_its_idle_hour_again() {
 async fn a_repository_whose_requests_previewd_never_sees_never_sleeps_on_its_own() {
     // No `app_service`: no login in front, so no use recorded and no request to wake it.
     let app = app_with("sleep_after = \"1h\"").await;
-    let reconciler = reconciler(&app);
-    app.send(&opened(2, "alice")).await;
-    reconciler.pass().await.unwrap();
-    app.clock.advance(30 * DAY);
-    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
-    assert_eq!(report.slept, 0);
+    preview_applied(&app).await;
+    assert_eq!(slept_a_month_later(&app).await, 0);
 }
 
 #[tokio::test]
@@ -114,20 +123,14 @@ async fn a_repository_without_sleep_after_never_sleeps() {
         )
     ))
     .await;
-    let reconciler = reconciler(&app);
-    app.send(&opened(2, "alice")).await;
-    reconciler.pass().await.unwrap();
-    app.clock.advance(30 * DAY);
-    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
-    assert_eq!(report.slept, 0);
+    preview_applied(&app).await;
+    assert_eq!(slept_a_month_later(&app).await, 0);
 }
 
 #[tokio::test]
 async fn a_visit_between_the_sweepers_read_and_its_write_keeps_the_preview_awake() {
     let app = sleeping_after("1h").await;
-    let reconciler = reconciler(&app);
-    app.send(&opened(2, "alice")).await;
-    reconciler.pass().await.unwrap();
+    preview_applied(&app).await;
     app.clock.advance(HOUR);
     let now = common::NOW + HOUR;
     let sweeper = sweeper(&app);
