@@ -294,6 +294,12 @@ pub fn verdict(app: &Application) -> Health {
         && phase == "Succeeded";
     match status["health"]["status"].as_str() {
         Some("Healthy") if synced => Health::Ready,
+        // Settled on purpose: Argo CD's word for a suspended CronJob (its built-in
+        // resource_customizations/batch/CronJob/health.lua) or a paused Deployment, worse than
+        // Healthy only in its ordering (gitops-engine pkg/health healthOrder). A sleeping
+        // app's CronJobs are suspended by the chart contract (`preview.asleep`), so its
+        // Application is Suspended, not Healthy, for as long as it sleeps.
+        Some("Suspended") if synced => Health::Ready,
         // Synced and then degraded (a crash-looping app, a certificate refused): Argo CD
         // says so only in the resources' health.
         Some("Degraded") if synced => {
@@ -324,8 +330,13 @@ fn asked_for(operation: &Value, rendering: &str) -> bool {
 pub fn sync_request(application: &Value, replacing: Option<&str>) -> Option<Value> {
     let rendering = application["metadata"]["annotations"][APPLIED_HASH].as_str()?;
     let policy = &application["spec"]["syncPolicy"];
-    let hookless = rendering.ends_with(crate::render::sleep::ASLEEP)
-        || replacing.is_some_and(|old| crate::render::sleep::same_but_sleep(old, rendering));
+    // Only a change that is the sleep alone skips them: a sleeping rendering that differs
+    // from the one it replaces otherwise (a reseed, a redeploy, a chart revision, the image
+    // CI built) is synced with its hooks, or they would never run, asleep or after the wake.
+    let hookless = match replacing {
+        Some(old) => crate::render::sleep::same_but_sleep(old, rendering),
+        None => rendering.ends_with(crate::render::sleep::ASLEEP),
+    };
     let strategy = if hookless {
         serde_json::json!({"apply": {}})
     } else {
