@@ -54,11 +54,36 @@ topology operator, whose part a small stand-in in this file plays):
               removed it; operator: each rabbitmq.com object went through the operator's
               finalizer); the destroyed history says each ledger item gone
 
+and, with `sleep` (shared database, `mail = true`, the app chart, `access = "public"`; the
+emulator run with what it has not learned played here, `run_emulator`: server-side apply
+removing what previewd applies no longer, Argo CD's CronJob health):
+
+  opened   -> ready (db-create, migrate, seed, the app's smoke hook once each)
+  /preview sleep -> state sleeping: both Applications re-rendered asleep (the app's
+              replicaCount 0, autoscaling off, preview.asleep; the helpers' mail.asleep), their
+              hashes the awake ones + "-asleep", synced by previewd with syncStrategy apply;
+              the app Deployment and Mailpit at 0, the app's CronJob suspended (the app
+              Application Synced and Suspended, as Argo CD's CronJob health makes it; the
+              helpers Synced/Healthy); no hook ran; database, Secrets and namespace kept
+  self-heal -> the app Deployment scaled to 1 behind Argo CD's back is brought back to 0
+              by Argo CD; still sleeping, no hook
+  a request -> the check answers 401 (ingress-nginx), 503 + Retry-After and the "Waking
+              up" page (Traefik), the sign-in route the waking page; ready again at the same
+              renderings awake, synced with syncStrategy apply: the app at 1, its CronJob
+              running, Mailpit at 1, no hook; then the check answers 200. Over a few
+              sleep/wake cycles, previewd's share of a wake (the check's request to the app's
+              Application rendered awake, polled every 10 ms) is printed, never asserted
+  /preview reseed while asleep -> the seed Job runs (hooks), the preview stays asleep
+  pushed while asleep -> woken at the new head, synced with hooks: the migration ran at it
+  sleep_after = "2s" -> the sweeper puts it to sleep without a request; a request wakes it
+  closed   -> nothing left
+
 Every Job's pod could start (no Secret or ConfigMap missing), and the sealed values opened
 with the cluster's key. Usage: faithful.py PREVIEWD PYTHON EMULATOR [MODE ...]
 Ends with "N passed, M failed"; non-zero exit on a failure.
 """
 import base64
+import copy
 import hashlib
 import hmac
 import json
@@ -72,6 +97,7 @@ import tempfile
 import time
 import traceback
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -110,18 +136,107 @@ def fixture(name):
         return json.load(f)
 
 
+def run_emulator(emulator, args):
+    """The emulator (`faithful.py --emulator EMULATOR ARGS`, as `Emulator(learned=True)` starts
+    it) with what it has not learned yet played here, each as the real cluster does it:
+
+    - server-side apply removes what the same field manager applied before and applies no
+      longer (a field it alone owns; Kubernetes' structured-merge-diff), where the emulator
+      merges and keeps it: a woken preview's Applications would keep the sleep's values
+      (replicaCount: 0, preview.asleep, mail.asleep) whatever previewd applies. Lists are
+      taken whole; the object's uid and resourceVersion (a write's preconditions) are not
+      fields.
+    - a CronJob's health is Argo CD's built-in Lua (argo-cd resource_customizations/batch/
+      CronJob/health.lua: Suspended while spec.suspend, else Healthy for one never or last
+      successfully scheduled), where the twin gives it none (as Healthy); the API server
+      shows a CronJob without status as `status: {}`."""
+    import threading
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(emulator)))
+    sys.argv = [emulator] + list(args)
+    import argocd_twin
+    import kube_emulator
+
+    local, applied = threading.local(), {}
+    merge, decode, write_obj = kube_emulator.deep_merge, kube_emulator.Handler.decode, kube_emulator.Handler.write_obj
+
+    def prune(out, before, now):
+        for k, was in before.items():
+            if not isinstance(out, dict):
+                return
+            if k not in now:
+                out.pop(k, None)
+            elif isinstance(was, dict) and isinstance(now[k], dict):
+                prune(out.get(k), was, now[k])
+
+    def applying(handler):
+        ctype = (handler.headers.get("Content-Type") or "").split(";")[0]
+        if handler.command != "PATCH" or ctype != "application/apply-patch+yaml":
+            return None
+        url = urllib.parse.urlparse(handler.path)
+        manager = urllib.parse.parse_qs(url.query).get("fieldManager", [""])[0]
+        return (url.path, manager)
+
+    def patched_write_obj(self, verb):
+        local.key, local.body = applying(self), None
+        try:
+            return write_obj(self, verb)
+        finally:
+            if local.key is not None and isinstance(local.body, dict):
+                body = copy.deepcopy(local.body)
+                for field in ("uid", "resourceVersion"):
+                    (body.get("metadata") or {}).pop(field, None)
+                applied[local.key] = body
+            local.key = local.body = None
+
+    def patched_decode(raw):
+        body = decode(raw)
+        if getattr(local, "key", None) is not None:
+            local.body = body
+        return body
+
+    def patched_merge(base, patch):
+        key = getattr(local, "key", None)
+        local.key = None  # the object's own merge only, not its parts' (merge recurses through here)
+        try:
+            out = merge(base, patch)
+        finally:
+            local.key = key
+        if key is not None and key in applied and isinstance(patch, dict) and isinstance(out, dict):
+            prune(out, applied[key], patch)
+        return out
+
+    kube_emulator.deep_merge = patched_merge
+    kube_emulator.Handler.decode = staticmethod(patched_decode)
+    kube_emulator.Handler.write_obj = patched_write_obj
+
+    health = argocd_twin.Twin.health
+
+    def cronjob_aware_health(self, obj):
+        if obj.get("kind") != "CronJob" or argocd_twin.group_of(obj) != "batch" \
+                or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return health(self, obj)
+        verdict = cronjob_health(dict(obj, status=obj.get("status") or {}))
+        return {"status": verdict, "message": "CronJob is Suspended" if verdict == "Suspended" else ""}
+
+    argocd_twin.Twin.health = cronjob_aware_health
+    sys.exit(kube_emulator.main())
+
+
 class Emulator:
-    def __init__(self, python, emulator, work, seconds="0.3", extra=()):
+    def __init__(self, python, emulator, work, seconds="0.3", extra=(), learned=False):
         """`seconds`: how long a Job runs and a Deployment or Certificate takes to be ready;
-        `extra`: more emulator arguments (latency.py sets every Argo CD delay to zero). The
+        `extra`: more emulator arguments (latency.py sets every Argo CD delay to zero);
+        `learned`: run it with what it has not learned yet played here (`run_emulator`). The
         cluster's ingress controller runs from the start (`publishing`; clear it to hold it)."""
         import threading
 
         self.publishing, self.stopping = threading.Event(), threading.Event()
         self.publishing.set()
         self.log = open(os.path.join(work, "emulator.log"), "w")
+        start = [python, os.path.abspath(__file__), "--emulator", emulator] if learned else [python, emulator]
         self.proc = subprocess.Popen(
-            [python, emulator, "--port", "0", "--kubeconfig", os.path.join(work, "kubeconfig"),
+            [*start, "--port", "0", "--kubeconfig", os.path.join(work, "kubeconfig"),
              "--argocd", "faithful", "--namespaces", "argocd,default,previewd-system,pg",
              "--repo", "https://github.com/previewd/previewd.git=" + ROOT,
              "--repo", "https://github.com/codertocat/hello-world.git=" + os.path.join(ROOT, "tests", "e2e"),
@@ -1191,16 +1306,371 @@ def services_walk(mode, binary, python, emulator):
     shutil.rmtree(work, ignore_errors=True)
 
 
+
+HASH = "previewd.dev/applied-hash"
+HOST = SLUG + ".preview.example.com"
+CRON = "web-cleanup"  # tests/e2e/app-chart/templates/cronjob.yaml
+
+
+def cronjob_health(cron):
+    """What Argo CD's built-in Lua says of a CronJob (argo-cd resource_customizations/batch/
+    CronJob/health.lua), which the twin has not got (it counts a CronJob as having no health)."""
+    if (cron.get("spec") or {}).get("suspend") is True:
+        return "Suspended"
+    st = cron.get("status")
+    if st is None:
+        return "Progressing"
+    if st.get("lastScheduleTime") and st.get("lastSuccessfulTime") and not st.get("active") \
+            and st["lastSuccessfulTime"] < st["lastScheduleTime"]:
+        return "Degraded"
+    return "Healthy"
+
+
+def helm_values(app):
+    """The values an Application's chart is rendered with: its `helm.valuesObject`, then its
+    `helm.parameters` over them (Helm's --set: a dotted name, "0" an integer, "true" and
+    "false" booleans), wherever previewd puts the sleep."""
+    helm = app["spec"]["source"].get("helm") or {}
+    values = copy.deepcopy(helm.get("valuesObject") or {})
+    for p in helm.get("parameters") or []:
+        value = p["value"]
+        if not p.get("forceString"):
+            value = {"true": True, "false": False}.get(value, int(value) if value.lstrip("-").isdigit() else value)
+        *path, last = p["name"].split(".")
+        at = values
+        for part in path:
+            at = at.setdefault(part, {})
+        at[last] = value
+    return values
+
+
+def sleep_walk(binary, python, emulator):
+    """Sleep and wake (#41), shared database, `mail = true`, the app chart, `access = "public"`:
+    a sleep is a rendering (the app's replicaCount 0, its CronJob suspended, Mailpit at 0),
+    synced with the apply strategy (no hook), Synced (the app Suspended, the helpers
+    Healthy); Argo CD's self-heal keeps it asleep; a request through the login check wakes
+    it (the same rendering awake, again without hooks); a reseed while asleep runs the seed;
+    a push wakes it at the new head with hooks; the sweeper sleeps it after `sleep_after`;
+    closed, nothing is left. Prints previewd's share of a wake (the check's request to the
+    app's Application rendered awake), never asserted."""
+    work = tempfile.mkdtemp(prefix="previewd-faithful-sleep-")
+    emu = Emulator(python, emulator, work, learned=True)
+    pd = Previewd(binary, work)
+    base = "http://127.0.0.1:%d" % pd.port
+    mail_name = SLUG + "-mail"
+    comment_ids = iter(range(9000201, 9001000))
+
+    def toml(extra="", sweep=""):
+        return ('public_url = "%s"\n' % base + sweep + config("shared", ["bin/migrate"])
+                + 'mail = true\naccess = "public"\n' + extra)
+
+    def state():
+        return (pd.preview() or [None])[0]
+
+    def live(kind, name, namespace=SLUG):
+        return next((o for o in emu.objects() if o["kind"] == kind and o["metadata"]["name"] == name
+                     and o["metadata"].get("namespace") == namespace), None)
+
+    def replicas(name):
+        d = live("Deployment", name)
+        return None if d is None else d["spec"].get("replicas", 1)
+
+    def suspended():
+        return live("CronJob", CRON)["spec"].get("suspend")
+
+    def hooks():
+        """Every hook Job run so far, by name suffix."""
+        names = ("-db-create", "-migrate", "-seed", "smoke")
+        return {n.strip("-"): len(runs(emu, n)) for n in names}
+
+    def hook_actions(after):
+        return [(a["seq"], a["name"]) for a in emu.actions() if a["action"] == "create-hook" and a["seq"] > after]
+
+    def last_seq():
+        return max([a["seq"] for a in emu.actions()] or [0])
+
+    def settled(name, hash_):
+        """The Application at rendering `hash_`, previewd's sync of it done, Synced and
+        Healthy; the app asleep Synced and Suspended, as Argo CD says of an Application with
+        a suspended CronJob (its health.lua; `run_emulator`)."""
+        app = emu.app(name)
+        if app is None or app["metadata"]["annotations"].get(HASH) != hash_:
+            return None
+        st = app.get("status") or {}
+        op = st.get("operationState") or {}
+        info = {i["name"]: i["value"] for i in (op.get("operation") or {}).get("info") or []}
+        if app.get("operation") or op.get("phase") != "Succeeded" or info.get("previewd.dev/rendering") != hash_:
+            return None
+        health = "Suspended" if name == APP and hash_.endswith("-asleep") else "Healthy"
+        if (st.get("sync") or {}).get("status") != "Synced" or (st.get("health") or {}).get("status") != health:
+            return None
+        return app
+
+    def strategy(app):
+        return app["status"]["operationState"]["operation"]["sync"].get("syncStrategy")
+
+    def sleep_command():
+        pd.deliver("issue_comment", command("/preview sleep", next(comment_ids)))
+
+    def asleep(awake):
+        """Waits for the preview asleep at the renderings named after `awake` (helpers, app)."""
+        try:
+            wait("previewd to record the preview sleeping", lambda: state() == "sleeping", 120)
+        except AssertionError:
+            st = emu.app(APP)["status"]
+            raise AssertionError("previewd's state %r, not sleeping; the app %s/%s, operation %s"
+                                 % (pd.preview(), st["sync"]["status"], st["health"], st.get("operationState")))
+        return (wait("the helpers synced asleep", lambda: settled(HELPERS, awake[0] + "-asleep"), 60),
+                wait("the app synced asleep", lambda: settled(APP, awake[1] + "-asleep"), 60))
+
+    def check(style, accept="text/html"):
+        """A request to the preview through the login check, as ingress-nginx (`nginx`) or
+        Traefik (`forward`) asks: (status, headers, body)."""
+        if style == "nginx":
+            url, headers = base + "/auth/check?host=" + HOST, {"X-Original-URL": "https://%s/" % HOST}
+        else:
+            url, headers = base + "/auth/forward", {"X-Forwarded-Host": HOST, "X-Forwarded-Proto": "https",
+                                                    "X-Forwarded-Uri": "/", "X-Forwarded-Method": "GET"}
+        headers["Accept"] = accept
+        r = urllib.request.Request(url, headers=headers)
+        try:
+            with urllib.request.urlopen(r, timeout=10) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def wake_share():
+        """Seconds from the check's request to the app's Application rendered awake (its
+        values, `helm_values`, no longer with replicaCount 0), polled every 10 ms."""
+        started = time.time()
+        status, _, _ = check("nginx")
+        assert status == 401, "a sleeping preview's check answers 401 to ingress-nginx: %s" % status
+        while time.time() - started < 60:
+            if helm_values(emu.app(APP)).get("replicaCount") != 0:
+                return time.time() - started
+            time.sleep(0.01)
+        raise AssertionError("the app's Application was not rendered awake within 60 s of the request")
+
+    try:
+        prepare(emu, pd, work, "shared", toml())
+
+        # 1. opened -> ready
+        pd.deliver("pull_request", fixture("pull_request.opened"))
+        wait("the preview ready at the opened head", lambda: ready_at(pd, emu, SHA_A), 180)
+        awake = (emu.app(HELPERS)["metadata"]["annotations"][HASH], emu.app(APP)["metadata"]["annotations"][HASH])
+        assert not any(h.endswith("-asleep") for h in awake), awake
+        app = wait("the app synced", lambda: settled(APP, awake[1]), 60)
+        assert strategy(app) == {"hook": {}}, strategy(app)
+        wait("the app's pods and Mailpit ready", lambda: replicas("web") == 1 and replicas(mail_name) == 1
+             and (live("Deployment", "web")["status"].get("readyReplicas") == 1), 30)
+        assert suspended() is False, live("CronJob", CRON)["spec"]
+        opened_hooks = hooks()
+        assert opened_hooks["migrate"] >= 1 and opened_hooks["seed"] >= 1 and opened_hooks["db-create"] >= 1, opened_hooks
+        status, _, _ = check("nginx")
+        assert status == 200, "an awake public preview's check answers 200: %s" % status
+        print("faithful[sleep]: opened -> ready (app at %s, web 1 replica, %s not suspended, Mailpit 1); hook runs %s"
+              % (SHA_A[:7], CRON, opened_hooks))
+
+        # 2. /preview sleep -> sleeping: a rendering, synced with the apply strategy
+        seq = last_seq()
+        sleep_command()
+        helpers, app = asleep(awake)
+        values = helm_values(app)
+        assert values["replicaCount"] == 0 and values["autoscaling"]["enabled"] is False \
+            and values["preview"]["asleep"] is True, app["spec"]["source"]["helm"]
+        assert helm_values(helpers)["mail"]["asleep"] is True, helpers["spec"]["source"]["helm"]
+        assert strategy(app) == {"apply": {}} and strategy(helpers) == {"apply": {}}, (strategy(app), strategy(helpers))
+        wait("the app's Deployment at 0", lambda: replicas("web") == 0, 30)
+        wait("Mailpit at 0", lambda: replicas(mail_name) == 0, 30)
+        assert suspended() is True, live("CronJob", CRON)["spec"]
+        time.sleep(1.5)  # several of the twin's refreshes: nothing runs late
+        assert hooks() == opened_hooks and not hook_actions(seq), \
+            "a sleep runs no hook: %s, %s" % (hooks(), hook_actions(seq))
+        for name, health in ((HELPERS, "Healthy"), (APP, "Suspended")):
+            st = emu.app(name)["status"]
+            assert (st["sync"]["status"], st["health"]["status"]) == ("Synced", health), (name, st["sync"], st["health"])
+        resources = {(r["kind"], r["name"]): (r.get("status"), (r.get("health") or {}).get("status"))
+                     for r in emu.app(APP)["status"]["resources"]}
+        assert resources[("Deployment", "web")] == ("Synced", "Healthy"), resources
+        assert resources[("CronJob", CRON)] == ("Synced", "Suspended"), resources
+        assert live("Namespace", SLUG, None) and live("Secret", SLUG + "-db") and live("Secret", SLUG + "-mail"), \
+            "the namespace and the Secrets stay"
+        assert not runs(emu, "-db-drop"), "the database stays: %s" % emu.jobs()
+        assert state() == "sleeping", state()
+        print("faithful[sleep]: /preview sleep -> sleeping; app %s Synced/Suspended (its CronJob suspended; "
+              "Deployment web Synced/Healthy at 0) and helpers Synced/Healthy, both via syncStrategy apply; "
+              "Mailpit 0; no hook ran; database, Secrets, namespace kept"
+              % app["metadata"]["annotations"][HASH][-14:])
+
+        # 3. self-heal: the app scaled behind Argo CD's back comes back to 0, still asleep
+        seq = last_seq()
+        status, body = emu.req("PATCH", "/apis/apps/v1/namespaces/%s/deployments/web" % SLUG,
+                               {"spec": {"replicas": 1}}, "application/merge-patch+json")
+        assert status == 200 and body["spec"]["replicas"] == 1, (status, body)
+        wait("the twin's self-heal to scale it back to 0", lambda: replicas("web") == 0, 60)
+        time.sleep(2)
+        healed = [a for a in emu.actions() if a["seq"] > seq]
+        wait("the app Synced (and Suspended) again", lambda: (lambda st: (st["sync"]["status"], st["health"]["status"],
+             (st.get("operationState") or {}).get("phase")) == ("Synced", "Suspended", "Succeeded"))(emu.app(APP)["status"]), 60)
+        wait("previewd's state sleeping", lambda: state() == "sleeping", 60)
+        assert replicas("web") == 0 and suspended() is True
+        assert hooks() == opened_hooks and not hook_actions(seq), "a self-heal runs no hook: %s" % hook_actions(seq)
+        ops = emu.app(APP)["status"]["operationState"]["operation"]
+        print("faithful[sleep]: scaled to 1 behind Argo CD's back -> self-heal back to 0 (%s), still sleeping; "
+              "last operation by %s, strategy %s"
+              % ([(a["action"], a.get("kind"), a["name"]) for a in healed if a.get("app") == APP][:6],
+                 ops.get("initiatedBy"), ops["sync"].get("syncStrategy")))
+
+        # 4. a request through the check wakes it: 401 (nginx), 503 + Retry-After (forward)
+        seq = last_seq()
+        status, _, _ = check("nginx")
+        assert status == 401, "ingress-nginx is answered 401 while the preview sleeps: %s" % status
+        status, headers, page = check("forward")
+        assert status == 503 and headers.get("Retry-After") and b"Waking up" in page, (status, dict(headers), page[:200])
+        status, _, _ = check("forward", accept="*/*")
+        assert status == 503, status
+        signin = urllib.request.Request(base + "/auth/signin?rd=" + urllib.parse.quote("https://%s/" % HOST, safe=""),
+                                        headers={"Accept": "text/html"})
+        try:
+            with urllib.request.urlopen(signin, timeout=10) as resp:
+                signin_status, signin_page = resp.status, resp.read()
+        except urllib.error.HTTPError as e:
+            signin_status, signin_page = e.code, e.read()
+        assert signin_status == 503 and b"Waking up" in signin_page, \
+            "ingress-nginx's 401 sends the browser to the sign-in route, which shows the waking page: %s %r" \
+            % (signin_status, signin_page[:200])
+        wait("the preview ready again", lambda: ready_at(pd, emu, SHA_A), 120)
+        app = wait("the app synced awake", lambda: settled(APP, awake[1]), 60)
+        helpers = wait("the helpers synced awake", lambda: settled(HELPERS, awake[0]), 60)
+        assert strategy(app) == {"apply": {}} and strategy(helpers) == {"apply": {}}, (strategy(app), strategy(helpers))
+        values = helm_values(app)
+        assert values.get("replicaCount", 1) == 1 and not values["preview"].get("asleep") \
+            and not helm_values(helpers)["mail"].get("asleep"), (app["spec"]["source"]["helm"], helpers["spec"]["source"]["helm"])
+        wait("web and Mailpit back at 1", lambda: replicas("web") == 1 and replicas(mail_name) == 1, 30)
+        assert suspended() is False
+        assert hooks() == opened_hooks and not hook_actions(seq), "a wake runs no hook: %s" % hook_actions(seq)
+        wait("the check to let the request in", lambda: check("nginx")[0] == 200, 30)
+        assert check("forward")[0] == 200
+        print("faithful[sleep]: a request -> 401 (nginx), 503 + Retry-After 'Waking up' (forward), the sign-in route "
+              "the waking page; ready at %s via syncStrategy apply, web 1, %s running, Mailpit 1, no hook; then 200"
+              % (SHA_A[:7], CRON))
+
+        # previewd's share of a wake, over a few cycles (printed, not asserted)
+        shares = []
+        for _ in range(5):
+            sleep_command()
+            asleep(awake)
+            wait("the app's Deployment at 0", lambda: replicas("web") == 0, 30)
+            shares.append(wake_share())
+            wait("the preview ready again", lambda: ready_at(pd, emu, SHA_A) and settled(APP, awake[1]), 120)
+            wait("the check to let the request in", lambda: check("nginx")[0] == 200, 30)
+        assert hooks() == opened_hooks, "sleep/wake cycles ran hooks: %s" % hooks()
+        print("faithful[sleep]: previewd's share of a wake (check request -> app Application rendered awake), "
+              "median of %d: %.0f ms (each: %s)"
+              % (len(shares), sorted(shares)[len(shares) // 2] * 1000, ", ".join("%.0f" % (s * 1000) for s in shares)))
+
+        # asleep, /preview reseed -> the seed Job runs again (the sleep's apply strategy is for
+        # a sleep or a wake alone), and the preview stays asleep
+        sleep_command()
+        asleep(awake)
+        seeds = len(runs(emu, "-seed"))
+        pd.deliver("issue_comment", command("/preview reseed", next(comment_ids)))
+        try:
+            wait("the seed Job to run again while asleep", lambda: len(runs(emu, "-seed")) > seeds, 60)
+        except AssertionError:
+            helpers = emu.app(HELPERS)
+            raise AssertionError("/preview reseed while asleep ran no seed: helpers at %s synced with %s, state %r, "
+                                 "hook runs %s" % (helpers["metadata"]["annotations"][HASH], strategy(helpers),
+                                                   pd.preview(), hooks()))
+        helpers_hash = wait("the helpers at the next seed generation, asleep",
+                            lambda: (lambda h: h if h != awake[0] + "-asleep" and h.endswith("-asleep") else None)(
+                                emu.app(HELPERS)["metadata"]["annotations"][HASH]), 60)
+        awake = (helpers_hash[:-len("-asleep")], awake[1])
+        asleep(awake)
+        assert replicas("web") == 0 and suspended() is True
+        rendering = live("ConfigMap", SLUG + "-rendering")
+        print("faithful[sleep]: asleep, /preview reseed -> the seed Job ran (generation %s, helpers synced with %s); "
+              "still sleeping" % (rendering["data"].get("seedGeneration"), strategy(emu.app(HELPERS))))
+
+        # 5. asleep, then a push -> woken at the new head, with hooks
+        seq = last_seq()
+        pd.deliver("pull_request", pushed(SHA_B, "2019-05-15T16:00:00Z"))
+        wait("the preview ready at the pushed head", lambda: ready_at(pd, emu, SHA_B), 180)
+        app, helpers = emu.app(APP), emu.app(HELPERS)
+        pushed_hash = app["metadata"]["annotations"][HASH]
+        assert not pushed_hash.endswith("-asleep") and pushed_hash != awake[1], pushed_hash
+        app = wait("the app synced at the push", lambda: settled(APP, pushed_hash), 60)
+        assert strategy(app) == {"hook": {}} and strategy(helpers) == {"hook": {}}, (strategy(app), strategy(helpers))
+        migrated = runs(emu, "-migrate", "%s:%s" % (IMAGE, SHA_B))
+        assert len(migrated) == 1 and migrated[-1]["result"] == "succeeded", emu.jobs()
+        wait("web and Mailpit back at 1", lambda: replicas("web") == 1 and replicas(mail_name) == 1, 30)
+        assert suspended() is False and live("Deployment", "web")["spec"]["template"]["spec"]["containers"][0]["image"] \
+            == "%s:%s" % (IMAGE, SHA_B)
+        print("faithful[sleep]: asleep, then pushed -> woken at %s with hooks (syncStrategy hook): migration ran at %s, "
+              "hook runs since: %s" % (SHA_B[:7], SHA_B[:7], sorted({n for _, n in hook_actions(seq)})))
+
+        # 6. the sweeper puts it to sleep after sleep_after without a request
+        awake = (emu.app(HELPERS)["metadata"]["annotations"][HASH], pushed_hash)
+        pd.stop()
+        with open(os.path.join(work, "previewd.toml"), "w") as f:
+            f.write(toml('sleep_after = "2s"\n', '[sweep]\ninterval = "1s"\n'))
+        pd.start()
+        before = hooks()
+        asleep(awake)
+        slept = pd.history("slept")
+        assert slept and "no request for 2s" in slept[-1], slept
+        wait("the app's Deployment at 0", lambda: replicas("web") == 0, 30)
+        assert hooks() == before
+        status, _, _ = check("forward")
+        assert status == 503, status
+        wait("the preview ready again", lambda: ready_at(pd, emu, SHA_B), 120)
+        print("faithful[sleep]: sleep_after = 2s -> the sweeper slept it (%r); a request woke it" % slept[-1])
+
+        # 7. closed -> nothing left
+        closed = fixture("pull_request.closed.unmerged")
+        closed["pull_request"]["updated_at"] = closed["pull_request"]["closed_at"] = "2019-05-15T19:00:00Z"
+        pd.deliver("pull_request", closed)
+        wait("the preview forgotten", lambda: pd.preview() is None, 300)
+
+        def leftovers():
+            keep = {("Secret", "previewd-system", "postgres-admin")}
+            return [(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in emu.objects()
+                    if o["kind"] not in ("AppProject",)
+                    and (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) not in keep
+                    and (o["metadata"].get("namespace") in ("previewd-system", "pg", SLUG)
+                         or o["metadata"]["name"].startswith(SLUG)
+                         or o["kind"] in ("Application", "Job", "SealedSecret", "Certificate", "DNSEndpoint",
+                                          "CronJob", "Deployment"))]
+        try:
+            wait("every object to be gone", lambda: not leftovers(), 60)
+        except AssertionError:
+            raise AssertionError("left behind: %s" % leftovers())
+        assert runs(emu, "-db-drop"), "the PostDelete drop ran"
+        check_pods_started(emu)
+        print("faithful[sleep]: closed -> nothing left; hook runs in all %s" % hooks())
+    except BaseException:
+        log_tails(work)
+        raise
+    finally:
+        pd.stop()
+        emu.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
+    if sys.argv[1:2] == ["--emulator"]:
+        return run_emulator(sys.argv[2], sys.argv[3:])
     binary, python, emulator = (os.path.abspath(a) if os.sep in a else shutil.which(a) for a in sys.argv[1:4])
     modes = sys.argv[4:] or ["shared", "cnpg", "wait_for", "template-shared", "template-cnpg", "services-shared",
-                             "services-cnpg"]
+                             "services-cnpg", "sleep"]
     passed = failed = 0
     for mode in modes:
         started = time.time()
         try:
             if mode == "wait_for":
                 wait_walk(binary, python, emulator)
+            elif mode == "sleep":
+                sleep_walk(binary, python, emulator)
             elif mode.startswith("services-"):
                 services_walk(mode.split("-", 1)[1], binary, python, emulator)
             elif mode.startswith("template-"):
