@@ -14,8 +14,9 @@ ALTER TABLE previews ADD COLUMN saved_pod_seconds INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE previews ADD COLUMN used_pods INTEGER;
 ALTER TABLE previews ADD COLUMN used_cpu_millis INTEGER;
 ALTER TABLE previews ADD COLUMN used_memory_bytes INTEGER;
--- The sweeper finds the idle by when they were last active (a request, a push, a wake, the
--- start), among the awake deployed only: the cost follows what is idle, not how many exist.
+-- The sweeper finds a repository's idle previews by when they were last active (a request,
+-- a push, a wake, the start), among the awake deployed only: the cost follows what is idle
+-- in the repositories that sleep, not how many previews exist.
 CREATE INDEX previews_by_activity ON previews (
-    MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0))
+    repo, MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0))
 ) WHERE desired = 'deployed' AND sleeping_since IS NULL;

@@ -304,36 +304,28 @@ impl Sweeper {
         Ok(plan)
     }
 
-    /// Ready previews idle past their repository's `sleep_after` at `now`, of repositories
-    /// whose requests pass previewd's login (none where no repository sleeps): read by last
-    /// activity, soonest idle first.
+    /// Ready previews idle past their repository's `sleep_after` at `now`, in the
+    /// repositories that sleep and whose requests pass previewd's login (`app_service`:
+    /// elsewhere no use is ever seen, and no request could wake one), least recently
+    /// active first.
     fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String, i64)>> {
-        let shortest = std::iter::once(&self.config.defaults)
-            .chain(self.config.repos.iter().map(|r| &r.policy))
-            .filter_map(|p| p.sleep_after)
-            .min();
-        let Some(shortest) = shortest else {
-            return Ok(Vec::new());
-        };
         let mut idle = Vec::new();
-        for row in db::sleep::idle_since(&self.state, now - secs(shortest))? {
-            let after = self
-                .config
-                .policy_for(&row.key.repo)
-                .and_then(|p| p.sleep_after);
-            // Only where requests pass previewd's login (`app_service`): elsewhere no use is
-            // ever seen, and no request could wake it.
-            let seen = self.config.app_for(&row.key.repo).service.is_some();
-            if let Some(after) = after.filter(|_| seen)
-                && row.ready
-                && row.active_at <= now - secs(after)
-            {
+        for repo in &self.config.repos {
+            let Some(after) = repo
+                .policy
+                .sleep_after
+                .filter(|_| repo.app.service.is_some())
+            else {
+                continue;
+            };
+            let cutoff = now - secs(after);
+            for row in db::sleep::idle_since(&self.state, repo.name.as_str(), cutoff)? {
                 let reason = format!(
                     "no request for {} (since {})",
                     crate::duration::format(after),
                     comment::stamp(row.active_at)
                 );
-                idle.push((row, reason, now - secs(after)));
+                idle.push((row, reason, cutoff));
             }
         }
         Ok(idle)

@@ -301,6 +301,8 @@ pub async fn command_effect(
                  wait_override_sha = CASE WHEN ?5 AND head_changed_at < ?4 THEN head_sha ELSE wait_override_sha END,
                  created_at = CASE WHEN desired = 'opted_out' THEN ?2 ELSE created_at END,
                  end_reason = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN NULL ELSE end_reason END,
+                 sleeping_since = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN NULL ELSE sleeping_since END,
+                 last_used_at = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN ?2 ELSE last_used_at END,
                  desired = CASE WHEN desired IN ('draft', 'absent', 'opted_out') THEN 'deployed' ELSE desired END
              WHERE id = ?1 AND desired != 'awaiting_approval'
                AND (fork = 0 OR (approved_sha = head_sha AND head_changed_at < ?4))",
@@ -314,6 +316,7 @@ pub async fn command_effect(
         .await?,
         Effect::Approve { sha, seen_at } => sqlx::query!(
             "UPDATE previews SET approved_sha = ?2, updated_at = ?3,
+                    last_used_at = CASE WHEN desired = 'awaiting_approval' AND head_sha = ?2 THEN ?3 ELSE last_used_at END,
                     desired = CASE WHEN desired = 'awaiting_approval' AND head_sha = ?2 THEN 'deployed' ELSE desired END
              WHERE id = ?1 AND head_sha = ?2 AND head_changed_at < ?4",
             preview_id,

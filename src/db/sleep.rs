@@ -115,37 +115,36 @@ pub async fn record_usage(state: &State, id: i64, usage: Usage) -> anyhow::Resul
 }
 
 /// An awake deployed preview and when it was last active (a request, a push, a wake, its
-/// start), for the sweeper to hold against its repository's `sleep_after`.
+/// start), for the sweeper to put to sleep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Idle {
     pub id: i64,
     pub key: PreviewKey,
     pub active_at: i64,
-    pub ready: bool,
 }
 
-/// Previews one pass puts to sleep, at most.
+/// Previews one pass puts to sleep in one repository, at most.
 pub const IDLE_PER_PASS: i64 = 500;
 
-/// Awake deployed previews last active at or before `until`, least recently first, through
-/// `previews_by_activity`: the cost follows how many are idle, not how many exist.
-pub fn idle_since(state: &State, until: i64) -> anyhow::Result<Vec<Idle>> {
+/// `repo`'s settled (ready, or written where nobody reports) awake previews last active at
+/// or before `until`, least recently first, through `previews_by_activity`: a repository
+/// that never sleeps costs nothing, and its idle previews take no other's places.
+pub fn idle_since(state: &State, repo: &str, until: i64) -> anyhow::Result<Vec<Idle>> {
     state.inline().read(|conn| {
         conn.prepare_cached(
             "SELECT id, repo, number,
-                    MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0)),
-                    observed IN ('ready', 'applied')
+                    MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0))
              FROM previews INDEXED BY previews_by_activity
-             WHERE desired = 'deployed' AND sleeping_since IS NULL
-               AND MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0)) <= ?1
-             ORDER BY 4 LIMIT ?2",
+             WHERE desired = 'deployed' AND sleeping_since IS NULL AND repo = ?1
+               AND MAX(created_at, head_changed_at, COALESCE(last_used_at, 0), COALESCE(woke_at, 0)) <= ?2
+               AND observed IN ('ready', 'applied')
+             ORDER BY 4 LIMIT ?3",
         )?
-        .query_map(params![until, IDLE_PER_PASS], |r| {
+        .query_map(params![repo, until, IDLE_PER_PASS], |r| {
             Ok(Idle {
                 id: r.get(0)?,
                 key: PreviewKey::new(r.get(1)?, r.get(2)?),
                 active_at: r.get(3)?,
-                ready: r.get(4)?,
             })
         })?
         .collect()

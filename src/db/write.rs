@@ -247,13 +247,20 @@ fn write_pr(
              head_sha = ?6, head_ref = ?7, base_ref = ?8, fork = ?9, draft = ?10, desired = ?11,
              end_reason = ?12, pr_updated_at = ?13, updated_at = ?14, expires_at = ?15,
              head_changed_at = ?16, labeled = ?17, created_at = ?18,
-             -- A new head wakes a sleeping preview: it is deployed awake, hooks and all.
+             -- A new head wakes a sleeping preview: it is deployed awake, hooks and all. So
+             -- does any change of what is wanted (closed, reopened, out of draft): a sleep
+             -- never outlives the preview it was for. (The right-hand sides read the row as
+             -- it was.)
              slept_seconds = slept_seconds
-                 + CASE WHEN head_sha <> ?6 THEN MAX(?14 - COALESCE(sleeping_since, ?14), 0) ELSE 0 END,
+                 + CASE WHEN head_sha <> ?6 OR desired <> ?11
+                   THEN MAX(?14 - COALESCE(sleeping_since, ?14), 0) ELSE 0 END,
              saved_pod_seconds = saved_pod_seconds
-                 + CASE WHEN head_sha <> ?6
+                 + CASE WHEN head_sha <> ?6 OR desired <> ?11
                    THEN MAX(?14 - COALESCE(sleeping_since, ?14), 0) * COALESCE(used_pods, 0) ELSE 0 END,
-             sleeping_since = CASE WHEN head_sha <> ?6 THEN NULL ELSE sleeping_since END
+             sleeping_since = CASE WHEN head_sha <> ?6 OR desired <> ?11 THEN NULL ELSE sleeping_since END,
+             -- Deployed just now (out of draft, approved, reopened): its idle time starts now.
+             last_used_at = CASE WHEN ?11 = 'deployed' AND desired <> 'deployed' THEN ?14
+                            ELSE last_used_at END
          WHERE id = ?1",
     )?
     .execute(params![

@@ -142,3 +142,98 @@ async fn a_visit_between_the_sweepers_read_and_its_write_keeps_the_preview_awake
     assert_eq!(report.slept, 0, "used since: awake");
     assert!(sleeping(&app).await[0].1.is_none());
 }
+
+#[tokio::test]
+async fn a_sleeping_preview_still_expires() {
+    let app = sleeping_after("1h").await;
+    let reconciler = preview_applied(&app).await;
+    app.clock.advance(HOUR);
+    sweeper(&app).pass(Pass::Record).await.unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(sleeping(&app).await[0].2, "sleeping");
+    app.clock.advance(3 * DAY);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(report.expired, 1, "72 h after the last push, asleep or not");
+    reconciler.pass().await.unwrap();
+    assert_eq!(app.count("previews").await, 0, "torn down and forgotten");
+}
+
+/// Hello-World's previews sleep after 1h; 500 of another repository's, which never sleep and
+/// are idle longer, do not take their places (found by the attack review: the idle read
+/// was capped before it was filtered).
+#[tokio::test]
+async fn previews_of_a_repository_that_never_sleeps_take_no_sleeping_ones_places() {
+    let app = TestApp::with_config(&format!(
+        "public_url = \"https://previewd.example.com\"\n{}",
+        common::config(
+            "[[repos]]\nname = \"codertocat/hello-world\"\napp_service = \"web:http\"\nsleep_after = \"1h\"\n\
+             [[repos]]\nname = \"octo/big\"\n"
+        )
+    ))
+    .await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    // 500 live previews of octo/big, idle since before #2 opened.
+    let cols: String = app
+        .scalar("SELECT group_concat(name) FROM pragma_table_info('previews') WHERE name NOT IN ('id','number','repo','created_at','head_changed_at')")
+        .await;
+    app.execute(&format!(
+        "WITH RECURSIVE n(k) AS (SELECT 1000 UNION ALL SELECT k + 1 FROM n WHERE k < 1499)
+         INSERT INTO previews (number, repo, created_at, head_changed_at, {cols})
+         SELECT k, 'octo/big', created_at - 10, head_changed_at - 10, {cols} FROM previews, n WHERE number = 2"
+    ))
+    .await;
+    app.clock.advance(2 * HOUR);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    let asleep: Option<i64> = app
+        .scalar("SELECT sleeping_since FROM previews WHERE repo = (SELECT repo FROM previews WHERE number = 2) AND number = 2")
+        .await;
+    assert_eq!(
+        report.slept, 1,
+        "#2 idle 2h past a 1h sleep_after was not put to sleep (sleeping_since {asleep:?})"
+    );
+}
+
+/// A PR back from draft (or a fork's head approved, or a `/preview deploy`) is deployed now:
+/// its idle time starts then, not at its old head (found by the attack review).
+#[tokio::test]
+async fn a_preview_deployed_just_now_starts_its_idle_time_then() {
+    let app = TestApp::with_config(&format!(
+        "public_url = \"https://previewd.example.com\"\n{}",
+        common::config(
+            "[defaults]\nsleep_after = \"1h\"\n\
+             [[repos]]\nname = \"codertocat/hello-world\"\napp_service = \"web:http\"\n"
+        )
+    ))
+    .await;
+    let reconciler = reconciler(&app);
+    app.send(&opened(2, "alice")).await;
+    reconciler.pass().await.unwrap();
+    app.send(&Delivery::fixture("pull_request.converted_to_draft"))
+        .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let desired: String = app.scalar("SELECT desired FROM previews").await;
+    assert_eq!(desired, "draft");
+    app.clock.advance(3 * DAY);
+    app.send(
+        &Delivery::fixture("pull_request.ready_for_review").updated_at("2019-05-18T15:30:00Z"),
+    )
+    .await;
+    reconciler.pass().await.unwrap();
+    reconciler.pass().await.unwrap();
+    let (desired, observed): (String, String) =
+        app.row("SELECT desired, observed FROM previews").await;
+    assert_eq!(
+        (desired.as_str(), observed.as_str()),
+        ("deployed", "applied")
+    );
+    // A minute after it was deployed again.
+    app.clock.advance(60);
+    let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
+    assert_eq!(
+        report.slept, 0,
+        "a preview deployed a minute ago was put to sleep"
+    );
+}
