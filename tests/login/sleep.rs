@@ -155,3 +155,35 @@ async fn a_use_is_recorded_at_most_once_a_minute() {
     }
     assert_eq!(used().await, Some(common::NOW + 60));
 }
+
+/// Found by the attack review: the sign-in route told anyone that a private preview was
+/// waking (someone had opened it). Only whoever may enter sees the waking page there.
+#[tokio::test]
+async fn the_sign_in_route_tells_no_stranger_that_a_private_preview_is_waking() {
+    let world = World::new("repo").await;
+    let id = world.preview_id().await;
+    let state = world.app.state();
+    assert!(
+        previewd::db::sleep::sleep(state, id, "idle", None, common::NOW - 7200)
+            .await
+            .unwrap()
+    );
+    assert!(
+        previewd::db::sleep::wake(state, id, "a request", common::NOW)
+            .await
+            .unwrap()
+    );
+    // Argo CD reports the awake rendering syncing.
+    world
+        .app
+        .execute("UPDATE previews SET observed = 'syncing'")
+        .await;
+    let rd = enc(&world.url("/"));
+    let (status, headers, _) = world.get(&format!("/auth/signin?rd={rd}"), &[]).await;
+    assert_eq!(
+        status,
+        StatusCode::FOUND,
+        "to GitHub's sign-in, as for any preview"
+    );
+    assert!(location(&headers).contains("/login/oauth/authorize"));
+}

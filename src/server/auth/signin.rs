@@ -60,17 +60,31 @@ pub async fn signin(
         Ok(back) => back,
         Err(e) => return flow_page(&e),
     };
-    // ingress-nginx sends here the 401 of a check that woke the preview (`auth::waking`).
+    let held: Vec<&str> = cookies(&headers, cookie_name(SIGNED_IN_COOKIE, https)).collect();
+    let person = Flow::who(&login.sealer, &held, now);
+    // ingress-nginx sends here the 401 of a check that woke the preview (`auth::waking`):
+    // the waking page, for whoever the check let in (anyone, for a public preview), and
+    // to nobody else the news that a private preview is in use.
     if let crate::login::flow::Return::Preview(original) = &back
         && let Ok(Some(preview)) =
             crate::db::login::preview_by_host(&app.state, &original.host).await
         && preview.live
         && wakefulness(&preview, now) == Wakefulness::Waking
     {
-        return super::waking::page(&headers, &original.url_without_passes(None));
+        let rule = check::rule_for(&app.config, &preview);
+        let entitled = rule == crate::config::Access::Public
+            || match &person {
+                Some(person) => matches!(
+                    login.access.may_enter(person, &preview, rule).await,
+                    crate::login::access::Answer::Allowed
+                ),
+                None => false,
+            };
+        if entitled {
+            return super::waking::page(&headers, &original.url_without_passes(None));
+        }
     }
-    let held: Vec<&str> = cookies(&headers, cookie_name(SIGNED_IN_COOKIE, https)).collect();
-    if let Some(person) = Flow::who(&login.sealer, &held, now) {
+    if let Some(person) = person {
         return finish(&app, person, &back, None).await;
     }
     match login.flow.start(&login.sealer, &back, now) {
