@@ -294,12 +294,6 @@ pub fn verdict(app: &Application) -> Health {
         && phase == "Succeeded";
     match status["health"]["status"].as_str() {
         Some("Healthy") if synced => Health::Ready,
-        // Settled on purpose: Argo CD's word for a suspended CronJob (its built-in
-        // resource_customizations/batch/CronJob/health.lua) or a paused Deployment, worse than
-        // Healthy only in its ordering (gitops-engine pkg/health healthOrder). A sleeping
-        // app's CronJobs are suspended by the chart contract (`preview.asleep`), so its
-        // Application is Suspended, not Healthy, for as long as it sleeps.
-        Some("Suspended") if synced => Health::Ready,
         // Synced and then degraded (a crash-looping app, a certificate refused): Argo CD
         // says so only in the resources' health.
         Some("Degraded") if synced => {

@@ -88,26 +88,6 @@ fn the_sync_asked_for_this_rendering_succeeded_synced_and_healthy_is_ready() {
     assert_eq!(verdict(&Status::ready().app()), Health::Ready);
 }
 
-/// A sleeping app's suspended CronJob makes Argo CD call the whole Application Suspended
-/// (argo-cd resource_customizations/batch/CronJob/health.lua; gitops-engine's healthOrder puts
-/// Suspended after Healthy): synced, that is as ready as it gets.
-#[test]
-fn synced_and_suspended_is_ready() {
-    let asleep = Status {
-        rendering: "r1-asleep",
-        asked_for: Some("r1-asleep"),
-        health: "Suspended",
-        ..Status::ready()
-    };
-    assert_eq!(verdict(&asleep.app()), Health::Ready);
-    let running = Status {
-        phase: "Running",
-        health: "Suspended",
-        ..Status::ready()
-    };
-    assert_eq!(verdict(&running.app()), Health::Progressing);
-}
-
 #[test]
 fn a_status_left_over_from_the_previous_push_is_not_ready() {
     // previewd applied rendering r2 (generation 2); Argo CD still shows r1.
