@@ -55,16 +55,15 @@ topology operator, whose part a small stand-in in this file plays):
               finalizer); the destroyed history says each ledger item gone
 
 and, with `sleep` (shared database, `mail = true`, the app chart, `access = "public"`; the
-emulator run with what it has not learned played here, `run_emulator`: server-side apply
-removing what previewd applies no longer, Argo CD's CronJob health):
+emulator run with server-side apply's removal of what previewd applies no longer played
+here, `run_emulator`):
 
   opened   -> ready (db-create, migrate, seed, the app's smoke hook once each)
   /preview sleep -> state sleeping: both Applications re-rendered asleep (the app's
               replicaCount 0, autoscaling off, preview.asleep; the helpers' mail.asleep), their
               hashes the awake ones + "-asleep", synced by previewd with syncStrategy apply;
-              the app Deployment and Mailpit at 0, the app's CronJob suspended (the app
-              Application Synced and Suspended, as Argo CD's CronJob health makes it; the
-              helpers Synced/Healthy); no hook ran; database, Secrets and namespace kept
+              the app Deployment and Mailpit at 0, the app's CronJob suspended, both
+              Applications Synced/Healthy; no hook ran; database, Secrets and namespace kept
   self-heal -> the app Deployment scaled to 1 behind Argo CD's back is brought back to 0
               by Argo CD; still sleeping, no hook
   a request -> the check answers 401 (ingress-nginx), 503 + Retry-After and the "Waking
@@ -138,23 +137,16 @@ def fixture(name):
 
 def run_emulator(emulator, args):
     """The emulator (`faithful.py --emulator EMULATOR ARGS`, as `Emulator(learned=True)` starts
-    it) with what it has not learned yet played here, each as the real cluster does it:
-
-    - server-side apply removes what the same field manager applied before and applies no
-      longer (a field it alone owns; Kubernetes' structured-merge-diff), where the emulator
-      merges and keeps it: a woken preview's Applications would keep the sleep's values
-      (replicaCount: 0, preview.asleep, mail.asleep) whatever previewd applies. Lists are
-      taken whole; the object's uid and resourceVersion (a write's preconditions) are not
-      fields.
-    - a CronJob's health is Argo CD's built-in Lua (argo-cd resource_customizations/batch/
-      CronJob/health.lua: Suspended while spec.suspend, else Healthy for one never or last
-      successfully scheduled), where the twin gives it none (as Healthy); the API server
-      shows a CronJob without status as `status: {}`."""
+    it) with what it has not learned yet played here, as the real API server does it:
+    server-side apply removes what the same field manager applied before and applies no
+    longer (a field it alone owns; Kubernetes' structured-merge-diff), where the emulator
+    merges and keeps it, so a sleep written into `helm.valuesObject` would outlive the wake
+    whatever previewd applies. Lists are taken whole; the object's uid and resourceVersion
+    (a write's preconditions) are not fields."""
     import threading
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(emulator)))
     sys.argv = [emulator] + list(args)
-    import argocd_twin
     import kube_emulator
 
     local, applied = threading.local(), {}
@@ -209,17 +201,6 @@ def run_emulator(emulator, args):
     kube_emulator.deep_merge = patched_merge
     kube_emulator.Handler.decode = staticmethod(patched_decode)
     kube_emulator.Handler.write_obj = patched_write_obj
-
-    health = argocd_twin.Twin.health
-
-    def cronjob_aware_health(self, obj):
-        if obj.get("kind") != "CronJob" or argocd_twin.group_of(obj) != "batch" \
-                or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            return health(self, obj)
-        verdict = cronjob_health(dict(obj, status=obj.get("status") or {}))
-        return {"status": verdict, "message": "CronJob is Suspended" if verdict == "Suspended" else ""}
-
-    argocd_twin.Twin.health = cronjob_aware_health
     sys.exit(kube_emulator.main())
 
 
@@ -1312,20 +1293,6 @@ HOST = SLUG + ".preview.example.com"
 CRON = "web-cleanup"  # tests/e2e/app-chart/templates/cronjob.yaml
 
 
-def cronjob_health(cron):
-    """What Argo CD's built-in Lua says of a CronJob (argo-cd resource_customizations/batch/
-    CronJob/health.lua), which the twin has not got (it counts a CronJob as having no health)."""
-    if (cron.get("spec") or {}).get("suspend") is True:
-        return "Suspended"
-    st = cron.get("status")
-    if st is None:
-        return "Progressing"
-    if st.get("lastScheduleTime") and st.get("lastSuccessfulTime") and not st.get("active") \
-            and st["lastSuccessfulTime"] < st["lastScheduleTime"]:
-        return "Degraded"
-    return "Healthy"
-
-
 def helm_values(app):
     """The values an Application's chart is rendered with: its `helm.valuesObject`, then its
     `helm.parameters` over them (Helm's --set: a dotted name, "0" an integer, "true" and
@@ -1347,8 +1314,8 @@ def helm_values(app):
 def sleep_walk(binary, python, emulator):
     """Sleep and wake (#41), shared database, `mail = true`, the app chart, `access = "public"`:
     a sleep is a rendering (the app's replicaCount 0, its CronJob suspended, Mailpit at 0),
-    synced with the apply strategy (no hook), Synced (the app Suspended, the helpers
-    Healthy); Argo CD's self-heal keeps it asleep; a request through the login check wakes
+    synced with the apply strategy (no hook), Synced and Healthy; Argo CD's self-heal keeps
+    it asleep; a request through the login check wakes
     it (the same rendering awake, again without hooks); a reseed while asleep runs the seed;
     a push wakes it at the new head with hooks; the sweeper sleeps it after `sleep_after`;
     closed, nothing is left. Prints previewd's share of a wake (the check's request to the
@@ -1391,8 +1358,8 @@ def sleep_walk(binary, python, emulator):
 
     def settled(name, hash_):
         """The Application at rendering `hash_`, previewd's sync of it done, Synced and
-        Healthy; the app asleep Synced and Suspended, as Argo CD says of an Application with
-        a suspended CronJob (its health.lua; `run_emulator`)."""
+        Healthy (a Deployment at zero is; a suspended CronJob too, argo-cd v3.5.1
+        resource_customizations/batch/CronJob/health.lua, where the twin gives it none)."""
         app = emu.app(name)
         if app is None or app["metadata"]["annotations"].get(HASH) != hash_:
             return None
@@ -1401,8 +1368,7 @@ def sleep_walk(binary, python, emulator):
         info = {i["name"]: i["value"] for i in (op.get("operation") or {}).get("info") or []}
         if app.get("operation") or op.get("phase") != "Succeeded" or info.get("previewd.dev/rendering") != hash_:
             return None
-        health = "Suspended" if name == APP and hash_.endswith("-asleep") else "Healthy"
-        if (st.get("sync") or {}).get("status") != "Synced" or (st.get("health") or {}).get("status") != health:
+        if (st.get("sync") or {}).get("status") != "Synced" or (st.get("health") or {}).get("status") != "Healthy":
             return None
         return app
 
@@ -1486,21 +1452,20 @@ def sleep_walk(binary, python, emulator):
         time.sleep(1.5)  # several of the twin's refreshes: nothing runs late
         assert hooks() == opened_hooks and not hook_actions(seq), \
             "a sleep runs no hook: %s, %s" % (hooks(), hook_actions(seq))
-        for name, health in ((HELPERS, "Healthy"), (APP, "Suspended")):
+        for name in (HELPERS, APP):
             st = emu.app(name)["status"]
-            assert (st["sync"]["status"], st["health"]["status"]) == ("Synced", health), (name, st["sync"], st["health"])
+            assert (st["sync"]["status"], st["health"]["status"]) == ("Synced", "Healthy"), (name, st["sync"], st["health"])
         resources = {(r["kind"], r["name"]): (r.get("status"), (r.get("health") or {}).get("status"))
                      for r in emu.app(APP)["status"]["resources"]}
         assert resources[("Deployment", "web")] == ("Synced", "Healthy"), resources
-        assert resources[("CronJob", CRON)] == ("Synced", "Suspended"), resources
+        assert resources[("CronJob", CRON)][0] == "Synced", resources
         assert live("Namespace", SLUG, None) and live("Secret", SLUG + "-db") and live("Secret", SLUG + "-mail"), \
             "the namespace and the Secrets stay"
         assert not runs(emu, "-db-drop"), "the database stays: %s" % emu.jobs()
         assert state() == "sleeping", state()
-        print("faithful[sleep]: /preview sleep -> sleeping; app %s Synced/Suspended (its CronJob suspended; "
-              "Deployment web Synced/Healthy at 0) and helpers Synced/Healthy, both via syncStrategy apply; "
-              "Mailpit 0; no hook ran; database, Secrets, namespace kept"
-              % app["metadata"]["annotations"][HASH][-14:])
+        print("faithful[sleep]: /preview sleep -> sleeping; app %s and helpers Synced/Healthy, both via syncStrategy "
+              "apply; web 0, %s suspended, Mailpit 0; no hook ran; database, Secrets, namespace kept"
+              % (app["metadata"]["annotations"][HASH][-14:], CRON))
 
         # 3. self-heal: the app scaled behind Argo CD's back comes back to 0, still asleep
         seq = last_seq()
@@ -1510,8 +1475,8 @@ def sleep_walk(binary, python, emulator):
         wait("the twin's self-heal to scale it back to 0", lambda: replicas("web") == 0, 60)
         time.sleep(2)
         healed = [a for a in emu.actions() if a["seq"] > seq]
-        wait("the app Synced (and Suspended) again", lambda: (lambda st: (st["sync"]["status"], st["health"]["status"],
-             (st.get("operationState") or {}).get("phase")) == ("Synced", "Suspended", "Succeeded"))(emu.app(APP)["status"]), 60)
+        wait("the app Synced and Healthy again", lambda: (lambda st: (st["sync"]["status"], st["health"]["status"],
+             (st.get("operationState") or {}).get("phase")) == ("Synced", "Healthy", "Succeeded"))(emu.app(APP)["status"]), 60)
         wait("previewd's state sleeping", lambda: state() == "sleeping", 60)
         assert replicas("web") == 0 and suspended() is True
         assert hooks() == opened_hooks and not hook_actions(seq), "a self-heal runs no hook: %s" % hook_actions(seq)
