@@ -312,24 +312,37 @@ fn asked_for(operation: &Value, rendering: &str) -> bool {
         .any(|i| i["name"] == RENDERING_INFO && i["value"] == rendering)
 }
 
+/// What the rendering a sync is asked for replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replacing<'a> {
+    /// Nothing: a new Application, whose hooks never ran.
+    Nothing,
+    /// The rendering the Application carried.
+    Rendering(&'a str),
+    /// Itself: the Application's rendering synced again (`Health::NeedsSync`).
+    Itself,
+}
+
 /// The sync previewd asks for an Application's current rendering, as `argocd app sync`
 /// would ask it (a full sync, hooks included, with the Application's own options and retry),
 /// naming the rendering so that its outcome can be told apart from any other sync's.
 ///
-/// `replacing`: the rendering it replaces (None: a new Application, or the same rendering
-/// synced again). A sleep, a wake, or a sleeping rendering synced again runs no hook: its
-/// migrations ran at this head already. The apply strategy skips them (argo-cd v3.5.1
-/// controller/sync.go: `WithOperationSettings(..., syncOp.IsApplyStrategy() || ...)` is
-/// `skipHooks`); a push, asleep or not, is rendered awake and runs them.
-pub fn sync_request(application: &Value, replacing: Option<&str>) -> Option<Value> {
+/// A sleep, a wake, or a sleeping rendering synced again runs no hook: its migrations ran
+/// at this head already. The apply strategy skips them (argo-cd v3.5.1 controller/sync.go:
+/// `WithOperationSettings(..., syncOp.IsApplyStrategy() || ...)` is `skipHooks`); a push,
+/// asleep or not, is rendered awake and runs them.
+pub fn sync_request(application: &Value, replacing: Replacing<'_>) -> Option<Value> {
     let rendering = application["metadata"]["annotations"][APPLIED_HASH].as_str()?;
     let policy = &application["spec"]["syncPolicy"];
     // Only a change that is the sleep alone skips them: a sleeping rendering that differs
     // from the one it replaces otherwise (a reseed, a redeploy, a chart revision, the image
-    // CI built) is synced with its hooks, or they would never run, asleep or after the wake.
+    // CI built) or that replaces nothing (an Application made while the preview sleeps: a
+    // preview slept waiting for CI, or closed asleep and reopened) is synced with its
+    // hooks, or they would never run, asleep or after the wake.
     let hookless = match replacing {
-        Some(old) => crate::render::sleep::same_but_sleep(old, rendering),
-        None => rendering.ends_with(crate::render::sleep::ASLEEP),
+        Replacing::Nothing => false,
+        Replacing::Rendering(old) => crate::render::sleep::same_but_sleep(old, rendering),
+        Replacing::Itself => rendering.ends_with(crate::render::sleep::ASLEEP),
     };
     let strategy = if hookless {
         serde_json::json!({"apply": {}})

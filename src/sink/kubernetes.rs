@@ -16,7 +16,7 @@ use super::{Conflict, Owner, Stale};
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
-use crate::sink::argocd::{Application, Written, sync_request, verdict};
+use crate::sink::argocd::{Application, Replacing, Written, sync_request, verdict};
 
 pub const FIELD_MANAGER: &str = "previewd";
 /// Applications' metadata listed at a time (about 1 KB each).
@@ -72,7 +72,7 @@ impl KubeSink {
             .map(str::to_owned);
         let hash = hash.as_deref();
         let target = match self.watched.target(name, owner) {
-            Some(seen) => Some((seen.uid, seen.version, seen.hash)),
+            Some(seen) => Some((seen.uid, seen.version, seen.hash, seen.ready)),
             None => match self.read(name).await? {
                 Some(app) => {
                     if let Some(other) = owner.mismatch(&labels_of(&app)) {
@@ -85,14 +85,15 @@ impl KubeSink {
                         return Err(Stale { name }.into());
                     }
                     let carries = applied_hash(&app).map(str::to_owned);
+                    let ready = verdict(&app) == Health::Ready;
                     let (uid, version) = (app.metadata.uid, app.metadata.resource_version);
                     uid.zip(version)
-                        .map(|(uid, version)| (uid, version, carries))
+                        .map(|(uid, version)| (uid, version, carries, ready))
                 }
                 None => None,
             },
         };
-        if let Some((uid, version, carries)) = &target {
+        if let Some((uid, version, carries, _)) = &target {
             // Written already: an earlier try whose answer was lost (a timeout), and whose
             // sync Argo CD may have run since. Again would run the hooks again.
             if hash.is_some() && carries.as_deref() == hash {
@@ -101,9 +102,14 @@ impl KubeSink {
             manifest["metadata"]["uid"] = uid.as_str().into();
             manifest["metadata"]["resourceVersion"] = version.as_str().into();
         }
-        let replacing = target
-            .as_ref()
-            .and_then(|(_, _, carries)| carries.as_deref());
+        let replacing = match &target {
+            // Synced and healthy: its hooks ran for what it carries.
+            Some((_, _, Some(carries), true)) => Replacing::Rendering(carries),
+            // Made now, never previewd's write, or a rendering Argo CD has not synced yet (a
+            // push's sync still to run): its hooks may never have run, so these run them
+            // (found by the attack review: a sleep right after a push dropped its migration).
+            Some((_, _, _, _)) | None => Replacing::Nothing,
+        };
         if let Some(operation) = sync_request(&manifest, replacing) {
             manifest["operation"] = operation;
         }
@@ -179,7 +185,7 @@ impl KubeSink {
             {
                 return None;
             }
-            let operation = sync_request(&serde_json::to_value(app).ok()?, None)?;
+            let operation = sync_request(&serde_json::to_value(app).ok()?, Replacing::Itself)?;
             Some(serde_json::json!({"operation": operation}))
         })
         .await

@@ -55,6 +55,8 @@ pub struct Target {
     pub version: String,
     /// The rendering it carries (`render::APPLIED_HASH`).
     pub hash: Option<String>,
+    /// Argo CD synced that rendering, hooks and all, and it is healthy (`Health::Ready`).
+    pub ready: bool,
 }
 
 #[derive(Default)]
@@ -119,6 +121,7 @@ impl Watched {
             uid: seen.uid.clone()?,
             version: seen.version.clone()?,
             hash: seen.hash.clone(),
+            ready: seen.health == Health::Ready,
         })
     }
 
@@ -319,7 +322,8 @@ mod tests {
             Some(Target {
                 uid: "uid-a".into(),
                 version: "5".into(),
-                hash: Some("h1".into())
+                hash: Some("h1".into()),
+                ready: false,
             })
         );
         watched.awaiting("a");

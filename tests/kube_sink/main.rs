@@ -8,6 +8,7 @@ mod common;
 mod apply;
 mod ownership;
 mod sleep;
+mod sleep_hooks;
 mod teardown;
 mod watch;
 

@@ -257,7 +257,7 @@ fn an_app_synced_at_another_commit_is_not_ready() {
 fn the_sync_request_names_the_rendering_and_keeps_the_applications_options() {
     let manifest = json!({"metadata": {"annotations": {APPLIED_HASH: "r9"}},
         "spec": {"syncPolicy": {"syncOptions": ["ServerSideApply=true"], "retry": {"limit": 2}}}});
-    let operation = sync_request(&manifest, None).unwrap();
+    let operation = sync_request(&manifest, Replacing::Nothing).unwrap();
     assert!(asked_for(&operation, "r9"));
     assert_eq!(
         operation["sync"]["syncOptions"],
@@ -270,33 +270,52 @@ fn the_sync_request_names_the_rendering_and_keeps_the_applications_options() {
         "hooks run"
     );
     assert!(
-        sync_request(&json!({"metadata": {}}), None).is_none(),
+        sync_request(&json!({"metadata": {}}), Replacing::Nothing).is_none(),
         "no rendering, no request"
     );
 }
 
 #[test]
 fn a_sleep_or_a_wake_is_synced_without_hooks_and_a_push_with_them() {
-    let strategy = |rendering: &str, replacing: Option<&str>| {
+    let strategy = |rendering: &str, replacing: Replacing<'_>| {
         let manifest = json!({"metadata": {"annotations": {APPLIED_HASH: rendering}}});
         sync_request(&manifest, replacing).unwrap()["sync"]["syncStrategy"].clone()
     };
     let (apply, hook) = (json!({"apply": {}}), json!({"hook": {}}));
-    assert_eq!(strategy("r1-asleep", Some("r1")), apply, "a sleep");
-    assert_eq!(strategy("r1", Some("r1-asleep")), apply, "a wake");
-    assert_eq!(strategy("r1-asleep", None), apply, "asleep, synced again");
+    let from = Replacing::Rendering;
+    assert_eq!(strategy("r1-asleep", from("r1")), apply, "a sleep");
+    assert_eq!(strategy("r1", from("r1-asleep")), apply, "a wake");
     assert_eq!(
-        strategy("r2", Some("r1-asleep")),
+        strategy("r1-asleep", Replacing::Itself),
+        apply,
+        "asleep, synced again"
+    );
+    assert_eq!(
+        strategy("r2", from("r1-asleep")),
         hook,
         "a push to a sleeping preview"
     );
-    assert_eq!(strategy("r2", Some("r1")), hook, "a push");
+    assert_eq!(strategy("r2", from("r1")), hook, "a push");
     assert_eq!(
-        strategy("r2-asleep", Some("r1-asleep")),
+        strategy("r2-asleep", from("r1-asleep")),
         hook,
         "a reseed or a redeploy while asleep: its hooks run now or never"
     );
-    assert_eq!(strategy("r1", None), hook, "a new Application");
+    assert_eq!(
+        strategy("r1", Replacing::Nothing),
+        hook,
+        "a new Application"
+    );
+    assert_eq!(
+        strategy("r1-asleep", Replacing::Nothing),
+        hook,
+        "a new Application made asleep (slept waiting for CI, reopened asleep): nothing ran yet"
+    );
+    assert_eq!(
+        strategy("r1", Replacing::Itself),
+        hook,
+        "awake, synced again"
+    );
 }
 
 #[test]
