@@ -303,6 +303,29 @@ pub fn verdict(app: &Application) -> Health {
     }
 }
 
+/// Whether Argo CD synced the Application's current source and the last operation on it
+/// succeeded, whoever asked for it (previewd, or a self-heal since), with nothing running.
+/// Then the hooks of its rendering ran: previewd asks for each new source's sync in the
+/// write that makes it, Argo CD runs an operation asked for before any auto-sync, and a
+/// self-heal follows only a sync that succeeded (argo-cd v3.5.1 controller/appcontroller.go
+/// autoSync). What a sleep alone replaces without hooks must be so (`sync_request`).
+pub fn synced(app: &Application) -> bool {
+    let null = Value::Null;
+    let status = app.rest.get("status").unwrap_or(&null);
+    let source = &app.rest.get("spec").unwrap_or(&null)["source"];
+    let operation = &status["operationState"];
+    let pinned = source["targetRevision"]
+        .as_str()
+        .filter(|r| r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()));
+    !source.is_null()
+        && app.rest.get("operation").is_none_or(Value::is_null)
+        && operation["phase"] == "Succeeded"
+        && same_source(&operation["syncResult"]["source"], source)
+        && status["sync"]["status"] == "Synced"
+        && same_source(&status["sync"]["comparedTo"]["source"], source)
+        && pinned.is_none_or(|sha| status["sync"]["revision"] == sha)
+}
+
 /// Whether `operation` (an Argo CD Operation) is the sync previewd asked for `rendering`.
 fn asked_for(operation: &Value, rendering: &str) -> bool {
     operation["info"]

@@ -16,7 +16,7 @@ use super::{Conflict, Owner, Stale};
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
-use crate::sink::argocd::{Application, Replacing, Written, sync_request, verdict};
+use crate::sink::argocd::{Application, Replacing, Written, sync_request, synced, verdict};
 
 pub const FIELD_MANAGER: &str = "previewd";
 /// Applications' metadata listed at a time (about 1 KB each).
@@ -72,7 +72,7 @@ impl KubeSink {
             .map(str::to_owned);
         let hash = hash.as_deref();
         let target = match self.watched.target(name, owner) {
-            Some(seen) => Some((seen.uid, seen.version, seen.hash, seen.ready)),
+            Some(seen) => Some((seen.uid, seen.version, seen.hash, seen.synced)),
             None => match self.read(name).await? {
                 Some(app) => {
                     if let Some(other) = owner.mismatch(&labels_of(&app)) {
@@ -85,10 +85,10 @@ impl KubeSink {
                         return Err(Stale { name }.into());
                     }
                     let carries = applied_hash(&app).map(str::to_owned);
-                    let ready = verdict(&app) == Health::Ready;
+                    let synced = synced(&app);
                     let (uid, version) = (app.metadata.uid, app.metadata.resource_version);
                     uid.zip(version)
-                        .map(|(uid, version)| (uid, version, carries, ready))
+                        .map(|(uid, version)| (uid, version, carries, synced))
                 }
                 None => None,
             },
@@ -103,7 +103,7 @@ impl KubeSink {
             manifest["metadata"]["resourceVersion"] = version.as_str().into();
         }
         let replacing = match &target {
-            // Synced and healthy: its hooks ran for what it carries.
+            // Synced: its hooks ran for what it carries (a self-heal since included).
             Some((_, _, Some(carries), true)) => Replacing::Rendering(carries),
             // Made now, never previewd's write, or a rendering Argo CD has not synced yet (a
             // push's sync still to run): its hooks may never have run, so these run them

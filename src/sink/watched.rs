@@ -25,6 +25,8 @@ struct Seen {
     deleting: bool,
     hash: Option<String>,
     health: Health,
+    /// Its rendering synced, hooks and all (`argocd::synced`).
+    synced: bool,
     uid: Option<String>,
     /// Compared for equality only, as the API conventions allow (`confirm`).
     version: Option<String>,
@@ -42,6 +44,7 @@ impl Seen {
                 .and_then(|a| a.get(APPLIED_HASH))
                 .cloned(),
             health: verdict(app),
+            synced: super::argocd::synced(app),
             uid: app.metadata.uid.clone(),
             version: app.metadata.resource_version.clone(),
         }
@@ -55,8 +58,8 @@ pub struct Target {
     pub version: String,
     /// The rendering it carries (`render::APPLIED_HASH`).
     pub hash: Option<String>,
-    /// Argo CD synced that rendering, hooks and all, and it is healthy (`Health::Ready`).
-    pub ready: bool,
+    /// Argo CD synced that rendering, hooks and all (`argocd::synced`).
+    pub synced: bool,
 }
 
 #[derive(Default)]
@@ -121,7 +124,7 @@ impl Watched {
             uid: seen.uid.clone()?,
             version: seen.version.clone()?,
             hash: seen.hash.clone(),
-            ready: seen.health == Health::Ready,
+            synced: seen.synced,
         })
     }
 
@@ -323,7 +326,7 @@ mod tests {
                 uid: "uid-a".into(),
                 version: "5".into(),
                 hash: Some("h1".into()),
-                ready: false,
+                synced: false,
             })
         );
         watched.awaiting("a");

@@ -525,3 +525,25 @@ fn a_writes_answer_is_read_for_the_object_and_version_it_made_alone() {
     assert!(serde_json::from_str::<Written>(r#"{"spec": {}}"#).is_err());
     assert!(serde_json::from_str::<Written>(r#"{"metadata": 1}"#).is_err());
 }
+
+/// What a sleep alone may replace without hooks: a rendering Argo CD synced, whoever ran the
+/// last sync (a self-heal since, too); not one whose sync has not run or failed.
+#[test]
+fn a_rendering_is_synced_once_its_sync_succeeded_at_its_source_whoever_ran_it_last() {
+    assert!(synced(&Status::ready().app()));
+    let healed = Status {
+        asked_for: None,
+        ..Status::ready()
+    };
+    assert!(synced(&healed.app()), "a self-heal since");
+    let pushed = Status {
+        spec: source(2),
+        ..Status::ready()
+    };
+    assert!(!synced(&pushed.app()), "a push whose sync has not run");
+    let failed = Status {
+        phase: "Failed",
+        ..Status::ready()
+    };
+    assert!(!synced(&failed.app()), "a sync that failed in a hook");
+}
