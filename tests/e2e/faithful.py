@@ -1405,6 +1405,25 @@ def sleep_walk(binary, python, emulator):
         except urllib.error.HTTPError as e:
             return e.code, e.headers, e.read()
 
+    let_in_early = []  # (what woke it, seconds after, state after, the app Deployment's replicas and ready)
+
+    def let_in_until_ready(what="a request", timeout=60):
+        """Asks the check (as ingress-nginx) every few ms until the preview is ready: the
+        answers that let a request in while it was not (its state after the answer not
+        ready yet: states only move on to ready), with the app Deployment then."""
+        started, early = time.time(), []
+        while time.time() - started < timeout:
+            answer = check("nginx")[0]
+            after = state()
+            if after == "ready":
+                return early
+            if answer == 200:
+                web = live("Deployment", "web")
+                early.append((what, round(time.time() - started, 3), after,
+                              (web["spec"].get("replicas"), (web.get("status") or {}).get("readyReplicas"))))
+            time.sleep(0.003)
+        raise AssertionError("the preview not ready %d s after %s" % (timeout, what))
+
     def wake_share():
         """Seconds from the check's request to the app's Application rendered awake (its
         values, `helm_values`, no longer with replicaCount 0), polled every 10 ms."""
@@ -1486,24 +1505,34 @@ def sleep_walk(binary, python, emulator):
               % ([(a["action"], a.get("kind"), a["name"]) for a in healed if a.get("app") == APP][:6],
                  ops.get("initiatedBy"), ops["sync"].get("syncStrategy")))
 
-        # 4. a request through the check wakes it: 401 (nginx), 503 + Retry-After (forward)
+        # 4. a request through the check wakes it: 401 (nginx), 503 + Retry-After (forward),
+        # and the sign-in route (where ingress-nginx sends that 401) the waking page; then,
+        # until the preview is ready, no request is let in (`let_in_early`, asserted at the
+        # end). Each answer counts only while it wakes: one given once the preview was ready
+        # (its state read before the request) may let the request in.
         seq = last_seq()
         status, _, _ = check("nginx")
         assert status == 401, "ingress-nginx is answered 401 while the preview sleeps: %s" % status
-        status, headers, page = check("forward")
-        assert status == 503 and headers.get("Retry-After") and b"Waking up" in page, (status, dict(headers), page[:200])
-        status, _, _ = check("forward", accept="*/*")
-        assert status == 503, status
-        signin = urllib.request.Request(base + "/auth/signin?rd=" + urllib.parse.quote("https://%s/" % HOST, safe=""),
-                                        headers={"Accept": "text/html"})
-        try:
-            with urllib.request.urlopen(signin, timeout=10) as resp:
-                signin_status, signin_page = resp.status, resp.read()
-        except urllib.error.HTTPError as e:
-            signin_status, signin_page = e.code, e.read()
-        assert signin_status == 503 and b"Waking up" in signin_page, \
-            "ingress-nginx's 401 sends the browser to the sign-in route, which shows the waking page: %s %r" \
-            % (signin_status, signin_page[:200])
+
+        def waking(ask, want):
+            before = state()
+            answer = ask()
+            assert want(answer) or before == "ready", "%r while waking (the preview %s before, %s after)" % (
+                answer[:2] + (answer[-1][-200:],), before, state())
+
+        def signin():
+            r = urllib.request.Request(base + "/auth/signin?rd=" + urllib.parse.quote("https://%s/" % HOST, safe=""),
+                                       headers={"Accept": "text/html"})
+            try:
+                with urllib.request.urlopen(r, timeout=10) as resp:
+                    return resp.status, resp.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
+
+        waking(lambda: check("forward"), lambda a: a[0] == 503 and a[1].get("Retry-After") and b"Waking up" in a[2])
+        waking(lambda: check("forward", accept="*/*"), lambda a: a[0] == 503)
+        waking(signin, lambda a: a[0] == 503 and b"Waking up" in a[1])
+        let_in_early.extend(let_in_until_ready())
         wait("the preview ready again", lambda: ready_at(pd, emu, SHA_A), 120)
         app = wait("the app synced awake", lambda: settled(APP, awake[1]), 60)
         helpers = wait("the helpers synced awake", lambda: settled(HELPERS, awake[0]), 60)
@@ -1588,6 +1617,7 @@ def sleep_walk(binary, python, emulator):
         assert hooks() == before
         status, _, _ = check("forward")
         assert status == 503, status
+        let_in_early.extend(let_in_until_ready("a request after the sweeper's sleep"))
         wait("the preview ready again", lambda: ready_at(pd, emu, SHA_B), 120)
         print("faithful[sleep]: sleep_after = 2s -> the sweeper slept it (%r); a request woke it" % slept[-1])
 
@@ -1613,6 +1643,10 @@ def sleep_walk(binary, python, emulator):
         assert runs(emu, "-db-drop"), "the PostDelete drop ran"
         check_pods_started(emu)
         print("faithful[sleep]: closed -> nothing left; hook runs in all %s" % hooks())
+        # Last, so that every step above has run and said what it saw.
+        assert not let_in_early, "the check let requests in while the preview was waking, its app not ready " \
+            "(what woke it, seconds after, previewd's state, the app Deployment's replicas and ready ones): %s" \
+            % let_in_early
     except BaseException:
         log_tails(work)
         raise
