@@ -104,6 +104,7 @@ pub struct DeliveryRow<'a> {
 
 mod certs;
 mod connection;
+mod effects;
 mod file;
 mod gates;
 mod github;
@@ -122,6 +123,7 @@ mod templates;
 mod views;
 pub mod write;
 pub use certs::{Rotation, record_sealing_cert};
+pub use effects::*;
 pub use connection::{is_busy, is_busy_error};
 pub use file::*;
 pub use gates::*;
