@@ -231,3 +231,45 @@ async fn a_permission_github_will_not_tell_refuses_the_command_once_not_every_pa
     assert_eq!(github.count("GET", "/collaborators/"), 1, "asked once");
     assert_eq!(github.hub().reactions, [(1201, "confused".to_owned())]);
 }
+
+/// Issue #41: the author puts their preview to sleep and wakes it by comment; each is
+/// answered, and a second one says it is so already.
+#[tokio::test]
+async fn the_author_puts_the_preview_to_sleep_and_wakes_it() {
+    let (app, github, previewd) = setup().await;
+    previewd.open(&app).await;
+    let asleep = || async {
+        app.scalar::<Option<i64>>("SELECT sleeping_since FROM previews WHERE number = 2")
+            .await
+    };
+    app.send(&command("/preview sleep", "Codertocat", "CONTRIBUTOR", 701))
+        .await;
+    previewd.pass().await;
+    assert!(asleep().await.is_some());
+    assert!(
+        github.reply_to(701).contains("goes to sleep"),
+        "{}",
+        github.reply_to(701)
+    );
+    app.send(&command("/preview sleep", "Codertocat", "CONTRIBUTOR", 702))
+        .await;
+    previewd.pass().await;
+    assert!(github.reply_to(702).contains("asleep already"));
+
+    app.send(&command("/preview wake", "Codertocat", "CONTRIBUTOR", 703))
+        .await;
+    previewd.pass().await;
+    assert_eq!(asleep().await, None);
+    assert!(
+        github.reply_to(703).contains("waking up"),
+        "{}",
+        github.reply_to(703)
+    );
+    let woke: Option<i64> = app
+        .scalar("SELECT woke_at FROM previews WHERE number = 2")
+        .await;
+    assert!(
+        woke.is_some(),
+        "the login shows the waking page until it is ready"
+    );
+}
