@@ -290,4 +290,3 @@ fn verb(command: Command) -> &'static str {
         Command::Wake => "wake",
     }
 }
-
