@@ -302,9 +302,10 @@ impl Noted {
         }
         tx.prepare_cached(
             // A wake is over once the preview is ready again (the login stops showing the
-            // waking page).
+            // waking page), or, where nobody reports health (a directory), once a look
+            // settles on it written.
             "UPDATE previews SET observed = ?2, last_error = ?3, updated_at = ?4,
-                 woke_at = CASE WHEN ?2 = 'ready' THEN NULL ELSE woke_at END
+                 woke_at = CASE WHEN ?2 IN ('ready', 'applied') THEN NULL ELSE woke_at END
              WHERE id = ?1",
         )?
         .execute(params![id, self.state, self.message, now])

@@ -33,11 +33,9 @@ pub fn wakefulness(preview: &HostPreview, now: i64) -> Wakefulness {
             if now - at < WAKE_SHOWN
                 && !matches!(
                     preview.observed,
-                    // Applied: a directory sink's, where nobody reports more.
-                    ObservedState::Ready
-                        | ObservedState::Applied
-                        | ObservedState::Failed
-                        | ObservedState::CiFailed
+                    // Not `Applied`: each apply records it on the way (the helpers' before
+                    // the app's); a directory sink's settled wake clears `woke_at` instead.
+                    ObservedState::Ready | ObservedState::Failed | ObservedState::CiFailed
                 ) =>
         {
             Wakefulness::Waking
@@ -126,6 +124,16 @@ mod tests {
         assert!(!Visit::of(&p, "h", 1005).wake, "woken once");
         p.observed = ObservedState::Ready;
         assert_eq!(wakefulness(&p, 1010), Wakefulness::Awake);
+    }
+
+    /// Found by the faithful walk: the helpers' apply records `applied` before the app's
+    /// apply records `syncing`, and the check let requests in between.
+    #[test]
+    fn a_wake_half_written_is_still_waking() {
+        let mut p = preview();
+        p.woke_at = Some(1000);
+        p.observed = ObservedState::Applied;
+        assert_eq!(wakefulness(&p, 1001), Wakefulness::Waking);
     }
 
     #[test]
