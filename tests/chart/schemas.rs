@@ -103,7 +103,7 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
         "{admission}"
     );
     // RBAC: writes only to Applications in Argo CD's namespace; cluster-wide, only `get` on
-    // exactly what a teardown confirms gone.
+    // exactly what a teardown confirms gone, and a preview namespace's quota (its cost).
     for object in &objects {
         let verbs = |object: &Value| -> Vec<String> {
             object["rules"]
@@ -133,7 +133,8 @@ fn the_deploy_manifests_validate_and_their_config_loads() {
                         "deployments",
                         "vhosts",
                         "users",
-                        "permissions"
+                        "permissions",
+                        "resourcequotas"
                     ]
                 );
             }
