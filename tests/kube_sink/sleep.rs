@@ -9,7 +9,7 @@ use super::apply::report_ready;
 use super::*;
 use crate::common::Delivery;
 
-fn app_name() -> String {
+pub(super) fn app_name() -> String {
     APP.replace("-helpers", "-app")
 }
 
@@ -41,7 +41,7 @@ async fn ready_preview() -> (TestApp, Arc<Reconciler>, Api<Application>) {
     (app, reconciler, applications)
 }
 
-async fn sleep(app: &TestApp) {
+pub(super) async fn sleep(app: &TestApp) {
     let id: i64 = app.scalar("SELECT id FROM previews").await;
     assert!(
         previewd::db::sleep::sleep(app.state(), id, "idle", None, common::NOW)

@@ -4,12 +4,9 @@
 //! synced, goes without them.
 
 use super::apply::report_ready;
+use super::sleep::{app_name, sleep};
 use super::*;
 use crate::common::Delivery;
-
-fn app_name() -> String {
-    APP.replace("-helpers", "-app")
-}
 
 fn strategy(app: &Application) -> serde_json::Value {
     app.rest
@@ -32,12 +29,7 @@ async fn ready_asleep(argo: ArgoCd) -> (TestApp, Arc<ArgoCd>, Arc<Reconciler>, A
     report_ready(&applications, &app_name()).await;
     reconciler.pass().await.unwrap();
     assert_eq!(observed(&app).await, "ready");
-    let id: i64 = app.scalar("SELECT id FROM previews").await;
-    assert!(
-        previewd::db::sleep::sleep(app.state(), id, "idle", None, common::NOW)
-            .await
-            .unwrap()
-    );
+    sleep(&app).await;
     reconciler.pass().await.unwrap();
     report_ready(&applications, APP).await;
     report_ready(&applications, &app_name()).await;
