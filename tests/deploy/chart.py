@@ -50,6 +50,7 @@ ORDER = [
     "AppProject",
     "NetworkPolicy",
     "Service",
+    "PodDisruptionBudget",
     "Deployment",
     "Ingress",
     "ServiceMonitor",
@@ -87,9 +88,13 @@ def ordered(docs):
     return sorted(docs, key=lambda doc: ORDER.index(doc[2]["kind"]))
 
 
-def manifests(docs, release, namespace, sets):
+def manifests(docs, release, namespace, files, sets):
+    root = Path(__file__).resolve().parent.parent.parent
+    named = [str(Path(f).resolve().relative_to(root)) if Path(f).resolve().is_relative_to(root) else f
+             for f in files]
     head = (
         "# previewd's plain manifests: deploy/chart rendered with its default values"
+        + "".join(f" and -f {f}" for f in named)
         + "".join(f" and --set {s}" for s in sets)
         + f"\n# (release {release}, namespace {namespace}), in an order `kubectl apply -f` takes in one step.\n"
         "# Generated: do not edit. Change the chart, then regenerate with\n"
@@ -144,7 +149,7 @@ def main():
         notes = [text for template, text in rendered.items() if template.endswith("NOTES.txt")]
         Path(args.notes).write_text("".join(notes))
     if args.manifests:
-        Path(args.manifests).write_text(manifests(docs, args.release, args.namespace, args.set))
+        Path(args.manifests).write_text(manifests(docs, args.release, args.namespace, args.values, args.set))
 
     failed = 0
     if args.lint:

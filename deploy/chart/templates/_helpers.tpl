@@ -42,9 +42,11 @@ app.kubernetes.io/name: previewd
 What the chart reads from the configuration (`config`, previewd.toml), as JSON:
 listenPort, metricsPort ("" without metrics.listen), argocdNamespace, projects (the helpers'
 and the apps' AppProject), sealing (each cluster that names a sealing certificate, with the
-file's name) and databaseMode. It refuses, saying why, a configuration the pod it renders could not run:
+file's name), databaseMode, postgresql (values state.backend), replicas and leaseName (config
+lease.name). It refuses, saying why, a configuration the pod it renders could not run:
 secrets in it (they come from existingSecret), files it does not mount, a loopback listen,
-a state outside the volume, a sink other than Kubernetes, and appProjects that are not
+a state outside the volume (SQLite) or in config at all (PostgreSQL), what replicas
+would not share (PostgreSQL), several replicas of SQLite, a sink other than Kubernetes, and appProjects that are not
 `previewd render --projects` of it.
 */}}
 {{- define "previewd.settings" -}}
@@ -54,7 +56,7 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- end -}}
 {{- /* Only what previewd reads: the checks below read sections, so a key such as a quoted
 "github.token" at the top must not pass (previewd refuses it too). */ -}}
-{{- $known := list "listen" "state" "log" "public_url" "github" "sink" "defaults" "sweep" "api" "metrics" "chart" "database" "tls" "dns" "clusters" "repos" -}}
+{{- $known := list "listen" "state" "log" "public_url" "github" "login" "sink" "defaults" "sweep" "api" "metrics" "chart" "database" "tls" "dns" "lease" "clusters" "repos" -}}
 {{- range $key, $_ := $c -}}
 {{- if not (has $key $known) -}}
 {{- fail (printf "config: unknown top-level key %q (a setting of a section goes under [section]; docs/configuration.md lists every key)" $key) -}}
@@ -67,10 +69,18 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- $chart := $c.chart | default dict -}}
 {{- $database := $c.database | default dict -}}
 {{- $metrics := $c.metrics | default dict -}}
+{{- $login := $c.login | default dict -}}
+{{- $lease := $c.lease | default dict -}}
 {{- $keys := .Values.secretKeys -}}
+{{- $postgresql := eq .Values.state.backend "postgresql" -}}
 {{- range $key, $setting := dict "github.webhook_secret" "secretKeys.webhookSecret" "github.token" "secretKeys.githubToken" -}}
 {{- if hasKey $github (trimPrefix "github." $key) -}}
 {{- fail (printf "config sets %s: a secret never goes in values; put it in the Secret %q and name its key in %s" $key $.Values.existingSecret $setting) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $setting := dict "client_secret" "secretKeys.loginClientSecret" "session_secret" "secretKeys.loginSessionSecret" -}}
+{{- if hasKey $login $key -}}
+{{- fail (printf "config sets login.%s: a secret never goes in values; put it in the Secret %q and name its key in %s" $key $.Values.existingSecret $setting) -}}
 {{- end -}}
 {{- end -}}
 {{- if hasKey $api "token" -}}
@@ -84,8 +94,11 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- end -}}
 {{- range $key := list "ca_cert" "ca_key" -}}
 {{- if hasKey $tls $key -}}
-{{- fail (printf "config sets tls.%s, a file this chart does not mount: leave it unset and previewd makes the preview CA beside its state, on the volume" $key) -}}
+{{- fail (printf "config sets tls.%s, a file this chart does not mount: put the preview CA's certificate and key in existingSecret and name their keys in secretKeys.tlsCaCert and secretKeys.tlsCaKey (the chart mounts them and sets both paths), or, with the SQLite state, leave them unset and previewd makes the CA beside its state, on the volume" $key) -}}
 {{- end -}}
+{{- end -}}
+{{- if ne (empty $keys.tlsCaCert) (empty $keys.tlsCaKey) -}}
+{{- fail "secretKeys.tlsCaCert and secretKeys.tlsCaKey go together: name both keys of existingSecret (the preview CA's certificate and its key), or neither" -}}
 {{- end -}}
 {{- if and (hasKey $github "app_id") (not $keys.githubAppPrivateKey) -}}
 {{- fail "config sets github.app_id: name the key of existingSecret that holds the App's private key (PEM) in secretKeys.githubAppPrivateKey" -}}
@@ -100,8 +113,46 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
 {{- fail "config: sink.kind must be \"kubernetes\" on a cluster (previewd writes Argo CD Applications)" -}}
 {{- end -}}
 {{- $state := toString ($c.state | default "") -}}
+{{- if contains "://" $state -}}
+{{- fail "config sets state to a URL: a PostgreSQL URL holds a password, and a secret never goes in values; set state.backend=postgresql, put the URL in the Secret and name its key in secretKeys.state (it reaches previewd as PREVIEWD_STATE), and remove state from config" -}}
+{{- end -}}
+{{- $replicas := int (.Values.replicas | default (ternary 2 1 $postgresql)) -}}
+{{- if $postgresql -}}
+{{- /* What SQLite mode keeps beside the state, on the volume, every replica must share. */ -}}
+{{- if hasKey $c "state" -}}
+{{- fail (printf "config sets state = %q, but state.backend is postgresql: the PostgreSQL URL comes from the Secret %q (secretKeys.state) as PREVIEWD_STATE; remove state from config" $state .Values.existingSecret) -}}
+{{- end -}}
+{{- if not $keys.state -}}
+{{- fail (printf "state.backend is postgresql: put the URL (postgresql://USER:PASSWORD@HOST:5432/DB?sslmode=verify-full) in the Secret %q and name its key in secretKeys.state" .Values.existingSecret) -}}
+{{- end -}}
+{{- if not $keys.loginSessionSecret -}}
+{{- fail (printf "state.backend is postgresql: every replica must seal sessions and share links with one key, which SQLite mode keeps on the volume; put at least 32 bytes (openssl rand -hex 32) in the Secret %q and name their key in secretKeys.loginSessionSecret" .Values.existingSecret) -}}
+{{- end -}}
+{{- if and (eq (toString ($tls.mode | default "cert-manager")) "sealed") (not $keys.tlsCaCert) -}}
+{{- fail (printf "state.backend is postgresql and tls.mode is sealed: every replica must sign with one preview CA, which SQLite mode keeps on the volume; put its certificate and key in the Secret %q and name their keys in secretKeys.tlsCaCert and secretKeys.tlsCaKey" .Values.existingSecret) -}}
+{{- end -}}
+{{- if not $c.clusters -}}
+{{- fail "state.backend is postgresql and config names no [[clusters]]: previewd would seal for its own cluster with a key pair it keeps beside the state, which replicas do not share; name the cluster in [[clusters]] with its sealing_cert under /etc/previewd/sealing/" -}}
+{{- end -}}
+{{- if and (hasKey $lease "enabled") (not $lease.enabled) -}}
+{{- fail "config sets lease.enabled = false, but state.backend is postgresql: the replicas take turns through the Lease; remove lease.enabled" -}}
+{{- end -}}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$` (toString ($lease.name | default "previewd"))) -}}
+{{- fail (printf "config: lease.name = %q is not a Lease name (lower-case letters, digits, '-' and '.')" (toString $lease.name)) -}}
+{{- end -}}
+{{- if and (hasKey $lease "namespace") (ne (toString $lease.namespace) .Release.Namespace) -}}
+{{- fail (printf "config sets lease.namespace = %q: the chart grants the Lease in previewd's own namespace, %s; remove lease.namespace" (toString $lease.namespace) .Release.Namespace) -}}
+{{- end -}}
+{{- else -}}
 {{- if or (not (hasPrefix "/var/lib/previewd/" $state)) (contains ".." $state) -}}
 {{- fail (printf "config: state = %q is not on the volume: set it to a file under /var/lib/previewd/ (e.g. \"/var/lib/previewd/previewd.db\")" $state) -}}
+{{- end -}}
+{{- if gt $replicas 1 -}}
+{{- fail (printf "replicas is %d, but state.backend is sqlite: SQLite has one writer, on a ReadWriteOnce volume, so previewd runs 1 replica; several need the PostgreSQL state (state.backend=postgresql, secretKeys.state)" $replicas) -}}
+{{- end -}}
+{{- if $keys.state -}}
+{{- fail "secretKeys.state is set, but state.backend is sqlite: set state.backend=postgresql to keep the state in PostgreSQL, or leave secretKeys.state empty" -}}
+{{- end -}}
 {{- end -}}
 {{- if not (hasKey $c "listen") -}}
 {{- fail "config: set listen = \"0.0.0.0:8080\" (the default, 127.0.0.1:8080, is reached from inside the pod only)" -}}
@@ -132,6 +183,9 @@ a state outside the volume, a sink other than Kubernetes, and appProjects that a
   "projects" (list ($chart.project | default "previews") ($chart.apps_project | default "preview-apps"))
   "sealing" $sealing
   "databaseMode" ($database.mode | default "shared")
+  "postgresql" $postgresql
+  "replicas" $replicas
+  "leaseName" (toString ($lease.name | default "previewd"))
 -}}
 {{- include "previewd.checkProjects" (dict "Values" .Values "config" $c "settings" $settings "servers" $servers) -}}
 {{- toJson $settings -}}
