@@ -390,15 +390,9 @@ pub fn from_config(
         }
         return Ok(Some(ca));
     }
-    let stem = config
-        .state
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("previewd");
-    let dir = config.state.parent().unwrap_or(std::path::Path::new(""));
     let (cert, key) = (
-        dir.join(format!("{stem}-ca.crt")),
-        dir.join(format!("{stem}-ca.key")),
+        config.state.beside("ca.crt", "tls.ca_cert")?,
+        config.state.beside("ca.key", "tls.ca_key")?,
     );
     let renewal = Renewal {
         key: key.clone(),

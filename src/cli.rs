@@ -373,10 +373,10 @@ async fn render(config: &Config, event: &Path, out: Option<&Path>) -> anyhow::Re
 /// the state `previewd serve` uses, when there is one; without one, there is no identity
 /// yet, and the label is left empty rather than a state made for an offline command.
 async fn instance(config: &Config) -> anyhow::Result<String> {
-    if !config.state.exists() {
+    if config.state.file().is_some_and(|file| !file.exists()) {
         eprintln!(
             "note: no state at {} yet: the instance label is left empty",
-            config.state.display()
+            config.state
         );
         return Ok(String::new());
     }
@@ -386,7 +386,7 @@ async fn instance(config: &Config) -> anyhow::Result<String> {
         None => {
             eprintln!(
                 "note: the state at {} has no instance id yet: the instance label is left empty",
-                config.state.display()
+                config.state
             );
             Ok(String::new())
         }

@@ -63,13 +63,19 @@ pub fn sealing_certs(
 
 fn cluster_cert(
     cluster: &Cluster,
-    state: &Path,
+    state: &crate::config::Store,
     now: i64,
     local: LocalKeys,
 ) -> anyhow::Result<SealingCert> {
     let path = match &cluster.sealing_cert {
         Some(path) => path.clone(),
         None if cluster.local_sealing => {
+            let state = state.file().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "cluster {} needs a sealing_cert with a PostgreSQL state",
+                    cluster.name
+                )
+            })?;
             let (key, cert) = local_key_paths(state);
             repair_pair(&key, &cert)?;
             if !cert.exists() {

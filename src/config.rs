@@ -11,12 +11,13 @@ use secrecy::SecretString;
 use crate::preview::RepoName;
 use raw::Raw;
 pub use resources::{Cpu, Memory, Resources};
+pub use store::Store;
 use validate::Validator;
 
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
-    pub state: PathBuf,
+    pub state: Store,
     /// tracing filter, e.g. `info` or `previewd=debug`
     pub log: String,
     /// Where people reach previewd's dashboard (`https://previewd.example.com`): the
@@ -565,6 +566,7 @@ mod raw;
 mod repos;
 mod resources;
 mod services;
+mod store;
 mod validate;
 
 pub use explain::{Explained, Setting, Source};

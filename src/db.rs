@@ -14,7 +14,10 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 /// The state's instance id, read without creating, migrating or writing anything: for the
 /// offline commands (`previewd render`), which must leave a running `serve`'s state as it
 /// is (and read one a newer release migrated). `None` if the state has no id yet.
-pub async fn read_instance_id(path: &Path) -> anyhow::Result<Option<String>> {
+pub async fn read_instance_id(store: &crate::config::Store) -> anyhow::Result<Option<String>> {
+    let Some(path) = store.file() else {
+        return pg::read_instance_id(store).await;
+    };
     let options = SqliteConnectOptions::new()
         .filename(path)
         .read_only(true)
@@ -103,6 +106,7 @@ pub struct DeliveryRow<'a> {
 }
 
 mod certs;
+pub mod pg;
 mod connection;
 mod effects;
 mod file;
@@ -122,6 +126,7 @@ mod sweep;
 mod templates;
 mod views;
 pub mod write;
+pub mod writer;
 pub use certs::{Rotation, record_sealing_cert};
 pub use connection::{is_busy, is_busy_error};
 pub use effects::*;

@@ -1,9 +1,13 @@
 //! Durable intake: a single writer records each delivery together with its intent in one
 //! transaction, committing whatever has queued up at once (group commit), so every
 //! delivery is on disk before GitHub hears back, at one fsync per batch, not per request.
-//! The writer is one task that owns its connection and runs each batch synchronously
-//! (`db::write`) on the runtime's thread: no thread hop at all while no other writer holds
-//! the state, one a batch while one does.
+//! The writer is one task that owns its connection. On SQLite it runs each batch
+//! synchronously (`db::write`) on the runtime's thread: no thread hop at all while no other
+//! writer holds the state, one a batch while one does. On PostgreSQL each batch is one
+//! transaction on a pooled connection (`db::pg::write`), awaited; every replica's writer
+//! commits into the same tables, and a delivery sent to two of them is one row (the
+//! deliveries' primary key). The statements are one trait (`db::writer::Statements`), so
+//! what a delivery writes is decided here once for both.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,12 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
-use crate::db::write::{self as db, WriterConnection};
+use crate::db::writer::{self as db, Lite, Statements, Writer as Store, now as at_once};
 use crate::db::{DeliveryRow, HistoryRow};
 use crate::intent::{Change, Intent, Outcome};
 use crate::preview::HistoryKind;
 use crate::webhook::Delivery;
 use crate::work::Work;
+use sqlx::PgPool;
 
 /// Most deliveries committed together; bounds the latency one commit adds.
 const MAX_BATCH: usize = 256;
@@ -67,13 +72,12 @@ impl Intake {
     /// Starts the writer on its own connection (`db::write::open`), as a task. It stops once
     /// every `Intake` is dropped, after writing what was queued.
     /// `work` is told of each preview whose intent a commit changed.
-    pub fn start(
-        conn: WriterConnection,
-        clock: Arc<dyn Clock>,
-        work: Work,
-    ) -> (Self, JoinHandle<()>) {
+    pub fn start(store: Store, clock: Arc<dyn Clock>, work: Work) -> (Self, JoinHandle<()>) {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let writer = tokio::spawn(write_batches(conn, queue, clock, work));
+        let writer = match store {
+            Store::Sqlite(conn) => tokio::spawn(write_batches(conn, queue, clock, work)),
+            Store::Postgres(pool) => tokio::spawn(write_batches_pg(pool, queue, clock, work)),
+        };
         (Self { jobs }, writer)
     }
 
@@ -111,7 +115,7 @@ impl Intake {
 /// of this process, or another process's lock, the batch waits on a blocking thread
 /// instead: never the runtime, which may be what the lock's holder needs to finish.
 async fn write_batches(
-    conn: WriterConnection,
+    conn: rusqlite::Connection,
     mut queue: mpsc::Receiver<Job>,
     clock: Arc<dyn Clock>,
     work: Work,
@@ -124,16 +128,7 @@ async fn write_batches(
         }
     };
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = queue.recv().await {
-        batch.push(first);
-        // Behind the handlers already woken: their deliveries ride on this commit.
-        tokio::task::yield_now().await;
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while next_batch(&mut queue, &mut batch).await {
         let now = clock.now();
         let committed = match writer.commit_here(&batch, now) {
             Some(committed) => committed,
@@ -157,11 +152,62 @@ async fn write_batches(
                     .collect()
             }
         };
-        tell(&writer.conn, &work, &batch, &results);
-        for (job, result) in batch.drain(..).zip(results) {
-            // The handler may have gone (client hung up); the write stands regardless.
-            let _ = job.reply.send(result);
+        at_once(tell(&mut Lite(&writer.conn), &work, &batch, &results));
+        answer(&mut batch, results);
+    }
+}
+
+/// Waits for a delivery, lets the handlers already woken join it, and takes every one
+/// queued (up to [`MAX_BATCH`]); false once every sender is gone.
+async fn next_batch(queue: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>) -> bool {
+    let Some(first) = queue.recv().await else {
+        return false;
+    };
+    batch.push(first);
+    // Behind the handlers already woken: their deliveries ride on this commit.
+    tokio::task::yield_now().await;
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
         }
+    }
+    true
+}
+
+fn answer(batch: &mut Vec<Job>, results: Vec<Result<Recorded, IntakeError>>) {
+    for (job, result) in batch.drain(..).zip(results) {
+        // The handler may have gone (client hung up); the write stands regardless.
+        let _ = job.reply.send(result);
+    }
+}
+
+/// The writer on PostgreSQL: a batch is one transaction, committed before any of its
+/// deliveries is answered (group commit, as on SQLite: one WAL flush a batch).
+async fn write_batches_pg(
+    pool: PgPool,
+    mut queue: mpsc::Receiver<Job>,
+    clock: Arc<dyn Clock>,
+    work: Work,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while next_batch(&mut queue, &mut batch).await {
+        let now = clock.now();
+        let results = match commit_pg(&pool, &batch, now).await {
+            Ok(results) => results,
+            Err(e) => {
+                tracing::error!(error = %e, deliveries = batch.len(), "commit failed; deliveries answered 503");
+                batch
+                    .iter()
+                    .map(|_| Err(IntakeError::Write(e.to_string())))
+                    .collect()
+            }
+        };
+        match pool.acquire().await {
+            Ok(mut conn) => tell(&mut *conn, &work, &batch, &results).await,
+            Err(e) => tracing::warn!(error = %e, "finding the previews a batch moved failed"),
+        }
+        answer(&mut batch, results);
     }
 }
 
@@ -169,7 +215,7 @@ type Committed = db::Result<Vec<Result<Recorded, IntakeError>>>;
 
 /// The intake's connection and the lock it shares with this process's other writers.
 struct Writer {
-    conn: WriterConnection,
+    conn: rusqlite::Connection,
     lock: crate::db::WriteLock,
     /// How long a commit behind another process's lock waits: the connection's busy
     /// timeout as opened. On the runtime's thread it waits not at all.
@@ -179,7 +225,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(conn: WriterConnection) -> db::Result<Self> {
+    fn new(conn: rusqlite::Connection) -> db::Result<Self> {
         let millis: u64 = conn.pragma_query_value(None, "busy_timeout", |r| r.get(0))?;
         conn.busy_timeout(Duration::ZERO)?;
         Ok(Self {
@@ -199,7 +245,7 @@ impl Writer {
         }
         let _held = self.lock.try_hold()?;
         let committed = match commit(&mut self.conn, batch, now) {
-            Err(e) if db::is_busy(&e) => return None,
+            Err(e) if e.is_busy() => return None,
             committed => committed,
         };
         let took = started.elapsed();
@@ -221,10 +267,13 @@ impl Writer {
         now: i64,
     ) -> Result<(Self, Vec<Job>, Committed), tokio::task::JoinError> {
         tokio::task::spawn_blocking(move || {
-            let committed = self.conn.busy_timeout(self.patience).and_then(|()| {
-                let _held = self.lock.hold();
-                commit(&mut self.conn, &batch, now)
-            });
+            let committed = match self.conn.busy_timeout(self.patience) {
+                Ok(()) => {
+                    let _held = self.lock.hold();
+                    commit(&mut self.conn, &batch, now)
+                }
+                Err(e) => Err(e.into()),
+            };
             let _ = self.conn.busy_timeout(Duration::ZERO);
             (self, batch, committed)
         })
@@ -232,9 +281,10 @@ impl Writer {
     }
 }
 
-/// Tells the reconciler of the previews a committed batch moved.
-fn tell(
-    conn: &WriterConnection,
+/// Tells the reconciler of the previews a committed batch moved (this process's reconciler;
+/// another replica's finds them by their change version, `db::changes`).
+async fn tell(
+    conn: &mut impl Statements,
     work: &Work,
     batch: &[Job],
     results: &[Result<Recorded, IntakeError>],
@@ -260,7 +310,10 @@ fn tell(
             Change::Check(check),
         ) = (result, &job.intent.change)
         {
-            match db::previews_at(conn, check.repo.as_str(), check.sha.as_str()) {
+            match conn
+                .previews_at(check.repo.as_str(), check.sha.as_str())
+                .await
+            {
                 Ok(keys) => keys.into_iter().for_each(|key| work.notify(key)),
                 Err(e) => {
                     tracing::warn!(error = %e, "finding the previews a check report moves failed")
@@ -285,14 +338,14 @@ fn tell(
 /// `BEGIN IMMEDIATE` takes the write lock up front, so a busy state waits the busy timeout
 /// rather than failing at the first write (see `db::begin_write`).
 fn commit(
-    conn: &mut WriterConnection,
+    conn: &mut rusqlite::Connection,
     batch: &[Job],
     now: i64,
 ) -> db::Result<Vec<Result<Recorded, IntakeError>>> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
-        match record_one(&tx, &job.delivery, &job.intent, now) {
+        match at_once(record_one(&mut Lite(&tx), &job.delivery, &job.intent, now)) {
             Ok(recorded) => results.push(Ok(recorded)),
             Err(_) => {
                 tx.rollback()?;
@@ -305,7 +358,7 @@ fn commit(
 }
 
 fn commit_isolated(
-    conn: &mut WriterConnection,
+    conn: &mut rusqlite::Connection,
     batch: &[Job],
     now: i64,
 ) -> db::Result<Vec<Result<Recorded, IntakeError>>> {
@@ -313,7 +366,12 @@ fn commit_isolated(
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         let mut savepoint = tx.savepoint()?;
-        match record_one(&savepoint, &job.delivery, &job.intent, now) {
+        match at_once(record_one(
+            &mut Lite(&savepoint),
+            &job.delivery,
+            &job.intent,
+            now,
+        )) {
             Ok(recorded) => {
                 savepoint.commit()?;
                 results.push(Ok(recorded));
@@ -324,12 +382,68 @@ fn commit_isolated(
                 let d = &job.delivery;
                 tracing::error!(delivery = %d.guid, event = %d.event, error = %e, "delivery not recorded");
                 // Stored as failed so that GitHub's redelivery is processed again.
-                db::record_delivery(&tx, &delivery_row(d, Outcome::Failed, &e.to_string(), now))?;
+                crate::db::write::record_delivery(
+                    &tx,
+                    &delivery_row(d, Outcome::Failed, &e.to_string(), now),
+                )?;
                 results.push(Err(IntakeError::Write(e.to_string())));
             }
         }
     }
     tx.commit()?;
+    Ok(results)
+}
+
+/// [`commit`] on PostgreSQL: the batch in one transaction; if a delivery fails, again with a
+/// savepoint around each, so that one fails alone (recorded as failed).
+async fn commit_pg(
+    pool: &PgPool,
+    batch: &[Job],
+    now: i64,
+) -> db::Result<Vec<Result<Recorded, IntakeError>>> {
+    let mut tx = pool.begin().await?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        match record_one(&mut *tx, &job.delivery, &job.intent, now).await {
+            Ok(recorded) => results.push(Ok(recorded)),
+            Err(_) => {
+                tx.rollback().await?;
+                return commit_isolated_pg(pool, batch, now).await;
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(results)
+}
+
+async fn commit_isolated_pg(
+    pool: &PgPool,
+    batch: &[Job],
+    now: i64,
+) -> db::Result<Vec<Result<Recorded, IntakeError>>> {
+    use sqlx::Connection;
+    let mut tx = pool.begin().await?;
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        // A nested transaction is a savepoint.
+        let mut savepoint = (&mut *tx).begin().await?;
+        match record_one(&mut *savepoint, &job.delivery, &job.intent, now).await {
+            Ok(recorded) => {
+                savepoint.commit().await?;
+                results.push(Ok(recorded));
+            }
+            Err(e) => {
+                savepoint.rollback().await?;
+                let d = &job.delivery;
+                tracing::error!(delivery = %d.guid, event = %d.event, error = %e, "delivery not recorded");
+                let detail = e.to_string();
+                let failed = delivery_row(d, Outcome::Failed, &detail, now);
+                tx.record_delivery(&failed).await?;
+                results.push(Err(IntakeError::Write(e.to_string())));
+            }
+        }
+    }
+    tx.commit().await?;
     Ok(results)
 }
 
@@ -350,17 +464,17 @@ fn delivery_row<'a>(
     }
 }
 
-fn record_one(
-    conn: &WriterConnection,
+async fn record_one(
+    conn: &mut impl Statements,
     delivery: &Delivery,
     intent: &Intent,
     now: i64,
 ) -> db::Result<Recorded> {
-    if !db::claim_delivery(
-        conn,
-        &delivery_row(delivery, intent.outcome, &intent.detail, now),
-    )? {
-        let outcome = db::delivery_outcome(conn, &delivery.hook_id, &delivery.guid)?;
+    let claim = delivery_row(delivery, intent.outcome, &intent.detail, now);
+    if !conn.claim_delivery(&claim).await? {
+        let outcome = conn
+            .delivery_outcome(&delivery.hook_id, &delivery.guid)
+            .await?;
         return Ok(Recorded::Duplicate {
             outcome: outcome.unwrap_or(intent.outcome),
         });
@@ -369,9 +483,10 @@ fn record_one(
         outcome,
         detail,
         moved,
-    } = apply(conn, delivery, intent, now)?;
+    } = apply(conn, delivery, intent, now).await?;
     if (outcome, detail.as_str()) != (intent.outcome, intent.detail.as_str()) {
-        db::record_delivery(conn, &delivery_row(delivery, outcome, &detail, now))?;
+        conn.record_delivery(&delivery_row(delivery, outcome, &detail, now))
+            .await?;
     }
     Ok(Recorded::New {
         outcome,
@@ -404,8 +519,8 @@ impl Applied {
 }
 
 /// Writes the intent; the outcome can drop to `Ignored` when the state already knows better.
-fn apply(
-    conn: &WriterConnection,
+async fn apply(
+    conn: &mut impl Statements,
     delivery: &Delivery,
     intent: &Intent,
     now: i64,
@@ -432,10 +547,10 @@ fn apply(
                 &intent.detail,
                 None,
             );
-            db::add_history(conn, &row)?;
+            conn.add_history(&row).await?;
         }
         Change::PullRequest(change) => {
-            let Some(applied) = apply_pr(conn, change, &delivery.guid, now)? else {
+            let Some(applied) = apply_pr(conn, change, &delivery.guid, now).await? else {
                 let why = if change.create {
                     "a newer event for this PR is already recorded"
                 } else {
@@ -446,7 +561,9 @@ fn apply(
             moved = applied.moved;
         }
         Change::FrozenCommand(command)
-            if !db::has_preview(conn, command.key.repo.as_str(), command.key.number)? =>
+            if !conn
+                .has_preview(command.key.repo.as_str(), command.key.number)
+                .await? =>
         {
             let detail = format!("{} is not in the [[repos]] allow-list", command.key.repo);
             let row = history(
@@ -457,11 +574,11 @@ fn apply(
                 &detail,
                 None,
             );
-            db::add_history(conn, &row)?;
+            conn.add_history(&row).await?;
             return Ok(Applied::outcome(Outcome::Refused, detail));
         }
         Change::Command(command) | Change::FrozenCommand(command) => {
-            if !db::queue_command(conn, command, now)? {
+            if !conn.queue_command(command, now).await? {
                 return Ok(Applied::outcome(Outcome::Ignored, "command already queued"));
             }
             let row = history(
@@ -472,21 +589,22 @@ fn apply(
                 &command.line,
                 None,
             );
-            db::add_history(conn, &row)?;
+            conn.add_history(&row).await?;
         }
-        Change::Installation(change) => db::apply_installation(conn, change, now)?,
+        Change::Installation(change) => conn.apply_installation(change, now).await?,
         Change::TemplateBase {
             repo,
             sha,
             pushed_at,
             by,
         } => {
-            db::note_template_base(conn, repo.as_str(), sha.as_str(), *pushed_at, by, now)?;
+            conn.note_template_base(repo.as_str(), sha.as_str(), *pushed_at, by, now)
+                .await?;
         }
         // Matched by commit, never by the PR a payload may name (a status names none): a
         // report counts only for the previews at that very head.
         Change::Check(check) => {
-            if let Some(ignored) = apply_check(conn, check)? {
+            if let Some(ignored) = apply_check(conn, check).await? {
                 return Ok(ignored);
             }
         }
@@ -501,13 +619,13 @@ fn apply(
 /// A PR change with its history row (none for a redelivery: a replay would add one without
 /// end) and, for a PR that now gets a preview, its repository's first template base. `None`:
 /// the state already knows better.
-fn apply_pr(
-    conn: &WriterConnection,
+async fn apply_pr(
+    conn: &mut impl Statements,
     change: &crate::intent::PrChange,
     delivery: &str,
     now: i64,
 ) -> db::Result<Option<db::Applied>> {
-    let Some(applied) = db::apply_pr_change(conn, change, now)? else {
+    let Some(applied) = conn.apply_pr_change(change, now).await? else {
         return Ok(None);
     };
     let now_wants = applied.desired;
@@ -515,7 +633,8 @@ fn apply_pr(
     // a template.
     let deployed = now_wants == crate::preview::Desired::Deployed;
     if let Some(base) = change.template_base.as_ref().filter(|_| deployed) {
-        db::first_template_base(conn, change.pr.key.repo.as_str(), base.as_str(), now)?;
+        conn.first_template_base(change.pr.key.repo.as_str(), base.as_str(), now)
+            .await?;
     }
     if change.desired.is_some() && !applied.again {
         let reason = crate::intent::history_reason(change, now_wants);
@@ -530,19 +649,19 @@ fn apply_pr(
             delivery: Some(delivery),
             at: now,
         };
-        db::add_history(conn, &row)?;
+        conn.add_history(&row).await?;
     }
     Ok(Some(applied))
 }
 
 /// A CI report, matched by commit, never by the PR a payload may name (a status names none):
 /// it counts only for the previews at that very head. `Some`: ignored, and why.
-fn apply_check(
-    conn: &WriterConnection,
+async fn apply_check(
+    conn: &mut impl Statements,
     check: &crate::webhook::CheckEvent,
 ) -> db::Result<Option<Applied>> {
     let (repo, sha) = (check.repo.as_str(), check.sha.as_str());
-    if db::previews_at(conn, repo, sha)?.is_empty() {
+    if conn.previews_at(repo, sha).await?.is_empty() {
         return Ok(Some(Applied::outcome(
             Outcome::Ignored,
             "no preview waits on this commit",
@@ -550,7 +669,7 @@ fn apply_check(
     }
     match &check.report {
         Some(report) => {
-            if db::record_check(conn, repo, sha, report)?.is_empty() {
+            if conn.record_check(repo, sha, report).await?.is_empty() {
                 return Ok(Some(Applied::outcome(
                     Outcome::Ignored,
                     "a report as new is already recorded",
@@ -558,7 +677,7 @@ fn apply_check(
             }
         }
         // A suite names no check: the previews at its head look theirs up.
-        None => db::look_again_at(conn, repo, sha)?,
+        None => conn.look_again_at(repo, sha).await?,
     }
     Ok(None)
 }

@@ -110,7 +110,9 @@ impl Login {
     ) -> anyhow::Result<Self> {
         let secret = match &config.login.session_key {
             Some(key) => key.expose_secret().as_bytes().to_vec(),
-            None => key_beside(&config.state)?,
+            None => key_beside(config.state.file().ok_or_else(|| {
+                anyhow::anyhow!("with a PostgreSQL state, login.session_secret must be set")
+            })?)?,
         };
         Ok(Self {
             sealer: Sealer::new(&secret),

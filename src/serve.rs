@@ -27,13 +27,17 @@ pub struct Started {
 
 /// Opens the state and starts the writer: the parts `serve` and the tests share.
 pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Started> {
-    if let Some(dir) = config.state.parent().filter(|d| !d.as_os_str().is_empty()) {
+    let dir = config.state.file().and_then(|file| file.parent());
+    if let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let state = db::State::open(&config.state).await?;
     let (work, pending) = crate::work::channel();
-    let (intake, writer) =
-        Intake::start(db::write::open(&config.state)?, clock.clone(), work.clone());
+    let (intake, writer) = Intake::start(
+        db::writer::Writer::open(&state)?,
+        clock.clone(),
+        work.clone(),
+    );
     let metrics: Arc<crate::metrics::Metrics> = Arc::default();
     let github = github(&config)?.map(|github| Arc::new(github.with_metrics(metrics.clone())));
     let login = crate::login::Login::new(&config, github.clone())?;
@@ -86,7 +90,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let feedback = Arc::new(
         crate::feedback::Feedback::new(
             // Connections of its own for its inline statements, apart from the reconciler's.
-            db::State::from(app.state.pool()),
+            app.state.apart(),
             app.config.clone(),
             app.clock.clone(),
             github.clone(),
@@ -108,7 +112,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let reconciling = tokio::spawn(reconciler.run(pending, stop.child_token()));
     tracing::info!(
         listen = %listener.local_addr()?,
-        state = %app.config.state.display(),
+        state = %app.config.state,
         "previewd is serving"
     );
     let sweeper =
@@ -231,7 +235,7 @@ async fn reconciler(
     }
     Ok(crate::reconcile::Reconciler::new(
         // Connections of its own for a look's inline statements (`db::inline`).
-        crate::db::State::from(app.state.pool()),
+        app.state.apart(),
         app.config.clone(),
         sink,
         certs,

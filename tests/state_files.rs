@@ -98,7 +98,7 @@ fn state_files_left_world_readable_by_an_older_version_are_made_private() {
 fn a_key_left_without_its_certificate_no_longer_stops_startup() {
     let dir = tempfile::tempdir().unwrap();
     let config = sealed_config(dir.path());
-    let (sealing_key, _) = previewd::clusters::local_key_paths(&config.state);
+    let (sealing_key, _) = previewd::clusters::local_key_paths(config.state.file().unwrap());
     let ca_key = dir.path().join("previewd-ca.key");
     for key in [&sealing_key, &ca_key] {
         std::fs::write(key, "-----BEGIN PRIVATE KEY-----\nMIIE").unwrap();

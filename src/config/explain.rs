@@ -169,7 +169,10 @@ fn first_clause(text: &str) -> String {
 }
 
 fn mask(key: &str, value: String) -> String {
-    if is_secret(key) {
+    if key == "state" {
+        // A PostgreSQL URL may hold a password; a file's path is shown as it is.
+        super::store::shown(&value)
+    } else if is_secret(key) {
         "(set; hidden)".to_owned()
     } else {
         value

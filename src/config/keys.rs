@@ -48,7 +48,7 @@ const fn key(name: &'static str, kind: Kind, fallback: Fallback, doc: &'static s
 #[rustfmt::skip]
 pub const KEYS: &[Key] = &[
     key("listen", Text, Is("127.0.0.1:8080"), "HTTP address"),
-    key("state", Text, Is("previewd.db"), "SQLite file, created and migrated at start"),
+    key("state", Text, Is("previewd.db"), "SQLite file, created and migrated at start (one replica); or a PostgreSQL URL, `postgresql://user:password@host/db`, which several replicas share"),
     key("log", Text, Is("info"), "log filter (`debug`, `previewd=debug,info`, …)"),
     key("public_url", Text, Says("`http://<listen>` on a loopback `listen`, else none"),
         "where people open the dashboard; Deployment statuses link a preview's page there"),

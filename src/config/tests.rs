@@ -7,6 +7,7 @@ use super::*;
 mod login;
 mod resources;
 mod services;
+mod store;
 mod strict;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

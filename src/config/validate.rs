@@ -127,9 +127,12 @@ impl Validator {
         let mail = self.mail(&raw)?;
         self.relays_need_a_relay(&repos, &mail)?;
         let messaging = self.messaging(&raw)?;
+        let state = self.store(&raw)?;
+        let tls = self.tls(&raw)?;
+        self.shared_state_needs_shared_keys(&state, &clusters, &login, &tls)?;
         Ok(Config {
             listen,
-            state: raw.values.text_or_default("state").into(),
+            state,
             log,
             reachable_url: public_url.clone().filter(|_| configured_url),
             public_url,
@@ -145,7 +148,7 @@ impl Validator {
             repos,
             chart: self.chart(&raw)?,
             database,
-            tls: self.tls(&raw)?,
+            tls,
             dns: DnsConfig {
                 enabled: raw.values.flag_or_default("dns.enabled"),
                 ttl: self.duration_of(&raw, "dns.ttl")?,
@@ -154,6 +157,64 @@ impl Validator {
             mail,
             messaging,
         })
+    }
+
+    /// `state`: a file, or a PostgreSQL URL (never repeated in the message: it may hold a
+    /// password).
+    fn store(&self, raw: &Raw) -> Result<Store, ConfigError> {
+        let text = raw.values.text_or_default("state");
+        Store::parse(&text).map_err(|e| {
+            self.invalid(
+                "state",
+                e.to_string(),
+                "a file's path, or postgresql://user:password@host:5432/database",
+            )
+        })
+    }
+
+    /// With a PostgreSQL state there is no "beside the state": what SQLite's previewd makes
+    /// there on first start would differ from one replica to the next (a session sealed by
+    /// one would not open on another), so each must be configured.
+    fn shared_state_needs_shared_keys(
+        &self,
+        state: &Store,
+        clusters: &[Cluster],
+        login: &LoginConfig,
+        tls: &TlsConfig,
+    ) -> Result<(), ConfigError> {
+        if !state.is_shared() {
+            return Ok(());
+        }
+        if login.session_key.is_none() {
+            return Err(self.invalid(
+                "login.session_secret",
+                "it is not set, and with a PostgreSQL state every replica must seal and open \
+                 sessions, hand-off codes and share links with the same key"
+                    .into(),
+                "a secret of 32 bytes or more (`openssl rand -hex 32`), the same for every replica",
+            ));
+        }
+        if tls.mode == TlsMode::Sealed && tls.ca_cert.is_none() {
+            return Err(self.invalid(
+                "tls.ca_cert",
+                "it is not set, and with a PostgreSQL state every replica must sign with the \
+                 same preview CA"
+                    .into(),
+                "tls.ca_cert and tls.ca_key: the CA's files, mounted from one Secret",
+            ));
+        }
+        if let Some(cluster) = clusters.iter().find(|c| c.local_sealing) {
+            return Err(self.invalid(
+                "clusters",
+                format!(
+                    "cluster {:?} would seal with a key pair made beside the state, and a \
+                     PostgreSQL state has no beside",
+                    cluster.name
+                ),
+                "a [[clusters]] entry with sealing_cert (the sealed-secrets controller's certificate)",
+            ));
+        }
+        Ok(())
     }
 
     /// `listen` and `metrics.listen`, which may not share a port.

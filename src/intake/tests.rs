@@ -42,11 +42,15 @@ impl State {
 
     /// The intake on a connection of its own, once `prepare` has set it up; the reconciler's
     /// end of its work channel is kept with it.
-    fn intake(&self, prepare: impl FnOnce(&WriterConnection)) -> (Intake, crate::work::Pending) {
-        let conn = db::open(&self.path).unwrap();
+    fn intake(
+        &self,
+        prepare: impl FnOnce(&rusqlite::Connection),
+    ) -> (Intake, crate::work::Pending) {
+        let conn = crate::db::write::open(&self.path).unwrap();
         prepare(&conn);
         let (work, pending) = crate::work::channel();
-        let (intake, _writer) = Intake::start(conn, Arc::new(ManualClock::at(1)), work);
+        let (intake, _writer) =
+            Intake::start(Store::Sqlite(conn), Arc::new(ManualClock::at(1)), work);
         (intake, pending)
     }
 }

@@ -1,0 +1,48 @@
+//! `db::changes` on PostgreSQL: a write that gives a preview work stamps it with the next
+//! change version. The counter's one row is locked by the bump until the writer commits, so
+//! writers commit in version order and a reader's cursor never skips a late commit.
+
+use sqlx::PgConnection;
+
+const BUMP: &str = "UPDATE change_counter SET version = version + 1 WHERE id = 1 RETURNING version";
+
+async fn bump(conn: &mut PgConnection) -> sqlx::Result<i64> {
+    sqlx::query_scalar(BUMP).fetch_one(conn).await
+}
+
+/// Stamps preview `id`.
+pub async fn touch(conn: &mut PgConnection, id: i64) -> sqlx::Result<()> {
+    let version = bump(conn).await?;
+    sqlx::query("UPDATE previews SET version = $2 WHERE id = $1")
+        .bind(id)
+        .bind(version)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Stamps the preview of PR `number` of `repo`, if there is one.
+pub async fn touch_pr(conn: &mut PgConnection, repo: &str, number: i64) -> sqlx::Result<()> {
+    let version = bump(conn).await?;
+    sqlx::query("UPDATE previews SET version = $3 WHERE repo = $1 AND number = $2")
+        .bind(repo)
+        .bind(number)
+        .bind(version)
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+/// Stamps the live previews of `repo` whose head is `sha`.
+pub async fn touch_head(conn: &mut PgConnection, repo: &str, sha: &str) -> sqlx::Result<()> {
+    let version = bump(conn).await?;
+    sqlx::query(
+        "UPDATE previews SET version = $3 WHERE repo = $1 AND head_sha = $2 AND desired != 'absent'",
+    )
+    .bind(repo)
+    .bind(sha)
+    .bind(version)
+    .execute(conn)
+    .await
+    .map(drop)
+}

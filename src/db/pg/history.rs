@@ -1,0 +1,48 @@
+//! `db::history` on PostgreSQL: the rows that outlive their preview.
+
+use sqlx::PgConnection;
+
+use crate::db::HistoryRow;
+use crate::db::history::PREVIEWD;
+use crate::preview::HistoryKind;
+
+/// `row`, in the caller's transaction.
+pub async fn add(conn: &mut PgConnection, row: &HistoryRow<'_>) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO history (repo, number, what, actor, reason, head_sha, delivery, at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(row.repo)
+    .bind(i64::from(row.number))
+    .bind(row.what.as_str())
+    .bind(row.actor)
+    .bind(row.reason)
+    .bind(row.head_sha)
+    .bind(row.delivery)
+    .bind(row.at)
+    .execute(conn)
+    .await
+    .map(drop)
+}
+
+/// A row by previewd about the preview with row `id` (nothing if the row is gone).
+pub async fn add_of(
+    conn: &mut PgConnection,
+    id: i64,
+    what: HistoryKind,
+    reason: &str,
+    at: i64,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT repo, number, $2, $3, $4, $5 FROM previews WHERE id = $1",
+    )
+    .bind(id)
+    .bind(what.as_str())
+    .bind(PREVIEWD)
+    .bind(reason)
+    .bind(at)
+    .execute(conn)
+    .await
+    .map(drop)
+}
