@@ -6,6 +6,7 @@ pub mod github;
 pub mod http;
 pub mod nginx;
 pub mod openapi;
+pub mod pg;
 pub mod process;
 pub mod python;
 
@@ -21,6 +22,7 @@ use previewd::server::app::App;
 use previewd::{serve, server};
 use sha2::Sha256;
 use sqlx::SqlitePool;
+use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use tower::ServiceExt;
 
@@ -75,12 +77,8 @@ impl TestApp {
     }
 
     pub async fn in_dir(dir: tempfile::TempDir, toml: &str) -> Self {
-        let state = dir.path().join("previewd.db");
-        let config = Config::from_toml(
-            toml,
-            vec![("PREVIEWD_STATE".into(), state.display().to_string())],
-        )
-        .unwrap();
+        let (toml, env) = store_for(dir.path(), toml);
+        let config = Config::from_toml(&toml, env).unwrap();
         let clock = ManualClock::at(NOW);
         let started = serve::start(config, Arc::new(clock.clone())).await.unwrap();
         let app = started.app;
@@ -160,26 +158,33 @@ impl TestApp {
         self.scalar(&format!("SELECT COUNT(*) FROM {table}")).await
     }
 
-    /// The one row `sql` selects, e.g. as a tuple.
+    /// The one row `sql` selects, e.g. as a tuple, from either store.
     pub async fn row<T>(&self, sql: &str) -> T
     where
-        T: for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+        T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
     {
-        sqlx::query_as(sql).fetch_one(self.pool()).await.unwrap()
+        match self.app.state.postgres() {
+            Some(pg) => sqlx::query_as(sql).fetch_one(pg).await.unwrap(),
+            None => sqlx::query_as(sql).fetch_one(self.pool()).await.unwrap(),
+        }
     }
 
     /// Every row `sql` selects.
     pub async fn rows<T>(&self, sql: &str) -> Vec<T>
     where
-        T: for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+        T: for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
     {
-        sqlx::query_as(sql).fetch_all(self.pool()).await.unwrap()
+        match self.app.state.postgres() {
+            Some(pg) => sqlx::query_as(sql).fetch_all(pg).await.unwrap(),
+            None => sqlx::query_as(sql).fetch_all(self.pool()).await.unwrap(),
+        }
     }
 
     /// The one value of the one row `sql` selects.
     pub async fn scalar<T>(&self, sql: &str) -> T
     where
-        (T,): for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+        (T,):
+            for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
     {
         self.row::<(T,)>(sql).await.0
     }
@@ -187,7 +192,8 @@ impl TestApp {
     /// The first column of every row `sql` selects.
     pub async fn scalars<T>(&self, sql: &str) -> Vec<T>
     where
-        (T,): for<'r> sqlx::FromRow<'r, SqliteRow> + Send + Unpin,
+        (T,):
+            for<'r> sqlx::FromRow<'r, SqliteRow> + for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
     {
         let rows: Vec<(T,)> = self.rows(sql).await;
         rows.into_iter().map(|(value,)| value).collect()
@@ -195,7 +201,10 @@ impl TestApp {
 
     /// Runs `sql`, a statement that returns nothing.
     pub async fn execute(&self, sql: &str) {
-        sqlx::query(sql).execute(self.pool()).await.unwrap();
+        match self.app.state.postgres() {
+            Some(pg) => drop(sqlx::query(sql).execute(pg).await.unwrap()),
+            None => drop(sqlx::query(sql).execute(self.pool()).await.unwrap()),
+        }
     }
 
     /// How many history rows record `what` (`opened`, `destroyed`, ...).
@@ -463,4 +472,63 @@ pub async fn eventually(within: std::time::Duration, done: impl Fn() -> bool) ->
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     done()
+}
+
+/// The config text and environment for a previewd whose state is in `dir`: an SQLite file
+/// there, or with `PREVIEWD_TEST_STORE=postgres` a fresh PostgreSQL database, with what a
+/// shared state asks for (a session secret; without `[[clusters]]`, the implicit cluster
+/// named with a certificate, as SQLite's previewd would make beside its state).
+pub fn store_for(dir: &std::path::Path, toml: &str) -> (String, Vec<(String, String)>) {
+    if !pg::on_postgres() {
+        let state = dir.join("previewd.db");
+        return (
+            toml.to_owned(),
+            vec![("PREVIEWD_STATE".into(), state.display().to_string())],
+        );
+    }
+    let env = vec![
+        ("PREVIEWD_STATE".into(), pg::server().fresh_database()),
+        (
+            "PREVIEWD_LOGIN_SESSION_SECRET".into(),
+            "a-test-session-secret-of-32-bytes-or-more".into(),
+        ),
+    ];
+    let mut toml = toml.to_owned();
+    if !toml.contains("[[clusters]]") {
+        let (key, cert) = local_key_pair();
+        let (key_to, cert_to) = previewd::clusters::local_key_paths(&dir.join("previewd.db"));
+        std::fs::copy(key, &key_to).unwrap();
+        std::fs::copy(cert, &cert_to).unwrap();
+        toml.push_str(&format!(
+            "\n[[clusters]]\nname = \"in-cluster\"\nserver = \"https://kubernetes.default.svc\"\nsealing_cert = {:?}\n",
+            cert_to.display().to_string()
+        ));
+    }
+    (toml, env)
+}
+
+/// One local sealing key pair for the whole test binary (RSA-4096 takes a while), made as
+/// `previewd serve` makes one beside an SQLite state.
+fn local_key_pair() -> &'static (std::path::PathBuf, std::path::PathBuf) {
+    static PAIR: std::sync::OnceLock<(
+        tempfile::TempDir,
+        (std::path::PathBuf, std::path::PathBuf),
+    )> = std::sync::OnceLock::new();
+    let (_, pair) = PAIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("previewd.db");
+        let config = Config::from_toml(
+            "",
+            vec![("PREVIEWD_STATE".into(), state.display().to_string())],
+        )
+        .unwrap();
+        for (_, cert) in
+            previewd::clusters::sealing_certs(&config, NOW, previewd::clusters::LocalKeys::Create)
+        {
+            cert.unwrap();
+        }
+        let pair = previewd::clusters::local_key_paths(&state);
+        (dir, pair)
+    });
+    pair
 }
