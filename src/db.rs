@@ -106,6 +106,7 @@ pub struct DeliveryRow<'a> {
 }
 
 mod certs;
+pub mod changes;
 pub mod pg;
 mod connection;
 mod effects;

@@ -115,7 +115,12 @@ pub async fn command_effect(
         .execute(&mut *tx)
         .await?,
     };
-    Ok(done.rows_affected() > 0)
+    let changed = done.rows_affected() > 0;
+    if changed {
+        // The reconciler's change marker (`db::changes`), in the command's transaction.
+        super::changes::touch_in(tx, preview_id).await?;
+    }
+    Ok(changed)
 }
 
 /// What a command does to the state.

@@ -55,6 +55,8 @@ pub struct PreviewRow {
     pub sleeping_since: Option<i64>,
     /// The last wake asked for, until the preview is ready again.
     pub woke_at: Option<i64>,
+    /// Its change version (`db::changes`): stamped by each write that gives it work.
+    pub version: i64,
 }
 
 impl PreviewRow {
@@ -122,10 +124,10 @@ const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved
      end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
      installation_id, keep, redeploy_generation, created_at, head_changed_at, names,
      draft, labeled, deploy_by, paths_file, paths_sha, wait_override_sha,
-     template_generation, template_seed, sleeping_since, woke_at";
+     template_generation, template_seed, sleeping_since, woke_at, version";
 
 /// `COLUMNS`, one name each.
-const NAMES: [&str; 33] = [
+const NAMES: [&str; 34] = [
     "id",
     "repo",
     "number",
@@ -159,6 +161,7 @@ const NAMES: [&str; 33] = [
     "template_seed",
     "sleeping_since",
     "woke_at",
+    "version",
 ];
 
 /// The position of column `name` in `COLUMNS`, at compile time (`const { at("repo") }`): a
@@ -202,6 +205,7 @@ impl PreviewRow {
             template_seed: r.get(const { at("template_seed") })?,
             sleeping_since: r.get(const { at("sleeping_since") })?,
             woke_at: r.get(const { at("woke_at") })?,
+            version: r.get(const { at("version") })?,
         })
     }
 }
@@ -452,6 +456,6 @@ mod tests {
         let selected: Vec<&str> = COLUMNS.split(',').map(str::trim).collect();
         assert_eq!(selected, NAMES);
         assert_eq!(at("id"), 0);
-        assert_eq!(at("woke_at"), NAMES.len() - 1);
+        assert_eq!(at("version"), NAMES.len() - 1);
     }
 }

@@ -62,6 +62,7 @@ pub async fn sleep(
                 .prepare_cached(SLEEP)?
                 .execute(params![id, now, idle_until])?;
             if slept > 0 {
+                super::changes::touch(tx, id)?;
                 super::history::write_of(tx, id, HistoryKind::Slept, &why, now)?;
             }
             Ok(slept > 0)
@@ -79,6 +80,8 @@ pub async fn wake(state: &State, id: i64, why: &str, now: i64) -> anyhow::Result
         .write(move |tx| {
             let woke = tx.prepare_cached(WAKE)?.execute(params![id, now])?;
             if woke > 0 {
+                // A wake from the login's check, on whichever replica took the request.
+                super::changes::touch(tx, id)?;
                 super::history::write_of(tx, id, HistoryKind::Woke, &why, now)?;
             }
             Ok(woke > 0)

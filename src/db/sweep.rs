@@ -81,6 +81,7 @@ async fn expire_one(
     if done.rows_affected() == 0 {
         return Ok(false);
     }
+    super::changes::touch_in(tx, id).await?;
     super::history::add_of(tx, id, HistoryKind::Expired, reason, now).await?;
     Ok(true)
 }

@@ -424,7 +424,21 @@ pub async fn live_previews(state: &State, repo: &str) -> sqlx::Result<i64> {
 /// `repo`'s previews still waiting to clone `generation`, which is being dropped, are seeded
 /// instead (`template_generation` cleared at the same decision).
 pub async fn seed_instead(state: &State, repo: &str, generation: i64) -> sqlx::Result<u64> {
-    let pool = state.pool();
+    let mut tx = super::begin_write(state).await?;
+    // Stamped for the reconciler (`db::changes`) before the statement that changes them:
+    // after it, what picked them out is gone.
+    sqlx::query("UPDATE change_counter SET version = version + 1 WHERE id = 1")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE previews SET version = (SELECT version FROM change_counter WHERE id = 1)
+          WHERE repo = ?1 AND template_generation = ?2 AND desired <> 'absent'
+            AND template_confirmed IS DISTINCT FROM template_seed",
+    )
+    .bind(repo)
+    .bind(generation)
+    .execute(&mut *tx)
+    .await?;
     let done = sqlx::query!(
         "UPDATE previews SET template_generation = NULL
           WHERE repo = ?1 AND template_generation = ?2 AND desired <> 'absent'
@@ -432,7 +446,8 @@ pub async fn seed_instead(state: &State, repo: &str, generation: i64) -> sqlx::R
         repo,
         generation
     )
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(done.rows_affected())
 }

@@ -225,6 +225,8 @@ pub async fn request_destroy(
     )
     .execute(&mut *tx)
     .await?;
+    // From a shell too (`previewd destroy`): the state tells the reconciler, not a word.
+    super::changes::touch_pr_in(&mut tx, repo, i64::from(number)).await?;
     let history = HistoryRow {
         actor,
         ..HistoryRow::by_previewd(

@@ -239,8 +239,9 @@ fn write_pr(
                 new.head_changed_at,
                 new.names,
                 new.labeled,
-            ])
-            .map(drop);
+            ])?;
+        // The reconciler's change marker (`db::changes`): a new preview is work.
+        return super::changes::touch_pr(conn, repo, number);
     };
     conn.prepare_cached(
         "UPDATE previews SET repo_id = ?2, installation_id = ?3, title = ?4, author = ?5,
@@ -282,8 +283,8 @@ fn write_pr(
         new.head_changed_at,
         new.labeled,
         new.created_at,
-    ])
-    .map(drop)
+    ])?;
+    super::changes::touch(conn, id)
 }
 
 pub fn has_preview(conn: &Connection, repo: &str, number: u32) -> Result<bool> {
@@ -312,6 +313,10 @@ pub fn queue_command(conn: &Connection, command: &CommandComment, now: i64) -> R
             command.installation_id.map(|id| id as i64),
             command.commented_at,
         ])?;
+    if done > 0 {
+        // The leader's reconciler tells the feedback worker, which runs it.
+        super::changes::touch_pr(conn, command.key.repo.as_str(), command.key.number)?;
+    }
     Ok(done > 0)
 }
 
@@ -464,6 +469,8 @@ pub fn record_check(
         report.url,
         report.at
     ])?;
+    // The previews at that head decide their `wait_for` again.
+    super::changes::touch_head(conn, repo, sha)?;
     Ok(at_head)
 }
 
@@ -474,6 +481,6 @@ pub fn look_again_at(conn: &Connection, repo: &str, sha: &str) -> Result<()> {
         "UPDATE previews SET checks_sha = NULL
          WHERE repo = ?1 AND head_sha = ?2 AND observed IN ('waiting_for_ci', 'ci_failed')",
     )?
-    .execute(params![repo, sha])
-    .map(drop)
+    .execute(params![repo, sha])?;
+    super::changes::touch_head(conn, repo, sha)
 }

@@ -44,6 +44,7 @@ fn preview() -> PreviewRow {
         template_seed: None,
         sleeping_since: None,
         woke_at: None,
+        version: 0,
     }
 }
 
