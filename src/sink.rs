@@ -177,6 +177,27 @@ impl Sink {
         }
     }
 
+    /// The Applications that changed since previewd last read them, by name, for a pass
+    /// that looks only at what changed (issue #42): a directory's files whose stamp differs
+    /// from the one read (edited, removed, new). Argo CD's changes come through `watch`
+    /// instead: empty.
+    pub async fn changed(&self) -> anyhow::Result<Vec<String>> {
+        match self {
+            Self::Directory(sink) => sink.changed().await,
+            Self::Kubernetes(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// How many times the watch has listed afresh (0 where nothing is watched). A change
+    /// between two watches is not told (a deletion is in no list): a new list means that
+    /// every preview is looked at again.
+    pub fn lists(&self) -> u64 {
+        match self {
+            Self::Directory(_) => 0,
+            Self::Kubernetes(sink) => sink.lists(),
+        }
+    }
+
     /// `directory` or `kubernetes`, for metrics and logs.
     pub fn kind(&self) -> &'static str {
         match self {

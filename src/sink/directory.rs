@@ -195,6 +195,15 @@ impl DirectorySink {
         Ok(names)
     }
 
+    /// The Application files whose stamp is not the one they were last read with: edited,
+    /// removed, or new since (`Sink::changed`). One listing and one `stat` per file, on a
+    /// blocking thread; no file is read. Nothing else watches a directory for previewd (an
+    /// edit by hand, a deletion), so a pass that skips unchanged previews asks this.
+    pub async fn changed(&self) -> anyhow::Result<Vec<String>> {
+        let (dir, heads) = (self.dir.clone(), self.heads.clone());
+        tokio::task::spawn_blocking(move || changed_in(&dir, &heads)).await?
+    }
+
     /// Removes the file if it is `owner`'s; a directory has no finalizers, so it is gone at
     /// once.
     pub async fn delete(&self, name: &str, owner: &Owner) -> anyhow::Result<()> {
@@ -208,6 +217,57 @@ impl DirectorySink {
         })
         .await?
     }
+}
+
+fn changed_in(dir: &Path, heads: &Mutex<Heads>) -> anyhow::Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    // Stamped first, compared under the lock after: a look's read is never held up by the
+    // listing.
+    let mut stamped = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        match entry.metadata() {
+            Ok(meta) => stamped.push((path, Stamp::of(&meta))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+    let name = |path: &Path| {
+        let stem = path.file_stem()?.to_str()?;
+        Some(stem.to_owned())
+    };
+    let heads = heads
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut changed: Vec<String> = stamped
+        .iter()
+        .filter(|(path, stamp)| heads.get(path).is_none_or(|(kept, _)| kept != stamp))
+        .filter_map(|(path, _)| name(path))
+        .collect();
+    let known = stamped
+        .iter()
+        .filter(|(path, _)| heads.contains_key(path))
+        .count();
+    if heads.len() > known {
+        // Some file read before is gone.
+        let listed: std::collections::HashSet<&Path> =
+            stamped.iter().map(|(path, _)| path.as_path()).collect();
+        changed.extend(
+            heads
+                .keys()
+                .filter(|path| !listed.contains(path.as_path()))
+                .filter_map(|path| name(path)),
+        );
+    }
+    Ok(changed)
 }
 
 fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -308,6 +368,34 @@ mod tests {
         );
         let unlabelled = serde_json::json!({});
         assert!(Owner::instance("i1").mismatch(&unlabelled).is_some());
+    }
+
+    #[tokio::test]
+    async fn changed_names_the_files_edited_removed_or_new_since_they_were_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = DirectorySink::new(dir.path());
+        let me = owner("octo.app", "7");
+        for name in ["a", "b", "c"] {
+            sink.apply(name, &manifest("octo.app", "7"), &me)
+                .await
+                .unwrap();
+        }
+        let mut changed = sink.changed().await.unwrap();
+        changed.sort();
+        assert_eq!(changed, ["a", "b", "c"], "written, never read");
+        for name in ["a", "b", "c"] {
+            sink.observe(name, &me).await.unwrap();
+        }
+        assert!(sink.changed().await.unwrap().is_empty(), "as read");
+        let path = dir.path().join("a.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("h1", "h2")).unwrap();
+        std::fs::remove_file(dir.path().join("b.yaml")).unwrap();
+        std::fs::write(dir.path().join("d.yaml"), "{}").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not an Application").unwrap();
+        let mut changed = sink.changed().await.unwrap();
+        changed.sort();
+        assert_eq!(changed, ["a", "b", "d"]);
     }
 
     #[tokio::test]

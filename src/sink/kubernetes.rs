@@ -156,6 +156,11 @@ impl KubeSink {
         self.watched.observe(name, owner)
     }
 
+    /// Lists the watch has begun (`Sink::lists`).
+    pub fn lists(&self) -> u64 {
+        self.watched.lists()
+    }
+
     pub async fn observe(&self, name: &str, owner: &Owner) -> anyhow::Result<Observed> {
         let Some(app) = self.read(name).await? else {
             return Ok(Observed::Missing);

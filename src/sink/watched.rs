@@ -86,6 +86,8 @@ impl Inner {
 #[derive(Default)]
 pub struct Watched {
     inner: Mutex<Inner>,
+    /// Lists begun: each follows a gap in which a change (a deletion) may have gone untold.
+    lists: std::sync::atomic::AtomicU64,
 }
 
 impl Watched {
@@ -175,6 +177,7 @@ impl Watched {
 
     /// Starts a list of `instance`'s Applications: until `listed`, nothing is answered.
     pub(super) fn listing(&self, instance: &str) {
+        self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.live = false;
         inner.instance = instance.to_owned();
@@ -212,6 +215,11 @@ impl Watched {
         inner.live = true;
         let Inner { seen, awaited, .. } = &mut *inner;
         awaited.retain(|name, _| seen.contains_key(name));
+    }
+
+    /// Lists begun so far (`Sink::lists`).
+    pub(super) fn lists(&self) -> u64 {
+        self.lists.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The watch failed: what was seen may go stale, so nothing is answered until the next
