@@ -75,6 +75,11 @@ struct DeliveryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PassLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SinkLabels {
     sink: &'static str,
 }
@@ -91,6 +96,7 @@ pub struct Metrics {
     intake_latency: Histogram,
     reconcile: Family<SinkLabels, Histogram, fn() -> Histogram>,
     reconcile_errors: Family<SinkLabels, Counter>,
+    passes: Family<PassLabels, Histogram, fn() -> Histogram>,
     previews: Family<PreviewLabels, Gauge>,
     teardown: Histogram,
     stuck_teardowns: Counter,
@@ -129,6 +135,13 @@ impl Default for Metrics {
             "Reconciles that failed, by sink",
             reconcile_errors.clone(),
         );
+        let passes: Family<PassLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(histogram);
+        registry.register(
+            "previewd_reconcile_pass_seconds",
+            "Time one reconcile pass took: full (every preview) or resync (what changed)",
+            passes.clone(),
+        );
         let previews = Family::<PreviewLabels, Gauge>::default();
         registry.register(
             "previewd_previews",
@@ -166,6 +179,7 @@ impl Default for Metrics {
             intake_latency,
             reconcile,
             reconcile_errors,
+            passes,
             previews,
             teardown,
             stuck_teardowns,
@@ -201,6 +215,13 @@ impl Metrics {
         if failed {
             errors.inc();
         }
+    }
+
+    /// `kind`: `full` or `resync` (`Reconciler::pass_changed`).
+    pub fn passed(&self, kind: &'static str, took: Duration) {
+        self.passes
+            .get_or_create(&PassLabels { kind })
+            .observe(took.as_secs_f64());
     }
 
     pub fn torn_down(&self, took: Duration) {

@@ -66,6 +66,9 @@ pub struct Reconciler {
     metrics: Arc<Metrics>,
     /// Each preview's last rendering, by its inputs and hashes (`rendering::Memo`).
     memo: rendering::Memo,
+    /// What changed since each preview's last look, and the cursor into the state's stamps
+    /// (`changes.rs`): a pass follows what changed, not how many previews exist.
+    changes: changes::Changes,
 }
 
 /// A preview to look at: by id (its row read then), or with its row already read.
@@ -102,6 +105,7 @@ impl Reconciler {
             instance: tokio::sync::OnceCell::new(),
             metrics: Arc::default(),
             memo: rendering::Memo::default(),
+            changes: changes::Changes::default(),
         }
     }
 
@@ -123,20 +127,28 @@ impl Reconciler {
     }
 
     fn tell_feedback(&self, ids: &[i64], placed: &[i64]) {
+        // A pass over what changed that found nothing must not wake the worker every 2 s.
+        if ids.is_empty() && placed.is_empty() {
+            return;
+        }
         if let Some(feedback) = &self.feedback {
             feedback.looked_at(&[ids, placed].concat());
         }
     }
 
-    /// Runs until `cancel`: the previews `pending` says have work as they come, and
-    /// a full pass over every preview every `RESYNC` (and at start), so nothing is missed.
+    /// Runs until `cancel`: the previews `pending` says have work as they come; what the
+    /// state stamped (another replica's writes too) every `CHANGES`; a full pass at start,
+    /// then every `RESYNC` a pass over what changed, what the sink reports changed and a
+    /// slice of the slow sweep (`changes.rs`), so nothing is missed.
     pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
         tokio::spawn(self.clone().follow_argocd(cancel.clone()));
         let mut resync = tokio::time::interval(RESYNC);
+        let mut changed = tokio::time::interval(changes::CHANGES);
         let mut templates = tokio::time::interval(TEMPLATE_LOOK);
         loop {
             let result = tokio::select! {
-                _ = resync.tick() => self.pass().await,
+                _ = resync.tick() => self.pass_changed(true).await,
+                _ = changed.tick() => self.pass_changed(false).await,
                 _ = templates.tick() => self.templates().await.map(|()| 0),
                 due = self.later.due() => self.pass_ids(&due).await,
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
@@ -163,7 +175,11 @@ impl Reconciler {
                 let instance = self.instance().await?;
                 self.sink
                     .watch(instance, |name| {
-                        self.later.hurry(name);
+                        // Not waiting on it: settled, so the next pass over what changed
+                        // looks at it (a health Argo CD reports anew, a deletion).
+                        if !self.later.hurry(name) {
+                            self.changes.sink_changed(name);
+                        }
                     })
                     .await
             };
@@ -233,6 +249,12 @@ impl Reconciler {
     /// its turn: every change to one is followed by word of it, and so by another look);
     /// then the orphans the sweeper recorded for removal.
     pub async fn pass(self: &Arc<Self>) -> anyhow::Result<usize> {
+        let started = std::time::Instant::now();
+        // Read first: whatever is stamped after it is read by the next pass over what changed.
+        let version = db::changes::change_version(&self.state)
+            .await
+            .context("the change version")?;
+        self.changes.full_pass_begins(self.sink.lists());
         self.place_waiting().await.context("placing previews")?;
         let mut ids = Vec::new();
         loop {
@@ -250,6 +272,8 @@ impl Reconciler {
         self.templates().await.context("template databases")?;
         // The sweeper's recorded orphans: this is the one writer to the sink.
         self.remove_orphans().await.context("removing orphans")?;
+        self.changes.caught_up(version);
+        self.metrics.passed("full", started.elapsed());
         Ok(ids.len())
     }
 
@@ -279,9 +303,11 @@ impl Reconciler {
                 };
                 me.metrics
                     .reconciled(me.sink.kind(), started.elapsed(), result.is_err());
-                if let Err(e) = result {
-                    me.record_failure(id, &e).await;
+                if let Err(e) = &result {
+                    me.record_failure(id, e).await;
                 }
+                me.changes
+                    .looked(id, result.is_ok() && !me.later.is_waiting(id));
             };
             running.spawn(look.instrument(span));
         }
@@ -318,6 +344,7 @@ impl Reconciler {
         let Some(row) = db::preview_row(&self.state, id)? else {
             self.settled(id);
             self.memo.forget(id);
+            self.changes.forget(id);
             return Ok(());
         };
         self.reconcile_row(row, Read::Now).await
@@ -341,10 +368,16 @@ impl Reconciler {
         let key = row.key.clone();
         tracing::Span::current().record("preview", tracing::field::display(&key));
         let names = self.names_of(&row, &key).await?;
+        self.changes.looking(
+            id,
+            row.version,
+            [&names.application, &names.app_application].map(String::as_str),
+        );
         let owner = Owner::preview(&names, key.number, self.instance().await?);
         let now = self.clock.now();
         if row.desired == Desired::Absent {
             self.memo.forget(id);
+            self.changes.forget(id);
             return self.tear_down(&row, &names, &owner, now).await;
         }
         if row.teardown_started_at.is_some() {
@@ -411,6 +444,7 @@ impl Reconciler {
 }
 
 mod calls;
+mod changes;
 mod owned;
 mod place;
 mod rendering;

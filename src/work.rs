@@ -236,6 +236,11 @@ impl Later {
         }
     }
 
+    /// Whether `id` waits for another look (asked `again`, not `settled` since).
+    pub fn is_waiting(&self, id: i64) -> bool {
+        self.queue().waiting.contains_key(&id)
+    }
+
     /// Waits until some are due, then takes every one due. Cancel-safe: dropped before it
     /// returns, it has taken nothing.
     pub async fn due(&self) -> Vec<i64> {

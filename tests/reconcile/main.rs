@@ -5,6 +5,7 @@
 mod common;
 
 mod applying;
+mod changes;
 mod config;
 mod teardown;
 mod templates;
