@@ -47,6 +47,7 @@ pub struct Config {
     pub login: LoginConfig,
     pub mail: MailConfig,
     pub messaging: MessagingConfig,
+    pub lease: LeaseConfig,
 }
 
 /// Signing in to previews (`[login]`): GitHub's OAuth web flow, completed on `public_url`.
@@ -561,6 +562,7 @@ mod gates;
 mod github;
 pub mod image_tag;
 mod keys;
+mod lease;
 mod login;
 mod raw;
 mod repos;
@@ -572,6 +574,7 @@ mod validate;
 pub use explain::{Explained, Setting, Source};
 pub use keys::is_secret;
 pub use keys::{KEYS, Key, env_name, readme_table};
+pub use lease::LeaseConfig;
 
 #[cfg(test)]
 mod tests;

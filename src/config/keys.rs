@@ -110,6 +110,23 @@ pub const KEYS: &[Key] = &[
         "the CPU request of a container that names none (its LimitRange default)"),
     key("defaults.container_memory", Text, Is("256Mi"),
         "the memory request and limit of a container that names none"),
+    key("lease.enabled", Flag,
+        Says("on with a PostgreSQL `state` and the kubernetes sink; off otherwise"),
+        "stand for the Lease that says which replica runs the reconciler, the sweeper, resync \
+         and the feedback worker (needs `sink.kind = \"kubernetes\"`); off, previewd runs as one \
+         replica and says so at start"),
+    key("lease.namespace", Text,
+        Says("the pod's namespace (its service account's); required off Kubernetes"),
+        "where the Lease lives"),
+    key("lease.name", Text, Is("previewd"), "the Lease's name"),
+    key("lease.identity", Text, Says("the host's name (the pod's); a random suffix is always added"),
+        "who this replica says it is in the Lease"),
+    key("lease.duration", Text, Is("12s"),
+        "others take the Lease over after seeing it unchanged this long: a killed holder is \
+         replaced within it plus `retry_period`"),
+    key("lease.renew_deadline", Text, Is("8s"),
+        "the holder writes only until its last renew's send time plus this (less than `duration`)"),
+    key("lease.retry_period", Text, Is("2s"), "how often the Lease is read, and renewed by its holder"),
     key("sweep.interval", Text, Is("1m"), "sweeper period"),
     key("sweep.delivery_retention", Text, Is("7d"),
         "delivery records kept this long (GitHub redelivers up to 3 days back)"),

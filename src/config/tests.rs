@@ -124,6 +124,11 @@ fn every_key_has_a_variable_that_is_accepted() {
             "mail.ingress_namespace" => "traefik",
             "mail.image" | "messaging.image" => "example.com/image:1",
             "defaults.keep_for" | "sweep.delivery_retention" => "2d",
+            "lease.enabled" => "false",
+            "lease.duration" => "20s",
+            "lease.renew_deadline" => "5s",
+            "lease.retry_period" => "1s",
+            "lease.namespace" | "lease.name" | "lease.identity" => "example",
             "defaults.cpu" | "defaults.container_cpu" => "250m",
             "defaults.memory" | "defaults.container_memory" => "1Gi",
             k if k.ends_with("ttl")

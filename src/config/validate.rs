@@ -130,6 +130,8 @@ impl Validator {
         let state = self.store(&raw)?;
         let tls = self.tls(&raw)?;
         self.shared_state_needs_shared_keys(&state, &clusters, &login, &tls)?;
+        let sink = self.sink(&raw)?;
+        let lease = self.lease(&raw, sink.kind, state.is_shared())?;
         Ok(Config {
             listen,
             state,
@@ -137,7 +139,8 @@ impl Validator {
             reachable_url: public_url.clone().filter(|_| configured_url),
             public_url,
             github,
-            sink: self.sink(&raw)?,
+            lease,
+            sink,
             defaults,
             sweep_interval: self.duration_of(&raw, "sweep.interval")?,
             delivery_retention: self.duration_of(&raw, "sweep.delivery_retention")?,
