@@ -85,6 +85,12 @@ struct SinkLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    /// `acquired` or `lost`.
+    change: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PreviewLabels {
     state: String,
     cluster: String,
@@ -103,6 +109,9 @@ pub struct Metrics {
     sweep: Histogram,
     /// `x-ratelimit-remaining` of GitHub's last answer (-1: none yet).
     github_rate_remaining: Gauge<i64, AtomicI64>,
+    /// 1 while this replica holds the Lease (and so runs the work loops).
+    lease_held: Gauge<i64, AtomicI64>,
+    lease_changes: Family<LeaseLabels, Counter>,
     /// One scrape at a time: the previews gauge is cleared and refilled from the state.
     scraping: Mutex<()>,
 }
@@ -167,6 +176,22 @@ impl Default for Metrics {
             "GitHub's x-ratelimit-remaining on its last answer (-1: none yet)",
             github_rate_remaining.clone(),
         );
+        let lease_held = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "previewd_lease_held",
+            "1 while this replica holds the Lease and runs the reconciler, sweeper, resync and \
+             feedback; 0 otherwise (always 1 without leases: one replica)",
+            lease_held.clone(),
+        );
+        let lease_changes = Family::<LeaseLabels, Counter>::default();
+        for change in ["acquired", "lost"] {
+            let _ = lease_changes.get_or_create(&LeaseLabels { change });
+        }
+        registry.register(
+            "previewd_lease_transitions",
+            "Times this replica acquired or lost the Lease",
+            lease_changes.clone(),
+        );
         let sweep = histogram();
         registry.register(
             "previewd_sweep_seconds",
@@ -185,6 +210,8 @@ impl Default for Metrics {
             stuck_teardowns,
             sweep,
             github_rate_remaining,
+            lease_held,
+            lease_changes,
             scraping: Mutex::new(()),
         }
     }
@@ -238,6 +265,19 @@ impl Metrics {
 
     pub fn github_rate_remaining(&self, remaining: i64) {
         self.github_rate_remaining.set(remaining);
+    }
+
+    /// Whether this replica holds the Lease now.
+    pub fn lease_held(&self, held: bool) {
+        self.lease_held.set(i64::from(held));
+    }
+
+    /// This replica acquired (`true`) or lost the Lease.
+    pub fn lease_changed(&self, acquired: bool) {
+        let change = if acquired { "acquired" } else { "lost" };
+        self.lease_changes
+            .get_or_create(&LeaseLabels { change })
+            .inc();
     }
 
     /// The exposition text; `previews` are (state, cluster, count) read from the state now.
