@@ -195,10 +195,13 @@ pub fn answer_for(standing: bool, status: CommandStatus, answered: i64) -> Answe
 }
 
 /// A failure that passes: a held installation is said once, when the hold starts (by the
-/// client), not by every item it holds.
+/// client), not by every item it holds; a write refused by the fence, once, when the Lease
+/// was lost (by `lease`).
 pub(crate) fn log_transient(error: &GitHubError, what: &str) {
     if matches!(error, GitHubError::Held { .. }) {
         tracing::debug!(error = %error, "{what}: waiting for the installation's hold");
+    } else if matches!(error, GitHubError::Fenced(_)) {
+        tracing::debug!(error = %error, "{what}: left to the replica holding the Lease");
     } else {
         tracing::warn!(error = %error, "{what} failed; retrying later");
     }

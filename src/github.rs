@@ -55,6 +55,10 @@ pub enum GitHubError {
     },
     #[error("GitHub sent an unexpected answer to {path}: {message}")]
     Shape { path: String, message: String },
+    /// A write this replica may not make: it does not hold the Lease. Nothing was sent; the
+    /// replica that holds it makes it.
+    #[error(transparent)]
+    Fenced(#[from] crate::fence::Fenced),
 }
 
 impl GitHubError {
@@ -144,6 +148,9 @@ pub struct GitHub {
     listings: Mutex<HashMap<String, (String, Vec<PullInfo>)>>,
     /// Where GitHub's rate limit is reported (the process's registry, from `with_metrics`).
     metrics: Arc<crate::metrics::Metrics>,
+    /// Asked immediately before every write (anything but a GET): only the replica holding
+    /// the Lease writes to GitHub. Set once, after the client is shared (`fence`); unset, open.
+    fence: std::sync::OnceLock<crate::fence::Fence>,
 }
 
 impl GitHub {
@@ -151,6 +158,12 @@ impl GitHub {
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
         self.metrics = metrics;
         self
+    }
+
+    /// Refuses every write (`GitHubError::Fenced`) while `fence` is closed. Once: a second
+    /// fence is ignored.
+    pub fn fence(&self, fence: crate::fence::Fence) {
+        let _ = self.fence.set(fence);
     }
 
     pub fn new(api_url: &str, credentials: &GithubCredentials) -> anyhow::Result<Self> {
@@ -191,6 +204,7 @@ impl GitHub {
             metrics: Arc::default(),
             holds: Holds::default(),
             listings: Mutex::new(HashMap::new()),
+            fence: std::sync::OnceLock::new(),
         })
     }
 

@@ -106,6 +106,15 @@ impl Sink {
         })
     }
 
+    /// The same sink, its writes refused while `fence` is closed (`crate::fence::Fenced`). A
+    /// directory is this host's own: nothing to fence.
+    pub fn fenced(self, fence: crate::fence::Fence) -> Self {
+        match self {
+            Self::Kubernetes(sink) => Self::Kubernetes(sink.fenced(fence)),
+            directory @ Self::Directory(_) => directory,
+        }
+    }
+
     /// Writes `manifest` as `name` unless an object of that name is another's (`Conflict`).
     pub async fn apply(&self, name: &str, manifest: &Value, owner: &Owner) -> anyhow::Result<()> {
         match self {

@@ -208,6 +208,10 @@ impl GitHub {
         let mut backoff = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
+            // Each try asks again: a retry after a backoff may come after the Lease is lost.
+            if let Some(fence) = self.fence.get().filter(|_| method != Method::GET) {
+                fence.check(|| format!("{method} {path} to GitHub"))?;
+            }
             let sent = tokio::time::timeout(TIMEOUT, async {
                 match method {
                     Method::GET => client._get_with_headers(path, conditional.clone()).await,

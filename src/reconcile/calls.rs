@@ -58,6 +58,8 @@ impl Reconciler {
                 Ok(value) => return Ok(value),
                 // Decided on a copy the server has moved past: the caller decides again.
                 Err(e) if e.is::<Stale>() => return Err(e),
+                // Not sent for want of the Lease: trying again cannot help.
+                Err(e) if e.is::<crate::fence::Fenced>() => return Err(e),
                 Err(e) if attempt >= ATTEMPTS => {
                     return Err(e.context(format!("{what} failed {ATTEMPTS} times")));
                 }

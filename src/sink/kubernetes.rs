@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::watched::{Watched, labels_of};
 use super::{Conflict, Owner, Stale};
+use crate::fence::Fence;
 use crate::ledger::{ApiRef, Entry};
 use crate::plan::{Health, Observed};
 use crate::render::APPLIED_HASH;
@@ -29,6 +30,9 @@ pub struct KubeSink {
     pub(super) api: Api<Application>,
     /// What the watch (`KubeSink::watch`) has seen, while it is live.
     pub(super) watched: std::sync::Arc<Watched>,
+    /// Asked immediately before every write: a replica that does not hold the Lease sends
+    /// none (`Fenced`).
+    fence: Fence,
 }
 
 impl KubeSink {
@@ -46,7 +50,19 @@ impl KubeSink {
         Self {
             api: Api::namespaced(client, namespace),
             watched: std::sync::Arc::default(),
+            fence: Fence::open(),
         }
+    }
+
+    /// Every write asks `fence` first (`Sink::fenced`).
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Refused (`Fenced`, nothing sent) unless this replica may write now.
+    fn may_write(&self, what: &str, name: &str) -> anyhow::Result<()> {
+        Ok(self.fence.check(|| format!("{what} Application {name}"))?)
     }
 
     /// Applies a new rendering with the sync of it asked for in the same write
@@ -113,6 +129,7 @@ impl KubeSink {
         if let Some(operation) = sync_request(&manifest, replacing) {
             manifest["operation"] = operation;
         }
+        self.may_write("applying", name)?;
         self.watched.awaiting(name);
         match self
             .writes()
@@ -236,6 +253,7 @@ impl KubeSink {
             return Ok(false);
         };
         patch["metadata"] = serde_json::json!({"resourceVersion": app.metadata.resource_version});
+        self.may_write(what, name)?;
         match self
             .writes()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -268,6 +286,7 @@ impl KubeSink {
             uid: app.metadata.uid.clone(),
             resource_version: None,
         });
+        self.may_write("deleting", name)?;
         match self.api.delete(name, &params).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
