@@ -4,7 +4,6 @@
 //! in order. The only module that knows every system.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -12,10 +11,13 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::db;
+use crate::fence::Fence;
 use crate::intake::Intake;
 use crate::server::app::App;
 use crate::server::{self, MAX_BUFFERED, edge};
 use crate::work::Pending;
+
+mod duties;
 
 /// What `start` opens: the request state, the reconciler's end of the notifier (every
 /// producer's end is `app.work`), and the writer task, which ends once `app` is dropped.
@@ -84,7 +86,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         pending,
         writer,
     } = start(config, Arc::new(SystemClock)).await?;
+    let (elector, fence) = leadership(&app).await?;
     let github = app.github.clone();
+    if let Some(github) = &github {
+        github.fence(fence.clone());
+    }
     // Beside the reconciler, never inside it: GitHub's rate limits and outages delay only
     // what is said on PRs (and the commands that need GitHub's word), never a deploy.
     let feedback = Arc::new(
@@ -97,42 +103,54 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         )
         .notifying(app.work.clone()),
     );
-    // One sink (one Kubernetes client) for the reconciler and the sweeper.
-    let sink = crate::sink::Sink::from_config(&app.config).await?;
+    // One sink (one Kubernetes client) for the reconciler and the sweeper, fenced.
+    let sink = crate::sink::Sink::from_config(&app.config)
+        .await?
+        .fenced(fence.clone());
     let reconciler = Arc::new(
         reconciler(&app, sink.clone())
             .await?
             .with_feedback(feedback.nudge())
             .with_metrics(app.metrics.clone()),
     );
-    // One token ends every background task (each holds a child): cancelled once, after
-    // the HTTP listeners have stopped taking new work.
-    let stop = CancellationToken::new();
-    let feeding_back = tokio::spawn(feedback.run(stop.child_token()));
-    let reconciling = tokio::spawn(reconciler.run(pending, stop.child_token()));
-    tracing::info!(
-        listen = %listener.local_addr()?,
-        state = %app.config.state,
-        "previewd is serving"
-    );
-    let sweeper =
-        crate::sweep::Sweeper::new(app.state.clone(), app.config.clone(), app.clock.clone())
-            .with_sink(sink)
-            .notifying(app.work.clone())
-            .with_metrics(app.metrics.clone());
-    let sweeping = tokio::spawn(sweeper.run(stop.child_token()));
+    let sweeper = {
+        let (app, sink) = (app.clone(), sink);
+        move || {
+            crate::sweep::Sweeper::new(app.state.clone(), app.config.clone(), app.clock.clone())
+                .with_sink(sink.clone())
+                .notifying(app.work.clone())
+                .with_metrics(app.metrics.clone())
+        }
+    };
     // Beside the sweeper, apart from the reconciler: it records what GitHub lists through
     // intake, which tells the reconciler.
-    let resyncing = github.map(|github| {
-        let resync = crate::resync::Resync::new(
+    let resync = github.map(|github| {
+        Arc::new(crate::resync::Resync::new(
             app.state.clone(),
             app.config.clone(),
             app.clock.clone(),
             github,
             app.intake.clone(),
-        );
-        tokio::spawn(Arc::new(resync).run(stop.child_token()))
+        ))
     });
+    let duties = duties::Duties {
+        reconciler,
+        pending: Some(pending),
+        feedback,
+        sweeper: Box::new(sweeper),
+        resync,
+    };
+    // One token ends the work loops, cancelled once the HTTP listeners have stopped taking
+    // new work; the Lease is released only after they have stopped.
+    let stop = CancellationToken::new();
+    let leading = tokio::spawn(duties.run(fence, stop.clone()));
+    let releasing = CancellationToken::new();
+    let electing = elector.map(|elector| tokio::spawn(elector.run(releasing.clone())));
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        state = %app.config.state,
+        "previewd is serving"
+    );
     // One signal ends both listeners.
     let (stopping, stopped) = tokio::sync::watch::channel(false);
     let signalled = tokio::spawn(async move {
@@ -163,25 +181,47 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         serving.await.context("waiting for the metrics listener")?;
     }
     stop.cancel();
-    // A call to a slow GitHub is not waited out: what the worker owed stays owed (in the
-    // state) for the next start.
-    match tokio::time::timeout(Duration::from_secs(10), feeding_back).await {
-        Ok(done) => done.context("waiting for the feedback worker to finish")?,
-        Err(_) => tracing::warn!("the feedback worker did not stop within 10 s; left behind"),
-    }
-    sweeping
+    leading
         .await
-        .context("waiting for the sweeper to finish")?;
-    if let Some(resyncing) = resyncing {
-        resyncing.await.context("waiting for resync to finish")?;
+        .context("waiting for the work loops to finish")??;
+    releasing.cancel();
+    if let Some(electing) = electing {
+        electing.await.context("releasing the Lease")?;
     }
-    reconciling
-        .await
-        .context("waiting for the reconciler to finish")?;
     drop(app);
     writer.await.context("waiting for the writer to finish")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Who leads: with `lease.enabled`, the Lease's elector and the fence it moves (closed until
+/// the Lease is won); without, an open fence and one replica, said once.
+async fn leadership(app: &App) -> anyhow::Result<(Option<crate::lease::Elector>, Fence)> {
+    let config = &app.config.lease;
+    if !config.enabled {
+        if app.config.state.is_shared() {
+            tracing::warn!(
+                "lease.enabled is off with a shared state: this process runs the reconciler, \
+                 sweeper, resync and feedback whatever other replicas do; run one replica only"
+            );
+        } else {
+            tracing::info!(
+                "previewd runs as one replica: its SQLite state is this process's alone, so it \
+                 runs the reconciler, sweeper, resync and feedback itself, without a Lease"
+            );
+        }
+        app.metrics.lease_held(true);
+        return Ok((None, Fence::open()));
+    }
+    let (elector, fence) = crate::lease::Elector::connect(config, app.metrics.clone()).await?;
+    tracing::info!(
+        namespace = %config.namespace,
+        lease = %config.name,
+        identity = %elector.identity(),
+        "the reconciler, sweeper, resync and feedback run only while this replica holds the Lease; \
+         deliveries are taken either way"
+    );
+    Ok((Some(elector), fence))
 }
 
 /// The GitHub client, shared by the feedback worker and resync; `None` without credentials.

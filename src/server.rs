@@ -235,6 +235,9 @@ async fn github_webhook(
     Ok((status, Json(body)).into_response())
 }
 
+/// Ready to take deliveries: the writer runs and the state answers. Whether this replica
+/// holds the Lease is no part of it: every replica records deliveries, and only the work
+/// loops wait for the Lease (`previewd_lease_held` in /metrics says who leads).
 async fn readyz(State(app): State<Arc<App>>) -> Result<&'static str, Error> {
     if !app.intake.is_running() {
         return Err(Error::NotReady("writer: stopped".into()));
