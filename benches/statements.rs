@@ -106,9 +106,11 @@ fn main() {
             })
             .await;
             let by_inline = measure(reads, |id| {
-                let row = db::preview_row(&state, id).unwrap();
-                assert!(row.is_some());
-                std::future::ready(())
+                let state = state.clone();
+                async move {
+                    let row = db::preview_row(&state, id).await.unwrap();
+                    assert!(row.is_some());
+                }
             })
             .await;
             print("a preview's row", &by_pool, &by_inline);

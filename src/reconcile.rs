@@ -139,13 +139,8 @@ impl Reconciler {
     /// Runs until `cancel`: the previews `pending` says have work as they come; what the
     /// state stamped (another replica's writes too) every `CHANGES`; a full pass at start,
     /// then every `RESYNC` a pass over what changed, what the sink reports changed and a
-    /// slice of the slow sweep (`changes.rs`), so nothing is missed. Hands `pending` back,
-    /// for the next run once this replica leads again.
-    pub async fn run(
-        self: Arc<Self>,
-        mut pending: Pending,
-        cancel: CancellationToken,
-    ) -> Pending {
+    /// slice of the slow sweep (`changes.rs`), so nothing is missed.
+    pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
         tokio::spawn(self.clone().follow_argocd(cancel.clone()));
         let mut resync = tokio::time::interval(RESYNC);
         let mut changed = tokio::time::interval(changes::CHANGES);
@@ -157,7 +152,7 @@ impl Reconciler {
                 _ = templates.tick() => self.templates().await.map(|()| 0),
                 due = self.later.due() => self.pass_ids(&due).await,
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
-                () = cancel.cancelled() => return pending,
+                () = cancel.cancelled() => return,
             };
             if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
@@ -209,7 +204,7 @@ impl Reconciler {
     pub async fn pass_for(self: &Arc<Self>, keys: &BTreeSet<PreviewKey>) -> anyhow::Result<usize> {
         let mut ids = self.place_waiting().await.context("placing previews")?;
         for key in keys {
-            ids.extend(db::preview_id(&self.state, key.repo.as_str(), key.number)?);
+            ids.extend(db::preview_id(&self.state, key.repo.as_str(), key.number).await?);
         }
         ids.sort_unstable();
         ids.dedup();
@@ -264,7 +259,9 @@ impl Reconciler {
         let mut ids = Vec::new();
         loop {
             let after = ids.last().copied().unwrap_or(0);
-            let rows = db::preview_rows(&self.state, after, PAGE).context("listing previews")?;
+            let rows = db::preview_rows(&self.state, after, PAGE)
+                .await
+                .context("listing previews")?;
             if rows.is_empty() {
                 break;
             }
@@ -320,12 +317,6 @@ impl Reconciler {
     }
 
     async fn record_failure(&self, id: i64, error: &anyhow::Error) {
-        // Refused by the fence: the Lease is lost and this loop is being stopped. The
-        // preview did not fail; the replica that leads now looks at it.
-        if error.chain().any(|e| e.is::<crate::fence::Fenced>()) {
-            tracing::debug!(preview = id, error = %format!("{error:#}"), "not written: no Lease");
-            return;
-        }
         self.requeue(id);
         // A busy state is the database's contention, not this preview's failure: retried,
         // never recorded (nor shown on the PR) as an error.
@@ -336,7 +327,7 @@ impl Reconciler {
         let message = format!("{error:#}");
         tracing::warn!(preview = id, error = %message, "reconcile failed");
         let now = self.clock.now();
-        if let Ok(Some(row)) = db::preview_row(&self.state, id) {
+        if let Ok(Some(row)) = db::preview_row(&self.state, id).await {
             // One history row per distinct error, not one per retry: it commits with the
             // state that remembers the error.
             let seen = plan::Observation {
@@ -352,7 +343,7 @@ impl Reconciler {
 
     /// The next step for one preview.
     pub async fn reconcile(&self, id: i64) -> anyhow::Result<()> {
-        let Some(row) = db::preview_row(&self.state, id)? else {
+        let Some(row) = db::preview_row(&self.state, id).await? else {
             self.settled(id);
             self.memo.forget(id);
             self.changes.forget(id);
@@ -420,7 +411,7 @@ impl Reconciler {
             return Ok(());
         };
         if looked.step.writes() && read == Read::Earlier {
-            let now_row = db::preview_row(&self.state, id)?;
+            let now_row = db::preview_row(&self.state, id).await?;
             if !now_row.is_some_and(|now_row| row.unchanged_in(&now_row)) {
                 // Changed since the page was read: decided again on what it is now.
                 return Box::pin(self.reconcile(id)).await;

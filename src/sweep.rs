@@ -297,7 +297,7 @@ impl Sweeper {
                 plan.warn.push((row, reason, notice));
             }
         }
-        plan.sleep = self.idle(now)?;
+        plan.sleep = self.idle(now).await?;
         if orphans == Orphans::Look {
             plan.orphans = self.orphans().await?;
         }
@@ -308,7 +308,7 @@ impl Sweeper {
     /// repositories that sleep and whose requests pass previewd's login (`app_service`:
     /// elsewhere no use is ever seen, and no request could wake one), least recently
     /// active first.
-    fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String, i64)>> {
+    async fn idle(&self, now: i64) -> anyhow::Result<Vec<(db::sleep::Idle, String, i64)>> {
         let mut idle = Vec::new();
         for repo in &self.config.repos {
             let Some(after) = repo
@@ -319,7 +319,7 @@ impl Sweeper {
                 continue;
             };
             let cutoff = now - secs(after);
-            for row in db::sleep::idle_since(&self.state, repo.name.as_str(), cutoff)? {
+            for row in db::sleep::idle_since(&self.state, repo.name.as_str(), cutoff).await? {
                 let reason = format!(
                     "no request for {} (since {})",
                     crate::duration::format(after),

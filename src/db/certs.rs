@@ -25,6 +25,10 @@ pub async fn record_sealing_cert(
     not_after: i64,
     now: i64,
 ) -> sqlx::Result<Rotation> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::certs::record_sealing_cert(pg, cluster, fingerprint, not_after, now)
+            .await;
+    }
     let mut tx = super::begin_write(state).await?;
     let previous = sqlx::query_scalar!(
         "SELECT fingerprint FROM cluster_certs WHERE cluster = ?1",
@@ -46,9 +50,7 @@ pub async fn record_sealing_cert(
         None => Rotation::FirstSeen,
         Some(old) if old == fingerprint => Rotation::Unchanged,
         Some(old) => {
-            let reason = format!(
-                "cluster {cluster} sealing key changed from {old} to {fingerprint}: sealed values kept (the controller keeps its old keys); new ones are sealed for the new key"
-            );
+            let reason = renewal_reason(cluster, &old, fingerprint);
             let previews =
                 add_for_sealed_on(&mut tx, cluster, HistoryKind::Resealed, &reason, now).await?;
             Rotation::Renewed { previews }
@@ -56,4 +58,11 @@ pub async fn record_sealing_cert(
     };
     tx.commit().await?;
     Ok(rotation)
+}
+
+/// The history's reason for a renewal, on either store.
+pub(super) fn renewal_reason(cluster: &str, old: &str, fingerprint: &str) -> String {
+    format!(
+        "cluster {cluster} sealing key changed from {old} to {fingerprint}: sealed values kept (the controller keeps its old keys); new ones are sealed for the new key"
+    )
 }

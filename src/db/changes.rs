@@ -77,6 +77,9 @@ pub async fn touch_pr_in(tx: &mut SqliteConnection, repo: &str, number: i64) -> 
 
 /// The last version handed out: everything stamped up to it is committed and readable.
 pub async fn change_version(state: &State) -> anyhow::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::changes::change_version(pg).await;
+    }
     state.inline().read(|conn| {
         conn.prepare_cached("SELECT version FROM change_counter WHERE id = 1")?
             .query_row([], |r| r.get(0))
@@ -86,6 +89,9 @@ pub async fn change_version(state: &State) -> anyhow::Result<i64> {
 /// The previews stamped after version `after`, as (id, version), oldest change first: one
 /// probe of the index when nothing changed, whatever the number of previews.
 pub async fn changed_since(state: &State, after: i64) -> anyhow::Result<Vec<(i64, i64)>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::changes::changed_since(pg, after).await;
+    }
     state.inline().read(|conn| {
         conn.prepare_cached(
             "SELECT id, version FROM previews WHERE version > ?1 ORDER BY version, id",
@@ -97,6 +103,9 @@ pub async fn changed_since(state: &State, after: i64) -> anyhow::Result<Vec<(i64
 
 /// Up to `limit` preview ids after `after`, in id order: the slow sweep's next slice.
 pub async fn ids_after(state: &State, after: i64, limit: i64) -> anyhow::Result<Vec<i64>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::changes::ids_after(pg, after, limit).await;
+    }
     state.inline().read(|conn| {
         conn.prepare_cached("SELECT id FROM previews WHERE id > ?1 ORDER BY id LIMIT ?2")?
             .query_map(params![after, limit], |r| r.get(0))?

@@ -32,6 +32,10 @@ pub async fn record_applied(
     seen: Option<&Observation<'_>>,
     now: i64,
 ) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        let items = as_json(entries);
+        return super::pg::ledger::record_applied(pg, id, &items, hash, reason, seen, now).await;
+    }
     let db = state.inline();
     let (items, hash, reason) = (as_json(entries), hash.map(str::to_owned), reason.to_owned());
     let noted = seen.map(Noted::from);
@@ -70,6 +74,9 @@ pub async fn record_intended(
     secrets: Option<NewSecrets>,
     now: i64,
 ) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::ledger::record_intended(pg, id, &as_json(entries), secrets, now).await;
+    }
     let db = state.inline();
     let items = as_json(entries);
     let known = db.read(|conn| {
@@ -120,6 +127,9 @@ pub async fn record_ledger(
     detail: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::ledger::record_ledger(pg, id, entry, to, detail, now).await;
+    }
     let pool = state.pool();
     let confirmed = to.is_final().then_some(now);
     sqlx::query!(
@@ -143,6 +153,9 @@ pub async fn record_ledger(
 
 /// A preview's ledger, in the order it was written.
 pub async fn ledger(state: &State, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::ledger::ledger(pg, id).await;
+    }
     let pool = state.pool();
     let rows = sqlx::query!(
         r#"SELECT kind, COALESCE(namespace, '') AS "namespace!: String", name,

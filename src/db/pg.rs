@@ -9,8 +9,15 @@ use sqlx::{ConnectOptions, Connection};
 
 use crate::config::Store;
 
+pub mod certs;
 pub mod changes;
 pub mod history;
+pub mod ledger;
+pub mod placement;
+pub mod previews;
+pub mod secrets;
+pub mod sleep;
+pub mod views;
 pub mod write;
 
 /// A 0/1 flag as the state stores it (an integer on both stores, so rows read the same).

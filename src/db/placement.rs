@@ -28,6 +28,9 @@ pub async fn record_placements(
     placements: Vec<Placement>,
     now: i64,
 ) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::placement::record_placements(pg, placements, now).await;
+    }
     let db = state.inline();
     db.write(move |tx| {
         for p in &placements {
@@ -59,7 +62,10 @@ pub async fn record_placements(
 }
 
 /// Live previews per cluster, as the triggers of `migrations/0015_cluster_live.sql` keep them.
-pub fn cluster_load(state: &State) -> anyhow::Result<Vec<(String, i64)>> {
+pub async fn cluster_load(state: &State) -> anyhow::Result<Vec<(String, i64)>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::placement::cluster_load(pg).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached("SELECT cluster, live FROM cluster_live WHERE live > 0")?
@@ -69,7 +75,10 @@ pub fn cluster_load(state: &State) -> anyhow::Result<Vec<(String, i64)>> {
 }
 
 /// Live previews of a repository and of an author, among those placed on a cluster.
-pub fn live_counts(state: &State, repo: &str, author: &str) -> anyhow::Result<(i64, i64)> {
+pub async fn live_counts(state: &State, repo: &str, author: &str) -> anyhow::Result<(i64, i64)> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::placement::live_counts(pg, repo, author).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
@@ -83,12 +92,15 @@ pub fn live_counts(state: &State, repo: &str, author: &str) -> anyhow::Result<(i
 
 /// The least recently active (earliest expiry) unpinned live preview of `repo` (or of
 /// `author`, when `by_author`): the one eviction replaces. `(id, repo, number, cluster)`.
-pub fn eviction_victim(
+pub async fn eviction_victim(
     state: &State,
     repo: &str,
     author: &str,
     by_author: bool,
 ) -> anyhow::Result<Option<(i64, String, i64, String)>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::placement::eviction_victim(pg, repo, author, by_author).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
@@ -113,6 +125,9 @@ pub async fn evict(
     notice: &str,
     now: i64,
 ) -> anyhow::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::placement::evict(pg, victim, reason, notice, now).await;
+    }
     let db = state.inline();
     let (reason, notice) = (reason.to_owned(), notice.to_owned());
     db.write(move |tx| {
@@ -159,8 +174,8 @@ mod tests {
         .unwrap()
     }
 
-    fn kept(db: &State) -> Vec<(String, i64)> {
-        let mut load = cluster_load(db).unwrap();
+    async fn kept(db: &State) -> Vec<(String, i64)> {
+        let mut load = cluster_load(db).await.unwrap();
         load.sort();
         load
     }
@@ -217,7 +232,7 @@ mod tests {
                     conn.execute(&sql, []).unwrap();
                 }
             }
-            assert_eq!(kept(&db), counted(&conn), "after step {step}");
+            assert_eq!(kept(&db).await, counted(&conn), "after step {step}");
         }
     }
 
@@ -262,7 +277,7 @@ mod tests {
         let db = State::from(sqlx::SqlitePool::connect_lazy_with(
             crate::db::connection::options(&path),
         ));
-        assert_eq!(kept(&db), [("eu-1".into(), 2), ("us-1".into(), 1)]);
-        assert_eq!(kept(&db), counted(&conn));
+        assert_eq!(kept(&db).await, [("eu-1".into(), 2), ("us-1".into(), 1)]);
+        assert_eq!(kept(&db).await, counted(&conn));
     }
 }

@@ -81,6 +81,9 @@ pub async fn ended_on_purpose_at(
     repo: &str,
     number: i64,
 ) -> sqlx::Result<Option<String>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::ended_on_purpose_at(pg, repo, number).await;
+    }
     let pool = state.pool();
     let sha: Option<Option<String>> =
         sqlx::query_scalar("SELECT ended_sha FROM closed_prs WHERE repo = ?1 AND number = ?2")
@@ -93,6 +96,9 @@ pub async fn ended_on_purpose_at(
 
 /// Records the names of a preview that has none recorded yet (never overwrites).
 pub async fn record_names(state: &State, id: i64, names: &str) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::record_names(pg, id, names).await;
+    }
     let pool = state.pool();
     sqlx::query("UPDATE previews SET names = ?2 WHERE id = ?1 AND names IS NULL")
         .bind(id)
@@ -103,7 +109,10 @@ pub async fn record_names(state: &State, id: i64, names: &str) -> sqlx::Result<(
 }
 
 /// A PR's preview, by repository and number.
-pub fn preview_id(state: &State, repo: &str, number: u32) -> anyhow::Result<Option<i64>> {
+pub async fn preview_id(state: &State, repo: &str, number: u32) -> anyhow::Result<Option<i64>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::preview_id(pg, repo, number).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached("SELECT id FROM previews WHERE repo = ?1 AND number = ?2")?
@@ -113,6 +122,9 @@ pub fn preview_id(state: &State, repo: &str, number: u32) -> anyhow::Result<Opti
 }
 
 pub async fn preview_ids(state: &State) -> sqlx::Result<Vec<i64>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::preview_ids(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!("SELECT id FROM previews ORDER BY id")
         .fetch_all(pool)
@@ -120,7 +132,7 @@ pub async fn preview_ids(state: &State) -> sqlx::Result<Vec<i64>> {
 }
 
 /// A preview's columns, in the order the statements below select them.
-const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved_sha, desired, observed,
+pub(super) const COLUMNS: &str = "id, repo, number, title, author, head_sha, fork, approved_sha, desired, observed,
      end_reason, last_error, cluster, applied_hash, teardown_started_at, seed_generation, expires_at,
      installation_id, keep, redeploy_generation, created_at, head_changed_at, names,
      draft, labeled, deploy_by, paths_file, paths_sha, wait_override_sha,
@@ -212,7 +224,14 @@ impl PreviewRow {
 
 /// Up to `limit` previews after id `after`, in id order: a full reconcile pass reads its
 /// rows a page at a time, not one query per preview.
-pub fn preview_rows(state: &State, after: i64, limit: i64) -> anyhow::Result<Vec<PreviewRow>> {
+pub async fn preview_rows(
+    state: &State,
+    after: i64,
+    limit: i64,
+) -> anyhow::Result<Vec<PreviewRow>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::preview_rows(pg, after, limit).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(&format!(
@@ -223,7 +242,10 @@ pub fn preview_rows(state: &State, after: i64, limit: i64) -> anyhow::Result<Vec
     })
 }
 
-pub fn preview_row(state: &State, id: i64) -> anyhow::Result<Option<PreviewRow>> {
+pub async fn preview_row(state: &State, id: i64) -> anyhow::Result<Option<PreviewRow>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::preview_row(pg, id).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM previews WHERE id = ?1"))?
@@ -233,7 +255,10 @@ pub fn preview_row(state: &State, id: i64) -> anyhow::Result<Option<PreviewRow>>
 }
 
 /// Deployable previews still without a cluster, oldest first.
-pub fn unplaced(state: &State) -> anyhow::Result<Vec<PreviewRow>> {
+pub async fn unplaced(state: &State) -> anyhow::Result<Vec<PreviewRow>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::unplaced(pg).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(&format!(
@@ -254,6 +279,9 @@ pub async fn record_state(
     seen: &Observation<'_>,
     now: i64,
 ) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::record_state(pg, id, seen, now).await;
+    }
     let db = state.inline();
     let noted = Noted::from(seen);
     db.write(move |tx| noted.write(tx, id, now)).await
@@ -261,10 +289,10 @@ pub async fn record_state(
 
 /// An [`Observation`] the blocking thread of a write owns.
 pub(super) struct Noted {
-    state: &'static str,
-    message: Option<String>,
-    history: Option<(HistoryKind, String)>,
-    ready_at_seed: Option<i64>,
+    pub(super) state: &'static str,
+    pub(super) message: Option<String>,
+    pub(super) history: Option<(HistoryKind, String)>,
+    pub(super) ready_at_seed: Option<i64>,
 }
 
 impl From<&Observation<'_>> for Noted {
@@ -326,6 +354,9 @@ pub async fn set_observed(
     applied_hash: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::set_observed(pg, id, observed, error, applied_hash, now).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET observed = ?2, last_error = ?3, applied_hash = COALESCE(?4, applied_hash), updated_at = ?5 WHERE id = ?1",
@@ -343,6 +374,9 @@ pub async fn set_observed(
 /// Marks a teardown as begun (once), forgets what was applied, and says so in the history,
 /// in one transaction. Returns false when it had already begun.
 pub async fn start_teardown(state: &State, id: i64, now: i64) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::start_teardown(pg, id, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let done = sqlx::query!(
         "UPDATE previews SET teardown_started_at = ?2, observed = 'tearing_down', applied_hash = NULL
@@ -380,6 +414,9 @@ pub async fn start_teardown(state: &State, id: i64, now: i64) -> sqlx::Result<bo
 
 /// A reopened PR's preview is no longer being torn down.
 pub async fn clear_teardown(state: &State, id: i64) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::clear_teardown(pg, id).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET teardown_started_at = NULL WHERE id = ?1",
@@ -393,6 +430,9 @@ pub async fn clear_teardown(state: &State, id: i64) -> sqlx::Result<()> {
 /// The end: deletes the row (ledger, secrets and commands go with it) and writes the final
 /// history row, in one transaction, only if the preview is still meant to be absent.
 pub async fn forget_preview(state: &State, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::forget_preview(pg, id, reason, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let row = sqlx::query!(
         r#"SELECT repo, number, head_sha, installation_id AS "installation_id: InstallationId",
@@ -442,6 +482,9 @@ pub async fn add_history_now(
     reason: &str,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::previews::add_history_now(pg, key, what, reason, now).await;
+    }
     let pool = state.pool();
     let row = HistoryRow::by_previewd(key.repo.as_str(), key.number, what, reason, now);
     super::history::add(&mut *pool.acquire().await?, &row).await

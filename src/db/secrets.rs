@@ -8,10 +8,13 @@ use super::State;
 /// The sealed values stored for a preview, with the certificate they were sealed for. A row
 /// that cannot be read makes the whole set empty, so that it is sealed anew rather than
 /// rendered with a Secret missing.
-pub fn sealed_secrets(
+pub async fn sealed_secrets(
     state: &State,
     id: i64,
 ) -> anyhow::Result<Vec<(crate::render::SealedSecret, String)>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::secrets::sealed_secrets(pg, id).await;
+    }
     let db = state.inline();
     let rows: Vec<(String, String, String, String, String)> = db.read(|conn| {
         conn.prepare_cached(
@@ -70,7 +73,7 @@ pub(super) fn secret_to_store(secret: &crate::render::SealedSecret) -> String {
 /// here), stored with the ledger's intent of the apply that first carries them.
 pub struct NewSecrets {
     /// namespace, name, scope, stored values, and the certificate they were sealed for.
-    rows: Vec<(String, String, &'static str, String, String)>,
+    pub(super) rows: Vec<(String, String, &'static str, String, String)>,
 }
 
 impl NewSecrets {

@@ -30,6 +30,9 @@ pub(super) const WAKE: &str = "UPDATE previews SET
 
 /// What is recorded of `id`'s use at `now`, unless a use this recent is already.
 pub async fn record_use(state: &State, id: i64, now: i64) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::sleep::record_use(pg, id, now).await;
+    }
     state
         .inline()
         .write(move |tx| {
@@ -54,6 +57,9 @@ pub async fn sleep(
     idle_until: Option<i64>,
     now: i64,
 ) -> anyhow::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::sleep::sleep(pg, id, why, idle_until, now).await;
+    }
     let why = why.to_owned();
     state
         .inline()
@@ -74,6 +80,9 @@ pub async fn sleep(
 /// the wake is stamped (the login shows the waking page until the preview is ready).
 /// False when it was awake.
 pub async fn wake(state: &State, id: i64, why: &str, now: i64) -> anyhow::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::sleep::wake(pg, id, why, now).await;
+    }
     let why = why.to_owned();
     state
         .inline()
@@ -99,6 +108,9 @@ pub struct Usage {
 
 /// Records what the quota counted while the preview was awake and ready.
 pub async fn record_usage(state: &State, id: i64, usage: Usage) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::sleep::record_usage(pg, id, usage).await;
+    }
     state
         .inline()
         .write(move |tx| {
@@ -132,7 +144,10 @@ pub const IDLE_PER_PASS: i64 = 500;
 /// `repo`'s settled (ready, or written where nobody reports) awake previews last active at
 /// or before `until`, least recently first, through `previews_by_activity`: a repository
 /// that never sleeps costs nothing, and its idle previews take no other's places.
-pub fn idle_since(state: &State, repo: &str, until: i64) -> anyhow::Result<Vec<Idle>> {
+pub async fn idle_since(state: &State, repo: &str, until: i64) -> anyhow::Result<Vec<Idle>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::sleep::idle_since(pg, repo, until).await;
+    }
     state.inline().read(|conn| {
         conn.prepare_cached(
             "SELECT id, repo, number,

@@ -65,6 +65,9 @@ pub struct PreviewFilter<'a> {
 
 /// How many previews there are (the dashboard's "N live", above a page of them).
 pub async fn count_previews(state: &State) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::count_previews(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(r#"SELECT count(*) AS "count!: i64" FROM previews"#)
         .fetch_one(pool)
@@ -118,6 +121,9 @@ pub async fn previews(
     filter: &PreviewFilter<'_>,
     limit: i64,
 ) -> sqlx::Result<Vec<PreviewSummary>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::previews(pg, filter, limit).await;
+    }
     let pool = state.pool();
     previews_query(filter, limit)
         .build_query_as()
@@ -130,6 +136,9 @@ pub async fn preview_summary(
     repo: &str,
     number: i64,
 ) -> sqlx::Result<Option<PreviewSummary>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::preview_summary(pg, repo, number).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         PreviewSummary,
@@ -152,6 +161,9 @@ pub const HISTORY: &str = "SELECT at, what, actor, reason, head_sha FROM history
 
 /// A PR's newest history, oldest first (it outlives the preview).
 pub async fn history(state: &State, repo: &str, number: i64) -> sqlx::Result<Vec<HistoryEntry>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::history(pg, repo, number).await;
+    }
     let pool = state.pool();
     let mut rows: Vec<HistoryEntry> = sqlx::query_as(HISTORY)
         .bind(repo)
@@ -172,6 +184,9 @@ pub async fn recently_destroyed(
     state: &State,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64, i64, String)>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::recently_destroyed(pg, limit).await;
+    }
     let pool = state.pool();
     sqlx::query_as(RECENTLY_DESTROYED)
         .bind(limit)
@@ -183,6 +198,9 @@ pub async fn recently_destroyed(
 pub async fn preview_counts(
     state: &State,
 ) -> sqlx::Result<Vec<(Desired, ObservedState, String, i64)>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::preview_counts(pg).await;
+    }
     let pool = state.pool();
     let rows = sqlx::query!(
         r#"SELECT desired AS "desired: Desired", observed AS "observed: ObservedState", COALESCE(cluster, '') AS "cluster!: String", COUNT(*) AS "n!: i64"
@@ -205,6 +223,9 @@ pub async fn request_destroy(
     actor: &str,
     now: i64,
 ) -> sqlx::Result<Option<bool>> {
+    if let Some(pg) = state.postgres() {
+        return super::pg::views::request_destroy(pg, repo, number, actor, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let exists = sqlx::query_scalar!(
         r#"SELECT desired != 'absent' AS "live!: bool" FROM previews WHERE repo = ?1 AND number = ?2"#,

@@ -94,7 +94,7 @@ impl Feedback {
         let Some(paths) = &policy.gates.paths else {
             return false;
         };
-        let Ok(Some(row)) = db::preview_row(&self.state, look.id) else {
+        let Ok(Some(row)) = db::preview_row(&self.state, look.id).await else {
             return false;
         };
         if row.head_sha != look.head_sha {

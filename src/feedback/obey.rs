@@ -58,8 +58,8 @@ impl Feedback {
 
     async fn run_command(&self, cmd: &CommandRow) -> anyhow::Result<Option<i64>> {
         let now = self.clock.now();
-        let row = match db::preview_id(&self.state, cmd.repo.as_str(), cmd.number)? {
-            Some(id) => db::preview_row(&self.state, id)?,
+        let row = match db::preview_id(&self.state, cmd.repo.as_str(), cmd.number).await? {
+            Some(id) => db::preview_row(&self.state, id).await?,
             None => None,
         };
         let parsed = match command::parse(&cmd.line) {

@@ -41,7 +41,7 @@ impl Feedback {
     /// The sticky comment and deployment of each of `ids`.
     async fn report_previews(&self, ids: &[i64]) {
         for id in ids {
-            let Ok(Some(row)) = db::preview_row(&self.state, *id) else {
+            let Ok(Some(row)) = db::preview_row(&self.state, *id).await else {
                 continue;
             };
             let Some(github) = &self.github else {

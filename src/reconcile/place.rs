@@ -12,11 +12,11 @@ impl Reconciler {
     /// Gives each deployable preview without a cluster the least loaded one with room, in
     /// arrival order; the rest wait, visibly, as `queued`. Returns the previews placed.
     pub(super) async fn place_waiting(&self) -> anyhow::Result<Vec<i64>> {
-        let waiting = db::unplaced(&self.state)?;
+        let waiting = db::unplaced(&self.state).await?;
         if waiting.is_empty() {
             return Ok(Vec::new());
         }
-        let mut load = db::cluster_load(&self.state)?;
+        let mut load = db::cluster_load(&self.state).await?;
         let mut placements = Vec::with_capacity(waiting.len());
         let mut placed_now: HashMap<String, i64> = HashMap::new();
         let mut evicted = Vec::new();
@@ -95,7 +95,7 @@ impl Reconciler {
             return Ok(Quota::Room);
         }
         let (repo_live, author_live) =
-            db::live_counts(&self.state, row.key.repo.as_str(), &row.author)?;
+            db::live_counts(&self.state, row.key.repo.as_str(), &row.author).await?;
         let now_placed = |key: String| placed_now.get(&key).copied().unwrap_or(0);
         let repo_live = repo_live + now_placed(format!("repo:{}", row.key.repo));
         let author_live = author_live + now_placed(format!("author:{}", row.author));
@@ -113,7 +113,7 @@ impl Reconciler {
         }
         let by_author = !repo_full;
         let Some((victim, victim_repo, victim_number, cluster)) =
-            db::eviction_victim(&self.state, row.key.repo.as_str(), &row.author, by_author)?
+            db::eviction_victim(&self.state, row.key.repo.as_str(), &row.author, by_author).await?
         else {
             return Ok(Quota::Full); // everything at the cap is pinned
         };

@@ -163,7 +163,9 @@ impl Reconciler {
         preview: &Preview,
         now: i64,
     ) -> anyhow::Result<Whole> {
-        let (sealed, new_secrets) = self.sealed_secrets(row, names, &preview.cluster, now)?;
+        let (sealed, new_secrets) = self
+            .sealed_secrets(row, names, &preview.cluster, now)
+            .await?;
         let instance = self.instance().await?;
         let rendered = render::preview(preview, names, &self.config, &sealed, instance)?;
         self.memo.remember(row.id, preview, names, &rendered);
@@ -177,7 +179,7 @@ impl Reconciler {
     /// cluster's certificates sealed them (the controller keeps its old keys, and the running
     /// pods have the passwords inside); new ones, generated only the first time, with what
     /// stores them.
-    fn sealed_secrets(
+    async fn sealed_secrets(
         &self,
         row: &PreviewRow,
         names: &Names,
@@ -188,7 +190,7 @@ impl Reconciler {
             .certs
             .get(cluster)
             .with_context(|| format!("no sealing certificate for cluster {cluster}"))?;
-        let stored = db::sealed_secrets(&self.state, row.id)?;
+        let stored = db::sealed_secrets(&self.state, row.id).await?;
         if !stored.is_empty() {
             // Mail or messaging turned on after the preview was first sealed: theirs only.
             let app = self.config.app_for(&row.key.repo);

@@ -151,7 +151,10 @@ async fn a_row_read_before_a_reopen_does_not_tear_the_preview_down() {
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     let id: i64 = app.scalar("SELECT id FROM previews").await;
-    let read_then = previewd::db::preview_row(app.state(), id).unwrap().unwrap();
+    let read_then = previewd::db::preview_row(app.state(), id)
+        .await
+        .unwrap()
+        .unwrap();
     app.send(&Delivery::fixture("pull_request.reopened").updated_at("2019-05-15T15:40:00Z"))
         .await;
     reconciler.reconcile_read_earlier(read_then).await.unwrap();
@@ -173,7 +176,10 @@ async fn a_row_read_before_a_reopen_does_not_tear_the_preview_down() {
 async fn a_row_read_before_a_close_writes_nothing_for_the_closed_pr() {
     let (app, reconciler) = opened_and_reconciled().await;
     let id: i64 = app.scalar("SELECT id FROM previews").await;
-    let read_then = previewd::db::preview_row(app.state(), id).unwrap().unwrap();
+    let read_then = previewd::db::preview_row(app.state(), id)
+        .await
+        .unwrap()
+        .unwrap();
     app.send(&Delivery::fixture("pull_request.closed.unmerged"))
         .await;
     std::fs::remove_file(rendered(&app).join(format!("{APP}.yaml"))).unwrap();

@@ -2,7 +2,7 @@
 //! change version. The counter's one row is locked by the bump until the writer commits, so
 //! writers commit in version order and a reader's cursor never skips a late commit.
 
-use sqlx::PgConnection;
+use sqlx::{PgConnection, PgPool};
 
 const BUMP: &str = "UPDATE change_counter SET version = version + 1 WHERE id = 1 RETURNING version";
 
@@ -45,4 +45,36 @@ pub async fn touch_head(conn: &mut PgConnection, repo: &str, sha: &str) -> sqlx:
     .execute(conn)
     .await
     .map(drop)
+}
+
+/// `db::changes::change_version`: the last version handed out. Versions are bumped under
+/// the counter's row lock and committed in order, so everything stamped up to it is
+/// committed (or still holds the lock, and is read on the next pass).
+pub async fn change_version(pool: &PgPool) -> anyhow::Result<i64> {
+    Ok(
+        sqlx::query_scalar("SELECT version FROM change_counter WHERE id = 1")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// `db::changes::changed_since`: (id, version) stamped after `after`, by `previews_by_version`.
+pub async fn changed_since(pool: &PgPool, after: i64) -> anyhow::Result<Vec<(i64, i64)>> {
+    Ok(
+        sqlx::query_as("SELECT id, version FROM previews WHERE version > $1 ORDER BY version, id")
+            .bind(after)
+            .fetch_all(pool)
+            .await?,
+    )
+}
+
+/// `db::changes::ids_after`: the slow sweep's next slice.
+pub async fn ids_after(pool: &PgPool, after: i64, limit: i64) -> anyhow::Result<Vec<i64>> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM previews WHERE id > $1 ORDER BY id LIMIT $2")
+            .bind(after)
+            .bind(limit)
+            .fetch_all(pool)
+            .await?,
+    )
 }

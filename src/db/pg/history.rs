@@ -46,3 +46,28 @@ pub async fn add_of(
     .await
     .map(drop)
 }
+
+/// A row by previewd for each live preview on `cluster` that holds sealed values, in the
+/// caller's transaction; returns how many.
+pub async fn add_for_sealed_on(
+    conn: &mut PgConnection,
+    cluster: &str,
+    what: HistoryKind,
+    reason: &str,
+    at: i64,
+) -> sqlx::Result<u64> {
+    sqlx::query(
+        "INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT p.repo, p.number, $2, $3, $4, $5 FROM previews p
+         WHERE p.cluster = $1 AND p.desired != 'absent'
+           AND EXISTS (SELECT 1 FROM sealed_secrets s WHERE s.preview_id = p.id)",
+    )
+    .bind(cluster)
+    .bind(what.as_str())
+    .bind(PREVIEWD)
+    .bind(reason)
+    .bind(at)
+    .execute(conn)
+    .await
+    .map(|done| done.rows_affected())
+}

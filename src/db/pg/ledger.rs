@@ -1,0 +1,146 @@
+//! `db::ledger` on PostgreSQL: what a preview provisioned, and each item's confirmed state.
+//! The entries travel as one JSON array of `[kind, namespace, name]`, as on SQLite: one
+//! statement for all of them.
+
+use sqlx::{PgPool, Row};
+
+use super::word_of;
+use crate::db::LedgerRow;
+use crate::db::NewSecrets;
+use crate::db::previews::Noted;
+use crate::plan::Observation;
+use crate::preview::{HistoryKind, LedgerState};
+
+/// `db::record_applied`, with `items` as `db::ledger::as_json` makes them.
+pub async fn record_applied(
+    pool: &PgPool,
+    id: i64,
+    items: &str,
+    hash: Option<&str>,
+    reason: &str,
+    seen: Option<&Observation<'_>>,
+    now: i64,
+) -> anyhow::Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+         SELECT $1, e.value ->> 0, e.value ->> 1, e.value ->> 2, 'applied', $3
+         FROM jsonb_array_elements($2::jsonb) e
+         ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
+    )
+    .bind(id)
+    .bind(items)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    // The helper's rendering is what `applied_hash` tracks; the app's apply leaves it be.
+    sqlx::query(
+        "UPDATE previews SET observed = 'applied', last_error = NULL,
+                applied_hash = COALESCE($2, applied_hash), updated_at = $3 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(hash)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    super::history::add_of(&mut tx, id, HistoryKind::Applied, reason, now).await?;
+    if let Some(seen) = seen {
+        super::previews::write_noted(&mut tx, &Noted::from(seen), id, now).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// `db::record_intended`: new items `applying`, known ones kept; nothing written when every
+/// item is known and there are no new secrets.
+pub async fn record_intended(
+    pool: &PgPool,
+    id: i64,
+    items: &str,
+    secrets: Option<NewSecrets>,
+    now: i64,
+) -> anyhow::Result<()> {
+    let known: bool = sqlx::query_scalar(
+        "SELECT NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::jsonb) e WHERE NOT EXISTS (
+             SELECT 1 FROM ledger WHERE preview_id = $1
+                AND kind = e.value ->> 0
+                AND namespace IS NOT DISTINCT FROM e.value ->> 1
+                AND name = e.value ->> 2))",
+    )
+    .bind(id)
+    .bind(items)
+    .fetch_one(pool)
+    .await?;
+    if known && secrets.is_none() {
+        return Ok(());
+    }
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
+         SELECT $1, e.value ->> 0, e.value ->> 1, e.value ->> 2, 'applying', $3
+         FROM jsonb_array_elements($2::jsonb) e
+         ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
+    )
+    .bind(id)
+    .bind(items)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    // A first rendering's sealed values, in the same commit.
+    if let Some(secrets) = secrets {
+        super::secrets::write_new(&mut tx, &secrets, id, now).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// `db::record_ledger`: `gone` and `kept` are confirmations and stamp `confirmed_at`.
+pub async fn record_ledger(
+    pool: &PgPool,
+    id: i64,
+    entry: &crate::ledger::Entry,
+    to: LedgerState,
+    detail: Option<&str>,
+    now: i64,
+) -> sqlx::Result<()> {
+    let confirmed = to.is_final().then_some(now);
+    sqlx::query(
+        "INSERT INTO ledger (preview_id, kind, namespace, name, state, detail, created_at, confirmed_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (preview_id, kind, namespace, name)
+         DO UPDATE SET state = $5, detail = $6, confirmed_at = COALESCE($8, ledger.confirmed_at)",
+    )
+    .bind(id)
+    .bind(&entry.kind)
+    .bind(&entry.namespace)
+    .bind(&entry.name)
+    .bind(to.as_str())
+    .bind(detail)
+    .bind(now)
+    .bind(confirmed)
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// `db::ledger`: a preview's ledger, in the order it was written.
+pub async fn ledger(pool: &PgPool, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
+    let rows = sqlx::query(
+        "SELECT kind, COALESCE(namespace, '') AS namespace, name, state, detail
+         FROM ledger WHERE preview_id = $1 ORDER BY id",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(LedgerRow {
+                kind: r.try_get("kind")?,
+                namespace: r.try_get("namespace")?,
+                name: r.try_get("name")?,
+                state: word_of(&r.try_get::<String, _>("state")?)?,
+                detail: r.try_get("detail")?,
+            })
+        })
+        .collect()
+}
