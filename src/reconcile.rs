@@ -139,8 +139,13 @@ impl Reconciler {
     /// Runs until `cancel`: the previews `pending` says have work as they come; what the
     /// state stamped (another replica's writes too) every `CHANGES`; a full pass at start,
     /// then every `RESYNC` a pass over what changed, what the sink reports changed and a
-    /// slice of the slow sweep (`changes.rs`), so nothing is missed.
-    pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) {
+    /// slice of the slow sweep (`changes.rs`), so nothing is missed. Hands `pending` back,
+    /// for the next run once this replica leads again.
+    pub async fn run(
+        self: Arc<Self>,
+        mut pending: Pending,
+        cancel: CancellationToken,
+    ) -> Pending {
         tokio::spawn(self.clone().follow_argocd(cancel.clone()));
         let mut resync = tokio::time::interval(RESYNC);
         let mut changed = tokio::time::interval(changes::CHANGES);
@@ -152,7 +157,7 @@ impl Reconciler {
                 _ = templates.tick() => self.templates().await.map(|()| 0),
                 due = self.later.due() => self.pass_ids(&due).await,
                 Some(keys) = pending.next() => self.pass_for(&keys).await,
-                () = cancel.cancelled() => return,
+                () = cancel.cancelled() => return pending,
             };
             if let Err(e) = result {
                 tracing::warn!(error = %format!("{e:#}"), "reconcile pass failed; retrying on the next pass");
@@ -317,6 +322,12 @@ impl Reconciler {
     }
 
     async fn record_failure(&self, id: i64, error: &anyhow::Error) {
+        // Refused by the fence: the Lease is lost and this loop is being stopped. The
+        // preview did not fail; the replica that leads now looks at it.
+        if error.chain().any(|e| e.is::<crate::fence::Fenced>()) {
+            tracing::debug!(preview = id, error = %format!("{error:#}"), "not written: no Lease");
+            return;
+        }
         self.requeue(id);
         // A busy state is the database's contention, not this preview's failure: retried,
         // never recorded (nor shown on the PR) as an error.
