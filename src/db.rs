@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Postgres, Sqlite, SqlitePool};
 
 use crate::intent::Outcome;
 
@@ -65,12 +65,42 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
 /// busy handler only runs for a transaction that holds no lock yet (sqlite3.c 3.46,
 /// `sqlite3BtreeBeginTrans`: the retry loop requires `pBt->inTransaction==TRANS_NONE`).
 /// `BEGIN IMMEDIATE` takes the write lock up front, so it waits the busy timeout instead.
+/// SQLite only: every caller asks `State::postgres` first ([`begin`] is for either store).
 pub async fn begin_write(state: &State) -> sqlx::Result<sqlx::Transaction<'static, Sqlite>> {
     let pool = state.pool();
     pool.begin_with("BEGIN IMMEDIATE").await
 }
 
+/// A write transaction on either store, for callers outside `db` that hold one across
+/// several of its functions (a command's effects, shares and outcome commit together).
+pub enum Tx {
+    Sqlite(sqlx::Transaction<'static, Sqlite>),
+    Postgres(sqlx::Transaction<'static, Postgres>),
+}
+
+impl Tx {
+    /// Commits; dropping a `Tx` instead rolls it back.
+    pub async fn commit(self) -> sqlx::Result<()> {
+        match self {
+            Tx::Sqlite(tx) => tx.commit().await,
+            Tx::Postgres(tx) => tx.commit().await,
+        }
+    }
+}
+
+/// Starts a write transaction on `state`'s store: on SQLite as [`begin_write`] (the write
+/// lock up front); on PostgreSQL a plain one, whose row locks order concurrent writers.
+pub async fn begin(state: &State) -> sqlx::Result<Tx> {
+    if let Some(pg) = state.postgres() {
+        return Ok(Tx::Postgres(pg.begin().await?));
+    }
+    Ok(Tx::Sqlite(begin_write(state).await?))
+}
+
 pub async fn ping(state: &State) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return sqlx::query("SELECT 1").execute(pg).await.map(drop);
+    }
     let pool = state.pool();
     sqlx::query_scalar!("SELECT 1 AS one")
         .fetch_one(pool)
@@ -80,17 +110,23 @@ pub async fn ping(state: &State) -> sqlx::Result<()> {
 
 // ---- deliveries ----
 
+/// The outcome recorded for a delivery, if any (the intake reads it on its writer's
+/// connection, `db::writer`; this is for everything else).
 pub async fn delivery_outcome(
-    conn: &mut SqliteConnection,
+    state: &State,
     hook_id: &str,
     guid: &str,
 ) -> sqlx::Result<Option<Outcome>> {
+    if let Some(pg) = state.postgres() {
+        let mut conn = pg.acquire().await?;
+        return pg::write::delivery_outcome(&mut conn, hook_id, guid).await;
+    }
     let outcome = sqlx::query_scalar!(
         "SELECT outcome FROM deliveries WHERE hook_id = ?1 AND guid = ?2",
         hook_id,
         guid
     )
-    .fetch_optional(conn)
+    .fetch_optional(state.pool())
     .await?;
     Ok(outcome.as_deref().and_then(Outcome::parse))
 }
@@ -107,7 +143,6 @@ pub struct DeliveryRow<'a> {
 
 mod certs;
 pub mod changes;
-pub mod pg;
 mod connection;
 mod effects;
 mod file;
@@ -118,6 +153,7 @@ mod inline;
 mod ledger;
 mod lock;
 pub mod login;
+pub mod pg;
 mod placement;
 mod previews;
 mod secrets;
@@ -160,7 +196,7 @@ mod tests {
         let pool = open(&path).await.unwrap();
         let mut holder = begin_write(&State::from(&pool)).await.unwrap();
         holder.execute("DELETE FROM leases").await.unwrap();
-        let mut other = SqliteConnection::connect_with(
+        let mut other = sqlx::SqliteConnection::connect_with(
             &connection::options(&path).busy_timeout(Duration::ZERO),
         )
         .await
@@ -186,7 +222,7 @@ mod tests {
             finals: false,
             notices: false,
         };
-        assert_eq!(owed(&State::from(&pool)).unwrap(), nothing);
+        assert_eq!(owed(&State::from(&pool)).await.unwrap(), nothing);
         let run = |sql: &'static str| {
             let pool = pool.clone();
             async move { pool.execute(sql).await.unwrap() }
@@ -201,11 +237,11 @@ mod tests {
         )
         .await;
         run("INSERT INTO github_threads (repo, number, final_pending, updated_at) VALUES ('acme/api', 1, 0, 0)").await;
-        assert_eq!(owed(&State::from(&pool)).unwrap(), nothing);
+        assert_eq!(owed(&State::from(&pool)).await.unwrap(), nothing);
         run("INSERT INTO commands (repo, number, comment_id, actor, association, line, status, created_at, answered)
              VALUES ('acme/api', 1, 2, 'dev', 'OWNER', '/preview keep', 'done', 0, 0)").await;
         assert_eq!(
-            owed(&State::from(&pool)).unwrap(),
+            owed(&State::from(&pool)).await.unwrap(),
             Owed {
                 commands: true,
                 ..nothing
@@ -219,7 +255,7 @@ mod tests {
         )
         .await;
         assert_eq!(
-            owed(&State::from(&pool)).unwrap(),
+            owed(&State::from(&pool)).await.unwrap(),
             Owed {
                 commands: true,
                 ..nothing
@@ -229,7 +265,7 @@ mod tests {
         run("DELETE FROM commands").await;
         run("UPDATE github_threads SET final_pending = 1").await;
         assert_eq!(
-            owed(&State::from(&pool)).unwrap(),
+            owed(&State::from(&pool)).await.unwrap(),
             Owed {
                 finals: true,
                 ..nothing
@@ -238,7 +274,7 @@ mod tests {
         run("UPDATE github_threads SET given_up = 0").await;
         run("INSERT INTO notices (repo, number, kind, body, created_at) VALUES ('acme/api', 1, 'expiry_warning', 'soon', 0)").await;
         assert_eq!(
-            owed(&State::from(&pool)).unwrap(),
+            owed(&State::from(&pool)).await.unwrap(),
             Owed {
                 notices: true,
                 ..nothing
@@ -278,10 +314,13 @@ mod tests {
         };
         save_thread(&State::from(&pool), &posted, 11).await.unwrap();
         assert!(
-            owed(&State::from(&pool)).unwrap().finals,
+            owed(&State::from(&pool)).await.unwrap().finals,
             "the destroyed report is still owed"
         );
-        let saved = thread(&State::from(&pool), "acme/api", 1).unwrap().unwrap();
+        let saved = thread(&State::from(&pool), "acme/api", 1)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             saved.body_hash.as_deref(),
             Some("tearing down"),
@@ -297,10 +336,10 @@ mod tests {
         )
         .await
         .unwrap();
-        assert!(owed(&State::from(&pool)).unwrap().finals);
+        assert!(owed(&State::from(&pool)).await.unwrap().finals);
         final_posted(&State::from(&pool), "acme/api", 1, saved.end_reason, 12)
             .await
             .unwrap();
-        assert!(!owed(&State::from(&pool)).unwrap().finals);
+        assert!(!owed(&State::from(&pool)).await.unwrap().finals);
     }
 }

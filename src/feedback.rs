@@ -92,7 +92,7 @@ impl Feedback {
             // Looked at once; a failed look owes everything.
             let owed = match all {
                 true => db::Owed::EVERYTHING,
-                false => db::owed(&self.state).unwrap_or(db::Owed::EVERYTHING),
+                false => db::owed(&self.state).await.unwrap_or(db::Owed::EVERYTHING),
             };
             if owed.commands
                 && let Err(e) = self.obey().await

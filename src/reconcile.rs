@@ -451,7 +451,7 @@ impl Reconciler {
         {
             return Ok(Wait::Passed);
         }
-        let reports = db::checks_of(&self.state, row.key.repo.as_str(), &row.head_sha)?;
+        let reports = db::checks_of(&self.state, row.key.repo.as_str(), &row.head_sha).await?;
         Ok(checks::verdict(wait_for, &reports))
     }
 }

@@ -502,7 +502,7 @@ fn owner_says(line: &str, comment_id: u64) -> Delivery {
 async fn run(app: &TestApp, line: &str, comment_id: u64) -> (String, String) {
     app.send(&owner_says(line, comment_id)).await;
     let feedback = previewd::feedback::Feedback::new(
-        app.pool().clone(),
+        app.state().clone(),
         app.app.config.clone(),
         Arc::new(app.clock.clone()),
         None,

@@ -1,15 +1,19 @@
 //! What a command does to its preview's row (`Effect`): one conditional statement each, in
 //! the transaction that records the command's outcome (`finish_command`).
 
-use sqlx::SqliteConnection;
+use super::{Tx, pg};
 
 /// One change a command makes to its preview. Returns whether a row changed.
 pub async fn command_effect(
-    tx: &mut SqliteConnection,
+    tx: &mut Tx,
     preview_id: i64,
     effect: &Effect<'_>,
     now: i64,
 ) -> sqlx::Result<bool> {
+    let tx = match tx {
+        Tx::Postgres(tx) => return pg::effects::command_effect(tx, preview_id, effect, now).await,
+        Tx::Sqlite(tx) => &mut **tx,
+    };
     let done = match effect {
         Effect::ExpireAt(at) => sqlx::query!(
             "UPDATE previews SET expires_at = ?2, updated_at = ?3 WHERE id = ?1 AND desired != 'absent'",

@@ -5,7 +5,7 @@ use sqlx::SqliteConnection;
 
 use super::connection::text_enum;
 
-use super::State;
+use super::{State, pg};
 use crate::checks::{CheckReport, CheckState, Source};
 use crate::preview::{Desired, HistoryKind, InstallationId, PreviewKey};
 
@@ -88,7 +88,10 @@ pub async fn previews_at(
 }
 
 /// Every report kept for `sha` of `repo`.
-pub fn checks_of(state: &State, repo: &str, sha: &str) -> anyhow::Result<Vec<CheckReport>> {
+pub async fn checks_of(state: &State, repo: &str, sha: &str) -> anyhow::Result<Vec<CheckReport>> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::checks_of(pg, repo, sha).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
@@ -111,6 +114,9 @@ pub fn checks_of(state: &State, repo: &str, sha: &str) -> anyhow::Result<Vec<Che
 
 /// Reports on commits no live preview is at any more (a push moved on, a preview ended).
 pub async fn prune_checks(state: &State) -> sqlx::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::prune_checks(pg).await;
+    }
     let pool = state.pool();
     let done = sqlx::query!(
         "DELETE FROM checks WHERE NOT EXISTS (
@@ -153,6 +159,9 @@ pub struct Gated {
 /// whose files were not listed at its head, or a deployed one of a repository in `checks`
 /// (its `wait_for`) whose checks were not looked up at its head.
 pub async fn lookups_due(state: &State, gated: &Gated, limit: i64) -> sqlx::Result<Vec<LookUp>> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::lookups_due(pg, gated, limit).await;
+    }
     let pool = state.pool();
     let json = |repos: &[String]| serde_json::to_string(repos).expect("strings serialize");
     let (files, labeled, checks) = (
@@ -203,6 +212,9 @@ pub async fn record_checks(
     sha: &str,
     reports: &[CheckReport],
 ) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::record_checks(pg, repo, sha, reports).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let mut new = false;
     for report in reports {
@@ -214,6 +226,9 @@ pub async fn record_checks(
 
 /// Marks `sha`'s files as listed for preview `id` without a match (GitHub refused for good).
 pub async fn files_looked(state: &State, id: i64, sha: &str) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::files_looked(pg, id, sha).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET paths_sha = ?2 WHERE id = ?1 AND head_sha = ?2",
@@ -228,6 +243,9 @@ pub async fn files_looked(state: &State, id: i64, sha: &str) -> sqlx::Result<()>
 /// Marks `sha` as looked up for preview `id` (also after a failed look-up: the next
 /// resync tries again, never every pass).
 pub async fn checks_looked(state: &State, id: i64, sha: &str) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::checks_looked(pg, id, sha).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE previews SET checks_sha = ?2 WHERE id = ?1 AND head_sha = ?2",
@@ -241,6 +259,9 @@ pub async fn checks_looked(state: &State, id: i64, sha: &str) -> sqlx::Result<()
 
 /// Every waiting preview is looked up again (resync: a lost check webhook is healed).
 pub async fn look_again_at_checks(state: &State) -> sqlx::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::look_again_at_checks(pg).await;
+    }
     let pool = state.pool();
     let done = sqlx::query!(
         "UPDATE previews SET checks_sha = NULL
@@ -272,6 +293,9 @@ pub struct PathsFound<'a> {
 /// Records what listing a preview's files found, if its head is still the one listed; a
 /// match admits it (with a history row). Returns whether it now wants to be deployed.
 pub async fn record_paths(state: &State, found: &PathsFound<'_>, now: i64) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::gates::record_paths(pg, found, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let admitted = sqlx::query!(
         // Every SET sees the row as it was: the three CASEs test the same admission.

@@ -5,7 +5,7 @@ use rusqlite::OptionalExtension;
 use sqlx::{SqliteConnection, SqlitePool};
 
 use super::HistoryRow;
-use super::State;
+use super::{State, Tx, pg};
 use crate::preview::{CommandStatus, EndReason, HistoryKind, InstallationId, PreviewKey, RepoName};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,10 @@ impl Owed {
 /// One look at what is owed, instead of a query for each: the worker wakes after every look
 /// the reconciler takes, and almost always owes none of it (issue #17: four of the 37
 /// statements a push ran, twice).
-pub fn owed(state: &State) -> anyhow::Result<Owed> {
+pub async fn owed(state: &State) -> anyhow::Result<Owed> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::owed(pg).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
@@ -82,6 +85,9 @@ pub fn owed(state: &State) -> anyhow::Result<Owed> {
 
 /// Commands not yet run, oldest first.
 pub async fn pending_commands(state: &State) -> sqlx::Result<Vec<CommandRow>> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::pending_commands(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         CommandRow,
@@ -96,6 +102,9 @@ pub async fn pending_commands(state: &State) -> sqlx::Result<Vec<CommandRow>> {
 
 /// Commands that ran but whose answer is not yet on GitHub, oldest first.
 pub async fn unanswered_commands(state: &State) -> sqlx::Result<Vec<CommandRow>> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::unanswered_commands(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         CommandRow,
@@ -111,13 +120,19 @@ pub async fn unanswered_commands(state: &State) -> sqlx::Result<Vec<CommandRow>>
 /// A command's outcome, with its history row, inside the transaction that made its effect.
 /// Returns false (and writes nothing) if the command had already run.
 pub async fn finish_command(
-    tx: &mut SqliteConnection,
+    tx: &mut Tx,
     command: &CommandRow,
     status: CommandStatus,
     what: HistoryKind,
     reply: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
+    let tx = match tx {
+        Tx::Postgres(tx) => {
+            return pg::github::finish_command(tx, command, status, what, reply, now).await;
+        }
+        Tx::Sqlite(tx) => &mut **tx,
+    };
     let done = sqlx::query!(
         "UPDATE commands SET status = ?2, reply = ?3, done_at = ?4 WHERE id = ?1 AND status = 'pending'",
         command.id,
@@ -142,6 +157,9 @@ pub async fn finish_command(
 /// The commenter's standing, recorded while the command is still pending (its outcome's
 /// transaction follows): a crash in between runs it again, and records it again.
 pub async fn set_standing(state: &State, id: i64, standing: bool) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::set_standing(pg, id, standing).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE commands SET standing = ?2 WHERE id = ?1 AND status = 'pending'",
@@ -154,6 +172,9 @@ pub async fn set_standing(state: &State, id: i64, standing: bool) -> sqlx::Resul
 }
 
 pub async fn set_reply_comment(state: &State, id: i64, comment_id: i64) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::set_reply_comment(pg, id, comment_id).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE commands SET reply_comment_id = ?2 WHERE id = ?1",
@@ -167,6 +188,9 @@ pub async fn set_reply_comment(state: &State, id: i64, comment_id: i64) -> sqlx:
 
 /// `answer`: `replied`, `reacted`, `silent` or `given_up` (see migration 0009).
 pub async fn mark_answered(state: &State, id: i64, answer: &str, now: i64) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::mark_answered(pg, id, answer, now).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE commands SET answered = 1, answer = ?2, answered_at = ?3 WHERE id = ?1",
@@ -181,6 +205,9 @@ pub async fn mark_answered(state: &State, id: i64, answer: &str, now: i64) -> sq
 
 /// Commands of `actor` (any case) answered on GitHub since `since`.
 pub async fn answers_since(state: &State, actor: &str, since: i64) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::answers_since(pg, actor, since).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT COUNT(*) AS "n!: i64" FROM commands
@@ -194,6 +221,9 @@ pub async fn answers_since(state: &State, actor: &str, since: i64) -> sqlx::Resu
 
 /// One more permanent refusal of a command's answer; the count so far.
 pub async fn answer_failed(state: &State, id: i64) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::answer_failed(pg, id).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"UPDATE commands SET answer_failures = answer_failures + 1 WHERE id = ?1
@@ -206,6 +236,9 @@ pub async fn answer_failed(state: &State, id: i64) -> sqlx::Result<i64> {
 
 /// One more permanent refusal of a notice; the count so far.
 pub async fn notice_failed(state: &State, id: i64) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::notice_failed(pg, id).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"UPDATE notices SET failures = failures + 1 WHERE id = ?1 RETURNING failures AS "n!: i64""#,
@@ -233,7 +266,10 @@ pub struct Thread {
     pub given_up: Option<String>,
 }
 
-pub fn thread(state: &State, repo: &str, number: i64) -> anyhow::Result<Option<Thread>> {
+pub async fn thread(state: &State, repo: &str, number: i64) -> anyhow::Result<Option<Thread>> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::thread(pg, repo, number).await;
+    }
     let db = state.inline();
     db.read(|conn| {
         conn.prepare_cached(
@@ -263,6 +299,9 @@ pub fn thread(state: &State, repo: &str, number: i64) -> anyhow::Result<Option<T
 
 /// Threads whose "destroyed" report has not reached GitHub yet.
 pub async fn pending_finals(state: &State) -> sqlx::Result<Vec<Thread>> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::pending_finals(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         Thread,
@@ -283,6 +322,9 @@ pub async fn pending_finals(state: &State) -> sqlx::Result<Vec<Thread>> {
 /// GitHub, and a report saved after it must not take back the "destroyed" it owes
 /// (`final_posted` clears it once said).
 pub async fn save_thread(state: &State, t: &Thread, now: i64) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::save_thread(pg, t, now).await;
+    }
     let db = state.inline();
     let t = t.clone();
     db.write(move |tx| {
@@ -325,6 +367,9 @@ pub async fn final_posted(
     end_reason: Option<EndReason>,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::final_posted(pg, repo, number, end_reason, now).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE github_threads SET final_pending = 0, updated_at = ?4
@@ -364,6 +409,9 @@ pub async fn thread_failed(
     limit: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::thread_failed(pg, repo, number, error, limit, now).await;
+    }
     let pool = state.pool();
     count_refusal(pool, repo, number, now).await?;
     let given_up = sqlx::query!(
@@ -392,6 +440,9 @@ pub async fn deployment_failed(
     limit: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::deployment_failed(pg, repo, number, head_sha, limit, now).await;
+    }
     let pool = state.pool();
     count_refusal(pool, repo, number, now).await?;
     let given_up = sqlx::query!(
@@ -450,6 +501,9 @@ pub struct TrackedPull {
 }
 
 pub async fn tracked_pulls(state: &State) -> sqlx::Result<Vec<TrackedPull>> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::tracked_pulls(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         TrackedPull,
@@ -463,6 +517,9 @@ pub async fn tracked_pulls(state: &State) -> sqlx::Result<Vec<TrackedPull>> {
 /// Every repository previewd has had previews for (not merely every repository an App
 /// installation grants: resyncing those would deploy every old open PR at once).
 pub async fn known_repos(state: &State) -> sqlx::Result<Vec<String>> {
+    if let Some(pg) = state.postgres() {
+        return pg::github::known_repos(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(r#"SELECT repo AS "repo!" FROM previews UNION SELECT repo FROM history"#)
         .fetch_all(pool)

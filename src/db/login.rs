@@ -4,8 +4,8 @@
 
 use sqlx::{Row, SqliteConnection};
 
-use super::State;
 use super::history::HistoryRow;
+use super::{State, Tx, pg};
 use crate::preview::{HistoryKind, InstallationId, ObservedState, PreviewKey};
 
 /// The preview a host serves, as the login needs it.
@@ -25,6 +25,9 @@ pub struct HostPreview {
 
 /// The preview whose recorded host is `host` (lower-case, without a port).
 pub async fn preview_by_host(state: &State, host: &str) -> anyhow::Result<Option<HostPreview>> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::preview_by_host(pg, host).await;
+    }
     let row = sqlx::query(
         "SELECT id, repo, number, installation_id, desired, observed, sleeping_since, woke_at,
                 last_used_at
@@ -82,21 +85,42 @@ pub async fn create_share(
     now: i64,
     expires_at: i64,
 ) -> anyhow::Result<Option<Share>> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::create_share(pg, preview_id, by, now, expires_at).await;
+    }
     let mut conn = state.pool().acquire().await?;
-    create_share_in(&mut conn, preview_id, by, now, expires_at).await
+    insert_share(&mut conn, preview_id, by, now, expires_at).await
 }
 
 /// [`create_share`] in the caller's transaction (a command's, with its history row).
 pub async fn create_share_in(
+    tx: &mut Tx,
+    preview_id: i64,
+    by: &str,
+    now: i64,
+    expires_at: i64,
+) -> anyhow::Result<Option<Share>> {
+    match tx {
+        Tx::Postgres(tx) => pg::login::create_share_in(tx, preview_id, by, now, expires_at).await,
+        Tx::Sqlite(tx) => insert_share(tx, preview_id, by, now, expires_at).await,
+    }
+}
+
+/// A share link's id: 128 random bits, hex.
+pub(crate) fn new_share_id() -> anyhow::Result<String> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| anyhow::anyhow!("random: {e}"))?;
+    Ok(hex::encode(id))
+}
+
+async fn insert_share(
     conn: &mut SqliteConnection,
     preview_id: i64,
     by: &str,
     now: i64,
     expires_at: i64,
 ) -> anyhow::Result<Option<Share>> {
-    let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(|e| anyhow::anyhow!("random: {e}"))?;
-    let id = hex::encode(id);
+    let id = new_share_id()?;
     let inserted = sqlx::query(
         "INSERT INTO shares (id, preview_id, created_by, created_at, expires_at) \
          SELECT ?1, ?2, ?3, ?4, ?5 WHERE (SELECT count(*) FROM shares WHERE preview_id = ?2 \
@@ -122,16 +146,22 @@ pub async fn create_share_in(
 
 /// Revokes every valid share of the preview; how many there were.
 pub async fn revoke_shares(state: &State, preview_id: i64, now: i64) -> anyhow::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::revoke_shares(pg, preview_id, now).await;
+    }
     let mut conn = state.pool().acquire().await?;
-    revoke_shares_in(&mut conn, preview_id, now).await
+    revoke(&mut conn, preview_id, now).await
 }
 
 /// [`revoke_shares`] in the caller's transaction.
-pub async fn revoke_shares_in(
-    conn: &mut SqliteConnection,
-    preview_id: i64,
-    now: i64,
-) -> anyhow::Result<u64> {
+pub async fn revoke_shares_in(tx: &mut Tx, preview_id: i64, now: i64) -> anyhow::Result<u64> {
+    match tx {
+        Tx::Postgres(tx) => pg::login::revoke_shares_in(tx, preview_id, now).await,
+        Tx::Sqlite(tx) => revoke(tx, preview_id, now).await,
+    }
+}
+
+async fn revoke(conn: &mut SqliteConnection, preview_id: i64, now: i64) -> anyhow::Result<u64> {
     let done = sqlx::query(
         "UPDATE shares SET revoked_at = ?2 WHERE preview_id = ?1 AND revoked_at IS NULL \
          AND expires_at > ?2",
@@ -160,6 +190,9 @@ pub async fn shareable(
     repo: &str,
     number: u32,
 ) -> anyhow::Result<Option<Shareable>> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::shareable(pg, repo, number).await;
+    }
     let row = sqlx::query(
         "SELECT id, desired, expires_at, json_extract(names, '$.host') AS host FROM previews \
          WHERE repo = ?1 AND number = ?2",
@@ -192,8 +225,11 @@ pub async fn share_by(
     expires_at: i64,
     reason: &str,
 ) -> anyhow::Result<Option<Share>> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::share_by(pg, key, preview_id, actor, now, expires_at, reason).await;
+    }
     let mut tx = super::begin_write(state).await?;
-    let Some(share) = create_share_in(&mut tx, preview_id, actor, now, expires_at).await? else {
+    let Some(share) = insert_share(&mut tx, preview_id, actor, now, expires_at).await? else {
         return Ok(None);
     };
     let history = HistoryRow {
@@ -220,8 +256,11 @@ pub async fn unshare_by(
     actor: &str,
     now: i64,
 ) -> anyhow::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::unshare_by(pg, key, preview_id, actor, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
-    let revoked = revoke_shares_in(&mut tx, preview_id, now).await?;
+    let revoked = revoke(&mut tx, preview_id, now).await?;
     if revoked > 0 {
         let reason = format!("{revoked} share link(s) revoked");
         let history = HistoryRow {
@@ -241,6 +280,9 @@ pub async fn unshare_by(
 }
 
 pub async fn share(state: &State, id: &str) -> anyhow::Result<Option<Share>> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::share(pg, id).await;
+    }
     let row = sqlx::query(
         "SELECT id, preview_id, created_by, created_at, expires_at, revoked_at FROM shares \
          WHERE id = ?1",
@@ -253,6 +295,9 @@ pub async fn share(state: &State, id: &str) -> anyhow::Result<Option<Share>> {
 
 /// The preview's shares still valid at `now`, newest first.
 pub async fn valid_shares(state: &State, preview_id: i64, now: i64) -> anyhow::Result<Vec<Share>> {
+    if let Some(pg) = state.postgres() {
+        return pg::login::valid_shares(pg, preview_id, now).await;
+    }
     let rows = sqlx::query(
         "SELECT id, preview_id, created_by, created_at, expires_at, revoked_at FROM shares \
          WHERE preview_id = ?1 AND revoked_at IS NULL AND expires_at > ?2 \

@@ -11,12 +11,18 @@ use crate::config::Store;
 
 pub mod certs;
 pub mod changes;
+pub mod effects;
+pub mod gates;
+pub mod github;
 pub mod history;
 pub mod ledger;
+pub mod login;
 pub mod placement;
 pub mod previews;
 pub mod secrets;
 pub mod sleep;
+pub mod sweep;
+pub mod templates;
 pub mod views;
 pub mod write;
 

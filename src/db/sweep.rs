@@ -4,7 +4,7 @@
 //! orphans recorded for removal. Retention is `retention`.
 
 use super::HistoryRow;
-use super::State;
+use super::{State, pg};
 use crate::preview::{HistoryKind, InstallationId, RepoName};
 
 /// A preview near or past its expiry.
@@ -34,6 +34,9 @@ pub const DUE_PER_PASS: i64 = 2_000;
 /// A PR with no preview yet (`opted_out`) has nothing to warn of or expire: it is tracked
 /// while it is open, and its close ends it.
 pub async fn due_before(state: &State, until: i64) -> sqlx::Result<Vec<DueRow>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::due_before(pg, until).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         DueRow,
@@ -53,6 +56,9 @@ pub async fn due_before(state: &State, until: i64) -> sqlx::Result<Vec<DueRow>> 
 /// transaction (one fsync for the lot). Returns the ids recorded (another sweeper, or an
 /// extend in between, makes the condition false for the rest).
 pub async fn expire(state: &State, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::expire(pg, due, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let mut expired = Vec::new();
     for (id, reason) in due {
@@ -95,6 +101,9 @@ pub async fn warn(
     notice: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::warn(pg, row, reason, notice, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let done = sqlx::query!(
         "UPDATE previews SET warned_expires_at = expires_at
@@ -139,6 +148,9 @@ pub async fn take_lease(
     until: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::take_lease(pg, name, holder, until, now).await;
+    }
     let pool = state.pool();
     let done = sqlx::query!(
         "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, ?3)
@@ -155,6 +167,9 @@ pub async fn take_lease(
 }
 
 pub async fn release_lease(state: &State, name: &str, holder: &str) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::release_lease(pg, name, holder).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "DELETE FROM leases WHERE name = ?1 AND holder = ?2",
@@ -177,6 +192,9 @@ pub struct Notice {
 
 /// The oldest notices still owed, at most 100 (the rest wait for the next report).
 pub async fn unposted_notices(state: &State) -> sqlx::Result<Vec<Notice>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::unposted_notices(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         Notice,
@@ -188,6 +206,9 @@ pub async fn unposted_notices(state: &State) -> sqlx::Result<Vec<Notice>> {
 }
 
 pub async fn notice_posted(state: &State, id: i64, now: i64) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::notice_posted(pg, id, now).await;
+    }
     let pool = state.pool();
     sqlx::query!("UPDATE notices SET posted_at = ?2 WHERE id = ?1", id, now)
         .execute(pool)
@@ -197,6 +218,9 @@ pub async fn notice_posted(state: &State, id: i64, now: i64) -> sqlx::Result<()>
 
 /// Queued previews ahead of this one (its position in the queue is this plus one).
 pub async fn queue_position(state: &State, id: i64) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::queue_position(pg, id).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT COUNT(*) AS "n!: i64" FROM previews
@@ -210,6 +234,9 @@ pub async fn queue_position(state: &State, id: i64) -> sqlx::Result<i64> {
 
 /// Every preview's repository and number (the orphan check derives names from them).
 pub async fn preview_keys(state: &State) -> sqlx::Result<Vec<(String, i64)>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::preview_keys(pg).await;
+    }
     let pool = state.pool();
     let rows = sqlx::query!("SELECT repo, number FROM previews")
         .fetch_all(pool)
@@ -219,6 +246,9 @@ pub async fn preview_keys(state: &State) -> sqlx::Result<Vec<(String, i64)>> {
 
 /// Every preview's key and recorded names (`Names::to_json`; None before names were recorded).
 pub async fn preview_names(state: &State) -> sqlx::Result<Vec<(String, i64, Option<String>)>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::preview_names(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as("SELECT repo, number, names FROM previews")
         .fetch_all(pool)
@@ -228,6 +258,9 @@ pub async fn preview_names(state: &State) -> sqlx::Result<Vec<(String, i64, Opti
 /// Records `names` as orphans to remove (the reconciler deletes them), in one transaction;
 /// returns how many were not recorded already.
 pub async fn record_orphans(state: &State, names: &[String], now: i64) -> sqlx::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::record_orphans(pg, names, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let mut recorded = 0;
     for name in names {
@@ -244,6 +277,9 @@ pub async fn record_orphans(state: &State, names: &[String], now: i64) -> sqlx::
 
 /// The orphans recorded for removal, oldest first.
 pub async fn recorded_orphans(state: &State) -> sqlx::Result<Vec<String>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::recorded_orphans(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar("SELECT name FROM orphans ORDER BY found_at, name")
         .fetch_all(pool)
@@ -252,6 +288,9 @@ pub async fn recorded_orphans(state: &State) -> sqlx::Result<Vec<String>> {
 
 /// `name` is dealt with (deleted, or spared): no longer to remove.
 pub async fn forget_orphan(state: &State, name: &str) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::forget_orphan(pg, name).await;
+    }
     let pool = state.pool();
     sqlx::query("DELETE FROM orphans WHERE name = ?1")
         .bind(name)
@@ -263,6 +302,9 @@ pub async fn forget_orphan(state: &State, name: &str) -> sqlx::Result<()> {
 /// This state's identity (made once, at first use): the label that tells its Applications
 /// from another previewd's.
 pub async fn instance_id(state: &State) -> sqlx::Result<String> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::instance_id(pg).await;
+    }
     let pool = state.pool();
     let fresh = format!("{:016x}", rand::random::<u64>());
     sqlx::query!(

@@ -2,7 +2,7 @@
 //! and sealed secrets, what the next one is built from, and which generation each preview's
 //! database was cloned from.
 
-use super::State;
+use super::{State, pg};
 use crate::ledger::Entry;
 use crate::preview::GenState;
 use crate::render::SealedSecret;
@@ -54,6 +54,9 @@ pub struct TemplateRepoRow {
 /// A preview of `repo` was created (or lived): the template is in use, and is wanted back
 /// if it was dropped for being idle.
 pub async fn template_used(state: &State, repo: &str, now: i64) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::template_used(pg, repo, now).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE template_repos SET last_used_at = ?2,
@@ -68,6 +71,9 @@ pub async fn template_used(state: &State, repo: &str, now: i64) -> sqlx::Result<
 }
 
 pub async fn template_repo(state: &State, repo: &str) -> sqlx::Result<Option<TemplateRepoRow>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::template_repo(pg, repo).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         TemplateRepoRow,
@@ -82,6 +88,9 @@ pub async fn template_repo(state: &State, repo: &str) -> sqlx::Result<Option<Tem
 /// Every repository with a template record or a generation: what the template pass visits
 /// (a destroyed template keeps its record: a writer's refresh builds it again from its base).
 pub async fn template_repos(state: &State) -> sqlx::Result<Vec<String>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::template_repos(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT repo AS "repo!" FROM template_repos
@@ -93,6 +102,9 @@ pub async fn template_repos(state: &State) -> sqlx::Result<Vec<String>> {
 
 /// `repo`'s generations, newest first.
 pub async fn generations(state: &State, repo: &str) -> sqlx::Result<Vec<TemplateRow>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::generations(pg, repo).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         TemplateRow,
@@ -107,6 +119,9 @@ pub async fn generations(state: &State, repo: &str) -> sqlx::Result<Vec<Template
 
 /// Every generation of every repository (the API and the dashboard), newest first.
 pub async fn all_generations(state: &State) -> sqlx::Result<Vec<TemplateRow>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::all_generations(pg).await;
+    }
     let pool = state.pool();
     sqlx::query_as!(
         TemplateRow,
@@ -139,6 +154,9 @@ pub async fn start_generation(
     names: impl FnOnce(i64) -> anyhow::Result<String>,
     now: i64,
 ) -> anyhow::Result<(i64, i64)> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::start_generation(pg, new, names, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     let used = sqlx::query_scalar!(
         r#"SELECT max(coalesce((SELECT last_generation FROM template_repos WHERE repo = ?1), 0),
@@ -182,6 +200,9 @@ pub async fn set_generation_state(
     message: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::set_generation_state(pg, id, to, message, now).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE templates SET state = ?2, message = ?3, updated_at = ?4,
@@ -206,6 +227,9 @@ pub async fn record_generation_applied(
     hash: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::record_generation_applied(pg, id, entries, hash, now).await;
+    }
     let mut tx = super::begin_write(state).await?;
     for e in entries {
         sqlx::query!(
@@ -238,6 +262,9 @@ pub async fn generation_ledger(
     state: &State,
     id: i64,
 ) -> sqlx::Result<Vec<(String, Option<String>, String, String)>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::generation_ledger(pg, id).await;
+    }
     let pool = state.pool();
     let rows = sqlx::query!(
         "SELECT kind, namespace, name, state FROM template_ledger WHERE template_id = ?1 ORDER BY id",
@@ -253,6 +280,9 @@ pub async fn generation_ledger(
 
 /// A generation is gone from the cluster: its row goes, and its ledger and secrets with it.
 pub async fn forget_generation(state: &State, id: i64) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::forget_generation(pg, id).await;
+    }
     let pool = state.pool();
     sqlx::query!("DELETE FROM templates WHERE id = ?1", id)
         .execute(pool)
@@ -267,6 +297,9 @@ pub async fn destroy_template(
     reason: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::destroy_template(pg, repo, reason, now).await;
+    }
     let pool = state.pool();
     let done = sqlx::query!(
         "UPDATE template_repos SET destroy = ?2, refresh = 0, updated_at = ?3 WHERE repo = ?1",
@@ -281,6 +314,9 @@ pub async fn destroy_template(
 
 /// The stored sealed values of a generation (as `sealed_secrets` for previews).
 pub async fn generation_secrets(state: &State, id: i64) -> sqlx::Result<Vec<SealedSecret>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::generation_secrets(pg, id).await;
+    }
     let pool = state.pool();
     let rows = sqlx::query!(
         "SELECT namespace, name, scope, encrypted_data FROM template_secrets WHERE template_id = ?1 ORDER BY id",
@@ -305,6 +341,17 @@ pub async fn store_generation_secrets(
     fingerprint: &str,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::store_generation_secrets(
+            pg,
+            id,
+            secrets,
+            report_digest,
+            fingerprint,
+            now,
+        )
+        .await;
+    }
     let mut tx = super::begin_write(state).await?;
     sqlx::query!("DELETE FROM template_secrets WHERE template_id = ?1", id)
         .execute(&mut *tx)
@@ -342,6 +389,9 @@ pub async fn report_digest(
     repo: &str,
     generation: i64,
 ) -> sqlx::Result<Option<Vec<u8>>> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::report_digest(pg, repo, generation).await;
+    }
     let pool = state.pool();
     let digest = sqlx::query_scalar!(
         "SELECT report_digest FROM templates
@@ -362,6 +412,9 @@ pub async fn record_template_size(
     bytes: i64,
     now: i64,
 ) -> sqlx::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::record_template_size(pg, repo, generation, bytes, now).await;
+    }
     let pool = state.pool();
     sqlx::query!(
         "UPDATE templates SET size_bytes = ?3, size_at = ?4 WHERE repo = ?1 AND generation = ?2",
@@ -383,6 +436,9 @@ pub async fn decide_clone(
     generation: Option<i64>,
     seed: i64,
 ) -> anyhow::Result<()> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::decide_clone(pg, id, generation, seed).await;
+    }
     let db = state.inline();
     db.write(move |tx| {
         tx.prepare_cached(
@@ -397,6 +453,9 @@ pub async fn decide_clone(
 /// Previews of `repo` whose clone of `generation` is decided but not seen done: the
 /// generation must stay until they are.
 pub async fn clones_pending(state: &State, repo: &str, generation: i64) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::clones_pending(pg, repo, generation).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!: i64" FROM previews
@@ -412,6 +471,9 @@ pub async fn clones_pending(state: &State, repo: &str, generation: i64) -> sqlx:
 /// `repo`'s deployed previews (the template is in use while there are any; a PR opted out,
 /// a draft or an unapproved fork has no database).
 pub async fn live_previews(state: &State, repo: &str) -> sqlx::Result<i64> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::live_previews(pg, repo).await;
+    }
     let pool = state.pool();
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!: i64" FROM previews WHERE repo = ?1 AND desired = 'deployed'"#,
@@ -424,6 +486,9 @@ pub async fn live_previews(state: &State, repo: &str) -> sqlx::Result<i64> {
 /// `repo`'s previews still waiting to clone `generation`, which is being dropped, are seeded
 /// instead (`template_generation` cleared at the same decision).
 pub async fn seed_instead(state: &State, repo: &str, generation: i64) -> sqlx::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::templates::seed_instead(pg, repo, generation).await;
+    }
     let mut tx = super::begin_write(state).await?;
     // Stamped for the reconciler (`db::changes`) before the statement that changes them:
     // after it, what picked them out is gone.

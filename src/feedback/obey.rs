@@ -254,7 +254,7 @@ impl Feedback {
         mut outcome: Outcome<'_>,
         now: i64,
     ) -> anyhow::Result<bool> {
-        let mut tx = db::begin_write(&self.state).await?;
+        let mut tx = db::begin(&self.state).await?;
         if let Some(id) = preview {
             for effect in effects {
                 let applied = db::command_effect(&mut tx, id, effect, now).await?;

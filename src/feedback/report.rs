@@ -418,6 +418,7 @@ impl Feedback {
 
     async fn thread_of(&self, repo: &str, number: i64) -> Result<Thread, GitHubError> {
         Ok(db::thread(&self.state, repo, number)
+            .await
             .map_err(|e| shape(&e.to_string()))?
             .unwrap_or_else(|| Thread {
                 repo: repo.to_owned(),
@@ -444,7 +445,7 @@ impl Feedback {
                 .config
                 .policy_for(&row.key.repo)
                 .map_or(&[][..], |p| &p.gates.wait_for[..]);
-            let reports = db::checks_of(&self.state, row.key.repo.as_str(), &row.head_sha)?;
+            let reports = db::checks_of(&self.state, row.key.repo.as_str(), &row.head_sha).await?;
             view.ci = Some((
                 crate::checks::verdict(wait_for, &reports),
                 row.head_changed_at,

@@ -255,22 +255,19 @@ impl TestApp {
 
     /// `(what, actor, reason)` of a preview's history, oldest first.
     pub async fn history(&self, repo: &str, number: u32) -> Vec<(String, String, String)> {
-        sqlx::query_as(
-            "SELECT what, actor, reason FROM history WHERE repo = ?1 AND number = ?2 ORDER BY id",
-        )
-        .bind(repo)
-        .bind(number)
-        .fetch_all(self.pool())
+        self.rows(&format!(
+            "SELECT what, actor, reason FROM history WHERE repo = '{repo}' AND number = {number} ORDER BY id"
+        ))
         .await
-        .unwrap()
     }
 
     pub async fn delivery_outcome(&self, guid: &str) -> Option<String> {
-        sqlx::query_scalar("SELECT outcome FROM deliveries WHERE guid = ?1")
-            .bind(guid)
-            .fetch_optional(self.pool())
-            .await
-            .unwrap()
+        let outcomes: Vec<String> = self
+            .scalars(&format!(
+                "SELECT outcome FROM deliveries WHERE guid = '{guid}'"
+            ))
+            .await;
+        outcomes.into_iter().next()
     }
 }
 
@@ -451,7 +448,7 @@ pub fn directory_reconciler_sealing_with(
         .map(|c| (c.name.clone(), cert.clone()))
         .collect();
     previewd::reconcile::Reconciler::new(
-        app.pool().clone(),
+        app.state().clone(),
         config,
         previewd::sink::Sink::Directory(previewd::sink::DirectorySink::new(
             app.dir.path().join("rendered"),

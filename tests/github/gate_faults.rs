@@ -196,10 +196,10 @@ async fn a_deploy_decided_before_a_fork_push_does_not_deploy_the_unapproved_head
         .await;
     assert_eq!(desired(&app).await, "opted_out");
     // ... and then the effect `decide` chose is written.
-    let mut conn = app.pool().acquire().await.unwrap();
+    let mut tx = previewd::db::begin(app.state()).await.unwrap();
     let seen_at = 1_557_933_600; // 15:20:00, the comment's time
     previewd::db::command_effect(
-        &mut conn,
+        &mut tx,
         id,
         &previewd::db::Effect::Deploy {
             by: "maintainer",
@@ -210,7 +210,7 @@ async fn a_deploy_decided_before_a_fork_push_does_not_deploy_the_unapproved_head
     )
     .await
     .unwrap();
-    drop(conn);
+    tx.commit().await.unwrap();
     previewd.pass().await;
     let head: String = app.scalar("SELECT head_sha FROM previews").await;
     assert_eq!(head, unapproved);
@@ -244,7 +244,7 @@ async fn a_comment_triggered_preview_is_not_born_expired() {
         ))
         .await;
     previewd::sweep::Sweeper::new(
-        app.pool().clone(),
+        app.state().clone(),
         app.app.config.clone(),
         std::sync::Arc::new(app.clock.clone()),
     )

@@ -69,7 +69,7 @@ impl Previewd {
             .unwrap(),
         );
         let feedback = Feedback::new(
-            app.pool().clone(),
+            app.state().clone(),
             config.clone(),
             Arc::new(app.clock.clone()),
             Some(client.clone()),
@@ -77,7 +77,7 @@ impl Previewd {
         .notifying(app.app.work.clone());
         let reconciler = common::directory_reconciler(app).with_feedback(feedback.nudge());
         let resync = Resync::new(
-            app.pool().clone(),
+            app.state().clone(),
             config.clone(),
             Arc::new(app.clock.clone()),
             client.clone(),

@@ -102,7 +102,7 @@ async fn resync_does_not_bring_back_a_destroyed_preview_after_retention() {
     }
     app.clock.advance(31 * 86_400);
     previewd::sweep::Sweeper::new(
-        app.pool().clone(),
+        app.state().clone(),
         app.app.config.clone(),
         Arc::new(app.clock.clone()),
     )

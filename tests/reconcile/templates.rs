@@ -186,14 +186,10 @@ async fn a_push_to_the_default_branch_builds_the_next_generation_only_after_temp
 
     // A writer's refresh builds at once, even at the same base; destroy-template drops all.
     let pr2: i64 = app.scalar("SELECT id FROM previews WHERE number = 2").await;
-    let mut conn = app.pool().acquire().await.unwrap();
+    let mut tx = db::begin(app.state()).await.unwrap();
     let refresh = db::Effect::RefreshTemplate { by: "octocat" };
-    assert!(
-        db::command_effect(&mut conn, pr2, &refresh, 0)
-            .await
-            .unwrap()
-    );
-    drop(conn);
+    assert!(db::command_effect(&mut tx, pr2, &refresh, 0).await.unwrap());
+    tx.commit().await.unwrap();
     reconciler.pass().await.unwrap();
     assert!(generation_file(&app, 3).is_some());
     assert!(
@@ -391,16 +387,16 @@ async fn a_writers_refresh_template_after_destroy_template_builds_a_generation_a
 
     // A writer comments `/preview refresh-template` on PR 2: previewd answers "building the
     // next generation ... from the default branch" with a rocket (obey.rs, comment.rs).
-    let mut conn = app.pool().acquire().await.unwrap();
+    let mut tx = db::begin(app.state()).await.unwrap();
     let changed = db::command_effect(
-        &mut conn,
+        &mut tx,
         preview_id(&app, 2).await,
         &db::Effect::RefreshTemplate { by: "octocat" },
         common::NOW,
     )
     .await
     .unwrap();
-    drop(conn);
+    tx.commit().await.unwrap();
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     assert!(
@@ -761,13 +757,14 @@ async fn databases(app: &TestApp) -> Vec<String> {
 
 /// A writer's `/preview refresh-template` on PR 2, as `obey` records it.
 async fn refresh_template(app: &TestApp) {
-    let mut conn = app.pool().acquire().await.unwrap();
+    let mut tx = db::begin(app.state()).await.unwrap();
     let refresh = db::Effect::RefreshTemplate { by: "octocat" };
     assert!(
-        db::command_effect(&mut conn, preview_id(app, 2).await, &refresh, common::NOW)
+        db::command_effect(&mut tx, preview_id(app, 2).await, &refresh, common::NOW)
             .await
             .unwrap()
     );
+    tx.commit().await.unwrap();
 }
 
 /// `previewd destroy-template` forgets every generation's row once its Application is gone;

@@ -36,7 +36,7 @@ pub(crate) fn reconciler(app: &TestApp) -> Arc<Reconciler> {
 
 pub(crate) fn sweeper(app: &TestApp) -> Sweeper {
     Sweeper::new(
-        app.pool().clone(),
+        app.state().clone(),
         app.app.config.clone(),
         Arc::new(app.clock.clone()),
     )

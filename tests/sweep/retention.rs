@@ -7,54 +7,32 @@ use previewd::clock::Clock;
 /// What a PR destroyed at `at` leaves behind: its history, a finished command, a posted
 /// notice, its GitHub thread and its close.
 async fn gone_pr(app: &TestApp, number: i64, at: i64) {
-    let pool = app.pool();
     for (what, when) in [("opened", at - DAY), ("destroyed", at)] {
-        sqlx::query("INSERT INTO history (repo, number, what, actor, at) VALUES ('acme/api', ?1, ?2, 'previewd', ?3)")
-            .bind(number)
-            .bind(what)
-            .bind(when)
-            .execute(pool)
-            .await
-            .unwrap();
+        app.execute(&format!("INSERT INTO history (repo, number, what, actor, at) VALUES ('acme/api', {number}, '{what}', 'previewd', {when})"))
+            .await;
     }
-    sqlx::query(
+    let asked = at - DAY;
+    app.execute(&format!(
         "INSERT INTO commands (repo, number, comment_id, actor, association, line, status, created_at, done_at, answered)
-         VALUES ('acme/api', ?1, ?1, 'dev', 'OWNER', '/preview keep', 'done', ?2, ?2, 1)",
-    )
-    .bind(number)
-    .bind(at - DAY)
-    .execute(pool)
-    .await
-    .unwrap();
-    sqlx::query("INSERT INTO notices (repo, number, kind, body, created_at, posted_at) VALUES ('acme/api', ?1, 'expiry_warning', 'soon', ?2, ?2)")
-        .bind(number)
-        .bind(at - DAY)
-        .execute(pool)
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO github_threads (repo, number, final_pending, updated_at) VALUES ('acme/api', ?1, 0, ?2)")
-        .bind(number)
-        .bind(at)
-        .execute(pool)
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES ('acme/api', ?1, ?2)")
-        .bind(number)
-        .bind(at)
-        .execute(pool)
-        .await
-        .unwrap();
+         VALUES ('acme/api', {number}, {number}, 'dev', 'OWNER', '/preview keep', 'done', {asked}, {asked}, 1)"
+    ))
+    .await;
+    app.execute(&format!("INSERT INTO notices (repo, number, kind, body, created_at, posted_at) VALUES ('acme/api', {number}, 'expiry_warning', 'soon', {asked}, {asked})"))
+        .await;
+    app.execute(&format!("INSERT INTO github_threads (repo, number, final_pending, updated_at) VALUES ('acme/api', {number}, 0, {at})"))
+        .await;
+    app.execute(&format!(
+        "INSERT INTO closed_prs (repo, number, pr_updated_at) VALUES ('acme/api', {number}, {at})"
+    ))
+    .await;
 }
 
 /// Rows of `table` about PR `number` of acme/api.
 async fn rows_of(app: &TestApp, table: &str, number: i64) -> i64 {
-    sqlx::query_scalar(&format!(
-        "SELECT COUNT(*) FROM {table} WHERE repo = 'acme/api' AND number = ?1"
+    app.scalar(&format!(
+        "SELECT COUNT(*) FROM {table} WHERE repo = 'acme/api' AND number = {number}"
     ))
-    .bind(number)
-    .fetch_one(app.pool())
     .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -68,17 +46,13 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
     gone_pr(&app, 100, now - 2 * DAY).await;
     // A live preview keeps even its oldest history.
     app.send(&opened(2, "alice")).await;
-    sqlx::query("INSERT INTO history (repo, number, what, actor, at) VALUES ('codertocat/hello-world', 2, 'pushed', 'alice', ?1)")
-        .bind(now - 90 * DAY)
-        .execute(app.pool())
-        .await
-        .unwrap();
+    let long_ago = now - 90 * DAY;
+    app.execute(&format!("INSERT INTO history (repo, number, what, actor, at) VALUES ('codertocat/hello-world', 2, 'pushed', 'alice', {long_ago})"))
+        .await;
     // An old delivery record goes after its own (shorter) retention.
-    sqlx::query("INSERT INTO deliveries (hook_id, guid, event, outcome, received_at) VALUES ('', 'old', 'ping', 'accepted', ?1)")
-        .bind(now - 8 * DAY)
-        .execute(app.pool())
-        .await
-        .unwrap();
+    let received = now - 8 * DAY;
+    app.execute(&format!("INSERT INTO deliveries (hook_id, guid, event, outcome, received_at) VALUES ('', 'old', 'ping', 'accepted', {received})"))
+        .await;
 
     let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
 
@@ -125,9 +99,16 @@ async fn a_sweep_forgets_what_belongs_to_previews_gone_past_the_window_and_keeps
     // Nothing is forgotten twice, and history stays append-only outside retention.
     let (_, again) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!((again.forgotten, again.pruned), (0, 0));
-    let tamper = sqlx::query("DELETE FROM history WHERE number = 100")
-        .execute(app.pool())
-        .await;
+    let tamper = match app.state().postgres() {
+        Some(pg) => sqlx::query("DELETE FROM history WHERE number = 100")
+            .execute(pg)
+            .await
+            .map(drop),
+        None => sqlx::query("DELETE FROM history WHERE number = 100")
+            .execute(app.pool())
+            .await
+            .map(drop),
+    };
     assert!(tamper.unwrap_err().to_string().contains("append-only"));
 }
 
@@ -136,16 +117,7 @@ async fn a_busy_previews_history_is_capped_to_its_newest_rows_in_batches() {
     let app = app_with("ttl = \"72h\"").await;
     let now = app.clock.now();
     app.send(&opened(2, "alice")).await;
-    let mut tx = app.pool().begin().await.unwrap();
-    for i in 0..1_700 {
-        sqlx::query("INSERT INTO history (repo, number, what, actor, reason, at) VALUES ('codertocat/hello-world', 2, 'pushed', 'alice', ?1, ?2)")
-            .bind(format!("push {i}"))
-            .bind(now - 1_700 + i)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-    }
-    tx.commit().await.unwrap();
+    pushes(&app, 2, 1_700, now - 1_700).await;
 
     let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     let kept: Vec<String> = app
@@ -171,24 +143,14 @@ async fn a_busy_previews_history_is_capped_after_hundreds_of_other_prs_were_writ
     let app = app_with("ttl = \"72h\"").await;
     let now = app.clock.now();
     app.send(&opened(2, "alice")).await;
-    let mut tx = app.pool().begin().await.unwrap();
-    for pr in 1_000..1_600 {
-        sqlx::query("INSERT INTO history (repo, number, what, actor, reason, at) VALUES ('codertocat/hello-world', ?1, 'opened', 'bob', 'opened', ?2)")
-            .bind(pr)
-            .bind(now - 3_000)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-    }
-    for i in 0..1_200 {
-        sqlx::query("INSERT INTO history (repo, number, what, actor, reason, at) VALUES ('codertocat/hello-world', 2, 'pushed', 'alice', ?1, ?2)")
-            .bind(format!("push {i}"))
-            .bind(now - 1_200 + i)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-    }
-    tx.commit().await.unwrap();
+    let at = now - 3_000;
+    app.execute(&format!(
+        "WITH RECURSIVE pr(n) AS (SELECT 1000 UNION ALL SELECT n + 1 FROM pr WHERE n < 1599)
+         INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT 'codertocat/hello-world', n, 'opened', 'bob', 'opened', {at} FROM pr"
+    ))
+    .await;
+    pushes(&app, 2, 1_200, now - 1_200).await;
 
     sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     let kept: i64 = app
@@ -199,4 +161,16 @@ async fn a_busy_previews_history_is_capped_after_hundreds_of_other_prs_were_writ
         .scalar("SELECT count(*) FROM history WHERE number >= 1000")
         .await;
     assert_eq!(others, 600, "the PRs under the cap keep theirs");
+}
+
+/// `count` history rows `push 0`.. of PR `number`, a second apart from `from`, in one
+/// statement (valid on both stores).
+async fn pushes(app: &TestApp, number: i64, count: i64, from: i64) {
+    let last = count - 1;
+    app.execute(&format!(
+        "WITH RECURSIVE push(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM push WHERE i < {last})
+         INSERT INTO history (repo, number, what, actor, reason, at)
+         SELECT 'codertocat/hello-world', {number}, 'pushed', 'alice', 'push ' || i, {from} + i FROM push"
+    ))
+    .await;
 }

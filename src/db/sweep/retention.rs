@@ -1,7 +1,7 @@
 //! Retention's queries: what is forgotten, each kind oldest first by its age index and a
 //! small batch per write transaction, so the write lock is never held for a whole pass.
 
-use crate::db::State;
+use crate::db::{State, pg};
 
 /// What retention deletes, each kind oldest first and a batch at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +85,9 @@ pub async fn forget_batch(
     batch: i64,
     keep_destroyed: i64,
 ) -> sqlx::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::retention::forget_batch(pg, what, cutoff, batch, keep_destroyed).await;
+    }
     let mut tx = crate::db::begin_write(state).await?;
     if what == Retained::History {
         // Lets this transaction, and only it, past the append-only trigger (0008).
@@ -116,6 +119,9 @@ pub async fn over_cap(
     cap: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64)>> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::retention::over_cap(pg, since, cap, limit).await;
+    }
     let pool = state.pool();
     sqlx::query_as(
         "SELECT recent.repo, recent.number
@@ -140,6 +146,9 @@ pub async fn cap_history(
     cap: i64,
     batch: i64,
 ) -> sqlx::Result<u64> {
+    if let Some(pg) = state.postgres() {
+        return pg::sweep::retention::cap_history(pg, repo, number, cap, batch).await;
+    }
     let mut tx = crate::db::begin_write(state).await?;
     // The newest row past the cap: it and everything older go.
     let boundary: Option<(i64, i64)> = sqlx::query_as(
