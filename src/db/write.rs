@@ -211,8 +211,7 @@ fn write_pr(
     new: &StoredPr,
 ) -> Result<()> {
     let Some(id) = id else {
-        return conn
-            .prepare_cached(
+        conn.prepare_cached(
                 "INSERT INTO previews (repo, number, repo_id, installation_id, title, author, head_sha,
                      head_ref, base_ref, fork, draft, desired, end_reason, pr_updated_at, created_at,
                      updated_at, expires_at, head_changed_at, names, labeled)
