@@ -90,6 +90,14 @@ pub enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Copy an SQLite state into the PostgreSQL state configured (`state`, or
+    /// PREVIEWD_STATE): everything, in one transaction; refused while a previewd serve runs
+    /// on either, or when the target holds anything
+    MigrateState {
+        /// The SQLite state to copy (stop the previewd serving it first)
+        #[arg(long, value_name = "FILE")]
+        from: PathBuf,
+    },
     /// Print a SealedSecret that the sealed-secrets controller holding CERT's key decrypts
     Seal {
         /// The controller's certificate (kubeseal --fetch-cert, or /v1/cert.pem)
@@ -134,6 +142,7 @@ pub enum ConfigAction {
 
 mod check;
 mod deliver;
+mod migrate;
 pub mod operate;
 
 pub fn main() -> ExitCode {
@@ -191,6 +200,7 @@ pub fn main() -> ExitCode {
                 values,
             } => seal(&cert, &namespace, &name, &scope, type_, &values),
             Command::Unseal { keys, file } => unseal(&keys, &file),
+            Command::MigrateState { from } => migrate::run(&config, &from).await,
             Command::Deliver { event, file } => deliver::deliver(&config, &event, &file).await,
             Command::Config { .. } => unreachable!("handled before the configuration loads"),
         }

@@ -426,7 +426,7 @@ async fn commit_isolated_pg(
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
         // A nested transaction is a savepoint.
-        let mut savepoint = (&mut *tx).begin().await?;
+        let mut savepoint = (*tx).begin().await?;
         match record_one(&mut *savepoint, &job.delivery, &job.intent, now).await {
             Ok(recorded) => {
                 savepoint.commit().await?;

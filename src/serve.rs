@@ -25,6 +25,8 @@ pub struct Started {
     pub app: Arc<App>,
     pub pending: Pending,
     pub writer: tokio::task::JoinHandle<()>,
+    /// On SQLite, the hold on the state file that keeps `migrate-state` off it.
+    pub serving: Option<db::Serving>,
 }
 
 /// Opens the state and starts the writer: the parts `serve` and the tests share.
@@ -34,6 +36,10 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let state = db::State::open(&config.state).await?;
+    let serving = match config.state.file() {
+        Some(file) => Some(db::hold_serving(file)?),
+        None => None,
+    };
     let (work, pending) = crate::work::channel();
     let (intake, writer) = Intake::start(
         db::writer::Writer::open(&state)?,
@@ -59,6 +65,7 @@ pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Star
         app,
         pending,
         writer,
+        serving,
     })
 }
 
@@ -85,6 +92,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         app,
         pending,
         writer,
+        serving: _serving,
     } = start(config, Arc::new(SystemClock)).await?;
     let (elector, fence) = leadership(&app).await?;
     let github = app.github.clone();

@@ -253,6 +253,15 @@ CREATE TABLE notices (
 CREATE INDEX notices_unposted ON notices (id) WHERE posted_at IS NULL;
 CREATE INDEX notices_by_age ON notices (created_at);
 
+-- Values used once (sign-in hand-off codes, OAuth states), kept until they would have
+-- expired: the primary key makes a second use, on any replica, a conflict. SQLite's one
+-- process keeps them in memory.
+CREATE TABLE used_once (
+    nonce TEXT   PRIMARY KEY,
+    until BIGINT NOT NULL
+);
+CREATE INDEX used_once_by_age ON used_once (until);
+
 CREATE TABLE orphans (
     name     TEXT   PRIMARY KEY,
     found_at BIGINT NOT NULL

@@ -48,3 +48,48 @@ pub fn make_state_private(state: &Path) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A `previewd serve` on an SQLite state holds this for as long as it runs: a shared
+/// `flock` on the state file (SQLite's own locks are `fcntl` locks, which `flock` does not
+/// touch on Linux). `previewd migrate-state` takes it exclusively, so it copies nothing a
+/// live writer is changing, and no serve starts on the state while it copies.
+pub struct Serving(#[allow(dead_code)] std::fs::File);
+
+/// Why the state's file lock was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum Busy {
+    #[error("{0} is being copied by previewd migrate-state")]
+    Migrating(String),
+    #[error("a previewd serve is running on {0}: stop it (kubectl scale --replicas=0) first")]
+    Serving(String),
+    #[error("opening {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn lock_file(state: &Path) -> Result<std::fs::File, Busy> {
+    std::fs::File::open(state).map_err(|source| Busy::Io {
+        path: state.display().to_string(),
+        source,
+    })
+}
+
+/// `serve`'s hold on `state` (shared: tests may run several on one file).
+pub fn hold_serving(state: &Path) -> Result<Serving, Busy> {
+    let file = lock_file(state)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared) {
+        Ok(()) => Ok(Serving(file)),
+        Err(_) => Err(Busy::Migrating(state.display().to_string())),
+    }
+}
+
+/// `migrate-state`'s hold on `state`: exclusive, refused while any serve holds it.
+pub fn hold_alone(state: &Path) -> Result<Serving, Busy> {
+    let file = lock_file(state)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Serving(file)),
+        Err(_) => Err(Busy::Serving(state.display().to_string())),
+    }
+}

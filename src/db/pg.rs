@@ -17,6 +17,7 @@ pub mod github;
 pub mod history;
 pub mod ledger;
 pub mod login;
+pub mod once;
 pub mod placement;
 pub mod previews;
 pub mod secrets;

@@ -226,7 +226,10 @@ async fn claim(
         && let Some(handoff) = login.sealer.open::<Handoff>(Purpose::Handoff, code)
         && handoff.host == original.host
         && now < handoff.exp
-        && login.handoffs.take(&handoff.nonce, handoff.exp, now)
+        && login
+            .handoffs
+            .take_in(state, &handoff.nonce, handoff.exp, now)
+            .await
     {
         return Ok(Claim::Fresh(handoff.who));
     }

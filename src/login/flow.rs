@@ -227,6 +227,7 @@ impl Flow {
     /// uses up no one's sign-in, and fills nothing).
     pub async fn exchange(
         &self,
+        state: &crate::db::State,
         code: &str,
         pending: &Pending,
         now: i64,
@@ -237,7 +238,11 @@ impl Flow {
             return Err(FlowError::Off);
         };
         let _permit = self.turn().await?;
-        if !self.states.take(&pending.state, pending.exp, now) {
+        if !self
+            .states
+            .take_in(state, &pending.state, pending.exp, now)
+            .await
+        {
             return Err(FlowError::BadState);
         }
         let token: TokenAnswer = ask(

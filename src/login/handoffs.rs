@@ -1,7 +1,9 @@
 //! Values used once (hand-off codes, sign-in states): each opens once. Kept until the value
 //! would have expired anyway, and bounded: when full of unexpired values it refuses new
 //! ones rather than forgetting used ones; minting is limited per person
-//! (`MINTED_PER_MINUTE`), so one account cannot fill it.
+//! (`MINTED_PER_MINUTE`), so one account cannot fill it. On a shared (PostgreSQL) state the
+//! used values are in the state (`db::pg::once`), so a code used on one replica does not
+//! open again on another; SQLite's one process keeps them here.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,8 +44,23 @@ impl Handoffs {
         count.1 <= MINTED_PER_MINUTE
     }
 
-    /// Marks `nonce` (good until `exp`) used; false when it was already, or when the set is
-    /// full of unexpired codes.
+    /// Marks `nonce` (good until `exp`) used, in the state when replicas share it; false
+    /// when it was already (or the state could not say: a use refused, never allowed twice).
+    pub async fn take_in(&self, state: &crate::db::State, nonce: &str, exp: i64, now: i64) -> bool {
+        match state.postgres() {
+            Some(pg) => match crate::db::pg::once::take(pg, nonce, exp, now).await {
+                Ok(taken) => taken,
+                Err(e) => {
+                    tracing::warn!(error = %e, "a use-once value could not be recorded: refused");
+                    false
+                }
+            },
+            None => self.take(nonce, exp, now),
+        }
+    }
+
+    /// Marks `nonce` (good until `exp`) used in this process; false when it was already, or
+    /// when the set is full of unexpired codes.
     pub fn take(&self, nonce: &str, exp: i64, now: i64) -> bool {
         let mut used = self.used.lock().expect("handoffs");
         if used.len() >= MAX_USED {

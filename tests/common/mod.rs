@@ -78,7 +78,17 @@ impl TestApp {
 
     pub async fn in_dir(dir: tempfile::TempDir, toml: &str) -> Self {
         let (toml, env) = store_for(dir.path(), toml);
-        let config = Config::from_toml(&toml, env).unwrap();
+        Self::with_env(dir, &toml, env).await
+    }
+
+    /// A previewd on an SQLite state in `dir`, whatever the run's store.
+    pub async fn on_sqlite(dir: tempfile::TempDir, toml: &str) -> Self {
+        let state = dir.path().join("previewd.db").display().to_string();
+        Self::with_env(dir, toml, vec![("PREVIEWD_STATE".into(), state)]).await
+    }
+
+    async fn with_env(dir: tempfile::TempDir, toml: &str, env: Vec<(String, String)>) -> Self {
+        let config = Config::from_toml(toml, env).unwrap();
         let clock = ManualClock::at(NOW);
         let started = serve::start(config, Arc::new(clock.clone())).await.unwrap();
         let app = started.app;

@@ -132,7 +132,7 @@ pub async fn callback(
         Ok(back) => back,
         Err(e) => return flow_page(&e),
     };
-    let person = match login.flow.exchange(&code, &pending, now).await {
+    let person = match login.flow.exchange(&app.state, &code, &pending, now).await {
         Ok(person) => person,
         Err(e) => {
             tracing::info!(reason = %e, "sign-in failed");
