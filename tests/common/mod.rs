@@ -493,8 +493,18 @@ pub fn store_for(dir: &std::path::Path, toml: &str) -> (String, Vec<(String, Str
             vec![("PREVIEWD_STATE".into(), state.display().to_string())],
         );
     }
+    shared_store(dir, toml, &pg::server().fresh_database())
+}
+
+/// The config text and environment for a previewd on the PostgreSQL state at `url` (one of
+/// several replicas, perhaps), its files in `dir`.
+pub fn shared_store(
+    dir: &std::path::Path,
+    toml: &str,
+    url: &str,
+) -> (String, Vec<(String, String)>) {
     let env = vec![
-        ("PREVIEWD_STATE".into(), pg::server().fresh_database()),
+        ("PREVIEWD_STATE".into(), url.to_owned()),
         (
             "PREVIEWD_LOGIN_SESSION_SECRET".into(),
             "a-test-session-secret-of-32-bytes-or-more".into(),

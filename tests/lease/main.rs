@@ -4,9 +4,8 @@
 //! clone). Each process reaches the emulator through its own logging proxy (`proxy.rs`),
 //! which tells who wrote what, and when.
 //!
-//! The state is one SQLite file the three share (WAL works across processes on one host).
-//! To run the same on PostgreSQL, set `state` in `Replicas::env` to the shared database
-//! once the state can be one: nothing else here depends on the store.
+//! The state is one PostgreSQL database the three share (a throwaway server per test
+//! binary, `common::pg`), as replicas share one in a cluster.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -92,20 +91,21 @@ impl Replica {
     fn start(
         name: &'static str,
         dir: &Path,
+        state: &str,
         emulator: &Emulator,
         settings: (u64, u64, u64),
     ) -> Self {
+        // What every replica of a shared state is configured with: its cluster's sealing
+        // certificate and the one session secret.
+        let (toml, shared) = common::shared_store(dir, "", state);
+        std::fs::write(dir.join("previewd.toml"), toml).unwrap();
         let proxy = Proxy::start(emulator.port);
         let kubeconfig = dir.join(format!("{name}.kubeconfig"));
         proxy.kubeconfig(&kubeconfig);
         let log = dir.join(format!("{name}.log"));
         let (duration, renew, retry) = settings;
-        let env: Vec<(&str, String)> = vec![
+        let mut env: Vec<(&str, String)> = vec![
             ("PREVIEWD_GITHUB_WEBHOOK_SECRET", common::SECRET.into()),
-            (
-                "PREVIEWD_STATE",
-                dir.join("previewd.db").display().to_string(),
-            ),
             ("PREVIEWD_SINK_KIND", "kubernetes".into()),
             ("KUBECONFIG", kubeconfig.display().to_string()),
             ("PREVIEWD_LEASE_ENABLED", "true".into()),
@@ -115,6 +115,7 @@ impl Replica {
             ("PREVIEWD_LEASE_RENEW_DEADLINE", format!("{renew}s")),
             ("PREVIEWD_LEASE_RETRY_PERIOD", format!("{retry}s")),
         ];
+        env.extend(shared.iter().map(|(k, v)| (k.as_str(), v.clone())));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let server = Server::start_logging(dir, &env, std::fs::File::create(&log).unwrap());
         Self {
@@ -184,16 +185,87 @@ fn leader(emulator: &Emulator, replicas: &[Replica], among: &[usize]) -> usize {
     found[0]
 }
 
+/// Sends `count` new PRs' `opened` deliveries, each to every replica; the GUIDs some
+/// replica acknowledged (2xx).
+fn deliveries_to_all(replicas: &[Replica], count: u64) -> Vec<String> {
+    let mut acknowledged = Vec::new();
+    for n in 0..count {
+        let guid = format!("during-takeover-{n}");
+        let delivery = Delivery::fixture("pull_request.opened")
+            .number(100 + n)
+            .guid(&guid);
+        let headers: Vec<(&str, String)> = delivery.headers();
+        let mut statuses = Vec::new();
+        for replica in replicas {
+            // The killed one refuses the connection: not acknowledged, nothing to check.
+            if let Ok(answer) = request(
+                &replica.server.addr,
+                "POST",
+                "/webhooks/github",
+                &headers,
+                &delivery.body,
+            ) {
+                statuses.push(answer.status);
+            }
+        }
+        assert!(!statuses.is_empty(), "{guid}: no replica answered");
+        assert!(
+            statuses.iter().all(|s| *s == 200 || *s == 202),
+            "{guid}: {statuses:?}"
+        );
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 202).count(),
+            1,
+            "{guid}: one replica records it, the others find it recorded: {statuses:?}"
+        );
+        acknowledged.push(guid);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    acknowledged
+}
+
+/// Every acknowledged delivery is in the shared state exactly once, and so is its PR's
+/// preview and the history row that opened it.
+fn recorded_once(state: &str, acknowledged: &[String]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let pool = sqlx::PgPool::connect(state).await.unwrap();
+        let guids: Vec<String> =
+            sqlx::query_scalar("SELECT guid FROM deliveries WHERE guid LIKE 'during-takeover-%'")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        let mut sorted = guids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), guids.len(), "no delivery twice");
+        for guid in acknowledged {
+            assert!(guids.contains(guid), "{guid} acknowledged but not recorded");
+        }
+        let opened: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM history WHERE what = 'opened' AND number >= 100",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(opened, acknowledged.len() as i64, "each PR opened once");
+        pool.close().await;
+    });
+}
+
 #[test]
 fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_nothing_after() {
     let (duration, _, retry) = SHORT;
     let bound = Duration::from_secs(duration + retry);
     let emulator = Emulator::start();
     let dir = tempfile::tempdir().unwrap();
-    // One after another: the first creates the local keys beside the state the others read.
+    let state = common::pg::server().fresh_database();
     let replicas: Vec<Replica> = ["replica-a", "replica-b", "replica-c"]
         .into_iter()
-        .map(|name| Replica::start(name, dir.path(), &emulator, SHORT))
+        .map(|name| Replica::start(name, dir.path(), &state, &emulator, SHORT))
         .collect();
     let all = [0, 1, 2];
 
@@ -239,10 +311,17 @@ fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_n
     replicas[first].signal("-KILL");
     let killed = Instant::now();
     let rest: Vec<usize> = all.iter().copied().filter(|&i| i != first).collect();
-    let took = wait_for("a new holder", bound * 3, || {
-        let holder = emulator.holder();
-        rest.iter().any(|&i| replicas[i].holds(&holder))
+    // Meanwhile GitHub keeps sending, each delivery to all three (as a Service would spread
+    // them, and redeliveries land anywhere): every one acknowledged is recorded, once.
+    let (took, acknowledged) = std::thread::scope(|scope| {
+        let sending = scope.spawn(|| deliveries_to_all(&replicas, 20));
+        let took = wait_for("a new holder", bound * 3, || {
+            let holder = emulator.holder();
+            rest.iter().any(|&i| replicas[i].holds(&holder))
+        });
+        (took, sending.join().unwrap())
     });
+    recorded_once(&state, &acknowledged);
     eprintln!("takeover after kill -9: {took:?} (bound {bound:?})");
     assert!(
         took <= bound,
@@ -284,11 +363,12 @@ fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_n
 fn sigterm_releases_the_lease_so_the_next_replica_leads_at_once() {
     let emulator = Emulator::start();
     let dir = tempfile::tempdir().unwrap();
+    let state = common::pg::server().fresh_database();
     // A long duration: only a release can hand over quickly.
     let slow = (30, 20, 1);
     let replicas: Vec<Replica> = ["replica-a", "replica-b"]
         .into_iter()
-        .map(|name| Replica::start(name, dir.path(), &emulator, slow))
+        .map(|name| Replica::start(name, dir.path(), &state, &emulator, slow))
         .collect();
     wait_for("a holder", Duration::from_secs(10), || {
         !emulator.holder().is_empty()
@@ -311,10 +391,11 @@ fn sigterm_releases_the_lease_so_the_next_replica_leads_at_once() {
 fn with_the_default_settings_a_killed_holder_is_replaced_within_15_s() {
     let emulator = Emulator::start();
     let dir = tempfile::tempdir().unwrap();
+    let state = common::pg::server().fresh_database();
     let defaults = (12, 8, 2);
     let replicas: Vec<Replica> = ["replica-a", "replica-b"]
         .into_iter()
-        .map(|name| Replica::start(name, dir.path(), &emulator, defaults))
+        .map(|name| Replica::start(name, dir.path(), &state, &emulator, defaults))
         .collect();
     wait_for("a holder", Duration::from_secs(10), || {
         !emulator.holder().is_empty()
