@@ -493,7 +493,18 @@ pub fn store_for(dir: &std::path::Path, toml: &str) -> (String, Vec<(String, Str
             vec![("PREVIEWD_STATE".into(), state.display().to_string())],
         );
     }
-    shared_store(dir, toml, &pg::server().fresh_database())
+    // One database per directory: a previewd restarted in the same directory (`in_dir`)
+    // finds the state it left, as it finds its SQLite file.
+    let marker = dir.join("postgres-url");
+    let url = match std::fs::read_to_string(&marker) {
+        Ok(url) => url,
+        Err(_) => {
+            let url = pg::server().fresh_database();
+            std::fs::write(&marker, &url).unwrap();
+            url
+        }
+    };
+    shared_store(dir, toml, &url)
 }
 
 /// The config text and environment for a previewd on the PostgreSQL state at `url` (one of

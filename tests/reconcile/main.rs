@@ -34,7 +34,7 @@ pub(crate) fn reconciler(app: &TestApp, config: previewd::config::Config) -> Arc
         .map(|c| (c.name.clone(), cert.clone()))
         .collect();
     Arc::new(Reconciler::new(
-        app.pool().clone(),
+        app.state().clone(),
         config,
         previewd::sink::Sink::Directory(DirectorySink::new(rendered(app))),
         certs,

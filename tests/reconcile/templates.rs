@@ -16,10 +16,8 @@ fn generation_file(app: &TestApp, n: u32) -> Option<String> {
 }
 
 async fn states(app: &TestApp) -> Vec<(i64, String)> {
-    sqlx::query_as("SELECT generation, state FROM templates ORDER BY generation")
-        .fetch_all(app.pool())
+    app.rows("SELECT generation, state FROM templates ORDER BY generation")
         .await
-        .unwrap()
 }
 
 fn preview_file(app: &TestApp, number: u32) -> String {
@@ -97,17 +95,13 @@ async fn a_repositorys_previews_clone_its_template_once_it_is_built_and_reseed_c
     );
 
     // A reseed clones again (the clone generation follows the seed generation).
-    sqlx::query("UPDATE previews SET seed_generation = seed_generation + 1 WHERE number = 3")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET seed_generation = seed_generation + 1 WHERE number = 3")
+        .await;
     reconciler.pass().await.unwrap();
     assert!(preview_file(&app, 3).contains("clone: 2"));
     // The seeded preview's reseed clones too, now that a generation is ready.
-    sqlx::query("UPDATE previews SET seed_generation = seed_generation + 1 WHERE number = 2")
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute("UPDATE previews SET seed_generation = seed_generation + 1 WHERE number = 2")
+        .await;
     reconciler.pass().await.unwrap();
     let reseeded = preview_file(&app, 2);
     assert!(
@@ -280,11 +274,9 @@ async fn an_older_push_delivered_late_never_builds_a_generation_at_the_older_com
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
-    let bases: Vec<(i64, String)> =
-        sqlx::query_as("SELECT generation, base_sha FROM templates ORDER BY generation")
-            .fetch_all(app.pool())
-            .await
-            .unwrap();
+    let bases: Vec<(i64, String)> = app
+        .rows("SELECT generation, base_sha FROM templates ORDER BY generation")
+        .await;
     assert_eq!(
         bases,
         [(2, NEW_HEAD.to_owned())],
@@ -616,7 +608,7 @@ async fn a_generations_size_job_reports_its_size_with_the_token_sealed_for_it_an
     assert_eq!(stored, previewd::secrets::report_digest(&token));
     assert_eq!(
         app.scalar::<i64>(&format!(
-            "SELECT count(*) FROM template_secrets WHERE instr(encrypted_data, '{token}') > 0"
+            "SELECT count(*) FROM template_secrets WHERE encrypted_data LIKE '%{token}%'"
         ))
         .await,
         0
