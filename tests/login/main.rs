@@ -63,8 +63,14 @@ impl World {
             .pass()
             .await
             .unwrap();
+        let host = match self.app.state().is_shared() {
+            true => "names::jsonb ->> 'host'",
+            false => "json_extract(names, '$.host')",
+        };
         self.app
-            .scalar("SELECT json_extract(names, '$.host') FROM previews ORDER BY id DESC LIMIT 1")
+            .scalar(&format!(
+                "SELECT {host} FROM previews ORDER BY id DESC LIMIT 1"
+            ))
             .await
     }
 

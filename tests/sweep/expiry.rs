@@ -114,21 +114,16 @@ async fn a_backlog_of_expiries_is_worked_off_over_passes_a_bounded_read_each() {
     let app = app_with("ttl = \"72h\"").await;
     let now = app.clock.now();
     let backlog = previewd::db::DUE_PER_PASS + 100;
-    let mut tx = app.pool().begin().await.unwrap();
-    for n in 1..=backlog {
-        sqlx::query(
-            "INSERT INTO previews (repo, number, repo_id, title, author, head_sha, head_ref, base_ref,
-                 fork, draft, desired, observed, cluster, pr_updated_at, created_at, updated_at, expires_at)
-             VALUES ('acme/api', ?1, 1, 't', 'dev', 'ec26c3e57ca3a959ca5aad62de7213c562f8c821', 'b', 'main',
-                 0, 0, 'deployed', 'ready', 'in-cluster', ?2, ?2, ?2, ?2 - ?1)",
-        )
-        .bind(n)
-        .bind(now - DAY)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    }
-    tx.commit().await.unwrap();
+    let at = now - DAY;
+    // One statement valid on both stores: previews 1..=backlog, #n expired n seconds ago.
+    app.execute(&format!(
+        "WITH RECURSIVE pr(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM pr WHERE n < {backlog})
+         INSERT INTO previews (repo, number, repo_id, title, author, head_sha, head_ref, base_ref,
+             fork, draft, desired, observed, cluster, pr_updated_at, created_at, updated_at, expires_at)
+         SELECT 'acme/api', n, 1, 't', 'dev', 'ec26c3e57ca3a959ca5aad62de7213c562f8c821', 'b', 'main',
+             0, 0, 'deployed', 'ready', 'in-cluster', {at}, {at}, {at}, {at} - n FROM pr"
+    ))
+    .await;
     let sweeper = sweeper(&app);
     let (_, first) = sweeper.pass(Pass::Record).await.unwrap().unwrap();
     let (_, second) = sweeper.pass(Pass::Record).await.unwrap().unwrap();

@@ -143,15 +143,24 @@ async fn a_template_generations_application_is_not_an_orphan_however_many_genera
     reconciler.pass().await.unwrap();
     // 1,000 generations of repositories that sort before it (e.g. 500 repositories with a
     // current generation and one a clone still needs).
-    app.execute(
+    // Each store builds JSON its own way.
+    let object = match common::pg::on_postgres() {
+        true => "json_build_object",
+        false => "json_object",
+    };
+    let text = match common::pg::on_postgres() {
+        true => "::text",
+        false => "",
+    };
+    app.execute(&format!(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
          INSERT INTO templates (repo, generation, base_sha, cluster, names, state, created_at, updated_at)
          SELECT 'aaa/r' || (i / 2), 1 + i % 2, 'x', 'in-cluster',
-                json_object('slug', 's' || i, 'application', 'pv-aaa-' || i || '-tpl-helpers',
-                            'app_application', 'a' || i, 'host', 'h', 'database', 'd' || i,
-                            'repo_label', 'aaa.r'),
-                'ready', 0, 0 FROM n",
-    )
+                {object}('slug', 's' || i, 'application', 'pv-aaa-' || i || '-tpl-helpers',
+                         'app_application', 'a' || i, 'host', 'h', 'database', 'd' || i,
+                         'repo_label', 'aaa.r'){text},
+                'ready', 0, 0 FROM n"
+    ))
     .await;
     let plan = sweeper(&app)
         .plan(common::NOW, Orphans::Look)

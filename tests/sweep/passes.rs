@@ -88,29 +88,6 @@ async fn a_dry_run_changes_no_row_and_no_file() {
     .unwrap();
     app.clock.advance(DAY + 13 * HOUR);
 
-    let dump = |app: &TestApp| {
-        let pool = app.pool().clone();
-        async move {
-            let mut all = Vec::new();
-            for table in ["previews", "history", "notices", "deliveries", "leases"] {
-                let rows: Vec<String> = sqlx::query_scalar(&format!(
-                    "SELECT quote(rowid) || '|' || (SELECT COUNT(*) FROM {table}) FROM {table}"
-                ))
-                .fetch_all(&pool)
-                .await
-                .unwrap_or_default();
-                all.push(format!("{table}: {rows:?}"));
-            }
-            let state: Vec<(i64, String, Option<i64>, i64)> = sqlx::query_as(
-                "SELECT number, desired, warned_expires_at, expires_at FROM previews ORDER BY number",
-            )
-            .fetch_all(&pool)
-            .await
-            .unwrap();
-            all.push(format!("{state:?}"));
-            all
-        }
-    };
     let files = |app: &TestApp| {
         let mut names: Vec<_> = std::fs::read_dir(app.dir.path().join("rendered"))
             .unwrap()
@@ -190,4 +167,29 @@ async fn a_sweeper_told_to_stop_stops_before_a_pass_that_is_due() {
     // Due indeed: one pass expires it.
     let (_, report) = sweeper(&app).pass(Pass::Record).await.unwrap().unwrap();
     assert_eq!(report.expired, 1);
+}
+
+/// Every row of the tables a pass could write, by key, and each preview's expiry state:
+/// what a dry run must leave as it was (the same SQL on both stores).
+async fn dump(app: &TestApp) -> Vec<String> {
+    let mut all = Vec::new();
+    for table in ["previews", "history", "notices"] {
+        let ids: Vec<i64> = app
+            .scalars(&format!("SELECT id FROM {table} ORDER BY id"))
+            .await;
+        all.push(format!("{table}: {ids:?}"));
+    }
+    let deliveries: Vec<String> = app
+        .scalars("SELECT hook_id || '/' || guid FROM deliveries ORDER BY hook_id, guid")
+        .await;
+    all.push(format!("deliveries: {deliveries:?}"));
+    let leases: Vec<(String, String, i64)> = app
+        .rows("SELECT name, holder, expires_at FROM leases ORDER BY name")
+        .await;
+    all.push(format!("leases: {leases:?}"));
+    let state: Vec<(i64, String, Option<i64>, i64)> = app
+        .rows("SELECT number, desired, warned_expires_at, expires_at FROM previews ORDER BY number")
+        .await;
+    all.push(format!("{state:?}"));
+    all
 }
