@@ -252,15 +252,14 @@ impl TestApp {
     }
 
     pub async fn preview(&self, repo: &str, number: u32) -> Option<PreviewRow> {
-        sqlx::query_as(
-            "SELECT desired, head_sha, fork, draft, end_reason, author, title, expires_at, created_at, installation_id
-             FROM previews WHERE repo = ?1 AND number = ?2",
-        )
-        .bind(repo)
-        .bind(number)
-        .fetch_optional(self.pool())
+        // The flags compared, so each store reads a boolean (PostgreSQL stores a BIGINT).
+        self.rows(&format!(
+            "SELECT desired, head_sha, fork != 0 AS fork, draft != 0 AS draft, end_reason, author,
+                    title, expires_at, created_at, installation_id
+             FROM previews WHERE repo = '{repo}' AND number = {number}"
+        ))
         .await
-        .unwrap()
+        .pop()
     }
 
     /// `(what, actor, reason)` of a preview's history, oldest first.

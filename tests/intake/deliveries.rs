@@ -200,11 +200,11 @@ async fn redelivery_of_a_processed_delivery_is_a_harmless_200() {
 async fn redelivery_of_a_failed_delivery_is_processed_again() {
     let app = TestApp::start().await;
     let delivery = Delivery::fixture("pull_request.opened");
-    sqlx::query("INSERT INTO deliveries (hook_id, guid, event, outcome, received_at) VALUES ('12345', ?1, 'pull_request', 'failed', 0)")
-        .bind(delivery.guid_str())
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute(&format!(
+        "INSERT INTO deliveries (hook_id, guid, event, outcome, received_at) VALUES ('12345', '{}', 'pull_request', 'failed', 0)",
+        delivery.guid_str()
+    ))
+    .await;
     assert_eq!(app.send(&delivery).await.0, StatusCode::ACCEPTED);
     assert_eq!(
         app.delivery_outcome(delivery.guid_str()).await.as_deref(),

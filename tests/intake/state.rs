@@ -57,6 +57,9 @@ async fn installations_track_the_repositories_they_serve() {
 
 #[tokio::test]
 async fn state_is_durable_wal_with_foreign_keys() {
+    if crate::common::pg::on_postgres() {
+        return; // SQLite's settings; PostgreSQL's durability and foreign keys are its own.
+    }
     let app = TestApp::start().await;
     let mode: String = app.scalar("PRAGMA journal_mode").await;
     let synchronous: i64 = app.scalar("PRAGMA synchronous").await;
@@ -69,22 +72,22 @@ async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
     let app = TestApp::start().await;
     app.send(&Delivery::fixture("pull_request.opened")).await;
     let id: i64 = app.scalar("SELECT id FROM previews").await;
-    sqlx::query("INSERT INTO ledger (preview_id, kind, name, state, created_at) VALUES (?1, 'Application', 'pr-2', 'applied', 0)")
-        .bind(id)
-        .execute(app.pool())
-        .await
-        .unwrap();
-    sqlx::query("INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at) VALUES (?1, 'ns', 'db', 'strict', 'f', '{}', 0)")
-        .bind(id)
-        .execute(app.pool())
-        .await
-        .unwrap();
+    app.execute(&format!("INSERT INTO ledger (preview_id, kind, name, state, created_at) VALUES ({id}, 'Application', 'pr-2', 'applied', 0)"))
+        .await;
+    app.execute(&format!("INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at) VALUES ({id}, 'ns', 'db', 'strict', 'f', '{{}}', 0)"))
+        .await;
     app.execute("DELETE FROM previews").await;
     assert_eq!(
         (app.count("ledger").await, app.count("sealed_secrets").await),
         (0, 0)
     );
     assert_eq!(app.count("history").await, 1);
-    let tamper = sqlx::query("DELETE FROM history").execute(app.pool()).await;
+    let tamper = match app.state().postgres() {
+        Some(pg) => sqlx::query("DELETE FROM history").execute(pg).await.map(drop),
+        None => sqlx::query("DELETE FROM history")
+            .execute(app.pool())
+            .await
+            .map(drop),
+    };
     assert!(tamper.unwrap_err().to_string().contains("append-only"));
 }
