@@ -96,7 +96,9 @@ impl Server {
             log = dir.path().join("log").display(),
             me = std::process::id(),
         );
-        command(Path::new("/bin/sh"))
+        // Never waited for: the watchdog outlives this process by design, to stop the server.
+        #[allow(clippy::zombie_processes)]
+        let _watchdog = command(Path::new("/bin/sh"))
             .args(["-c", &watch])
             .stdin(Stdio::null())
             .stdout(Stdio::null())

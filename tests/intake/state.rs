@@ -83,7 +83,10 @@ async fn deleting_a_preview_cascades_to_its_children_but_history_stays() {
     );
     assert_eq!(app.count("history").await, 1);
     let tamper = match app.state().postgres() {
-        Some(pg) => sqlx::query("DELETE FROM history").execute(pg).await.map(drop),
+        Some(pg) => sqlx::query("DELETE FROM history")
+            .execute(pg)
+            .await
+            .map(drop),
         None => sqlx::query("DELETE FROM history")
             .execute(app.pool())
             .await

@@ -259,19 +259,36 @@ pub async fn clear_teardown(pool: &PgPool, id: i64) -> sqlx::Result<()> {
         .map(drop)
 }
 
+/// What the end of a preview reports: its PR, head, installation and why it ended.
+#[derive(sqlx::FromRow)]
+struct Ending {
+    repo: String,
+    number: i64,
+    head_sha: String,
+    installation_id: Option<i64>,
+    end_reason: Option<String>,
+}
+
 /// `db::forget_preview`: the row deleted and the final history row written, in one
 /// transaction, only if the preview is still meant to be absent.
 pub async fn forget_preview(pool: &PgPool, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     // Locked, so two replicas' teardowns write one "destroyed" row.
-    let row: Option<(String, i64, String, Option<i64>, Option<String>)> = sqlx::query_as(
+    let row: Option<Ending> = sqlx::query_as(
         "SELECT repo, number, head_sha, installation_id, end_reason
          FROM previews WHERE id = $1 AND desired = 'absent' FOR UPDATE",
     )
     .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((repo, number, head_sha, installation_id, end_reason)) = row else {
+    let Some(Ending {
+        repo,
+        number,
+        head_sha,
+        installation_id,
+        end_reason,
+    }) = row
+    else {
         return Ok(false);
     };
     // Commands are answered even after their preview is gone: keyed by repo and number.
@@ -294,11 +311,11 @@ pub async fn forget_preview(pool: &PgPool, id: i64, reason: &str, now: i64) -> s
         )
     };
     super::history::add(&mut tx, &history).await?;
-    mark_final_report(
+    super::github::mark_final_report(
         &mut tx,
         &repo,
         number,
-        installation_id,
+        installation_id.map(InstallationId),
         &head_sha,
         maybe_word::<EndReason>(end_reason)?,
         now,
@@ -306,34 +323,6 @@ pub async fn forget_preview(pool: &PgPool, id: i64, reason: &str, now: i64) -> s
     .await?;
     tx.commit().await?;
     Ok(true)
-}
-
-/// `db::mark_final_report`: the PR still needs the "destroyed" report.
-async fn mark_final_report(
-    conn: &mut PgConnection,
-    repo: &str,
-    number: i64,
-    installation_id: Option<i64>,
-    head_sha: &str,
-    end_reason: Option<EndReason>,
-    now: i64,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO github_threads (repo, number, installation_id, head_sha, end_reason, final_pending, updated_at)
-         VALUES ($1, $2, $3, $4, $5, 1, $6)
-         ON CONFLICT (repo, number) DO UPDATE SET final_pending = 1, head_sha = excluded.head_sha,
-             installation_id = COALESCE(excluded.installation_id, github_threads.installation_id),
-             end_reason = excluded.end_reason, updated_at = excluded.updated_at",
-    )
-    .bind(repo)
-    .bind(number)
-    .bind(installation_id)
-    .bind(head_sha)
-    .bind(end_reason.map(EndReason::as_str))
-    .bind(now)
-    .execute(conn)
-    .await
-    .map(drop)
 }
 
 pub async fn add_history_now(
