@@ -9,7 +9,8 @@
 //! 4. Reads: the dashboard's first page and `GET /api/previews`, 20 times each.
 //! 5. The server's peak RSS.
 //!
-//! Run: `cargo bench --bench scale` (options: `-- --previews 5000 --latency 200`).
+//! Run: `cargo bench --bench scale` (options: `-- --previews 5000 --latency 200`; `--postgres`
+//! puts the state in a throwaway PostgreSQL server's database instead of SQLite).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -19,6 +20,10 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+
+#[allow(dead_code)]
+#[path = "../tests/common/pg.rs"]
+mod pg;
 
 const SECRET: &str = "bench-webhook-secret-0123456789";
 const REPOS: usize = 100;
@@ -83,7 +88,41 @@ fn file_of(dir: &Path, n: u64) -> PathBuf {
     dir.join(format!("rendered/{name}.yaml"))
 }
 
-fn start(dir: &Path, addr: &str) -> Child {
+/// With `--postgres`: the state's database and what a shared state needs (a session secret;
+/// the one cluster named with a certificate, made here with openssl).
+fn postgres_store(dir: &Path) -> Vec<(String, String)> {
+    if !std::env::args().any(|a| a == "--postgres") {
+        return Vec::new();
+    }
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+        ])
+        .args(["-subj", "/CN=sealed-secrets", "-keyout"])
+        .arg(dir.join("sealing.key"))
+        .arg("-out")
+        .arg(dir.join("sealing.crt"))
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "openssl: {made:?}");
+    std::fs::write(
+        dir.join("previewd.toml"),
+        format!(
+            "[[clusters]]\nname = \"in-cluster\"\nserver = \"https://kubernetes.default.svc\"\nsealing_cert = {:?}\n",
+            dir.join("sealing.crt").display().to_string()
+        ),
+    )
+    .unwrap();
+    vec![
+        ("PREVIEWD_STATE".into(), pg::server().fresh_database()),
+        (
+            "PREVIEWD_LOGIN_SESSION_SECRET".into(),
+            "bench-session-secret-of-32-bytes-or-more".into(),
+        ),
+    ]
+}
+
+fn start(dir: &Path, addr: &str, store: &[(String, String)]) -> Child {
     let server = Command::new(env!("CARGO_BIN_EXE_previewd"))
         .arg("serve")
         .current_dir(dir)
@@ -91,6 +130,7 @@ fn start(dir: &Path, addr: &str) -> Child {
         .env("PREVIEWD_LISTEN", addr)
         .env("PREVIEWD_GITHUB_WEBHOOK_SECRET", SECRET)
         .env("PREVIEWD_LOG", "warn")
+        .envs(store.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -185,6 +225,7 @@ fn main() {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-scale"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    let store = postgres_store(&dir);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -200,12 +241,17 @@ fn main() {
     )
     .unwrap();
     println!(
-        "previewd scale benchmark: {previews} previews over {REPOS} repositories (directory sink), {} cores",
+        "previewd scale benchmark: {previews} previews over {REPOS} repositories (directory sink, state on {}), {} cores",
+        if store.is_empty() {
+            "SQLite"
+        } else {
+            "PostgreSQL"
+        },
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
     // 1. Fill.
-    let server = start(&dir, &addr);
+    let server = start(&dir, &addr, &store);
     let started = Instant::now();
     for n in 1..=previews {
         assert_eq!(
@@ -231,7 +277,7 @@ fn main() {
 
     // 2. Restart: cold start, then a pass with nothing to do.
     let spawned = Instant::now();
-    let server = start(&dir, &addr);
+    let server = start(&dir, &addr, &store);
     wait_for("the first pass", Duration::from_secs(600), || {
         reconciled(&addr) >= previews
     });

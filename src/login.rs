@@ -111,7 +111,9 @@ impl Login {
         let secret = match &config.login.session_key {
             Some(key) => key.expose_secret().as_bytes().to_vec(),
             None => key_beside(config.state.file().ok_or_else(|| {
-                anyhow::anyhow!("with a PostgreSQL state, login.session_secret must be set")
+                anyhow::anyhow!(
+                    "login.session_secret must be set: the state is PostgreSQL, shared by replicas"
+                )
             })?)?,
         };
         Ok(Self {

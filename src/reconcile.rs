@@ -141,11 +141,7 @@ impl Reconciler {
     /// then every `RESYNC` a pass over what changed, what the sink reports changed and a
     /// slice of the slow sweep (`changes.rs`), so nothing is missed. Hands `pending` back,
     /// for the next run once this replica leads again.
-    pub async fn run(
-        self: Arc<Self>,
-        mut pending: Pending,
-        cancel: CancellationToken,
-    ) -> Pending {
+    pub async fn run(self: Arc<Self>, mut pending: Pending, cancel: CancellationToken) -> Pending {
         tokio::spawn(self.clone().follow_argocd(cancel.clone()));
         let mut resync = tokio::time::interval(RESYNC);
         let mut changed = tokio::time::interval(changes::CHANGES);

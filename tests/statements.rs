@@ -1,8 +1,13 @@
-//! Every SQL statement previewd's source holds prepares against the migrated schema. sqlx's
-//! macros check theirs at compile time; the rusqlite statements (the intake writer's, the
-//! inline reads and writes) and sqlx's runtime `query()` strings are checked only here, so a
-//! renamed column cannot wait for the one test that happens to run that statement.
+//! Every SQL statement previewd's source holds prepares against the migrated schema of its
+//! store: SQLite's for all but `db::pg`'s, PostgreSQL's (a throwaway server) for those.
+//! sqlx's macros check theirs at compile time; the rusqlite statements (the intake writer's,
+//! the inline reads and writes) and sqlx's runtime `query()` strings, every PostgreSQL one
+//! among them, are checked here, so a renamed column cannot wait for the one test that
+//! happens to run that statement.
 
+#[allow(dead_code)]
+#[path = "common/pg.rs"]
+mod pg;
 #[path = "support/rust_files.rs"]
 mod rust_files;
 
@@ -10,8 +15,37 @@ use std::path::{Path, PathBuf};
 
 use rust_files::rust_files;
 
-/// The statements of the non-test code under `src/` (a unit test may prepare a wrong one on
-/// purpose), with the file each came from.
+/// Which store a file's statements are for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Store {
+    Sqlite,
+    Postgres,
+    /// `migrate-state` reads one and writes the other: tests/migrate.rs runs it whole.
+    Both,
+}
+
+fn store_of(relative: &Path) -> Store {
+    if relative.starts_with("db/pg") || relative == Path::new("db/pg.rs") {
+        Store::Postgres
+    } else if relative == Path::new("cli/migrate.rs") {
+        Store::Both
+    } else {
+        Store::Sqlite
+    }
+}
+
+/// The statements of the non-test code under `src/` for `store` (a unit test may prepare a
+/// wrong one on purpose), with the file each came from.
+fn statements_for(store: Store) -> Vec<(PathBuf, String)> {
+    statements()
+        .into_iter()
+        .filter(|(file, _)| {
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+            store_of(file.strip_prefix(&src).expect("under src")) == store
+        })
+        .collect()
+}
+
 fn statements() -> Vec<(PathBuf, String)> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = rust_files(&src);
@@ -111,7 +145,7 @@ async fn every_statement_in_the_source_prepares_against_the_migrated_schema() {
     let path = dir.path().join("state.db");
     previewd::db::open(&path).await.unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
-    let statements = statements();
+    let statements = statements_for(Store::Sqlite);
     // The count keeps the reader honest: a lexer that finds nothing passes nothing.
     assert!(
         statements.len() > 120,
@@ -126,6 +160,43 @@ async fn every_statement_in_the_source_prepares_against_the_migrated_schema() {
         })
         .collect();
     assert!(refused.is_empty(), "{}", refused.join("\n"));
+}
+
+#[tokio::test]
+async fn every_postgresql_statement_prepares_against_the_postgresql_schema() {
+    use sqlx::Executor;
+    let url = pg::server().fresh_database();
+    let store = previewd::config::Store::parse(&url).unwrap();
+    previewd::db::State::open(&store)
+        .await
+        .unwrap()
+        .close()
+        .await;
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let statements = statements_for(Store::Postgres);
+    assert!(
+        statements.len() > 100,
+        "only {} statements found",
+        statements.len()
+    );
+    let mut refused = Vec::new();
+    for (file, sql) in &statements {
+        if let Err(error) = conn.prepare(sql.as_str()).await {
+            refused.push(format!("{}: {error}\n  {sql}", file.display()));
+        }
+    }
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
+}
+
+#[test]
+fn statements_are_checked_against_their_own_store() {
+    assert_eq!(store_of(Path::new("db/pg/write.rs")), Store::Postgres);
+    assert_eq!(store_of(Path::new("db/pg.rs")), Store::Postgres);
+    assert_eq!(store_of(Path::new("db/write.rs")), Store::Sqlite);
+    assert_eq!(store_of(Path::new("db/pgsql.rs")), Store::Sqlite);
+    assert_eq!(store_of(Path::new("cli/migrate.rs")), Store::Both);
 }
 
 #[test]

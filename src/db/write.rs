@@ -14,7 +14,6 @@ use crate::intent::{Ended, Outcome, PrChange, StoredPr};
 use crate::preview::{Desired, PreviewKey};
 use crate::webhook::{CommandComment, InstallationChange};
 
-pub(crate) use super::connection::is_busy_rusqlite as is_busy;
 pub use rusqlite::{Connection as WriterConnection, Error, Result};
 
 pub use super::connection::open;

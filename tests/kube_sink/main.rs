@@ -187,7 +187,7 @@ pub(crate) fn reconciler_with(app: &TestApp, sink: KubeSink) -> Arc<Reconciler> 
     let certs = [("in-cluster".to_string(), cert)].into();
     let sink = Sink::Kubernetes(sink);
     Arc::new(Reconciler::new(
-        app.pool().clone(),
+        app.state().apart(),
         app.app.config.clone(),
         sink,
         certs,

@@ -58,11 +58,8 @@ async fn teardown_waits_for_argo_cds_finalizer_and_then_forgets_the_preview() {
 
     argo.namespaces.lock().unwrap().clear();
     reconciler.pass().await.unwrap();
-    let error: Option<String> = sqlx::query_scalar("SELECT last_error FROM previews")
-        .fetch_optional(app.pool())
-        .await
-        .unwrap()
-        .flatten();
+    let errors: Vec<Option<String>> = app.scalars("SELECT last_error FROM previews").await;
+    let error = errors.into_iter().next().flatten();
     assert_eq!(app.count("previews").await, 0, "{error:?}");
     let destroyed: i64 = app.recorded("destroyed").await;
     assert_eq!(destroyed, 1);

@@ -131,12 +131,12 @@ pub async fn look_again_at_checks(pool: &PgPool) -> sqlx::Result<u64> {
 pub async fn record_paths(pool: &PgPool, found: &PathsFound<'_>, now: i64) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     let desired: Option<String> = sqlx::query_scalar(
-        "UPDATE previews SET paths_sha = $2, paths_file = $3, updated_at = $6,
-             created_at = CASE WHEN $3 IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
+        "UPDATE previews SET paths_sha = $2, paths_file = $3::text, updated_at = $6,
+             created_at = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
                                THEN $6 ELSE created_at END,
-             expires_at = CASE WHEN $3 IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
+             expires_at = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
                                THEN $7 ELSE expires_at END,
-             desired = CASE WHEN $3 IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
+             desired = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
                             THEN $4 ELSE desired END
          WHERE id = $1 AND head_sha = $2
          RETURNING desired",

@@ -24,7 +24,7 @@ const WAKE: &str = "UPDATE previews SET
 pub async fn record_use(pool: &PgPool, id: i64, now: i64) -> anyhow::Result<()> {
     sqlx::query(
         "UPDATE previews SET last_used_at = $2
-         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $2 - $3)",
+         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $2::bigint - $3::bigint)",
     )
     .bind(id)
     .bind(now)
