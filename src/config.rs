@@ -424,6 +424,17 @@ impl Config {
     /// every private repository's titles, history and errors to whoever reaches them
     /// (preview namespaces run PR code), so they must be behind `api.token`.
     pub fn check_serving(&self) -> Result<(), ConfigError> {
+        if self.lease.enabled && self.lease.namespace.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "lease.namespace".into(),
+                source_note: String::new(),
+                problem: format!(
+                    "it is not set, and {} cannot be read (not in a pod?)",
+                    lease::POD_NAMESPACE
+                ),
+                expected: "the namespace to hold the Lease in, like previewd-system".into(),
+            });
+        }
         if self.listen.ip().is_loopback() || self.api_token.is_some() {
             return Ok(());
         }

@@ -9,7 +9,7 @@ use super::validate::Validator;
 use super::*;
 
 /// Where Kubernetes mounts the pod's namespace.
-const POD_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+pub(super) const POD_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// `[lease]`: the Lease that says which replica runs the reconciler, the sweeper, resync and
 /// the feedback worker.
@@ -17,7 +17,8 @@ const POD_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/names
 pub struct LeaseConfig {
     /// Off: this process runs the work loops whatever other processes do (one replica).
     pub enabled: bool,
-    /// The Lease's namespace (empty while `enabled` is off and none was found).
+    /// The Lease's namespace (empty when none was set or found: `serve` then refuses to
+    /// start with leases on).
     pub namespace: String,
     pub name: String,
     /// The identity's prefix; a random suffix is always added (`lease::identity`).
@@ -84,19 +85,11 @@ impl Validator {
                     "a namespace, like previewd-system",
                 ));
             }
-            None => match std::fs::read_to_string(POD_NAMESPACE) {
-                Ok(namespace) => namespace.trim().to_owned(),
-                Err(_) if !enabled => String::new(),
-                Err(_) => {
-                    return Err(self.invalid(
-                        "lease.namespace",
-                        format!(
-                            "it is not set, and {POD_NAMESPACE} cannot be read (not in a pod?)"
-                        ),
-                        "the namespace to hold the Lease in, like previewd-system",
-                    ));
-                }
-            },
+            // Needed only to serve (`Config::check_serving`): `render`, `config check` and
+            // `migrate-state` run outside a pod too.
+            None => std::fs::read_to_string(POD_NAMESPACE)
+                .map(|namespace| namespace.trim().to_owned())
+                .unwrap_or_default(),
         };
         let name = raw.values.text_or_default("lease.name");
         if !is_dns_name(&name) || name.is_empty() {
@@ -148,6 +141,15 @@ mod tests {
         assert_eq!(lease.renew_deadline, Duration::from_secs(8));
         assert_eq!(lease.retry_period, Duration::from_secs(2));
         assert!(lease.worst_takeover() <= Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_lease_without_a_namespace_is_refused_to_serve_but_not_to_render() {
+        // Outside a pod (as here: no service account namespace to read).
+        let config = load(&format!("{KUBE}[lease]\nenabled = true\n")).unwrap();
+        assert!(config.lease.namespace.is_empty());
+        let refused = config.check_serving().unwrap_err().to_string();
+        assert!(refused.contains("lease.namespace"), "{refused}");
     }
 
     #[test]
