@@ -3,7 +3,7 @@
 use super::*;
 use crate::clock::ManualClock;
 use crate::webhook::Event;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn ping(guid: &str) -> (Delivery, Intent) {
     let delivery = Delivery {
