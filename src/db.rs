@@ -92,7 +92,10 @@ impl Tx {
 /// lock up front); on PostgreSQL a plain one, whose row locks order concurrent writers.
 pub async fn begin(state: &State) -> sqlx::Result<Tx> {
     if let Some(pg) = state.postgres() {
-        return Ok(Tx::Postgres(pg.begin().await?));
+        let mut tx = pg.begin().await?;
+        // A command's effects stamp the preview: the counter before its row (`lock_first`).
+        pg::changes::lock_first(&mut tx).await?;
+        return Ok(Tx::Postgres(tx));
     }
     Ok(Tx::Sqlite(begin_write(state).await?))
 }

@@ -128,3 +128,74 @@ async fn replicas_share_one_instance_id() {
     );
     assert_eq!(ida.unwrap(), idb.unwrap());
 }
+
+#[tokio::test]
+async fn an_older_push_recorded_while_a_newer_close_commits_does_not_reopen_the_preview() {
+    let url = pg::server().fresh_database();
+    let (a, router) = replica(&url).await;
+    let opened = Delivery::fixture("pull_request.opened")
+        .number(1)
+        .guid("opened-1");
+    assert_eq!(answer(&router, &opened).await.0, 202);
+    let pool = a.state.postgres().unwrap().clone();
+    // Another replica records the PR's close (2026-11-28T12:00Z): its transaction holds the
+    // row while a push from earlier that day arrives here.
+    let closed_at = NOW - 12 * 3600;
+    let mut close = pool.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE previews SET desired = 'absent', end_reason = 'closed', pr_updated_at = $1",
+    )
+    .bind(closed_at)
+    .execute(&mut *close)
+    .await
+    .unwrap();
+    sqlx::query("INSERT INTO closed_prs (repo, number, pr_updated_at) SELECT repo, number, $1 FROM previews")
+        .bind(closed_at)
+        .execute(&mut *close)
+        .await
+        .unwrap();
+    let push = Delivery::fixture("pull_request.synchronize")
+        .number(1)
+        .at_sha("0123456789abcdef0123456789abcdef01234567")
+        .updated_at("2026-11-28T06:00:00Z")
+        .guid("push-1");
+    let pushing = tokio::spawn({
+        let router = router.clone();
+        async move { answer(&router, &push).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    close.commit().await.unwrap();
+    let (status, body) = pushing.await.unwrap();
+    assert!(status == 200 || status == 202, "{status} {body}");
+    // As one writer would have it: the close is newer, so the push changes nothing.
+    let desired: String = sqlx::query_scalar("SELECT desired FROM previews")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(desired, "absent", "the newer close stands: {body}");
+}
+
+#[test]
+fn a_lost_race_on_postgresql_is_a_busy_error_to_retry_and_bad_input_is_not() {
+    use previewd::db::is_busy;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let url = pg::server().fresh_database();
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let deadlock = sqlx::query("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40P01'; END $$")
+            .execute(&pool)
+            .await
+            .unwrap_err();
+        assert!(is_busy(&deadlock), "{deadlock}");
+        // 22021 (a NUL in text) ends in 0x05 read as a number: not SQLite's busy.
+        let bad = sqlx::query("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '22021'; END $$")
+            .execute(&pool)
+            .await
+            .unwrap_err();
+        assert!(!is_busy(&bad), "{bad}");
+        pool.close().await;
+    });
+}

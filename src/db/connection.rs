@@ -91,6 +91,14 @@ const fn same(a: &[u8], b: &[u8]) -> bool {
 /// a failure to record or to show on a pull request.
 pub fn is_busy(error: &sqlx::Error) -> bool {
     match error {
+        // PostgreSQL's SQLSTATEs for a transaction that lost to another and may be run
+        // again: a deadlock, a serialization failure, a lock not available.
+        sqlx::Error::Database(e)
+            if e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .is_some() =>
+        {
+            matches!(e.code().as_deref(), Some("40P01" | "40001" | "55P03"))
+        }
         sqlx::Error::Database(e) => e
             .code()
             .and_then(|code| code.parse::<i32>().ok())

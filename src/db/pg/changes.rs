@@ -6,6 +6,16 @@ use sqlx::{PgConnection, PgPool};
 
 const BUMP: &str = "UPDATE change_counter SET version = version + 1 WHERE id = 1 RETURNING version";
 
+/// Takes the counter's row lock first, at the start of a transaction that will stamp a
+/// preview: every such writer then locks the counter before any preview row, so two of them
+/// never hold one each and wait for the other (a deadlock PostgreSQL would abort one of).
+pub async fn lock_first(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query("SELECT version FROM change_counter WHERE id = 1 FOR UPDATE")
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
 async fn bump(conn: &mut PgConnection) -> sqlx::Result<i64> {
     sqlx::query_scalar(BUMP).fetch_one(conn).await
 }

@@ -43,6 +43,7 @@ pub async fn sleep(
     now: i64,
 ) -> anyhow::Result<bool> {
     let mut tx = pool.begin().await?;
+    super::changes::lock_first(&mut tx).await?;
     let slept = sqlx::query(SLEEP)
         .bind(id)
         .bind(now)
@@ -61,6 +62,7 @@ pub async fn sleep(
 /// `db::sleep::wake`: false when it was awake.
 pub async fn wake(pool: &PgPool, id: i64, why: &str, now: i64) -> anyhow::Result<bool> {
     let mut tx = pool.begin().await?;
+    super::changes::lock_first(&mut tx).await?;
     let woke = sqlx::query(WAKE)
         .bind(id)
         .bind(now)

@@ -41,6 +41,7 @@ pub async fn due_before(pool: &PgPool, until: i64) -> sqlx::Result<Vec<DueRow>> 
 
 pub async fn expire(pool: &PgPool, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
     let mut tx = pool.begin().await?;
+    super::changes::lock_first(&mut tx).await?;
     let mut expired = Vec::new();
     for (id, reason) in due {
         if expire_one(&mut tx, *id, reason, now).await? {

@@ -161,6 +161,7 @@ pub async fn request_destroy(
     now: i64,
 ) -> sqlx::Result<Option<bool>> {
     let mut tx = pool.begin().await?;
+    super::changes::lock_first(&mut tx).await?;
     // Locked, so a concurrent request (another replica) waits and then sees it ending.
     let exists: Option<bool> = sqlx::query_scalar(
         "SELECT desired != 'absent' FROM previews WHERE repo = $1 AND number = $2 FOR UPDATE",

@@ -80,6 +80,20 @@ pub async fn apply_pr_change(
     let pr = &change.pr;
     let repo = pr.key.repo.as_str();
     let number = i64::from(pr.key.number);
+    // What the merge reads must stay what it writes over, as under SQLite's one writer: the
+    // PR's advisory lock holds off another replica's intake when there is no row yet (both
+    // would insert), the row's lock holds off everyone else (the sweeper's expiry, a
+    // command's effect, an operator's destroy); the read after them sees what they committed.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1), $2::int)")
+        .bind(repo)
+        .bind(number)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("SELECT id FROM previews WHERE repo = $1 AND number = $2 FOR UPDATE")
+        .bind(repo)
+        .bind(number)
+        .fetch_optional(&mut *conn)
+        .await?;
     let r = sqlx::query(
         "SELECT p.id, p.repo_id, p.installation_id, p.title, p.author, p.head_sha, p.head_ref,
                 p.base_ref, p.fork, p.draft, p.desired, p.end_reason, p.approved_sha,
@@ -274,9 +288,17 @@ pub async fn queue_command(
 ) -> sqlx::Result<bool> {
     let repo = command.key.repo.as_str();
     let number = i64::from(command.key.number);
+    // The preview's row held (or found gone) first: a row being forgotten meanwhile would
+    // otherwise be named by the insert and fail its foreign key.
+    let preview: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM previews WHERE repo = $1 AND number = $2 FOR KEY SHARE")
+            .bind(repo)
+            .bind(number)
+            .fetch_optional(&mut *conn)
+            .await?;
     let done = sqlx::query(
         "INSERT INTO commands (preview_id, repo, number, comment_id, actor, association, line, created_at, installation_id, commented_at)
-         VALUES ((SELECT id FROM previews WHERE repo = $1 AND number = $2), $1, $2, $3, $4, $5, $6, $7, $8, $9)
+         VALUES ($10, $1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT (comment_id) DO NOTHING",
     )
     .bind(repo)
@@ -288,6 +310,7 @@ pub async fn queue_command(
     .bind(now)
     .bind(command.installation_id.map(|id| id as i64))
     .bind(command.commented_at)
+    .bind(preview)
     .execute(&mut *conn)
     .await?;
     if done.rows_affected() > 0 {
