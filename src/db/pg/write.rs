@@ -438,7 +438,7 @@ pub async fn previews_at(
     };
     let numbers: Vec<i64> = sqlx::query_scalar(
         "SELECT number FROM previews WHERE repo = $1 AND head_sha = $2 AND desired != 'absent'
-         ORDER BY number",
+         ORDER BY id",
     )
     .bind(repo)
     .bind(sha)
