@@ -199,3 +199,44 @@ fn a_lost_race_on_postgresql_is_a_busy_error_to_retry_and_bad_input_is_not() {
         pool.close().await;
     });
 }
+
+/// A server made with a language's collation (here ICU's en-US, which puts `_` first and
+/// ignores case) lists text as SQLite does: byte by byte.
+#[tokio::test]
+async fn a_server_with_a_language_collation_orders_text_as_sqlite_does() {
+    let url = pg::server()
+        .fresh_database_with("LOCALE_PROVIDER icu ICU_LOCALE 'en-US' TEMPLATE template0");
+    let (app, _) = replica(&url).await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    for repo in ["acme/alpha", "acme/Zeta", "acme/_x"] {
+        sqlx::query(
+            "INSERT INTO template_repos (repo, base_sha, last_used_at, updated_at)
+             VALUES ($1, 'b0b0', 0, 0)",
+        )
+        .bind(repo)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        previewd::db::template_repos(&app.state).await.unwrap(),
+        ["acme/Zeta", "acme/_x", "acme/alpha"]
+    );
+}
+
+#[tokio::test]
+async fn every_text_column_of_the_postgresql_schema_compares_bytes() {
+    let url = pg::server().fresh_database();
+    let (_app, _) = replica(&url).await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let other: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name || '.' || column_name FROM information_schema.columns
+         WHERE table_schema = current_schema() AND data_type = 'text'
+           AND table_name <> '_sqlx_migrations' AND collation_name IS DISTINCT FROM 'C'
+         ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(other.is_empty(), "not in the \"C\" collation: {other:?}");
+}

@@ -130,12 +130,17 @@ impl Server {
 
     /// A URL to a database of its own, created now.
     pub fn fresh_database(&self) -> String {
+        self.fresh_database_with("")
+    }
+
+    /// As `fresh_database`, created with `options` (`CREATE DATABASE name options`).
+    pub fn fresh_database_with(&self, options: &str) -> String {
         let name = format!(
             "t{}_{}",
             std::process::id(),
             self.databases.fetch_add(1, Ordering::Relaxed)
         );
-        let made = self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        let made = self.psql("postgres", &format!("CREATE DATABASE {name} {options}"));
         assert!(
             made.status.success(),
             "{}",
