@@ -17,19 +17,20 @@ pub async fn record_sealing_cert(
     now: i64,
 ) -> sqlx::Result<Rotation> {
     let mut tx = pool.begin().await?;
-    let previous: Option<String> =
-        sqlx::query_scalar("SELECT fingerprint FROM cluster_certs WHERE cluster = $1 FOR UPDATE")
-            .bind(cluster)
-            .fetch_optional(&mut *tx)
-            .await?;
-    sqlx::query(
+    let previous: Option<String> = sqlx::query_scalar!(
+        "SELECT fingerprint FROM cluster_certs WHERE cluster = $1 FOR UPDATE",
+        cluster
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    sqlx::query!(
         "INSERT INTO cluster_certs (cluster, fingerprint, not_after, seen_at) VALUES ($1, $2, $3, $4)
          ON CONFLICT (cluster) DO UPDATE SET fingerprint = $2, not_after = $3, seen_at = $4",
+        cluster,
+        fingerprint,
+        not_after,
+        now
     )
-    .bind(cluster)
-    .bind(fingerprint)
-    .bind(not_after)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     let rotation = match previous {
