@@ -8,18 +8,18 @@ use crate::preview::HistoryKind;
 
 /// `row`, in the caller's transaction.
 pub async fn add(conn: &mut PgConnection, row: &HistoryRow<'_>) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO history (repo, number, what, actor, reason, head_sha, delivery, at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        row.repo,
+        i64::from(row.number),
+        row.what.as_str(),
+        row.actor,
+        row.reason,
+        row.head_sha,
+        row.delivery,
+        row.at
     )
-    .bind(row.repo)
-    .bind(i64::from(row.number))
-    .bind(row.what.as_str())
-    .bind(row.actor)
-    .bind(row.reason)
-    .bind(row.head_sha)
-    .bind(row.delivery)
-    .bind(row.at)
     .execute(conn)
     .await
     .map(drop)
@@ -33,15 +33,15 @@ pub async fn add_of(
     reason: &str,
     at: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO history (repo, number, what, actor, reason, at)
          SELECT repo, number, $2, $3, $4, $5 FROM previews WHERE id = $1",
+        id,
+        what.as_str(),
+        PREVIEWD,
+        reason,
+        at
     )
-    .bind(id)
-    .bind(what.as_str())
-    .bind(PREVIEWD)
-    .bind(reason)
-    .bind(at)
     .execute(conn)
     .await
     .map(drop)
@@ -56,17 +56,17 @@ pub async fn add_for_sealed_on(
     reason: &str,
     at: i64,
 ) -> sqlx::Result<u64> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO history (repo, number, what, actor, reason, at)
          SELECT p.repo, p.number, $2, $3, $4, $5 FROM previews p
          WHERE p.cluster = $1 AND p.desired != 'absent'
            AND EXISTS (SELECT 1 FROM sealed_secrets s WHERE s.preview_id = p.id)",
+        cluster,
+        what.as_str(),
+        PREVIEWD,
+        reason,
+        at
     )
-    .bind(cluster)
-    .bind(what.as_str())
-    .bind(PREVIEWD)
-    .bind(reason)
-    .bind(at)
     .execute(conn)
     .await
     .map(|done| done.rows_affected())
