@@ -10,18 +10,18 @@ pub async fn sealed_secrets(
     pool: &PgPool,
     id: i64,
 ) -> anyhow::Result<Vec<(crate::render::SealedSecret, String)>> {
-    let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT namespace, name, scope, cert_fingerprint, encrypted_data
          FROM sealed_secrets WHERE preview_id = $1 ORDER BY id",
+        id
     )
-    .bind(id)
     .fetch_all(pool)
     .await?;
     let secrets: Option<Vec<_>> = rows
         .into_iter()
-        .map(|(namespace, name, scope, fingerprint, stored)| {
-            let secret = stored_secret(name, namespace, &scope, &stored)?;
-            Some((secret, fingerprint))
+        .map(|r| {
+            let secret = stored_secret(r.name, r.namespace, &r.scope, &r.encrypted_data)?;
+            Some((secret, r.cert_fingerprint))
         })
         .collect();
     Ok(secrets.unwrap_or_default())
@@ -34,22 +34,21 @@ pub async fn write_new(
     id: i64,
     now: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM sealed_secrets WHERE preview_id = $1")
-        .bind(id)
+    sqlx::query!("DELETE FROM sealed_secrets WHERE preview_id = $1", id)
         .execute(&mut *conn)
         .await?;
     for (namespace, name, scope, stored, fingerprint) in &secrets.rows {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO sealed_secrets (preview_id, namespace, name, scope, cert_fingerprint, encrypted_data, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            id,
+            namespace,
+            name,
+            *scope,
+            fingerprint,
+            stored,
+            now
         )
-        .bind(id)
-        .bind(namespace)
-        .bind(name)
-        .bind(*scope)
-        .bind(fingerprint)
-        .bind(stored)
-        .bind(now)
         .execute(&mut *conn)
         .await?;
     }
