@@ -2,41 +2,39 @@
 //! transaction, the lease, notices, orphans and the state's instance id. Retention is
 //! `retention`.
 
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 use crate::db::{DUE_PER_PASS, DueRow, HistoryRow, Notice};
 use crate::preview::{HistoryKind, InstallationId};
 
-fn due_of(r: &PgRow) -> sqlx::Result<DueRow> {
-    let repo: String = r.try_get("repo")?;
-    let number: i64 = r.try_get("number")?;
-    Ok(DueRow {
-        id: r.try_get("id")?,
-        repo: repo.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        number: u32::try_from(number).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        author: r.try_get("author")?,
-        installation_id: r
-            .try_get::<Option<i64>, _>("installation_id")?
-            .map(InstallationId),
-        expires_at: r.try_get("expires_at")?,
-        keep: r.try_get::<i64, _>("keep")? != 0,
-        warned_expires_at: r.try_get("warned_expires_at")?,
-    })
-}
-
 pub async fn due_before(pool: &PgPool, until: i64) -> sqlx::Result<Vec<DueRow>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query!(
         "SELECT id, repo, number, author, installation_id, expires_at, keep, warned_expires_at
          FROM previews
          WHERE expires_at <= $1 AND desired NOT IN ('absent', 'opted_out')
          ORDER BY expires_at, id LIMIT $2",
+        until,
+        DUE_PER_PASS
     )
-    .bind(until)
-    .bind(DUE_PER_PASS)
     .fetch_all(pool)
     .await?;
-    rows.iter().map(due_of).collect()
+    rows.into_iter()
+        .map(|r| {
+            Ok(DueRow {
+                id: r.id,
+                repo: r
+                    .repo
+                    .parse()
+                    .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                number: u32::try_from(r.number).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                author: r.author,
+                installation_id: r.installation_id.map(InstallationId),
+                expires_at: r.expires_at,
+                keep: r.keep != 0,
+                warned_expires_at: r.warned_expires_at,
+            })
+        })
+        .collect()
 }
 
 pub async fn expire(pool: &PgPool, due: &[(i64, &str)], now: i64) -> sqlx::Result<Vec<i64>> {
@@ -53,12 +51,12 @@ pub async fn expire(pool: &PgPool, due: &[(i64, &str)], now: i64) -> sqlx::Resul
 }
 
 async fn expire_one(tx: &mut PgConnection, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE previews SET desired = 'absent', end_reason = 'expired', updated_at = $2
          WHERE id = $1 AND desired != 'absent' AND expires_at <= $2",
+        id,
+        now
     )
-    .bind(id)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 0 {
@@ -77,13 +75,13 @@ pub async fn warn(
     now: i64,
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE previews SET warned_expires_at = expires_at
          WHERE id = $1 AND expires_at = $2 AND desired != 'absent'
            AND (warned_expires_at IS NULL OR warned_expires_at != expires_at)",
+        row.id,
+        row.expires_at
     )
-    .bind(row.id)
-    .bind(row.expires_at)
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 0 {
@@ -97,15 +95,15 @@ pub async fn warn(
         now,
     );
     super::history::add(&mut tx, &history).await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO notices (repo, number, installation_id, kind, body, created_at)
          VALUES ($1, $2, $3, 'expiry_warning', $4, $5)",
+        row.repo.as_str(),
+        i64::from(row.number),
+        row.installation_id.map(|i| i.0),
+        notice,
+        now
     )
-    .bind(row.repo.as_str())
-    .bind(i64::from(row.number))
-    .bind(row.installation_id.map(|i| i.0))
-    .bind(notice)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -121,89 +119,97 @@ pub async fn take_lease(
     until: i64,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
          ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
          WHERE leases.expires_at <= $4 OR leases.holder = excluded.holder",
+        name,
+        holder,
+        until,
+        now
     )
-    .bind(name)
-    .bind(holder)
-    .bind(until)
-    .bind(now)
     .execute(pool)
     .await?;
     Ok(done.rows_affected() > 0)
 }
 
 pub async fn release_lease(pool: &PgPool, name: &str, holder: &str) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
-        .bind(name)
-        .bind(holder)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "DELETE FROM leases WHERE name = $1 AND holder = $2",
+        name,
+        holder
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn unposted_notices(pool: &PgPool) -> sqlx::Result<Vec<Notice>> {
-    let rows: Vec<(i64, String, i64, Option<i64>, String)> = sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT id, repo, number, installation_id, body
-         FROM notices WHERE posted_at IS NULL ORDER BY id LIMIT 100",
+         FROM notices WHERE posted_at IS NULL ORDER BY id LIMIT 100"
     )
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, repo, number, installation_id, body)| Notice {
-            id,
-            repo,
-            number,
-            installation_id: installation_id.map(InstallationId),
-            body,
+        .map(|r| Notice {
+            id: r.id,
+            repo: r.repo,
+            number: r.number,
+            installation_id: r.installation_id.map(InstallationId),
+            body: r.body,
         })
         .collect())
 }
 
 pub async fn notice_posted(pool: &PgPool, id: i64, now: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE notices SET posted_at = $2 WHERE id = $1")
-        .bind(id)
-        .bind(now)
+    sqlx::query!("UPDATE notices SET posted_at = $2 WHERE id = $1", id, now)
         .execute(pool)
         .await
         .map(drop)
 }
 
 pub async fn queue_position(pool: &PgPool, id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM previews
+    // COUNT(*) is never NULL.
+    sqlx::query_scalar!(
+        r#"SELECT COUNT(*) AS "ahead!" FROM previews
          WHERE cluster IS NULL AND desired = 'deployed'
-           AND (created_at, id) < (SELECT created_at, id FROM previews WHERE id = $1)",
+           AND (created_at, id) < (SELECT created_at, id FROM previews WHERE id = $1)"#,
+        id
     )
-    .bind(id)
     .fetch_one(pool)
     .await
 }
 
 pub async fn preview_keys(pool: &PgPool) -> sqlx::Result<Vec<(String, i64)>> {
-    sqlx::query_as("SELECT repo, number FROM previews")
+    // `AS p`: SQLite's statement has the same words, and `.sqlx/` keeps one file per text.
+    let rows = sqlx::query!("SELECT repo, number FROM previews AS p")
         .fetch_all(pool)
-        .await
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.repo, r.number)).collect())
 }
 
 pub async fn preview_names(pool: &PgPool) -> sqlx::Result<Vec<(String, i64, Option<String>)>> {
-    sqlx::query_as("SELECT repo, number, names FROM previews")
+    // `AS p`, as in `preview_keys`.
+    let rows = sqlx::query!("SELECT repo, number, names FROM previews AS p")
         .fetch_all(pool)
-        .await
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.repo, r.number, r.names))
+        .collect())
 }
 
 pub async fn record_orphans(pool: &PgPool, names: &[String], now: i64) -> sqlx::Result<u64> {
     let mut tx = pool.begin().await?;
     let mut recorded = 0;
     for name in names {
-        let done = sqlx::query(
+        let done = sqlx::query!(
             "INSERT INTO orphans (name, found_at) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            name,
+            now
         )
-        .bind(name)
-        .bind(now)
         .execute(&mut *tx)
         .await?;
         recorded += done.rows_affected();
@@ -213,14 +219,14 @@ pub async fn record_orphans(pool: &PgPool, names: &[String], now: i64) -> sqlx::
 }
 
 pub async fn recorded_orphans(pool: &PgPool) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar("SELECT name FROM orphans ORDER BY found_at, name")
+    // `AS o`, as in `preview_keys`.
+    sqlx::query_scalar!("SELECT name FROM orphans AS o ORDER BY found_at, name")
         .fetch_all(pool)
         .await
 }
 
 pub async fn forget_orphan(pool: &PgPool, name: &str) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM orphans WHERE name = $1")
-        .bind(name)
+    sqlx::query!("DELETE FROM orphans WHERE name = $1", name)
         .execute(pool)
         .await
         .map(drop)
@@ -231,11 +237,13 @@ pub async fn forget_orphan(pool: &PgPool, name: &str) -> sqlx::Result<()> {
 /// replica reads the same one.
 pub async fn instance_id(pool: &PgPool) -> sqlx::Result<String> {
     let fresh = format!("{:016x}", rand::random::<u64>());
-    sqlx::query("INSERT INTO instance (id) VALUES ($1) ON CONFLICT DO NOTHING")
-        .bind(fresh)
-        .execute(pool)
-        .await?;
-    sqlx::query_scalar("SELECT id FROM instance")
+    sqlx::query!(
+        "INSERT INTO instance (id) VALUES ($1) ON CONFLICT DO NOTHING",
+        fresh
+    )
+    .execute(pool)
+    .await?;
+    sqlx::query_scalar!("SELECT id FROM instance")
         .fetch_one(pool)
         .await
 }
