@@ -46,7 +46,8 @@ fn summary_of(r: &PgRow) -> sqlx::Result<PreviewSummary> {
 }
 
 pub async fn count_previews(pool: &PgPool) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT count(*) FROM previews")
+    // A count is never NULL.
+    sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM previews"#)
         .fetch_one(pool)
         .await
 }
@@ -110,13 +111,14 @@ pub async fn preview_summary(
 }
 
 pub async fn history(pool: &PgPool, repo: &str, number: i64) -> sqlx::Result<Vec<HistoryEntry>> {
-    let mut rows: Vec<HistoryEntry> = sqlx::query_as(
+    let mut rows = sqlx::query_as!(
+        HistoryEntry,
         "SELECT at, what, actor, reason, head_sha FROM history
          WHERE repo = $1 AND number = $2 ORDER BY at DESC, id DESC LIMIT $3",
+        repo,
+        number,
+        HISTORY_SHOWN
     )
-    .bind(repo)
-    .bind(number)
-    .bind(HISTORY_SHOWN)
     .fetch_all(pool)
     .await?;
     rows.reverse();
@@ -127,28 +129,31 @@ pub async fn recently_destroyed(
     pool: &PgPool,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, i64, i64, String)>> {
-    sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT repo, number, at, reason FROM history
          WHERE what = 'destroyed' ORDER BY at DESC, id DESC LIMIT $1",
+        limit
     )
-    .bind(limit)
     .fetch_all(pool)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.repo, r.number, r.at, r.reason))
+        .collect())
 }
 
 pub async fn preview_counts(
     pool: &PgPool,
 ) -> sqlx::Result<Vec<(Desired, ObservedState, String, i64)>> {
-    let rows: Vec<(String, String, String, i64)> = sqlx::query_as(
-        "SELECT desired, observed, COALESCE(cluster, ''), COUNT(*)
-         FROM previews GROUP BY desired, observed, cluster",
+    // COALESCE with '' and a count are never NULL.
+    let rows = sqlx::query!(
+        r#"SELECT desired, observed, COALESCE(cluster, '') AS "cluster!", COUNT(*) AS "n!"
+         FROM previews GROUP BY desired, observed, cluster"#
     )
     .fetch_all(pool)
     .await?;
     rows.into_iter()
-        .map(|(desired, observed, cluster, n)| {
-            Ok((word_of(&desired)?, word_of(&observed)?, cluster, n))
-        })
+        .map(|r| Ok((word_of(&r.desired)?, word_of(&r.observed)?, r.cluster, r.n)))
         .collect()
 }
 
@@ -163,23 +168,24 @@ pub async fn request_destroy(
     let mut tx = pool.begin().await?;
     super::changes::lock_first(&mut tx).await?;
     // Locked, so a concurrent request (another replica) waits and then sees it ending.
-    let exists: Option<bool> = sqlx::query_scalar(
-        "SELECT desired != 'absent' FROM previews WHERE repo = $1 AND number = $2 FOR UPDATE",
+    // `desired` is NOT NULL, so the comparison is never NULL.
+    let exists = sqlx::query_scalar!(
+        r#"SELECT desired != 'absent' AS "live!" FROM previews WHERE repo = $1 AND number = $2 FOR UPDATE"#,
+        repo,
+        i64::from(number)
     )
-    .bind(repo)
-    .bind(i64::from(number))
     .fetch_optional(&mut *tx)
     .await?;
     let Some(true) = exists else {
         return Ok(exists);
     };
-    sqlx::query(
+    sqlx::query!(
         "UPDATE previews SET desired = 'absent', end_reason = 'destroyed', updated_at = $3
          WHERE repo = $1 AND number = $2",
+        repo,
+        i64::from(number),
+        now
     )
-    .bind(repo)
-    .bind(i64::from(number))
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     // From a shell too (`previewd destroy`): the state tells the reconciler, not a word.
