@@ -1,7 +1,6 @@
 //! `db::login` on PostgreSQL: a preview found by its host, and share links.
 
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 use super::word_of;
 use crate::db::HistoryRow;
@@ -10,32 +9,26 @@ use crate::preview::{HistoryKind, InstallationId, PreviewKey};
 
 /// The preview whose recorded host is `host` (by `previews_by_host`'s expression).
 pub async fn preview_by_host(pool: &PgPool, host: &str) -> anyhow::Result<Option<HostPreview>> {
-    let row = sqlx::query(
+    let row = sqlx::query!(
         "SELECT id, repo, number, installation_id, desired, observed, sleeping_since, woke_at,
                 last_used_at
          FROM previews WHERE (names::jsonb ->> 'host') = $1",
+        host
     )
-    .bind(host)
     .fetch_optional(pool)
     .await?;
     let Some(row) = row else {
         return Ok(None);
     };
-    let repo: String = row.try_get("repo")?;
-    let number: i64 = row.try_get("number")?;
-    let desired: String = row.try_get("desired")?;
-    let observed: String = row.try_get("observed")?;
     Ok(Some(HostPreview {
-        id: row.try_get("id")?,
-        key: PreviewKey::new(repo.parse()?, u32::try_from(number)?),
-        installation: row
-            .try_get::<Option<i64>, _>("installation_id")?
-            .map(InstallationId),
-        live: desired != "absent",
-        observed: word_of(&observed)?,
-        sleeping_since: row.try_get("sleeping_since")?,
-        woke_at: row.try_get("woke_at")?,
-        last_used_at: row.try_get("last_used_at")?,
+        id: row.id,
+        key: PreviewKey::new(row.repo.parse()?, u32::try_from(row.number)?),
+        installation: row.installation_id.map(InstallationId),
+        live: row.desired != "absent",
+        observed: word_of(&row.observed)?,
+        sleeping_since: row.sleeping_since,
+        woke_at: row.woke_at,
+        last_used_at: row.last_used_at,
     }))
 }
 
@@ -61,21 +54,24 @@ pub async fn create_share_in(
     expires_at: i64,
 ) -> anyhow::Result<Option<Share>> {
     let id = new_share_id()?;
-    sqlx::query("SELECT 1 FROM previews WHERE id = $1 FOR UPDATE")
-        .bind(preview_id)
-        .execute(&mut *conn)
-        .await?;
-    let inserted = sqlx::query(
+    // The row is read only for its lock (a query with columns has no `execute`).
+    sqlx::query_scalar!(
+        "SELECT 1 AS locked FROM previews WHERE id = $1 FOR UPDATE",
+        preview_id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let inserted = sqlx::query!(
         "INSERT INTO shares (id, preview_id, created_by, created_at, expires_at) \
          SELECT $1, $2, $3, $4, $5 WHERE (SELECT count(*) FROM shares WHERE preview_id = $2 \
          AND revoked_at IS NULL AND expires_at > $4) < $6",
+        &id,
+        preview_id,
+        by,
+        now,
+        expires_at,
+        MAX_SHARES
     )
-    .bind(&id)
-    .bind(preview_id)
-    .bind(by)
-    .bind(now)
-    .bind(expires_at)
-    .bind(MAX_SHARES)
     .execute(&mut *conn)
     .await?;
     Ok((inserted.rows_affected() == 1).then(|| Share {
@@ -98,12 +94,12 @@ pub async fn revoke_shares_in(
     preview_id: i64,
     now: i64,
 ) -> anyhow::Result<u64> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE shares SET revoked_at = $2 WHERE preview_id = $1 AND revoked_at IS NULL \
          AND expires_at > $2",
+        preview_id,
+        now
     )
-    .bind(preview_id)
-    .bind(now)
     .execute(conn)
     .await?;
     Ok(done.rows_affected())
@@ -114,23 +110,19 @@ pub async fn shareable(
     repo: &str,
     number: u32,
 ) -> anyhow::Result<Option<Shareable>> {
-    let row = sqlx::query(
+    let row = sqlx::query!(
         "SELECT id, desired, expires_at, (names::jsonb ->> 'host') AS host FROM previews \
          WHERE repo = $1 AND number = $2",
+        repo,
+        i64::from(number)
     )
-    .bind(repo)
-    .bind(i64::from(number))
     .fetch_optional(pool)
     .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let desired: String = row.try_get("desired")?;
-    Ok(Some(Shareable {
-        id: row.try_get("id")?,
-        live: desired != "absent",
-        expires_at: row.try_get("expires_at")?,
-        host: row.try_get("host")?,
+    Ok(row.map(|row| Shareable {
+        id: row.id,
+        live: row.desired != "absent",
+        expires_at: row.expires_at,
+        host: row.host,
     }))
 }
 
@@ -192,36 +184,25 @@ pub async fn unshare_by(
 }
 
 pub async fn share(pool: &PgPool, id: &str) -> anyhow::Result<Option<Share>> {
-    let row = sqlx::query(
+    Ok(sqlx::query_as!(
+        Share,
         "SELECT id, preview_id, created_by, created_at, expires_at, revoked_at FROM shares \
          WHERE id = $1",
+        id
     )
-    .bind(id)
     .fetch_optional(pool)
-    .await?;
-    row.map(|row| share_of(&row)).transpose()
+    .await?)
 }
 
 pub async fn valid_shares(pool: &PgPool, preview_id: i64, now: i64) -> anyhow::Result<Vec<Share>> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as!(
+        Share,
         "SELECT id, preview_id, created_by, created_at, expires_at, revoked_at FROM shares \
          WHERE preview_id = $1 AND revoked_at IS NULL AND expires_at > $2 \
          ORDER BY created_at DESC, id",
+        preview_id,
+        now
     )
-    .bind(preview_id)
-    .bind(now)
     .fetch_all(pool)
-    .await?;
-    rows.iter().map(share_of).collect()
-}
-
-fn share_of(row: &PgRow) -> anyhow::Result<Share> {
-    Ok(Share {
-        id: row.try_get("id")?,
-        preview_id: row.try_get("preview_id")?,
-        created_by: row.try_get("created_by")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-        revoked_at: row.try_get("revoked_at")?,
-    })
+    .await?)
 }
