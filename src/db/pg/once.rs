@@ -11,21 +11,20 @@ const MAX_KEPT: i64 = 100_000;
 /// full of unexpired values.
 pub async fn take(pool: &PgPool, nonce: &str, until: i64, now: i64) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    sqlx::query("DELETE FROM used_once WHERE until <= $1")
-        .bind(now)
+    sqlx::query!("DELETE FROM used_once WHERE until <= $1", now)
         .execute(&mut *tx)
         .await?;
-    let kept: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM used_once")
+    let kept = sqlx::query_scalar!(r#"SELECT COUNT(*) AS "kept!" FROM used_once"#)
         .fetch_one(&mut *tx)
         .await?;
     if kept >= MAX_KEPT {
         return Ok(false);
     }
-    let taken = sqlx::query(
+    let taken = sqlx::query!(
         "INSERT INTO used_once (nonce, until) VALUES ($1, $2) ON CONFLICT (nonce) DO NOTHING",
+        nonce,
+        until
     )
-    .bind(nonce)
-    .bind(until)
     .execute(&mut *tx)
     .await?
     .rows_affected()
