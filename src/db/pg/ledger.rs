@@ -2,7 +2,7 @@
 //! The entries travel as one JSON array of `[kind, namespace, name]`, as on SQLite: one
 //! statement for all of them.
 
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::word_of;
 use crate::db::LedgerRow;
@@ -22,25 +22,27 @@ pub async fn record_applied(
     now: i64,
 ) -> anyhow::Result<()> {
     let mut tx = pool.begin().await?;
-    sqlx::query(
+    // `$2::text::jsonb`: the entries arrive as text, parsed here (a bare `$2::jsonb` would
+    // ask for a JSON value).
+    sqlx::query!(
         "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
          SELECT $1, e.value ->> 0, e.value ->> 1, e.value ->> 2, 'applied', $3
-         FROM jsonb_array_elements($2::jsonb) e
+         FROM jsonb_array_elements($2::text::jsonb) e
          ON CONFLICT (preview_id, kind, namespace, name) DO UPDATE SET state = 'applied', detail = NULL",
+        id,
+        items,
+        now
     )
-    .bind(id)
-    .bind(items)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     // The helper's rendering is what `applied_hash` tracks; the app's apply leaves it be.
-    sqlx::query(
+    sqlx::query!(
         "UPDATE previews SET observed = 'applied', last_error = NULL,
                 applied_hash = COALESCE($2, applied_hash), updated_at = $3 WHERE id = $1",
+        id,
+        hash,
+        now
     )
-    .bind(id)
-    .bind(hash)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     super::history::add_of(&mut tx, id, HistoryKind::Applied, reason, now).await?;
@@ -60,30 +62,31 @@ pub async fn record_intended(
     secrets: Option<NewSecrets>,
     now: i64,
 ) -> anyhow::Result<()> {
-    let known: bool = sqlx::query_scalar(
-        "SELECT NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::jsonb) e WHERE NOT EXISTS (
+    // NOT EXISTS is never NULL.
+    let known = sqlx::query_scalar!(
+        r#"SELECT NOT EXISTS (SELECT 1 FROM jsonb_array_elements($2::text::jsonb) e WHERE NOT EXISTS (
              SELECT 1 FROM ledger WHERE preview_id = $1
                 AND kind = e.value ->> 0
                 AND namespace IS NOT DISTINCT FROM e.value ->> 1
-                AND name = e.value ->> 2))",
+                AND name = e.value ->> 2)) AS "known!""#,
+        id,
+        items
     )
-    .bind(id)
-    .bind(items)
     .fetch_one(pool)
     .await?;
     if known && secrets.is_none() {
         return Ok(());
     }
     let mut tx = pool.begin().await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO ledger (preview_id, kind, namespace, name, state, created_at)
          SELECT $1, e.value ->> 0, e.value ->> 1, e.value ->> 2, 'applying', $3
-         FROM jsonb_array_elements($2::jsonb) e
+         FROM jsonb_array_elements($2::text::jsonb) e
          ON CONFLICT (preview_id, kind, namespace, name) DO NOTHING",
+        id,
+        items,
+        now
     )
-    .bind(id)
-    .bind(items)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     // A first rendering's sealed values, in the same commit.
@@ -104,20 +107,20 @@ pub async fn record_ledger(
     now: i64,
 ) -> sqlx::Result<()> {
     let confirmed = to.is_final().then_some(now);
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO ledger (preview_id, kind, namespace, name, state, detail, created_at, confirmed_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (preview_id, kind, namespace, name)
          DO UPDATE SET state = $5, detail = $6, confirmed_at = COALESCE($8, ledger.confirmed_at)",
+        id,
+        entry.kind,
+        entry.namespace,
+        entry.name,
+        to.as_str(),
+        detail,
+        now,
+        confirmed
     )
-    .bind(id)
-    .bind(&entry.kind)
-    .bind(&entry.namespace)
-    .bind(&entry.name)
-    .bind(to.as_str())
-    .bind(detail)
-    .bind(now)
-    .bind(confirmed)
     .execute(pool)
     .await
     .map(drop)
@@ -125,21 +128,22 @@ pub async fn record_ledger(
 
 /// `db::ledger`: a preview's ledger, in the order it was written.
 pub async fn ledger(pool: &PgPool, id: i64) -> sqlx::Result<Vec<LedgerRow>> {
-    let rows = sqlx::query(
-        "SELECT kind, COALESCE(namespace, '') AS namespace, name, state, detail
-         FROM ledger WHERE preview_id = $1 ORDER BY id",
+    // COALESCE with '' is never NULL.
+    let rows = sqlx::query!(
+        r#"SELECT kind, COALESCE(namespace, '') AS "namespace!", name, state, detail
+         FROM ledger WHERE preview_id = $1 ORDER BY id"#,
+        id
     )
-    .bind(id)
     .fetch_all(pool)
     .await?;
-    rows.iter()
+    rows.into_iter()
         .map(|r| {
             Ok(LedgerRow {
-                kind: r.try_get("kind")?,
-                namespace: r.try_get("namespace")?,
-                name: r.try_get("name")?,
-                state: word_of(&r.try_get::<String, _>("state")?)?,
-                detail: r.try_get("detail")?,
+                kind: r.kind,
+                namespace: r.namespace,
+                name: r.name,
+                state: word_of(&r.state)?,
+                detail: r.detail,
             })
         })
         .collect()
