@@ -1,7 +1,7 @@
 //! `db::gates` on PostgreSQL: CI reports on live previews' heads, and what each preview's
 //! files matched and whether its checks were looked up.
 
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 
 use super::{flag, word_of};
 use crate::checks::CheckReport;
@@ -9,32 +9,35 @@ use crate::db::{Gated, HistoryRow, LookUp, PathsFound};
 use crate::preview::{HistoryKind, InstallationId};
 
 pub async fn checks_of(pool: &PgPool, repo: &str, sha: &str) -> anyhow::Result<Vec<CheckReport>> {
-    let rows = sqlx::query(
+    let rows = sqlx::query!(
         "SELECT name, source, state, conclusion, url, at
          FROM checks WHERE repo = $1 AND sha = $2 ORDER BY name",
+        repo,
+        sha
     )
-    .bind(repo)
-    .bind(sha)
     .fetch_all(pool)
     .await?;
-    let report = |r: &sqlx::postgres::PgRow| -> sqlx::Result<CheckReport> {
-        Ok(CheckReport {
-            name: r.try_get("name")?,
-            source: word_of(&r.try_get::<String, _>("source")?)?,
-            state: word_of(&r.try_get::<String, _>("state")?)?,
-            conclusion: r.try_get("conclusion")?,
-            url: r.try_get("url")?,
-            at: r.try_get("at")?,
+    let reports = rows
+        .into_iter()
+        .map(|r| {
+            Ok(CheckReport {
+                name: r.name,
+                source: word_of(&r.source)?,
+                state: word_of(&r.state)?,
+                conclusion: r.conclusion,
+                url: r.url,
+                at: r.at,
+            })
         })
-    };
-    Ok(rows.iter().map(report).collect::<sqlx::Result<_>>()?)
+        .collect::<sqlx::Result<_>>()?;
+    Ok(reports)
 }
 
 pub async fn prune_checks(pool: &PgPool) -> sqlx::Result<u64> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM checks WHERE NOT EXISTS (
              SELECT 1 FROM previews p
-             WHERE p.repo = checks.repo AND p.head_sha = checks.sha AND p.desired != 'absent')",
+             WHERE p.repo = checks.repo AND p.head_sha = checks.sha AND p.desired != 'absent')"
     )
     .execute(pool)
     .await?;
@@ -43,7 +46,9 @@ pub async fn prune_checks(pool: &PgPool) -> sqlx::Result<u64> {
 
 /// `db::gates::lookups_due`; the repository lists are arrays here (`json_each` on SQLite).
 pub async fn lookups_due(pool: &PgPool, gated: &Gated, limit: i64) -> sqlx::Result<Vec<LookUp>> {
-    let rows = sqlx::query(
+    // `files` and `checks` are expressions: NULL only where a list held a NULL, which a
+    // `Vec<String>` cannot; read as false then, as before.
+    let rows = sqlx::query!(
         "WITH due AS (
              SELECT id, repo, number, head_sha, installation_id,
                     (desired = 'opted_out' AND paths_file IS NULL
@@ -56,28 +61,25 @@ pub async fn lookups_due(pool: &PgPool, gated: &Gated, limit: i64) -> sqlx::Resu
              FROM previews WHERE desired IN ('opted_out', 'deployed'))
          SELECT id, repo, number, head_sha, installation_id, files, checks
          FROM due WHERE files OR checks ORDER BY id LIMIT $4",
+        gated.files.as_slice(),
+        gated.labeled.as_slice(),
+        gated.checks.as_slice(),
+        limit
     )
-    .bind(&gated.files)
-    .bind(&gated.labeled)
-    .bind(&gated.checks)
-    .bind(limit)
     .fetch_all(pool)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(LookUp {
-                id: r.try_get("id")?,
-                repo: r.try_get("repo")?,
-                number: r.try_get("number")?,
-                head_sha: r.try_get("head_sha")?,
-                installation_id: r
-                    .try_get::<Option<i64>, _>("installation_id")?
-                    .map(InstallationId),
-                files: r.try_get::<Option<bool>, _>("files")?.unwrap_or(false),
-                checks: r.try_get::<Option<bool>, _>("checks")?.unwrap_or(false),
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| LookUp {
+            id: r.id,
+            repo: r.repo,
+            number: r.number,
+            head_sha: r.head_sha,
+            installation_id: r.installation_id.map(InstallationId),
+            files: r.files.unwrap_or(false),
+            checks: r.checks.unwrap_or(false),
         })
-        .collect()
+        .collect())
 }
 
 /// `db::gates::record_checks`, by the intake writer's statement for one report.
@@ -99,27 +101,33 @@ pub async fn record_checks(
 }
 
 pub async fn files_looked(pool: &PgPool, id: i64, sha: &str) -> sqlx::Result<()> {
-    sqlx::query("UPDATE previews SET paths_sha = $2 WHERE id = $1 AND head_sha = $2")
-        .bind(id)
-        .bind(sha)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE previews SET paths_sha = $2 WHERE id = $1 AND head_sha = $2",
+        id,
+        sha
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn checks_looked(pool: &PgPool, id: i64, sha: &str) -> sqlx::Result<()> {
-    sqlx::query("UPDATE previews SET checks_sha = $2 WHERE id = $1 AND head_sha = $2")
-        .bind(id)
-        .bind(sha)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE previews SET checks_sha = $2 WHERE id = $1 AND head_sha = $2",
+        id,
+        sha
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn look_again_at_checks(pool: &PgPool) -> sqlx::Result<u64> {
-    let done = sqlx::query(
-        "UPDATE previews SET checks_sha = NULL
-         WHERE desired = 'deployed' AND observed IN ('waiting_for_ci', 'ci_failed')",
+    // Aliased: SQLite's statement has the same text otherwise, and `.sqlx/` keys a statement by
+    // its text alone.
+    let done = sqlx::query!(
+        "UPDATE previews p SET checks_sha = NULL
+         WHERE p.desired = 'deployed' AND p.observed IN ('waiting_for_ci', 'ci_failed')"
     )
     .execute(pool)
     .await?;
@@ -130,24 +138,25 @@ pub async fn look_again_at_checks(pool: &PgPool) -> sqlx::Result<u64> {
 /// the same admission.
 pub async fn record_paths(pool: &PgPool, found: &PathsFound<'_>, now: i64) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let desired: Option<String> = sqlx::query_scalar(
+    // `$5::bigint`: the flag as bound (`$5 = 0` alone would make it an INTEGER).
+    let desired = sqlx::query_scalar!(
         "UPDATE previews SET paths_sha = $2, paths_file = $3::text, updated_at = $6,
-             created_at = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
+             created_at = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5::bigint = 0 OR labeled = 1)
                                THEN $6 ELSE created_at END,
-             expires_at = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
+             expires_at = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5::bigint = 0 OR labeled = 1)
                                THEN $7 ELSE expires_at END,
-             desired = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5 = 0 OR labeled = 1)
+             desired = CASE WHEN $3::text IS NOT NULL AND desired = 'opted_out' AND ($5::bigint = 0 OR labeled = 1)
                             THEN $4 ELSE desired END
          WHERE id = $1 AND head_sha = $2
          RETURNING desired",
+        found.id,
+        found.sha,
+        found.file,
+        found.admit.as_str(),
+        flag(found.needs_label),
+        now,
+        found.expires_at
     )
-    .bind(found.id)
-    .bind(found.sha)
-    .bind(found.file)
-    .bind(found.admit.as_str())
-    .bind(flag(found.needs_label))
-    .bind(now)
-    .bind(found.expires_at)
     .fetch_optional(&mut *tx)
     .await?;
     let admitted = desired.is_some_and(|d| d != "opted_out");
