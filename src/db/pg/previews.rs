@@ -71,36 +71,41 @@ pub async fn ended_on_purpose_at(
     repo: &str,
     number: i64,
 ) -> sqlx::Result<Option<String>> {
-    let sha: Option<Option<String>> =
-        sqlx::query_scalar("SELECT ended_sha FROM closed_prs WHERE repo = $1 AND number = $2")
-            .bind(repo)
-            .bind(number)
-            .fetch_optional(pool)
-            .await?;
+    let sha = sqlx::query_scalar!(
+        "SELECT ended_sha FROM closed_prs WHERE repo = $1 AND number = $2",
+        repo,
+        number
+    )
+    .fetch_optional(pool)
+    .await?;
     Ok(sha.flatten())
 }
 
 pub async fn record_names(pool: &PgPool, id: i64, names: &str) -> sqlx::Result<()> {
-    sqlx::query("UPDATE previews SET names = $2 WHERE id = $1 AND names IS NULL")
-        .bind(id)
-        .bind(names)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE previews SET names = $2 WHERE id = $1 AND names IS NULL",
+        id,
+        names
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn preview_id(pool: &PgPool, repo: &str, number: u32) -> anyhow::Result<Option<i64>> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM previews WHERE repo = $1 AND number = $2")
-            .bind(repo)
-            .bind(i64::from(number))
-            .fetch_optional(pool)
-            .await?,
+    Ok(sqlx::query_scalar!(
+        "SELECT id FROM previews WHERE repo = $1 AND number = $2",
+        repo,
+        i64::from(number)
     )
+    .fetch_optional(pool)
+    .await?)
 }
 
 pub async fn preview_ids(pool: &PgPool) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar("SELECT id FROM previews ORDER BY id")
+    // Aliased: SQLite's statement has the same text otherwise, and `.sqlx/` keys a statement by
+    // its text alone.
+    sqlx::query_scalar!("SELECT p.id FROM previews p ORDER BY p.id")
         .fetch_all(pool)
         .await
 }
@@ -160,34 +165,34 @@ pub(in crate::db) async fn write_noted(
     now: i64,
 ) -> sqlx::Result<()> {
     if let Some(seed) = noted.ready_at_seed {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE ledger SET state = 'confirmed', confirmed_at = $2
              WHERE preview_id = $1 AND state = 'applied'",
+            id,
+            now
         )
-        .bind(id)
-        .bind(now)
         .execute(&mut *conn)
         .await?;
-        sqlx::query(
+        sqlx::query!(
             "UPDATE previews SET template_confirmed = $2 WHERE id = $1 AND template_seed = $2",
+            id,
+            seed
         )
-        .bind(id)
-        .bind(seed)
         .execute(&mut *conn)
         .await?;
     }
     if let Some((what, message)) = &noted.history {
         super::history::add_of(conn, id, *what, message, now).await?;
     }
-    sqlx::query(
+    sqlx::query!(
         "UPDATE previews SET observed = $2, last_error = $3, updated_at = $4,
              woke_at = CASE WHEN $2 IN ('ready', 'applied') THEN NULL ELSE woke_at END
          WHERE id = $1",
+        id,
+        noted.state,
+        noted.message.as_deref(),
+        now
     )
-    .bind(id)
-    .bind(noted.state)
-    .bind(noted.message.as_deref())
-    .bind(now)
     .execute(conn)
     .await
     .map(drop)
@@ -201,15 +206,15 @@ pub async fn set_observed(
     applied_hash: Option<&str>,
     now: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE previews SET observed = $2, last_error = $3,
              applied_hash = COALESCE($4, applied_hash), updated_at = $5 WHERE id = $1",
+        id,
+        observed.as_str(),
+        error,
+        applied_hash,
+        now
     )
-    .bind(id)
-    .bind(observed.as_str())
-    .bind(error)
-    .bind(applied_hash)
-    .bind(now)
     .execute(pool)
     .await
     .map(drop)
@@ -218,23 +223,25 @@ pub async fn set_observed(
 /// `db::start_teardown`: false when it had already begun.
 pub async fn start_teardown(pool: &PgPool, id: i64, now: i64) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE previews SET teardown_started_at = $2, observed = 'tearing_down', applied_hash = NULL
          WHERE id = $1 AND teardown_started_at IS NULL",
+        id,
+        now
     )
-    .bind(id)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 0 {
         return Ok(false);
     }
-    let (repo, number, head_sha, end_reason): (String, i64, String, Option<String>) =
-        sqlx::query_as("SELECT repo, number, head_sha, end_reason FROM previews WHERE id = $1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
-    let end_reason: Option<EndReason> = maybe_word(end_reason)?;
+    let row = sqlx::query!(
+        "SELECT repo, number, head_sha, end_reason FROM previews WHERE id = $1",
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let (repo, number, head_sha) = (row.repo, row.number, row.head_sha);
+    let end_reason: Option<EndReason> = maybe_word(row.end_reason)?;
     let reason = format!("PR {}", end_reason.map_or("closed", EndReason::as_str));
     let history = HistoryRow {
         head_sha: Some(&head_sha),
@@ -252,15 +259,16 @@ pub async fn start_teardown(pool: &PgPool, id: i64, now: i64) -> sqlx::Result<bo
 }
 
 pub async fn clear_teardown(pool: &PgPool, id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE previews SET teardown_started_at = NULL WHERE id = $1")
-        .bind(id)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE previews SET teardown_started_at = NULL WHERE id = $1",
+        id
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 /// What the end of a preview reports: its PR, head, installation and why it ended.
-#[derive(sqlx::FromRow)]
 struct Ending {
     repo: String,
     number: i64,
@@ -274,11 +282,12 @@ struct Ending {
 pub async fn forget_preview(pool: &PgPool, id: i64, reason: &str, now: i64) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     // Locked, so two replicas' teardowns write one "destroyed" row.
-    let row: Option<Ending> = sqlx::query_as(
+    let row = sqlx::query_as!(
+        Ending,
         "SELECT repo, number, head_sha, installation_id, end_reason
          FROM previews WHERE id = $1 AND desired = 'absent' FOR UPDATE",
+        id
     )
-    .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(Ending {
@@ -292,12 +301,13 @@ pub async fn forget_preview(pool: &PgPool, id: i64, reason: &str, now: i64) -> s
         return Ok(false);
     };
     // Commands are answered even after their preview is gone: keyed by repo and number.
-    sqlx::query("UPDATE commands SET preview_id = NULL WHERE preview_id = $1")
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("DELETE FROM previews WHERE id = $1")
-        .bind(id)
+    sqlx::query!(
+        "UPDATE commands SET preview_id = NULL WHERE preview_id = $1",
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!("DELETE FROM previews WHERE id = $1", id)
         .execute(&mut *tx)
         .await?;
     let history = HistoryRow {
