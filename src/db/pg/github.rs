@@ -1,69 +1,94 @@
 //! `db::github` on PostgreSQL: queued commands and their outcomes, and what was last
 //! reported per PR.
 
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 
 use super::{flag, word_of};
 use crate::db::{CommandRow, GIVEN_UP, HistoryRow, Owed, Thread, TrackedPull};
 use crate::preview::{CommandStatus, EndReason, HistoryKind, InstallationId};
 
 pub async fn owed(pool: &PgPool) -> anyhow::Result<Owed> {
-    let (commands, finals, notices): (bool, bool, bool) = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM commands WHERE status = 'pending' OR answered = 0),
+    // EXISTS is never NULL.
+    let owed = sqlx::query!(
+        r#"SELECT EXISTS (SELECT 1 FROM commands WHERE status = 'pending' OR answered = 0) AS "commands!",
                 EXISTS (SELECT 1 FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
-                          AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)),
-                EXISTS (SELECT 1 FROM notices WHERE posted_at IS NULL)",
+                          AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)) AS "finals!",
+                EXISTS (SELECT 1 FROM notices WHERE posted_at IS NULL) AS "notices!""#
     )
     .fetch_one(pool)
     .await?;
     Ok(Owed {
-        commands,
-        finals,
-        notices,
+        commands: owed.commands,
+        finals: owed.finals,
+        notices: owed.notices,
     })
 }
 
-const COMMAND: &str =
-    "SELECT id, repo, number, comment_id, actor, association, line, installation_id,
-        status, reply, reply_comment_id, created_at, commented_at, standing, answer_failures
-     FROM commands";
+/// A row of `commands` as both readers select it: the compiler holds each of their column
+/// lists to these fields.
+struct Command {
+    id: i64,
+    repo: String,
+    number: i64,
+    comment_id: i64,
+    actor: String,
+    association: String,
+    line: String,
+    installation_id: Option<i64>,
+    status: String,
+    reply: Option<String>,
+    reply_comment_id: Option<i64>,
+    created_at: i64,
+    commented_at: Option<i64>,
+    standing: Option<i64>,
+    answer_failures: i64,
+}
 
-fn command_of(row: &PgRow) -> sqlx::Result<CommandRow> {
-    let repo: String = row.try_get("repo")?;
-    let number: i64 = row.try_get("number")?;
-    let status: String = row.try_get("status")?;
+fn command_of(row: Command) -> sqlx::Result<CommandRow> {
     Ok(CommandRow {
-        id: row.try_get("id")?,
-        repo: repo.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        number: u32::try_from(number).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        comment_id: row.try_get("comment_id")?,
-        actor: row.try_get("actor")?,
-        association: row.try_get("association")?,
-        line: row.try_get("line")?,
-        installation_id: row
-            .try_get::<Option<i64>, _>("installation_id")?
-            .map(InstallationId),
-        status: word_of(&status)?,
-        reply: row.try_get("reply")?,
-        reply_comment_id: row.try_get("reply_comment_id")?,
-        created_at: row.try_get("created_at")?,
-        commented_at: row.try_get("commented_at")?,
-        standing: row.try_get::<Option<i64>, _>("standing")?.map(|s| s != 0),
-        answer_failures: row.try_get("answer_failures")?,
+        id: row.id,
+        repo: row
+            .repo
+            .parse()
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        number: u32::try_from(row.number).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        comment_id: row.comment_id,
+        actor: row.actor,
+        association: row.association,
+        line: row.line,
+        installation_id: row.installation_id.map(InstallationId),
+        status: word_of(&row.status)?,
+        reply: row.reply,
+        reply_comment_id: row.reply_comment_id,
+        created_at: row.created_at,
+        commented_at: row.commented_at,
+        standing: row.standing.map(|s| s != 0),
+        answer_failures: row.answer_failures,
     })
 }
 
 pub async fn pending_commands(pool: &PgPool) -> sqlx::Result<Vec<CommandRow>> {
-    let sql = format!("{COMMAND} WHERE status = 'pending' ORDER BY id");
-    let rows = sqlx::query(&sql).fetch_all(pool).await?;
-    rows.iter().map(command_of).collect()
+    let rows = sqlx::query_as!(
+        Command,
+        "SELECT id, repo, number, comment_id, actor, association, line, installation_id,
+            status, reply, reply_comment_id, created_at, commented_at, standing, answer_failures
+         FROM commands WHERE status = 'pending' ORDER BY id"
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(command_of).collect()
 }
 
 pub async fn unanswered_commands(pool: &PgPool) -> sqlx::Result<Vec<CommandRow>> {
-    let sql = format!("{COMMAND} WHERE answered = 0 AND status != 'pending' ORDER BY id");
-    let rows = sqlx::query(&sql).fetch_all(pool).await?;
-    rows.iter().map(command_of).collect()
+    let rows = sqlx::query_as!(
+        Command,
+        "SELECT id, repo, number, comment_id, actor, association, line, installation_id,
+            status, reply, reply_comment_id, created_at, commented_at, standing, answer_failures
+         FROM commands WHERE answered = 0 AND status != 'pending' ORDER BY id"
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(command_of).collect()
 }
 
 /// A command's outcome and its history row, in the transaction that made its effect;
@@ -77,13 +102,13 @@ pub async fn finish_command(
     reply: &str,
     now: i64,
 ) -> sqlx::Result<bool> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE commands SET status = $2, reply = $3, done_at = $4 WHERE id = $1 AND status = 'pending'",
+        command.id,
+        status.as_str(),
+        reply,
+        now
     )
-    .bind(command.id)
-    .bind(status.as_str())
-    .bind(reply)
-    .bind(now)
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 0 {
@@ -99,109 +124,133 @@ pub async fn finish_command(
 }
 
 pub async fn set_standing(pool: &PgPool, id: i64, standing: bool) -> sqlx::Result<()> {
-    sqlx::query("UPDATE commands SET standing = $2 WHERE id = $1 AND status = 'pending'")
-        .bind(id)
-        .bind(flag(standing))
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE commands SET standing = $2 WHERE id = $1 AND status = 'pending'",
+        id,
+        flag(standing)
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn set_reply_comment(pool: &PgPool, id: i64, comment_id: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE commands SET reply_comment_id = $2 WHERE id = $1")
-        .bind(id)
-        .bind(comment_id)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE commands SET reply_comment_id = $2 WHERE id = $1",
+        id,
+        comment_id
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn mark_answered(pool: &PgPool, id: i64, answer: &str, now: i64) -> sqlx::Result<()> {
-    sqlx::query("UPDATE commands SET answered = 1, answer = $2, answered_at = $3 WHERE id = $1")
-        .bind(id)
-        .bind(answer)
-        .bind(now)
-        .execute(pool)
-        .await
-        .map(drop)
+    sqlx::query!(
+        "UPDATE commands SET answered = 1, answer = $2, answered_at = $3 WHERE id = $1",
+        id,
+        answer,
+        now
+    )
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 pub async fn answers_since(pool: &PgPool, actor: &str, since: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM commands
-         WHERE lower(actor) = lower($1) AND answer IN ('replied', 'reacted') AND answered_at >= $2",
+    sqlx::query_scalar!(
+        r#"SELECT COUNT(*) AS "answers!" FROM commands
+         WHERE lower(actor) = lower($1) AND answer IN ('replied', 'reacted') AND answered_at >= $2"#,
+        actor,
+        since
     )
-    .bind(actor)
-    .bind(since)
     .fetch_one(pool)
     .await
 }
 
 pub async fn answer_failed(pool: &PgPool, id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE commands SET answer_failures = answer_failures + 1 WHERE id = $1
          RETURNING answer_failures",
+        id
     )
-    .bind(id)
     .fetch_one(pool)
     .await
 }
 
 pub async fn notice_failed(pool: &PgPool, id: i64) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "UPDATE notices SET failures = failures + 1 WHERE id = $1 RETURNING failures",
+        id
     )
-    .bind(id)
     .fetch_one(pool)
     .await
 }
 
-const THREAD: &str = "SELECT repo, number, installation_id, head_sha, comment_id, body_hash,
-        deployment_id, deployment_sha, deployment_state, end_reason, final_pending, given_up
-     FROM github_threads t";
+/// A row of `github_threads` as both readers select it: the compiler holds each of their
+/// column lists to these fields.
+struct ThreadRow {
+    repo: String,
+    number: i64,
+    installation_id: Option<i64>,
+    head_sha: Option<String>,
+    comment_id: Option<i64>,
+    body_hash: Option<String>,
+    deployment_id: Option<i64>,
+    deployment_sha: Option<String>,
+    deployment_state: Option<String>,
+    end_reason: Option<String>,
+    final_pending: i64,
+    given_up: Option<String>,
+}
 
-fn thread_of(row: &PgRow) -> sqlx::Result<Thread> {
-    let end_reason: Option<String> = row.try_get("end_reason")?;
+fn thread_of(row: ThreadRow) -> sqlx::Result<Thread> {
     Ok(Thread {
-        repo: row.try_get("repo")?,
-        number: row.try_get("number")?,
-        installation_id: row
-            .try_get::<Option<i64>, _>("installation_id")?
-            .map(InstallationId),
-        head_sha: row.try_get("head_sha")?,
-        comment_id: row.try_get("comment_id")?,
-        body_hash: row.try_get("body_hash")?,
-        deployment_id: row.try_get("deployment_id")?,
-        deployment_sha: row.try_get("deployment_sha")?,
-        deployment_state: row.try_get("deployment_state")?,
-        end_reason: end_reason.as_deref().map(word_of).transpose()?,
-        final_pending: row.try_get::<i64, _>("final_pending")? != 0,
-        given_up: row.try_get("given_up")?,
+        repo: row.repo,
+        number: row.number,
+        installation_id: row.installation_id.map(InstallationId),
+        head_sha: row.head_sha,
+        comment_id: row.comment_id,
+        body_hash: row.body_hash,
+        deployment_id: row.deployment_id,
+        deployment_sha: row.deployment_sha,
+        deployment_state: row.deployment_state,
+        end_reason: row.end_reason.as_deref().map(word_of).transpose()?,
+        final_pending: row.final_pending != 0,
+        given_up: row.given_up,
     })
 }
 
 pub async fn thread(pool: &PgPool, repo: &str, number: i64) -> anyhow::Result<Option<Thread>> {
-    let sql = format!("{THREAD} WHERE repo = $1 AND number = $2");
-    let row = sqlx::query(&sql)
-        .bind(repo)
-        .bind(number)
-        .fetch_optional(pool)
-        .await?;
-    Ok(row.as_ref().map(thread_of).transpose()?)
+    let row = sqlx::query_as!(
+        ThreadRow,
+        "SELECT repo, number, installation_id, head_sha, comment_id, body_hash,
+            deployment_id, deployment_sha, deployment_state, end_reason, final_pending, given_up
+         FROM github_threads t WHERE repo = $1 AND number = $2",
+        repo,
+        number
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(thread_of).transpose()?)
 }
 
 pub async fn pending_finals(pool: &PgPool) -> sqlx::Result<Vec<Thread>> {
-    let sql = format!(
-        "{THREAD} WHERE final_pending = 1 AND given_up IS NULL
+    let rows = sqlx::query_as!(
+        ThreadRow,
+        "SELECT repo, number, installation_id, head_sha, comment_id, body_hash,
+            deployment_id, deployment_sha, deployment_state, end_reason, final_pending, given_up
+         FROM github_threads t WHERE final_pending = 1 AND given_up IS NULL
            AND NOT EXISTS (SELECT 1 FROM previews p WHERE p.repo = t.repo AND p.number = t.number)"
-    );
-    let rows = sqlx::query(&sql).fetch_all(pool).await?;
-    rows.iter().map(thread_of).collect()
+    )
+    .fetch_all(pool)
+    .await?;
+    rows.into_iter().map(thread_of).collect()
 }
 
 /// `db::github::save_thread` says why `final_pending` and `end_reason` are not updated.
 pub async fn save_thread(pool: &PgPool, t: &Thread, now: i64) -> anyhow::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO github_threads (repo, number, installation_id, head_sha, comment_id, body_hash,
                                      deployment_id, deployment_sha, deployment_state, final_pending, updated_at, end_reason)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -211,19 +260,19 @@ pub async fn save_thread(pool: &PgPool, t: &Thread, now: i64) -> anyhow::Result<
              deployment_id = excluded.deployment_id, deployment_sha = excluded.deployment_sha,
              deployment_state = excluded.deployment_state,
              updated_at = excluded.updated_at, failures = 0",
+        t.repo,
+        t.number,
+        t.installation_id.map(|i| i.0),
+        t.head_sha,
+        t.comment_id,
+        t.body_hash,
+        t.deployment_id,
+        t.deployment_sha,
+        t.deployment_state,
+        flag(t.final_pending),
+        now,
+        t.end_reason.map(EndReason::as_str)
     )
-    .bind(&t.repo)
-    .bind(t.number)
-    .bind(t.installation_id.map(|i| i.0))
-    .bind(&t.head_sha)
-    .bind(t.comment_id)
-    .bind(&t.body_hash)
-    .bind(t.deployment_id)
-    .bind(&t.deployment_sha)
-    .bind(&t.deployment_state)
-    .bind(flag(t.final_pending))
-    .bind(now)
-    .bind(t.end_reason.map(EndReason::as_str))
     .execute(pool)
     .await?;
     Ok(())
@@ -236,14 +285,14 @@ pub async fn final_posted(
     end_reason: Option<EndReason>,
     now: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE github_threads SET final_pending = 0, updated_at = $4
          WHERE repo = $1 AND number = $2 AND end_reason IS NOT DISTINCT FROM $3",
+        repo,
+        number,
+        end_reason.map(EndReason::as_str),
+        now
     )
-    .bind(repo)
-    .bind(number)
-    .bind(end_reason.map(EndReason::as_str))
-    .bind(now)
     .execute(pool)
     .await
     .map(drop)
@@ -255,14 +304,14 @@ async fn count_refusal(
     number: i64,
     now: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO github_threads (repo, number, failures, updated_at) VALUES ($1, $2, 1, $3)
          ON CONFLICT (repo, number) DO UPDATE SET failures = github_threads.failures + 1,
              updated_at = excluded.updated_at",
+        repo,
+        number,
+        now
     )
-    .bind(repo)
-    .bind(number)
-    .bind(now)
     .execute(conn)
     .await
     .map(drop)
@@ -280,14 +329,14 @@ pub async fn thread_failed(
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     count_refusal(&mut tx, repo, number, now).await?;
-    let given_up = sqlx::query(
+    let given_up = sqlx::query!(
         "UPDATE github_threads SET given_up = $3, final_pending = 0
          WHERE repo = $1 AND number = $2 AND failures >= $4 AND given_up IS NULL",
+        repo,
+        number,
+        error,
+        limit
     )
-    .bind(repo)
-    .bind(number)
-    .bind(error)
-    .bind(limit)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -304,15 +353,15 @@ pub async fn deployment_failed(
 ) -> sqlx::Result<bool> {
     let mut tx = pool.begin().await?;
     count_refusal(&mut tx, repo, number, now).await?;
-    let given_up = sqlx::query(
+    let given_up = sqlx::query!(
         "UPDATE github_threads SET deployment_sha = $3, deployment_state = $5, failures = 0
          WHERE repo = $1 AND number = $2 AND failures >= $4",
+        repo,
+        number,
+        head_sha,
+        limit,
+        GIVEN_UP
     )
-    .bind(repo)
-    .bind(number)
-    .bind(head_sha)
-    .bind(limit)
-    .bind(GIVEN_UP)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -329,47 +378,50 @@ pub async fn mark_final_report(
     end_reason: Option<EndReason>,
     now: i64,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO github_threads (repo, number, installation_id, head_sha, end_reason, final_pending, updated_at)
          VALUES ($1, $2, $3, $4, $5, 1, $6)
          ON CONFLICT (repo, number) DO UPDATE SET final_pending = 1, head_sha = excluded.head_sha,
              installation_id = COALESCE(excluded.installation_id, github_threads.installation_id),
              end_reason = excluded.end_reason, updated_at = excluded.updated_at",
+        repo,
+        number,
+        installation_id.map(|i| i.0),
+        head_sha,
+        end_reason.map(EndReason::as_str),
+        now
     )
-    .bind(repo)
-    .bind(number)
-    .bind(installation_id.map(|i| i.0))
-    .bind(head_sha)
-    .bind(end_reason.map(EndReason::as_str))
-    .bind(now)
     .execute(tx)
     .await
     .map(drop)
 }
 
 pub async fn tracked_pulls(pool: &PgPool) -> sqlx::Result<Vec<TrackedPull>> {
-    let rows: Vec<(String, i64, String, Option<i64>, bool, i64)> = sqlx::query_as(
-        "SELECT repo, number, head_sha, installation_id, desired != 'absent', labeled FROM previews",
+    // `desired` is NOT NULL, so is the comparison.
+    let rows = sqlx::query!(
+        r#"SELECT repo, number, head_sha, installation_id, desired != 'absent' AS "live!", labeled FROM previews"#
     )
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(
-            |(repo, number, head_sha, installation_id, live, labeled)| TrackedPull {
-                repo,
-                number,
-                head_sha,
-                installation_id,
-                live,
-                labeled: labeled != 0,
-            },
-        )
+        .map(|r| TrackedPull {
+            repo: r.repo,
+            number: r.number,
+            head_sha: r.head_sha,
+            installation_id: r.installation_id,
+            live: r.live,
+            labeled: r.labeled != 0,
+        })
         .collect())
 }
 
 pub async fn known_repos(pool: &PgPool) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar("SELECT repo FROM previews UNION SELECT repo FROM history")
-        .fetch_all(pool)
-        .await
+    // Both columns are NOT NULL. Aliased: SQLite's statement has the same text otherwise,
+    // and `.sqlx/` keys a statement by its text alone.
+    sqlx::query_scalar!(
+        r#"SELECT p.repo AS "repo!" FROM previews p UNION SELECT h.repo FROM history h"#
+    )
+    .fetch_all(pool)
+    .await
 }
