@@ -1,9 +1,9 @@
 //! Every SQL statement previewd's source holds prepares against the migrated schema of its
 //! store: SQLite's for all but `db::pg`'s, PostgreSQL's (a throwaway server) for those.
 //! sqlx's macros check theirs at compile time; the rusqlite statements (the intake writer's,
-//! the inline reads and writes) and sqlx's runtime `query()` strings, every PostgreSQL one
-//! among them, are checked here, so a renamed column cannot wait for the one test that
-//! happens to run that statement.
+//! the inline reads and writes) and sqlx's runtime `query()` strings (the PostgreSQL ones
+//! composed at run time among them) are checked here, so a renamed column cannot wait for
+//! the one test that happens to run that statement.
 
 #[allow(dead_code)]
 #[path = "common/pg.rs"]
