@@ -85,11 +85,13 @@ impl Server {
             "initdb: {}",
             String::from_utf8_lossy(&init.stderr)
         );
-        // The server runs as long as this process: the shell watches for its end.
+        // The server runs as long as this process: the shell watches for its end, then
+        // removes the directory (the static holding it is never dropped; each fresh database
+        // is a copy of the template, so a suite's server leaves hundreds of MB behind).
         let watch = format!(
             "{postgres} -D {data} -k {socket} -c listen_addresses='' -c max_connections=400 \
              -c fsync=on -c synchronous_commit=on >{log} 2>&1 & pg=$!; \
-             while [ -d /proc/{me} ]; do sleep 1; done; kill -INT $pg; wait $pg",
+             while [ -d /proc/{me} ]; do sleep 1; done; kill -INT $pg; wait $pg; rm -rf {socket}",
             postgres = bin.join("postgres").display(),
             data = data.display(),
             socket = dir.path().display(),
