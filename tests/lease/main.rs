@@ -5,18 +5,22 @@
 //! which tells who wrote what, and when.
 //!
 //! The state is one PostgreSQL database the three share (a throwaway server per test
-//! binary, `common::pg`), as replicas share one in a cluster.
+//! binary, `common::pg`), as replicas share one in a cluster. What they say to GitHub goes to
+//! the stand-in (`common::github`), each replica with a token of its own, so that who wrote
+//! what is known there too.
 
 #[path = "../common/mod.rs"]
 mod common;
 mod proxy;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::Delivery;
+use common::github::FakeGitHub;
 use common::http::request;
 use common::process::Server;
 use proxy::Proxy;
@@ -79,6 +83,81 @@ impl Drop for Emulator {
     }
 }
 
+/// The GitHub stand-in, on a runtime of its own (the tests drive processes, synchronously).
+struct GitHubStandIn {
+    fake: FakeGitHub,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl GitHubStandIn {
+    fn start() -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let fake = runtime.block_on(FakeGitHub::start());
+        Self {
+            fake,
+            _runtime: runtime,
+        }
+    }
+
+    /// How many requests it has had: a mark for `writes_by`.
+    fn requests(&self) -> usize {
+        self.fake.hub().log.len()
+    }
+
+    /// The writes (anything but GET) signed with `replica`'s token, from request `since` on.
+    fn writes_by(&self, replica: &Replica, since: usize) -> Vec<String> {
+        let hub = self.fake.hub();
+        let token = token_of(replica.name);
+        hub.log
+            .iter()
+            .zip(&hub.auth)
+            .skip(since)
+            .filter(|(line, auth)| !line.starts_with("GET ") && auth.ends_with(&token))
+            .map(|(line, _)| line.clone())
+            .collect()
+    }
+
+    /// How many sticky status comments each PR has.
+    fn sticky_comments(&self) -> BTreeMap<u64, usize> {
+        let mut count = BTreeMap::new();
+        for comment in &self.fake.hub().comments {
+            if comment["body"]
+                .as_str()
+                .is_some_and(|b| b.starts_with(previewd::comment::MARKER))
+            {
+                *count
+                    .entry(comment["issue_number"].as_u64().unwrap())
+                    .or_default() += 1;
+            }
+        }
+        count
+    }
+
+    /// How many deployments each (environment, SHA) has.
+    fn deployments(&self) -> BTreeMap<(String, String), usize> {
+        let mut count = BTreeMap::new();
+        for deployment in &self.fake.hub().deployments {
+            let key = (
+                deployment["environment"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                deployment["sha"].as_str().unwrap_or_default().to_owned(),
+            );
+            *count.entry(key).or_default() += 1;
+        }
+        count
+    }
+}
+
+fn token_of(replica: &str) -> String {
+    format!("ghp_{replica}")
+}
+
 /// One previewd, its proxy and its log.
 struct Replica {
     name: &'static str,
@@ -93,6 +172,7 @@ impl Replica {
         dir: &Path,
         state: &str,
         emulator: &Emulator,
+        github: &GitHubStandIn,
         settings: (u64, u64, u64),
     ) -> Self {
         // What every replica of a shared state is configured with: its cluster's sealing
@@ -114,6 +194,8 @@ impl Replica {
             ("PREVIEWD_LEASE_DURATION", format!("{duration}s")),
             ("PREVIEWD_LEASE_RENEW_DEADLINE", format!("{renew}s")),
             ("PREVIEWD_LEASE_RETRY_PERIOD", format!("{retry}s")),
+            ("PREVIEWD_GITHUB_API_URL", github.fake.url.clone()),
+            ("PREVIEWD_GITHUB_TOKEN", token_of(name)),
         ];
         env.extend(shared.iter().map(|(k, v)| (k.as_str(), v.clone())));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -261,11 +343,12 @@ fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_n
     let (duration, _, retry) = SHORT;
     let bound = Duration::from_secs(duration + retry);
     let emulator = Emulator::start();
+    let github = GitHubStandIn::start();
     let dir = tempfile::tempdir().unwrap();
     let state = common::pg::server().fresh_database();
     let replicas: Vec<Replica> = ["replica-a", "replica-b", "replica-c"]
         .into_iter()
-        .map(|name| Replica::start(name, dir.path(), &state, &emulator, SHORT))
+        .map(|name| Replica::start(name, dir.path(), &state, &emulator, &github, SHORT))
         .collect();
     let all = [0, 1, 2];
 
@@ -328,6 +411,24 @@ fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_n
         "took over after {took:?}, more than {bound:?}"
     );
     assert!(killed.elapsed() >= took);
+
+    // On GitHub, each PR has one sticky comment and one deployment per head, whether the
+    // killed holder reported it before it died or the new one did after.
+    let prs = 1 + acknowledged.len();
+    wait_for("every PR's sticky comment", Duration::from_secs(60), || {
+        github.sticky_comments().len() == prs
+    });
+    std::thread::sleep(Duration::from_secs(retry * 2));
+    let comments = github.sticky_comments();
+    assert!(
+        comments.values().all(|n| *n == 1),
+        "sticky comments per PR: {comments:?}"
+    );
+    let deployments = github.deployments();
+    assert!(
+        deployments.values().all(|n| *n == 1),
+        "deployments per environment and head: {deployments:?}"
+    );
     let second = leader(&emulator, &replicas, &rest);
     let third = rest.into_iter().find(|&i| i != second).unwrap();
 
@@ -340,14 +441,31 @@ fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_n
         replicas[third].holds(&emulator.holder())
     });
     std::thread::sleep(Duration::from_secs(1));
-    // Resumed, it finds its tenure lapsed: told of a new PR, it writes nothing.
+    // Resumed, it finds its tenure lapsed: told of a new PR, it writes nothing, to the
+    // cluster or to GitHub.
     let resumed = Instant::now();
+    let mark = github.requests();
     replicas[second].signal("-CONT");
     let another = Delivery::fixture("pull_request.opened").number(3);
     assert_eq!(replicas[second].server.deliver(&another).status, 202);
     std::thread::sleep(Duration::from_secs(retry * 3));
     let writes = replicas[second].proxy.writes_since(resumed);
     assert!(writes.is_empty(), "the resumed replica wrote: {writes:?}");
+    let told = github.writes_by(&replicas[second], mark);
+    assert!(
+        told.is_empty(),
+        "the resumed replica wrote to GitHub: {told:?}"
+    );
+    // The third, which leads, reports the new PR.
+    wait_for(
+        "the third's comment on PR 3",
+        Duration::from_secs(30),
+        || github.sticky_comments().contains_key(&3),
+    );
+    assert!(
+        !github.writes_by(&replicas[third], mark).is_empty(),
+        "the third's writes are told apart by its token"
+    );
     assert!(
         replicas[second].log_text().contains("lost the Lease"),
         "the resumed replica's log:\n{}",
@@ -362,13 +480,14 @@ fn one_replica_leads_a_killed_one_is_replaced_in_time_and_a_stopped_one_writes_n
 #[test]
 fn sigterm_releases_the_lease_so_the_next_replica_leads_at_once() {
     let emulator = Emulator::start();
+    let github = GitHubStandIn::start();
     let dir = tempfile::tempdir().unwrap();
     let state = common::pg::server().fresh_database();
     // A long duration: only a release can hand over quickly.
     let slow = (30, 20, 1);
     let replicas: Vec<Replica> = ["replica-a", "replica-b"]
         .into_iter()
-        .map(|name| Replica::start(name, dir.path(), &state, &emulator, slow))
+        .map(|name| Replica::start(name, dir.path(), &state, &emulator, &github, slow))
         .collect();
     wait_for("a holder", Duration::from_secs(10), || {
         !emulator.holder().is_empty()
@@ -390,12 +509,13 @@ fn sigterm_releases_the_lease_so_the_next_replica_leads_at_once() {
 #[ignore]
 fn with_the_default_settings_a_killed_holder_is_replaced_within_15_s() {
     let emulator = Emulator::start();
+    let github = GitHubStandIn::start();
     let dir = tempfile::tempdir().unwrap();
     let state = common::pg::server().fresh_database();
     let defaults = (12, 8, 2);
     let replicas: Vec<Replica> = ["replica-a", "replica-b"]
         .into_iter()
-        .map(|name| Replica::start(name, dir.path(), &state, &emulator, defaults))
+        .map(|name| Replica::start(name, dir.path(), &state, &emulator, &github, defaults))
         .collect();
     wait_for("a holder", Duration::from_secs(10), || {
         !emulator.holder().is_empty()
