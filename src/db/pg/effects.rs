@@ -48,19 +48,7 @@ pub async fn command_effect(
         )
         .execute(&mut *tx)
         .await?,
-        // `db::sleep`'s wake: the sleep's length and the pod-seconds it saved added up.
-        Effect::Wake => sqlx::query!(
-            "UPDATE previews SET
-                 slept_seconds = slept_seconds + GREATEST($2 - sleeping_since, 0),
-                 saved_pod_seconds = saved_pod_seconds
-                     + GREATEST($2 - sleeping_since, 0) * COALESCE(used_pods, 0),
-                 sleeping_since = NULL, woke_at = $2, last_used_at = $2
-             WHERE id = $1 AND sleeping_since IS NOT NULL",
-            preview_id,
-            now
-        )
-        .execute(&mut *tx)
-        .await?,
+        Effect::Wake => super::sleep::wake_row(&mut *tx, preview_id, now).await?,
         Effect::Reseed => sqlx::query!(
             "UPDATE previews SET seed_generation = seed_generation + 1, updated_at = $2 WHERE id = $1",
             preview_id,

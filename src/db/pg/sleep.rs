@@ -2,7 +2,8 @@
 //! and the previews idle long enough to sleep. Each write is one conditional statement, as
 //! on SQLite, so replicas racing each other never both act.
 
-use sqlx::PgPool;
+use sqlx::postgres::PgQueryResult;
+use sqlx::{PgConnection, PgPool};
 
 use crate::db::sleep::{IDLE_PER_PASS, Idle, USE_EVERY, Usage};
 use crate::preview::{HistoryKind, PreviewKey};
@@ -55,20 +56,7 @@ pub async fn sleep(
 pub async fn wake(pool: &PgPool, id: i64, why: &str, now: i64) -> anyhow::Result<bool> {
     let mut tx = pool.begin().await?;
     super::changes::lock_first(&mut tx).await?;
-    // `db::sleep::WAKE`.
-    let woke = sqlx::query!(
-        "UPDATE previews SET
-             slept_seconds = slept_seconds + GREATEST($2 - sleeping_since, 0),
-             saved_pod_seconds = saved_pod_seconds
-                 + GREATEST($2 - sleeping_since, 0) * COALESCE(used_pods, 0),
-             sleeping_since = NULL, woke_at = $2, last_used_at = $2
-         WHERE id = $1 AND sleeping_since IS NOT NULL",
-        id,
-        now
-    )
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let woke = wake_row(&mut tx, id, now).await?.rows_affected();
     if woke > 0 {
         // A wake from the login's check, on whichever replica took the request.
         super::changes::touch(&mut tx, id).await?;
@@ -121,4 +109,25 @@ pub async fn idle_since(pool: &PgPool, repo: &str, until: i64) -> anyhow::Result
         })
         .collect::<sqlx::Result<_>>()?;
     Ok(idle)
+}
+
+/// `db::sleep::WAKE`: the sleep's length and the pod-seconds it saved added up, for a wake
+/// from the login's check and for a `/preview wake` alike.
+pub(super) async fn wake_row(
+    conn: &mut PgConnection,
+    id: i64,
+    now: i64,
+) -> sqlx::Result<PgQueryResult> {
+    sqlx::query!(
+        "UPDATE previews SET
+             slept_seconds = slept_seconds + GREATEST($2 - sleeping_since, 0),
+             saved_pod_seconds = saved_pod_seconds
+                 + GREATEST($2 - sleeping_since, 0) * COALESCE(used_pods, 0),
+             sleeping_since = NULL, woke_at = $2, last_used_at = $2
+         WHERE id = $1 AND sleeping_since IS NOT NULL",
+        id,
+        now
+    )
+    .execute(&mut *conn)
+    .await
 }
